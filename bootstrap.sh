@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Set up everything this project needs on Debian/Ubuntu, then run one job.
+#
+#   bash bootstrap.sh lecture [render.py all options]   # set up, train, render the lecture (preview quality)
+#   bash bootstrap.sh test    [pytest options]          # set up, run the tests
+#   bash bootstrap.sh setup                             # set up only
+#
+# Finished steps are skipped on a second run. Without root or apt it prints the apt command to run
+# and goes on if the packages are already there.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk)
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+missing_apt() {
+    local pkg
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || echo "$pkg"
+    done
+}
+
+install_apt() {
+    local missing
+    missing=$(missing_apt | tr '\n' ' ')
+    if [ -z "${missing// }" ]; then
+        say "system packages: present"
+        return
+    fi
+    local cmd="apt-get install -y --no-install-recommends $missing"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing system packages: $missing"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $cmd >/dev/null
+    else
+        say "missing system packages: $missing"
+        say "run as root:  sudo apt-get update && sudo $cmd"
+        # Go on where the tools are there anyway (another distribution, a non-apt install).
+        if command -v latex >/dev/null && command -v dvisvgm >/dev/null && pkg-config --exists pangocairo 2>/dev/null; then
+            say "latex, dvisvgm and pango are on PATH; going on"
+        else
+            exit 1
+        fi
+    fi
+}
+
+install_python() {
+    local stamp="$VENV/.bootstrap-stamp" want
+    want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        say "python environment: up to date ($VENV)"
+        return
+    fi
+    [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+    say "installing python packages into $VENV (torch==2.13.0 CPU, manim, scikit-learn ...)"
+    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$VENV/bin/python" -m pip install -q -e ".[test]"
+    echo "$want" > "$stamp"
+}
+
+job=${1:-setup}
+shift || true
+install_apt
+install_python
+case "$job" in
+    setup) say "set-up done" ;;
+    lecture) exec "$VENV/bin/python" render.py all --quality l "$@" ;;
+    test) exec "$VENV/bin/python" -m pytest "$@" ;;
+    *) say "unknown job '$job': use lecture, test or setup"; exit 2 ;;
+esac

@@ -1,0 +1,84 @@
+"""Trace cache: one ``.npz`` per run, named by the config digest (torch-free).
+
+Example::
+
+    python -m simulation.cache '{"arch": "residual", "depth": 20}'
+
+``get_traces`` loads cached runs and trains the missing ones. It trains in this process only when
+asked (``render.py`` does); scenes ask for ``in_subprocess=True`` so that they never import torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import RunConfig
+from .trace import Trace, TraceError
+
+__all__ = ["cache_dir", "trace_path", "get_trace", "get_traces"]
+
+log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """``$RESIDUAL_CACHE`` or ``.cache/traces`` beside render.py."""
+    return Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
+
+
+def trace_path(config: RunConfig) -> Path:
+    return cache_dir() / f"{config.digest()}.npz"
+
+
+def get_trace(config: RunConfig, progress: bool | None = None) -> Trace:
+    """The trace of ``config``: from the cache (no training, logged) or trained now and cached."""
+    return get_traces([config], progress=progress)[0]
+
+
+def get_traces(configs: list[RunConfig], progress: bool | None = None,
+               in_subprocess: bool = False) -> list[Trace]:
+    """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again).
+
+    ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
+    """
+    traces = {c: _try_load(trace_path(c)) for c in configs}
+    missing = [c for c, trace in traces.items() if trace is None]
+    for config, trace in traces.items():
+        if trace is not None:
+            log.info("cache hit %s (%s d=%d): nothing trained", config.digest(), config.arch, config.depth)
+    if missing and in_subprocess:
+        payload = [json.dumps(c.to_dict()) for c in missing]
+        subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
+        traces.update({c: Trace.load(trace_path(c)) for c in missing})
+    elif missing:
+        from .train import run  # torch is imported only when something must be trained
+
+        for config in missing:
+            log.info("training %s (%s d=%d %s)", config.digest(), config.arch, config.depth, config.activation)
+            traces[config] = run(config, progress=progress)
+            traces[config].save(trace_path(config))
+    return [traces[c] for c in configs]
+
+
+def _try_load(path: Path) -> Trace | None:
+    if not path.is_file():
+        return None
+    try:
+        return Trace.load(path)
+    except TraceError as exc:
+        log.warning("ignoring cached trace, training again: %s", exc)
+        return None
+
+
+def main(argv: list[str]) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    get_traces([RunConfig.from_dict(json.loads(arg)) for arg in argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
