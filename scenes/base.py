@@ -1,0 +1,131 @@
+"""LectureScene: the base of every scene: language, traces, narration, numbers JSON, citations.
+
+Example::
+
+    manim -ql scenes/highway.py IdentityHighway          # English, default parameters
+    RESIDUAL_LANG=zh manim -ql scenes/highway.py IdentityHighway
+
+A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and ``strings``
+(``{key: {"en": ..., "zh": ...}}``). ``setup`` loads the experiment's traces from the cache, training
+missing runs in a subprocess, so a scene never imports torch. Every number drawn goes through
+:meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
+
+from simulation.cache import get_traces
+from simulation.experiments import build_runs
+from simulation.trace import Trace, atomic_write
+
+from scenes.layout import layout_problems
+from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
+
+__all__ = ["LectureScene"]
+
+COMMON_STRINGS = {
+    "measured": {"en": "measured", "zh": "实测"},
+    "plain": {"en": "plain", "zh": "普通网络"},
+    "residual": {"en": "residual", "zh": "残差网络"},
+    "layer": {"en": "layer", "zh": "层"},
+    "block": {"en": "block", "zh": "块"},
+}
+
+
+class LectureScene(Scene):
+    """Base scene. Class attributes are the knobs; variants are subclasses that override them."""
+
+    experiment: str | None = None  # simulation experiment whose traces this scene shows
+    params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
+    lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
+    strings: dict[str, dict[str, str]] = {}
+    check_layout: bool = False  # record texts outside the frame or over each other after every step
+
+    def setup(self) -> None:
+        self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
+        set_language(self.lang)
+        self.camera.background_color = PALETTE["background"]
+        self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {}}
+        self.traces: dict[str, Trace] = {}
+        self.layout_log: list[str] = []
+        if self.experiment:
+            runs = build_runs(self.experiment, dict(self.params))
+            traces = get_traces(list(runs.values()), in_subprocess=True)
+            self.traces = dict(zip(runs, traces))
+            self.numbers["experiment"] = self.experiment
+            self.numbers["traces"] = {name: t.meta["digest"] for name, t in self.traces.items()}
+
+    # -- text -------------------------------------------------------------------------------
+    def t(self, key: str, **fmt: Any) -> str:
+        """The string ``key`` in the scene's language, formatted with ``fmt``."""
+        entry = self.strings.get(key) or COMMON_STRINGS.get(key)
+        if entry is None:
+            raise KeyError(f"{type(self).__name__} has no string {key!r}")
+        return entry[self.lang].format(**fmt)
+
+    def text(self, key: str, size: float = 28, color=None, **fmt: Any) -> Text:
+        return make_text(self.t(key, **fmt), size=size, color=color)
+
+    def title(self, key: str, **fmt: Any) -> Text:
+        return self.text(key, size=SIZE_TITLE, **fmt).to_edge(UP, buff=0.35)
+
+    def cite(self, source: str) -> Text:
+        """A citation in the bottom-right corner (paper, figure); added to the scene."""
+        label = make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=0.25)
+        self.add(label)
+        return label
+
+    def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
+        """Subcaption (written to the .srt beside the video) starting now."""
+        self.add_subcaption(self.t(key, **fmt), duration=duration)
+
+    # -- layout -----------------------------------------------------------------------------
+    def play(self, *args: Any, **kwargs: Any) -> None:
+        super().play(*args, **kwargs)
+        self._check_layout()
+
+    def wait(self, *args: Any, **kwargs: Any) -> None:
+        super().wait(*args, **kwargs)
+        self._check_layout()
+
+    def _check_layout(self) -> None:
+        if self.check_layout:
+            found = layout_problems(self.mobjects, config.frame_width, config.frame_height)
+            self.layout_log += [p for p in found if p not in self.layout_log]
+
+    # -- numbers ----------------------------------------------------------------------------
+    def number(self, key: str, value: float, digits: int = 2) -> str:
+        """Format ``value`` for the screen and record it under ``key`` in the numbers JSON."""
+        value = float(value)
+        self.numbers["values"][key] = value if math.isfinite(value) else str(value)
+        return format_number(value, digits)
+
+    def tear_down(self) -> None:
+        if config.dry_run or not getattr(self.renderer, "file_writer", None):
+            return
+        movie = getattr(self.renderer.file_writer, "movie_file_path", None)
+        target = Path(movie) if movie else None
+        if target is None or not str(target):
+            image = getattr(self.renderer.file_writer, "image_file_path", None)
+            target = Path(image) if image else None
+        if target is None:
+            return
+        path = target.with_suffix(".numbers.json")
+        with atomic_write(path) as tmp:
+            tmp.write_text(json.dumps(self.numbers, indent=2, sort_keys=True, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to the numbers JSON")

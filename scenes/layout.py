@@ -1,0 +1,75 @@
+"""Layout checks: every text inside the frame, no text over another (used by tests and --check).
+
+Example::
+
+    problems = layout_problems(scene.mobjects, frame_width=14.22, frame_height=8.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from manim import MathTex, Mobject, SingleStringMathTex, Tex, Text
+
+__all__ = ["text_mobjects", "layout_problems"]
+
+TEXT_TYPES = (Text, SingleStringMathTex, MathTex, Tex)
+
+
+def text_mobjects(mobjects: Iterable[Mobject]) -> list[Mobject]:
+    """Visible outermost text mobjects (Text, MathTex, Tex) among ``mobjects`` and their families."""
+    found: list[Mobject] = []
+
+    def visit(mob: Mobject) -> None:
+        if isinstance(mob, TEXT_TYPES):
+            if _visible(mob):
+                found.append(mob)
+            return  # its letters are not separate texts
+        for sub in mob.submobjects:
+            visit(sub)
+
+    for mob in mobjects:
+        visit(mob)
+    return found
+
+
+def _visible(mob: Mobject) -> bool:
+    family = mob.family_members_with_points()
+    if not family:
+        return False
+    opacities = [max(float(np.max(m.get_fill_opacities(), initial=0)), float(np.max(m.get_stroke_opacities(), initial=0)))
+                 for m in family]
+    return max(opacities) > 0.05
+
+
+def _box(mob: Mobject) -> tuple[float, float, float, float]:
+    left, right = mob.get_left()[0], mob.get_right()[0]
+    bottom, top = mob.get_bottom()[1], mob.get_top()[1]
+    return left, right, bottom, top
+
+
+def _describe(mob: Mobject) -> str:
+    text = getattr(mob, "text", None) or getattr(mob, "tex_string", None) or type(mob).__name__
+    return repr(str(text)[:40])
+
+
+def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
+                    tolerance: float = 0.02) -> list[str]:
+    """One line per text outside the frame and per pair of texts whose boxes overlap by more than
+    ``tolerance`` scene units on both axes."""
+    texts = text_mobjects(mobjects)
+    problems = []
+    half_w, half_h = frame_width / 2, frame_height / 2
+    boxes = [_box(m) for m in texts]
+    for mob, (l, r, b, t) in zip(texts, boxes):
+        if l < -half_w - tolerance or r > half_w + tolerance or b < -half_h - tolerance or t > half_h + tolerance:
+            problems.append(f"outside the frame: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], y [{b:.2f}, {t:.2f}]")
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            (l1, r1, b1, t1), (l2, r2, b2, t2) = boxes[i], boxes[j]
+            dx = min(r1, r2) - max(l1, l2)
+            dy = min(t1, t2) - max(b1, b2)
+            if dx > tolerance and dy > tolerance:
+                problems.append(f"overlap: {_describe(texts[i])} and {_describe(texts[j])}")
+    return problems
