@@ -7,7 +7,8 @@ Example::
 
 A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and ``strings``
 (``{key: {"en": ..., "zh": ...}}``). ``setup`` loads the experiment's traces from the cache, training
-missing runs in a subprocess, so a scene never imports torch. Every number drawn goes through
+missing runs in a subprocess, so a scene never imports torch; a variant that sets ``trace_files``
+(``{run_name: path}``) reads those files instead (tests use small committed traces). Every number drawn goes through
 :meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
 """
 
@@ -48,6 +49,7 @@ class LectureScene(Scene):
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
+    trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
 
     def setup(self) -> None:
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
@@ -56,10 +58,13 @@ class LectureScene(Scene):
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {}}
         self.traces: dict[str, Trace] = {}
         self.layout_log: list[str] = []
-        if self.experiment:
+        if self.experiment and self.trace_files is not None:
+            self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
+        elif self.experiment:
             runs = build_runs(self.experiment, dict(self.params))
             traces = get_traces(list(runs.values()), in_subprocess=True)
             self.traces = dict(zip(runs, traces))
+        if self.experiment:
             self.numbers["experiment"] = self.experiment
             self.numbers["traces"] = {name: t.meta["digest"] for name, t in self.traces.items()}
 

@@ -1,0 +1,99 @@
+"""The Recorder against torch.autograd, and its hooks' lifetime."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from simulation.models import build_model
+from simulation.record import Recorder
+
+
+def _manual_forward(model, x):
+    """Forward that keeps every block output so autograd can differentiate with respect to them."""
+    outputs = []
+    h = model.stem(x)
+    for block in model.blocks:
+        h = block(h)
+        outputs.append(h)
+    return model.head(h), outputs
+
+
+@pytest.mark.parametrize("arch", ["plain", "residual"])
+@pytest.mark.parametrize("activation", ["sigmoid", "relu"])
+def test_recorded_output_grads_match_autograd(arch, activation):
+    torch.manual_seed(0)
+    model = build_model(arch, n_in=12, width=16, depth=5, n_out=3, activation=activation).double()
+    x, y = torch.randn(32, 12, dtype=torch.float64), torch.randint(0, 3, (32,))
+    loss_fn = nn.CrossEntropyLoss()
+
+    logits, outputs = _manual_forward(model, x)
+    reference = torch.autograd.grad(loss_fn(logits, y), outputs)
+    expected = [float(g.norm()) for g in reference]
+
+    with Recorder(model) as rec:
+        rec.arm()
+        loss_fn(model(x), y).backward()
+        row = rec.collect()
+    assert row["out_grad_norm"] == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+    # Weight gradients: the norm over both Linear weights of each block, against autograd.
+    model.zero_grad()
+    logits, _ = _manual_forward(model, x)
+    weights = [[m.weight for m in block.modules() if isinstance(m, nn.Linear)] for block in model.blocks]
+    grads = torch.autograd.grad(loss_fn(logits, y), [w for ws in weights for w in ws])
+    per_block = [sum(float(g.pow(2).sum()) for g in grads[2 * i: 2 * i + 2]) ** 0.5 for i in range(len(weights))]
+    assert row["grad_norm"] == pytest.approx(per_block, rel=1e-6)
+
+
+def test_branch_and_input_norms_are_what_the_block_sees():
+    torch.manual_seed(1)
+    model = build_model("residual", n_in=8, width=8, depth=3, n_out=2, activation="tanh").double()
+    x = torch.randn(16, 8, dtype=torch.float64)
+    with Recorder(model) as rec:
+        rec.arm()
+        model(x).sum().backward()
+        row = rec.collect()
+    with torch.no_grad():
+        h = model.stem(x)
+        branches = []
+        for block in model.blocks:
+            branches.append((h, block.branch(h)))
+            h = h + branches[-1][1]
+    for i, (h, f) in enumerate(branches):
+        assert row["input_norm"][i] == pytest.approx(float(h.norm(dim=1).mean()), rel=1e-9)
+        assert row["branch_norm"][i] == pytest.approx(float(f.norm(dim=1).mean()), rel=1e-9)
+        assert row["act_norm"][i] == pytest.approx(float((h + f).norm(dim=1).mean()), rel=1e-9)
+
+
+def _hook_count(model: nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks) for m in model.modules())
+
+
+def test_no_hooks_remain_after_exit():
+    model = build_model("residual", 8, 8, 4, 2, "relu")
+    with Recorder(model) as rec:
+        assert _hook_count(model) == 2 * 4
+        rec.arm()
+        model(torch.randn(4, 8)).sum().backward()
+        rec.collect()
+    assert _hook_count(model) == 0
+
+
+def test_no_hooks_remain_after_exception():
+    model = build_model("plain", 8, 8, 4, 2, "relu")
+    with pytest.raises(RuntimeError, match="boom"):
+        with Recorder(model) as rec:
+            rec.arm()
+            model(torch.randn(4, 8))
+            raise RuntimeError("boom")
+    assert _hook_count(model) == 0
+
+
+def test_unarmed_steps_record_nothing():
+    model = build_model("plain", 8, 8, 2, 2, "relu")
+    with Recorder(model) as rec:
+        model(torch.randn(4, 8)).sum().backward()  # not armed: hooks return at once
+        with pytest.raises(RuntimeError, match="without arm"):
+            rec.collect()
