@@ -3,25 +3,35 @@
 Example::
 
     python render.py list
-    python render.py render IdentityHighway ChainRuleProduct --quality l
-    python render.py all --lang zh
+    python render.py render IdentityHighway ChainRuleProduct --quality l --set depth=12
+    python render.py all --config lecture.toml --format webm --concat --jobs 2
     python render.py train vanishing --set depths=8,20 --json
     python render.py inspect .cache/traces/<digest>.npz
+
+Every command checks all of its input before it does any work, answers bad input with one line and a
+non-zero exit, writes every file atomically, and ends by printing the files it wrote. Parameters:
+defaults < ``--config FILE.toml`` < ``--set key=value`` (see cli_params.py for the file's tables).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
+from click.core import ParameterSource
+
+from cli_params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS
 
 __all__ = ["cli"]
 
-QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 log = logging.getLogger("render")
 
 
@@ -31,155 +41,447 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.INFO)
 
 
-def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--set")
-        out[key.strip()] = value.strip()
-    return out
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Bad input and failed renders end as one line on stderr and exit status 1."""
+    from cli_media import RenderError
+    from simulation.config import ConfigError
+    from simulation.trace import TraceError
+
+    try:
+        yield
+    except (ConfigError, TraceError, RenderError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _report(written: list[Path], unchanged: list[Path] = ()) -> None:
+    if unchanged:
+        click.echo("up to date (not rendered again):")
+        for path in unchanged:
+            click.echo(f"  {path}")
+    click.echo("wrote:" if written else "wrote: nothing")
+    for path in written:
+        click.echo(f"  {path}")
+
+
+class LectureCli(click.Group):
+    """Errors end as one line, ``Error: ...``, without click's usage block: exit status 2 for bad
+    usage, 1 for anything else; Ctrl-C prints ``Aborted!`` and exits with 130."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
+            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=LectureCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Show Manim's own log too.")
-def cli(verbose: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
     """Explain residual connections with animations driven by real, recorded training runs."""
     _setup_logging(verbose)
+    ctx.obj = {"verbose": verbose}
 
 
-@cli.command("list")
-def list_command() -> None:
-    """Scenes (in lecture order) and experiments with their parameters."""
-    from scenes import SCENES_IN_ORDER
+# -- parameters -------------------------------------------------------------------------------
+
+def _param_options(func):
+    func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                        help="Set a parameter: name (every experiment that has it), experiment.name or "
+                             "Scene.name. Repeatable; wins over --config.")(func)
+    func = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                        help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] tables.")(func)
+    return func
+
+
+def _layers(config_file: str | None, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
+    from cli_params import load_config, parse_sets
     from simulation.experiments import EXPERIMENTS
 
-    click.echo("Scenes, in lecture order:")
-    for scene in SCENES_IN_ORDER:
-        doc = (scene.__doc__ or "").strip().splitlines()[0]
-        click.echo(f"  {scene.__name__:<24} {doc}  [experiment: {scene.experiment or '-'}]")
-    click.echo("\nExperiments (set any parameter with --set key=value):")
-    for exp in EXPERIMENTS.values():
-        click.echo(f"  {exp.name:<18} {exp.description}")
-        click.echo(f"  {'':<18} source: {exp.source}")
-        params = ", ".join(f"{k}={_show(v)} ({t})" for k, (v, t) in exp.params().items())
-        click.echo(f"  {'':<18} parameters: {params}")
+    layers = [load_config(config_file, EXPERIMENTS, scene_names)] if config_file else []
+    return layers + [parse_sets(sets, EXPERIMENTS, scene_names or [])]
+
+
+def _validate_scoped(layers: list, scenes_by_name: dict[str, type]) -> None:
+    """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
+    from cli_params import experiment_overrides, scene_overrides
+    from simulation.experiments import get_experiment
+
+    for name in {name for layer in layers for name in layer.experiments}:
+        _build(name, experiment_overrides(layers, name, get_experiment(name).params()))
+    for name in {name for layer in layers for name in layer.scenes}:
+        if name in scenes_by_name:
+            scene_overrides(layers, scenes_by_name[name])
+
+
+def _build(experiment: str, overrides: dict[str, Any]) -> dict:
+    """``build_runs``, with a converter's bare ValueError or TypeError turned into a ConfigError."""
+    from simulation.config import ConfigError
+    from simulation.experiments import build_runs
+
+    try:
+        return build_runs(experiment, overrides)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {experiment}: bad parameter value ({exc})") from None
+
+
+def _all_params() -> dict[str, list[str]]:
+    from simulation.experiments import EXPERIMENTS
+
+    return {name: list(exp.params()) for name, exp in EXPERIMENTS.items()}
+
+
+# -- list, train, inspect ---------------------------------------------------------------------
+
+@cli.command("list")
+@_param_options
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable listing.")
+def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+    """Scenes (in lecture order) and experiments, with every parameter's type, default and value."""
+    import scenes
+    from cli_params import check_common_keys, experiment_overrides, scene_overrides, scene_params
+    from simulation.experiments import EXPERIMENTS, split_params
+
+    with _user_errors():
+        by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+        layers = _layers(config_file, sets, list(by_name))
+        check_common_keys(layers, _all_params(), _all_params())
+        _validate_scoped(layers, by_name)
+        listing: dict[str, Any] = {"scenes": [], "experiments": {}}
+        for scene in scenes.SCENES_IN_ORDER:
+            values = scene_overrides(layers, scene)
+            listing["scenes"].append({
+                "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
+                "experiment": getattr(scene, "experiment", None),
+                "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
+                           for k, (d, t) in scene_params(scene).items()},
+            })
+        for name, exp in EXPERIMENTS.items():
+            overrides = experiment_overrides(layers, name, exp.params())
+            _build(name, overrides)
+            base, extra = split_params(exp, overrides)
+            listing["experiments"][name] = {
+                "description": exp.description, "source": exp.source,
+                "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
+                           for k, (d, t) in exp.params().items()},
+            }
+    if as_json:
+        click.echo(json.dumps(listing, indent=2, default=list))
+        return
+    click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
+    for scene in listing["scenes"]:
+        click.echo(f"  {scene['name']:<24} {scene['description']}")
+        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
+        if scene["params"]:
+            _echo_params(scene["params"])
+    click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
+    for name, exp in listing["experiments"].items():
+        click.echo(f"  {name:<24} {exp['description']}")
+        click.echo(f"  {'':<24} source: {exp['source']}")
+        _echo_params(exp["params"])
 
 
 def _show(value: Any) -> str:
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def _echo_params(params: dict[str, dict[str, Any]]) -> None:
+    parts = []
+    for key, p in params.items():
+        changed = p["value"] != p["default"] and _show(p["value"]) != _show(p["default"])
+        note = f"{p['type']}, default {_show(p['default'])}" if changed else p["type"]
+        parts.append(f"{key}={_show(p['value'])} ({note})")
+    line = ""
+    for part in parts:  # wrap between parameters, never inside one
+        if line and len(line) + 2 + len(part) > 100:
+            click.echo(f"  {'':<24} {line}")
+            line = ""
+        line = f"{line}  {part}" if line else part
+    if line:
+        click.echo(f"  {'':<24} {line}")
 
 
 @cli.command()
 @click.argument("experiment")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a parameter (repeatable).")
+@_param_options
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def train(experiment: str, sets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
+def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
+    from cli_params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
-    from simulation.config import ConfigError
-    from simulation.experiments import build_runs
+    from simulation.experiments import get_experiment
     from simulation.summary import summarize
 
-    overrides = _parse_sets(sets)
-    if seed is not None:
-        overrides["seed"] = str(seed)
-    try:
-        runs = build_runs(experiment, overrides)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    traces = get_traces(list(runs.values()))
+    with _user_errors():
+        params = list(get_experiment(experiment).params())
+        layers = _layers(config_file, sets, None)
+        check_common_keys(layers, {experiment: params}, _all_params())
+        _validate_scoped(layers, {})
+        overrides = experiment_overrides(layers, experiment, params)
+        if seed is not None:
+            overrides["seed"] = seed
+        runs = _build(experiment, overrides)
+        fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
+        traces = get_traces(list(runs.values()))
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t)} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
         click.echo(json.dumps({"experiment": experiment, "runs": summary}, indent=2))
-        return
-    for name, s in summary.items():
-        status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"
-        click.echo(f"{name:<24} loss {s['final_loss']:.4g}  error {s['final_error']:.3f}  "
-                   f"test error {s['final_test_error']:.3f}  first/last grad_norm at step 0 "
-                   f"{s['grad_ratio_step0']:.3g}  {status}")
-    click.echo("\nwrote:" if traces else "")
-    for s in summary.values():
-        click.echo(f"  {s['trace']}")
+    else:
+        for name, s in summary.items():
+            status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"
+            click.echo(f"{name:<24} loss {s['final_loss']:.4g}  error {s['final_error']:.3f}  "
+                       f"test error {s['final_test_error']:.3f}  first/last grad_norm at step 0 "
+                       f"{s['grad_ratio_step0']:.3g}  {status}")
+    _note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
+    if not as_json:
+        _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh])
 
 
 @cli.command()
 @click.argument("trace_file", type=click.Path(dir_okay=False))
 def inspect(trace_file: str) -> None:
-    """Print a trace's metadata and summary."""
+    """Print a trace's metadata, array shapes and summary as JSON."""
     from simulation.summary import summarize
     from simulation.trace import Trace, TraceError
 
-    try:
+    with _user_errors():
         trace = Trace.load(trace_file)
-    except TraceError as exc:
-        raise click.ClickException(str(exc)) from None
+        try:
+            summary = summarize(trace)
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise TraceError(f"trace {trace_file} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
     click.echo(json.dumps({"meta": trace.meta, "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
-                           "summary": summarize(trace)}, indent=2))
+                           "summary": summary}, indent=2))
 
+
+# -- render -----------------------------------------------------------------------------------
 
 def _render_options(func):
-    func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default="l", show_default=True,
-                        help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
-    func = click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)(func)
-    func = click.option("--output", "-o", type=click.Path(file_okay=False), default="media", show_default=True,
-                        help="Folder for videos, subtitles and numbers JSON.")(func)
-    func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                        help="Override a parameter of the scenes' experiments (repeatable).")(func)
+    func = _param_options(func)
+    func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
+                        help="Scenes rendered at once, each in its own process.")(func)
+    func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
+                        show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
+    func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
+                        help="Transparent background (webm, gif, png).")(func)
+    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default=RENDER_DEFAULTS["format"],
+                        show_default=True, help="png = a still of the last frame.")(func)
+    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
+    func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
+                        show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
     return func
 
 
-@cli.command()
-@click.argument("scene_names", nargs=-1, required=True)
-@_render_options
-def render(scene_names: tuple[str, ...], quality: str, lang: str, output: str, sets: tuple[str, ...]) -> None:
-    """Render SCENE... (names from `render.py list`)."""
-    from scenes import get_scene
+def _options(ctx: click.Context, file_render: dict[str, Any]) -> dict[str, Any]:
+    """Render options with precedence default < file < command line."""
+    names = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
+             "output": "output", "jobs": "jobs", "concat": "concat"}
+    out = dict(RENDER_DEFAULTS)
+    out.update(file_render)
+    for key, param in names.items():
+        source = ctx.get_parameter_source(param)
+        if source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            out[key] = ctx.params[param]
+    return out
 
-    try:
-        scenes = [get_scene(name) for name in scene_names]
-    except KeyError as exc:
-        raise click.ClickException(exc.args[0]) from None
-    _render_scenes(scenes, quality, lang, Path(output), _parse_sets(sets))
+
+def _resolve_scenes(names: tuple[str, ...]) -> list[type]:
+    import scenes
+    from cli_media import load_scene
+    from simulation.config import ConfigError
+
+    by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+    out = []
+    for name in names:
+        if name in by_name:
+            out.append(by_name[name])
+        elif ":" in name:
+            module, _, cls = name.partition(":")
+            out.append(load_scene(module, cls))
+        else:
+            raise ConfigError(f"unknown scene {name!r}; available: {', '.join(by_name)} (or module:Class)")
+    return out
+
+
+@cli.command()
+@click.argument("scene_names", nargs=-1, required=True, metavar="SCENE...")
+@_render_options
+@click.pass_context
+def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
+    """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own)."""
+    with _user_errors():
+        scenes = _resolve_scenes(scene_names)
+    _render(ctx, scenes, concat_allowed=False)
 
 
 @cli.command("all")
 @_render_options
-def all_command(quality: str, lang: str, output: str, sets: tuple[str, ...]) -> None:
+@click.option("--concat/--no-concat", default=False, help="Also join the scenes into one lecture video.")
+@click.pass_context
+def all_command(ctx: click.Context, **_: Any) -> None:
     """Render the whole lecture in order."""
-    from scenes import SCENES_IN_ORDER
+    import scenes
 
-    _render_scenes(list(SCENES_IN_ORDER), quality, lang, Path(output), _parse_sets(sets))
+    _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
 
 
-def _render_scenes(scenes: list, quality: str, lang: str, output: Path, overrides: dict[str, str]) -> None:
-    from manim import tempconfig
-
-    from simulation.cache import get_traces
+def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> None:
+    import scenes as scene_package
+    from cli_media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
+                           missing_tools, render_job, source_digest, up_to_date)
+    from cli_params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from simulation.cache import get_traces, trace_path
     from simulation.config import ConfigError
-    from simulation.experiments import build_runs
+    from simulation.experiments import get_experiment
 
-    # Validate everything and train what is missing before the first frame is drawn.
-    try:
+    verbose = ctx.obj["verbose"] if ctx.obj else False
+    with _user_errors():
+        # 1. Every input, before any work.
+        by_name = {s.__name__: s for s in [*scene_package.SCENES_IN_ORDER, *scenes]}
+        layers = _layers(ctx.params["config_file"], ctx.params["sets"], list(by_name))
+        file_render = layers[0].render if ctx.params["config_file"] else {}
+        options = _options(ctx, file_render)
+        if options["concat"] and not concat_allowed:
+            raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
+        check_render_options(options)
+        active = {}
         for scene in scenes:
-            if scene.experiment:
-                get_traces(list(build_runs(scene.experiment, overrides).values()))
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    written: list[Path] = []
-    for scene in scenes:
-        variant = type(scene.__name__, (scene,), {"lang": lang, "params": overrides})
-        settings = {"quality": QUALITIES[quality], "media_dir": str(output), "verbosity": "WARNING",
-                    "progress_bar": "none" if not sys.stderr.isatty() else "display"}
-        with tempconfig(settings):
-            instance = variant()
-            instance.render()
-            movie = Path(instance.renderer.file_writer.movie_file_path)
-        written += [p for p in (movie, movie.with_suffix(".srt"), movie.with_suffix(".numbers.json")) if p.exists()]
-    click.echo("wrote:")
-    for path in written:
-        click.echo(f"  {path}")
+            if getattr(scene, "experiment", None):
+                active[scene.experiment] = list(get_experiment(scene.experiment).params())
+        check_common_keys(layers, active, _all_params())
+        _validate_scoped(layers, by_name)
+        # 2. Tools Manim needs, and the output folder.
+        missing = missing_tools(options["lang"])
+        if missing:
+            raise RenderError(f"missing {', '.join(missing)}; install with: {INSTALL_COMMAND}")
+        output = Path(options["output"]).expanduser().absolute()
+        check_output_dir(output)
+        # 3. One job per scene; its key says whether the files on disk are still current.
+        jobs, runs_of = [], {}
+        for scene in scenes:
+            experiment = getattr(scene, "experiment", None)
+            params = experiment_overrides(layers, experiment, active[experiment]) if experiment else {}
+            try:
+                runs = _build(experiment, params) if experiment else {}
+            except ConfigError as exc:
+                raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
+            job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
+                            attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
+                            source=source_digest(scene), quality=options["quality"], lang=options["lang"],
+                            format=options["format"],
+                            transparent=options["transparent"], output=str(output), verbose=verbose)
+            jobs.append(job)
+            runs_of[job.scene] = list(runs.values())
+        unchanged, todo = [], []
+        for job in jobs:
+            files = up_to_date(job.primary, job.key())
+            if files is None:
+                todo.append(job)
+            else:
+                unchanged += files
+        # 4. Train what the scenes to render need and the cache lacks.
+        configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))
+        fresh = [c for c in configs if not trace_path(c).is_file()]
+        if configs:
+            _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
+            get_traces(configs)
+        # 5. Render, then join.
+        _note(f"scenes: {len(todo)} to render, {len(jobs) - len(todo)} up to date")
+        written: list[Path] = []
+        try:
+            if options["jobs"] > 1 and len(todo) > 1:
+                written += _render_parallel(todo, options["jobs"], verbose)
+            else:
+                for index, job in enumerate(todo, 1):
+                    _note(f"rendering {job.scene} ({index}/{len(todo)})")
+                    written += render_job(job, by_name[job.scene], progress=sys.stderr.isatty())
+            if options["concat"]:
+                files, wrote = concat_lecture(jobs)
+                (written if wrote else unchanged).extend(files)
+        except (RenderError, ConfigError):
+            _report(written, unchanged)
+            raise
+    _report(written, unchanged)
+
+
+def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:
+    """Render ``jobs`` in up to ``workers`` processes (``render.py _worker``); Ctrl-C stops them all."""
+    from tqdm.auto import tqdm
+
+    from cli_media import RenderError
+
+    procs: list[subprocess.Popen] = []
+
+    def run(job) -> list[Path]:
+        command = [sys.executable, str(Path(__file__).resolve()), *(["-v"] if verbose else []), "_worker", job.to_json()]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        out, err = proc.communicate()
+        if verbose and err:
+            sys.stderr.write(err)
+        if proc.returncode:
+            lines = [line for line in err.strip().splitlines() if line.strip()]
+            reason = lines[-1].removeprefix("Error: ") if lines else f"exit status {proc.returncode}"
+            raise RenderError(f"{job.scene}: {reason}")
+        return [Path(p) for p in json.loads(out.strip().splitlines()[-1])["files"]]
+
+    written, failures = [], []
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures = [pool.submit(run, job) for job in jobs]
+    try:
+        with tqdm(total=len(jobs), desc="scenes", unit="scene", disable=not sys.stderr.isatty()) as bar:
+            for future in as_completed(futures):
+                try:
+                    written += future.result()
+                except RenderError as exc:
+                    failures.append(str(exc))
+                bar.update()
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # each worker removes its private folder
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if failures:
+        _report(written)
+        raise RenderError(f"{len(failures)} of {len(jobs)} scenes failed: " + "; ".join(failures))
+    return written
+
+
+@cli.command("_worker", hidden=True)
+@click.argument("job_json")
+@click.pass_context
+def worker(ctx: click.Context, job_json: str) -> None:
+    """Render one job given as JSON (used by --jobs); prints {"files": [...]}."""
+    from cli_media import RenderJob, load_scene, render_job
+    from cli_params import convert_value, scene_params
+
+    with _user_errors():
+        job = RenderJob.from_json(job_json)
+        scene = load_scene(job.module, job.scene)
+        defaults = scene_params(scene)
+        job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v) for k, v in job.attrs.items()}
+        files = render_job(job, scene)
+    click.echo(json.dumps({"files": [str(p) for p in files]}))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-from .chain_rule import ChainRuleProduct
+from .add_norm import TransformerAddNorm
+from .analogies import Analogies
+from .chain_rule import ChainRuleExploding, ChainRuleProduct
+from .compare import HighwayDenseNetResidual
+from .degradation import Degradation
 from .highway import IdentityHighway
+from .layernorm import PostLNvsPreLN
+from .nested import NestedFunctionClasses
+from .paths import PathEnsemble
+from .plus_one import GradientPlusOne
+from .residual_response import ResidualResponse
+from .shattered import ShatteredGradients
+from .sigmoid import SigmoidDerivative
+from .summary import Summary
 
 __all__ = ["SCENES_IN_ORDER", "get_scene"]
 
 # The lecture, in the order the story is told.
-SCENES_IN_ORDER = [IdentityHighway, ChainRuleProduct]
+SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
+                   Degradation, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
+                   HighwayDenseNetResidual, PathEnsemble, ShatteredGradients, Summary]
 
 
 def get_scene(name: str):

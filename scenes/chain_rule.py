@@ -7,18 +7,23 @@ Example::
 The running product ||dL/dh_l|| / ||dL/dh_L|| of a real plain sigmoid network at initialisation
 shrinks geometrically (sigma' <= 1/4 per layer); the residual network's stays near 1 because each
 block contributes (1 + dF/dx) instead of dF/dx. Source: He et al. 2015 §1; D2L §8.6 (ResNet).
+
+``ChainRuleExploding`` is the same picture for the ``exploding`` experiment: plain ReLU nets at the
+smallest and the largest init gain (the product vanishes, or every factor exceeds 1 and it explodes),
+then where the trace says training became non-finite (step, block, pass). Source: Glorot & Bengio
+2010; He et al. 2015, "Delving Deep into Rectifiers", §2.2 (a ReLU layer's gain).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from manim import (DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, Transform, VGroup, VMobject, Write)
+from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, Transform, VGroup, VMobject, Write
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LogAxes, safe_log10
 
-__all__ = ["ChainRuleProduct", "running_product"]
+__all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
 
 
 def running_product(out_grad_norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,15 +60,18 @@ class ChainRuleProduct(LectureScene):
                        "zh": "有了捷径，每个因子是 1 加上一点：乘积得以保留。"},
     }
 
+    runs = ("plain", "residual")  # the two runs compared, in the order they are drawn
+    _colors = ("plain", "residual")  # PALETTE roles of the two runs
+    _axes_box = (-1.05, 3.3)  # centre y and height of the log axes (scene units)
+
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
-        depth = plain.config["depth"]
-        _, plain_product = running_product(plain["out_grad_norm"][0])
-        plain_factors, _ = running_product(plain["out_grad_norm"][0])
-        res_factors, res_product = running_product(residual["out_grad_norm"][0])
-        for l in range(depth):
-            self.number(f"plain.block.{l}.product", plain_product[l])
-            self.number(f"residual.block.{l}.product", res_product[l])
+        names = self.pick_runs()
+        depth = self.traces[names[0]].config["depth"]
+        factors, products = {}, {}
+        for name in names:
+            factors[name], products[name] = running_product(self.traces[name]["out_grad_norm"][0])
+            for l in range(depth):
+                self.number(f"{name}.block.{l}.product", products[name][l])
 
         # 1. The formula (He et al. use the same product; D2L writes it per layer).
         title = self.title("title")
@@ -74,11 +82,13 @@ class ChainRuleProduct(LectureScene):
         self.narrate("n_formula", 3)
         self.play(FadeIn(title), Write(formula), run_time=2)
 
-        # 2. Log axes sized to the data.
-        low = float(np.nanmin(safe_log10(np.concatenate([plain_product, res_product]), floor=1e-300)))
-        exp_min = int(np.floor(max(low, -300))) - 1
-        axes = LogAxes((1, depth, 1), (exp_min, 1), width=7.0, height=3.3)
-        axes.move_to([-1.5, -1.05, 0])
+        # 2. Log axes sized to the data (the top grows past 1 when the product explodes).
+        logs = safe_log10(np.concatenate(list(products.values())), floor=1e-300)
+        exp_min = int(np.floor(max(float(np.nanmin(logs)), -300))) - 1
+        exp_max = max(1, int(np.ceil(float(np.nanmax(logs)))))
+        centre_y, height = self._axes_box
+        axes = LogAxes((1, depth, 1), (exp_min, exp_max), width=7.0, height=height)
+        axes.move_to([-1.5, centre_y, 0])
         x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(axes, DOWN, buff=0.12)
         y_label = make_text(self.t("axis_y"), size=SIZE_SMALL, color=PALETTE["muted"])
         y_label.next_to(axes.axes, UP, buff=0.12).align_to(axes, LEFT)
@@ -87,18 +97,17 @@ class ChainRuleProduct(LectureScene):
         # 3. Layer by layer, from the output back to the input.
         legend_x = axes.get_right()[0] + 0.5
         rows = {}
-        for row, (name, color, factors, product) in enumerate([
-                ("plain", PALETTE["plain"], plain_factors, plain_product),
-                ("residual", PALETTE["residual"], res_factors, res_product)]):
-            label = self.text(name, size=SIZE_LABEL, color=color)
+        for row, (name, role) in enumerate(zip(names, self._colors)):
+            color = PALETTE[role]
+            label = make_text(self.run_label(name), size=SIZE_LABEL, color=color)
             label.move_to([legend_x, 0.9 - 1.5 * row, 0], aligned_edge=LEFT)
             readout = make_text(self.t("factor", value="1"), size=SIZE_LABEL, color=color)
             readout.next_to(label, DOWN, aligned_edge=LEFT, buff=0.12)
-            rows[name] = (label, readout, color, factors, product)
+            rows[name] = (label, readout, color, factors[name], products[name])
             self.add(label, readout)
-        for name, narration in (("plain", "n_plain"), ("residual", "n_residual")):
-            label, readout, color, factors, product = rows[name]
-            self.narrate(narration, 0.35 * depth + 1)
+        for row, name in enumerate(names):
+            label, readout, color, factor, product = rows[name]
+            self.narrate(self.narration(row), 0.35 * depth + 1)
             points = [axes.point(l + 1, product[l]) for l in range(depth)]
             curve = VMobject(color=color, stroke_width=4)
             curve.set_points_as_corners([points[-1], points[-1]])
@@ -106,20 +115,115 @@ class ChainRuleProduct(LectureScene):
             dot = Dot(points[-1], color=color, radius=0.07)
             self.add(dot)
             for l in range(depth - 2, -1, -1):  # the factor between block l+1 and block l
-                new_readout = make_text(self.t("factor", value=self.number(f"{name}.block.{l}.factor", factors[l])),
+                new_readout = make_text(self.t("factor", value=self.number(f"{name}.block.{l}.factor", factor[l])),
                                         size=SIZE_LABEL, color=color).move_to(readout, aligned_edge=LEFT)
                 new_curve = VMobject(color=color, stroke_width=4).set_points_as_corners(points[l:][::-1])
                 self.play(Transform(curve, new_curve), dot.animate.move_to(points[l]),
                           Transform(readout, new_readout), run_time=0.35)
             self.wait(0.5)
 
-        # 4. Weight gradients, first block over last block.
-        ratios = {name: float(t["grad_norm"][0, 0] / t["grad_norm"][0, -1])
-                  for name, t in (("plain", plain), ("residual", residual))}
-        summary = self.text("weights", size=SIZE_LABEL,
-                            plain=self.number("plain.first_over_last_grad_norm", ratios["plain"]),
-                            residual=self.number("residual.first_over_last_grad_norm", ratios["residual"]))
+        # 4. One more measured ratio per run (weight gradients, or the forward signal).
+        summary = self.get_summary(names)
         summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=0.4)
         self.play(FadeIn(summary))
-        self.cite("He et al. 2015, §1; D2L §5.4")
+        self.cite(self._source)
+        self.finish(names, summary)
+
+    _source = "He et al. 2015, §1; D2L §5.4"  # citation shown in the corner
+
+    # -- what a variant changes ---------------------------------------------------------------------
+    def pick_runs(self) -> tuple[str, str]:
+        """Names of the two runs to compare (keys of ``self.traces``)."""
+        return self.runs
+
+    def run_label(self, name: str) -> str:
+        return self.t(name)
+
+    def narration(self, row: int) -> str:
+        return ("n_plain", "n_residual")[row]
+
+    def get_summary(self, names: tuple[str, str]):
+        """||dL/dW|| of the first block over the last block's at step 0, for both runs."""
+        shown = [self.number(f"{name}.first_over_last_grad_norm",
+                             self.traces[name]["grad_norm"][0, 0] / self.traces[name]["grad_norm"][0, -1])
+                 for name in names]
+        return self.text("weights", size=SIZE_LABEL, plain=shown[0], residual=shown[1])
+
+    def finish(self, names: tuple[str, str], summary) -> None:
         self.wait(2)
+
+
+class ChainRuleExploding(ChainRuleProduct):
+    """The exploding counterpart: plain ReLU nets at a small and a large init gain, and where training diverged."""
+
+    experiment = "exploding"
+    _colors = ("grad", "warn")
+    _axes_box = (-0.5, 2.5)  # shorter than the base's: two lines about divergence go below
+    _source = "Glorot & Bengio 2010; He et al. 2015 (PReLU), §2.2"
+    strings = {
+        **ChainRuleProduct.strings,
+        "title": {"en": "The product can also explode", "zh": "连乘也会爆炸"},
+        "gain": {"en": "plain ReLU net, gain {gain}", "zh": "普通 ReLU 网络，增益 {gain}"},
+        "forward": {"en": "forward signal ‖h_L‖ / ‖h_1‖ at step 0:  gain {a}: {ra}   gain {b}: {rb}",
+                    "zh": "前向信号 ‖h_L‖ / ‖h_1‖（第 0 步）：增益 {a}：{ra}   增益 {b}：{rb}"},
+        "diverged": {"en": "{run}: non-finite at step {step}, block {block} ({where} pass)",
+                     "zh": "{run}：第 {step} 步、第 {block} 块出现非有限值（{where}）"},
+        "diverged_head": {"en": "{run}: non-finite at step {step}, in the stem, head or loss",
+                          "zh": "{run}：第 {step} 步在输入层、输出层或损失处出现非有限值"},
+        "finite": {"en": "{run}: stayed finite for {steps} steps", "zh": "{run}：{steps} 步内始终有限"},
+        "gain_run": {"en": "gain {gain}, lr {lr}", "zh": "增益 {gain}，学习率 {lr}"},
+        "pass_forward": {"en": "forward", "zh": "前向"},
+        "pass_backward": {"en": "backward", "zh": "反向"},
+        "n_low": {"en": "With a small initial gain, each ReLU layer shrinks the gradient: it vanishes.",
+                  "zh": "初始增益小时，每个 ReLU 层都让梯度变小：梯度消失。"},
+        "n_high": {"en": "With a large gain, each factor is above one, and the product explodes.",
+                   "zh": "增益大时，每个因子都大于 1，乘积随之爆炸。"},
+        "n_diverged": {"en": "Training such a net, or one with a too large learning rate, soon produces infinities.",
+                       "zh": "训练这样的网络，或学习率过大的网络，很快就出现无穷大。"},
+    }
+
+    def pick_runs(self) -> tuple[str, str]:
+        """The plain_gain* runs with the smallest and the largest init gain."""
+        gains = sorted((t.config["init_gain"], name) for name, t in self.traces.items() if name.startswith("plain_gain"))
+        if len(gains) < 2:
+            raise ValueError(f"{type(self).__name__} needs two plain_gain* runs; got {sorted(self.traces)}")
+        return gains[0][1], gains[-1][1]
+
+    def run_label(self, name: str) -> str:
+        return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].config["init_gain"]))
+
+    def narration(self, row: int) -> str:
+        return ("n_low", "n_high")[row]
+
+    def get_summary(self, names: tuple[str, str]):
+        """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""
+        a, b = (self.number(f"{n}.init_gain", self.traces[n].config["init_gain"]) for n in names)
+        ra, rb = (self.number(f"{n}.last_over_first_act_norm",
+                              self.traces[n]["act_norm"][0, -1] / self.traces[n]["act_norm"][0, 0]) for n in names)
+        return self.text("forward", size=SIZE_LABEL, a=a, ra=ra, b=b, rb=rb)
+
+    def finish(self, names: tuple[str, str], summary) -> None:
+        """Where training diverged: the large-gain run and the large-learning-rate run, from the trace metadata."""
+        lines = VGroup()
+        for name in (names[1], "plain_large_lr"):
+            if name not in self.traces:
+                continue
+            trace, cfg = self.traces[name], self.traces[name].config
+            run = self.t("gain_run", gain=self.number(f"{name}.init_gain", cfg["init_gain"]),
+                         lr=self.number(f"{name}.lr", cfg["lr"]))
+            meta = trace.meta
+            if not meta.get("diverged"):
+                text = self.t("finite", run=run, steps=self.number(f"{name}.steps", trace["step"][-1]))
+            elif meta.get("diverged_layer", -1) < 0:
+                text = self.t("diverged_head", run=run, step=self.number(f"{name}.diverged_step", meta["diverged_step"]))
+            else:
+                where = meta.get("diverged_pass")
+                text = self.t("diverged", run=run, step=self.number(f"{name}.diverged_step", meta["diverged_step"]),
+                              block=self.number(f"{name}.diverged_block", meta["diverged_layer"] + 1),
+                              where=self.t(f"pass_{where}") if where in ("forward", "backward") else str(where))
+            lines.add(make_text(text, size=SIZE_SMALL, color=PALETTE["warn"]))
+        if len(lines):
+            lines.arrange(DOWN, aligned_edge=LEFT, buff=0.08).next_to(summary, DOWN, buff=0.15, aligned_edge=LEFT)
+            self.narrate("n_diverged", 4)
+            self.play(FadeIn(lines), run_time=1)
+        self.wait(3)

@@ -4,21 +4,32 @@ Example::
 
     manim -ql scenes/highway.py IdentityHighway
 
-Source: He et al. 2015, "Deep Residual Learning for Image Recognition", §3.1 and Fig. 2 (the block),
-Fig. 7 (residual responses are small).
+Steps: the block; the projection shortcut y = F(x) + W_s x where the width changes (its parameter count
+computed by :func:`projection_params`); the measured per-block norms; and "F(x) = 0 skips the layer",
+with the trained block whose ||F(x)|| / ||x|| is smallest. Source: He et al. 2015, "Deep Residual
+Learning for Image Recognition", §3.1 (skip), Eq. 2 and §3.3 (projection), Fig. 2 (the block), Fig. 7
+(residual responses are small).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, GrowFromEdge, Line, MathTex,
-                   MoveAlongPath, VGroup, VMobject, Write, Indicate)
+from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, GrowFromEdge, Indicate, Line,
+                   MathTex, Mobject, MoveAlongPath, Transform, VGroup, VMobject, Write)
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import make_add_node, make_bar_pairs, make_box
 
-__all__ = ["IdentityHighway"]
+__all__ = ["IdentityHighway", "projection_params"]
+
+
+def projection_params(d_in: int, d_out: int, bias: bool = False) -> int:
+    """Parameters of a projection shortcut W_s: R^d_in -> R^d_out (He et al. 2015, Eq. 2): d_out * d_in,
+    plus d_out with a bias. The identity shortcut has none. Raises ValueError for a width below 1."""
+    if d_in < 1 or d_out < 1:
+        raise ValueError(f"widths must be >= 1; got d_in={d_in}, d_out={d_out}")
+    return d_out * d_in + (d_out if bias else 0)
 
 
 class IdentityHighway(LectureScene):
@@ -42,7 +53,28 @@ class IdentityHighway(LectureScene):
                    "zh": "信号同时走两条路，在加法处汇合。"},
         "n_measure": {"en": "In a trained network the branch is small next to the highway.",
                       "zh": "在训练好的网络里，分支远小于主干。"},
+        "skip": {"en": "weights of F → 0: the block passes x through unchanged, the layer is skipped",
+                 "zh": "F 的权重 → 0：块把 x 原样传过去，这一层就被跳过了"},
+        "plain_identity": {"en": "a plain layer would have to learn H(x) = x with its weights",
+                           "zh": "普通层则必须用自己的权重去学出 H(x) = x"},
+        "closest": {"en": "trained net: block {block} is closest to skipped, ‖F(x)‖ / ‖x‖ = {ratio}",
+                    "zh": "训练后的网络：第 {block} 块最接近被跳过，‖F(x)‖ / ‖x‖ = {ratio}"},
+        "proj_why": {"en": "the widths differ: x cannot be added as is, W_s projects it",
+                     "zh": "宽度不同：x 不能直接相加，由 W_s 把它投影过去"},
+        "proj_cost": {"en": "W_s costs {params} parameters ({d_out} × {d_in}); the identity shortcut costs none",
+                      "zh": "W_s 需要 {params} 个参数（{d_out} × {d_in}）；恒等捷径一个都不需要"},
+        "proj_use": {"en": "so the identity is used wherever the widths match",
+                     "zh": "所以只要宽度一致，就用恒等捷径"},
+        "n_skip": {"en": "If the best thing a block can do is nothing, it only has to push F to zero.",
+                   "zh": "如果一个块最好什么都不做，它只需把 F 压到零。"},
+        "n_skip_measured": {"en": "A plain layer would have to learn the identity itself; here, the most idle block.",
+                            "zh": "普通层则必须自己学出恒等映射；这里是最“闲”的那一块。"},
+        "n_projection": {"en": "When a block changes the width, the shortcut needs a projection W s.",
+                         "zh": "当块改变宽度时，捷径需要一个投影 W_s。"},
+        "n_projection_cost": {"en": "It costs parameters, so the identity is kept wherever the widths match.",
+                              "zh": "投影要花参数，所以宽度一致时保留恒等捷径。"},
     }
+    projection_factor = 2  # output width / input width of the projection block: ResNet doubles the width (He 2015 §3.3)
 
     def construct(self) -> None:
         trace = self.traces["residual"]
@@ -63,7 +95,20 @@ class IdentityHighway(LectureScene):
         self.play(Indicate(add_node, color=PALETTE["identity"]), *[d.animate.set_opacity(0) for d in dots])
         self.remove(*dots)
 
-        # 3. Real norms of a trained net: last record of every block.
+        # 3. When the widths differ, x cannot be added as is: the projection shortcut W_s; then back.
+        identity_formula = formula.copy()
+        projection = self.get_projection_step(trace.config["width"], anchor=formula)
+        self.play(FadeOut(diagram), Transform(formula, projection["formula"]), run_time=1)
+        cite = self.cite("He et al. 2015, Eq. (2), §3.3")
+        self.narrate("n_projection", 4.5)
+        self.play(Create(projection["diagram"]), run_time=2)
+        self.narrate("n_projection_cost", 4)
+        self.play(FadeIn(projection["lines"]), run_time=1.2)
+        self.wait(2.5)
+        self.play(FadeOut(VGroup(projection["diagram"], projection["lines"])), FadeIn(diagram),
+                  Transform(formula, identity_formula), run_time=1)
+
+        # 4. Real norms of a trained net: last record of every block.
         x_norm, f_norm = trace["input_norm"][-1], trace["branch_norm"][-1]
         ratio = float(np.mean(f_norm / x_norm))
         for i in range(depth):
@@ -77,13 +122,30 @@ class IdentityHighway(LectureScene):
             make_text(self.t("x_norm"), size=SIZE_SMALL, color=PALETTE["identity"]),
             make_text(self.t("f_norm"), size=SIZE_SMALL, color=PALETTE["branch"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1).next_to(bars, RIGHT, buff=0.25)
+        self.remove(cite)
+        cite = self.cite("He et al. 2015, Fig. 2, Fig. 7")
         self.play(FadeIn(caption), FadeIn(legend),
                   *[GrowFromEdge(bar, DOWN) for bar in [*bars[0], *bars[1]]], Create(bars[2]), run_time=2)
         conclusion = self.text("ratio", size=SIZE_LABEL, ratio=self.number("mean_branch_to_input_ratio", ratio))
         conclusion.next_to(bars, DOWN, buff=0.15).to_edge(LEFT, buff=0.4)
         self.play(Write(conclusion))
-        self.cite("He et al. 2015, Fig. 2, Fig. 7")
         self.wait(2)
+
+        # 5. F(x) = 0 means "skip this layer": the branch fades, only the highway carries x.
+        skip = self.get_skip_step(x_norm, f_norm, anchor=formula)
+        self.play(FadeOut(VGroup(bars, caption, legend, conclusion)), run_time=0.8)
+        self.remove(cite)
+        self.cite("He et al. 2015, §3.1")
+        self.narrate("n_skip", 4.5)
+        branch_parts = VGroup(diagram[2], diagram[3], diagram[4], diagram[9])
+        self.play(branch_parts.animate.fade(0.8), Transform(formula, skip["formula"]), run_time=1.5)
+        dot = Dot(color=PALETTE["identity"])
+        self.play(MoveAlongPath(dot, identity_path), FadeIn(skip["lines"][0]), run_time=1.5)
+        self.remove(dot)
+        self.narrate("n_skip_measured", 4.5)
+        self.play(FadeIn(skip["lines"][1:]), run_time=1)
+        self.play(Indicate(skip["lines"][2], color=PALETTE["identity"], scale_factor=1.05), run_time=1)
+        self.wait(2.5)
 
     def get_diagram(self) -> tuple[VGroup, VMobject, VMobject, VGroup]:
         """Block diagram: x -> {identity, Linear-act-Linear} -> ⊕ -> H(x). Returns (group, paths, node)."""
@@ -105,3 +167,49 @@ class IdentityHighway(LectureScene):
         group = VGroup(x_label, identity_path, branch_path, boxes, arrows, add_node, out_arrow, out_label,
                        id_label, branch_label)
         return group, identity_path, branch_path, add_node
+
+    def get_skip_step(self, x_norm: np.ndarray, f_norm: np.ndarray, anchor: Mobject) -> dict:
+        """F(x) = 0 formula and three lines; the last names the trained block with the smallest ||F|| / ||x||."""
+        ratios = f_norm / x_norm
+        block = int(np.argmin(ratios))
+        formula = MathTex(r"F(x) = 0 \;\Rightarrow\; H(x) = x", font_size=40, color=PALETTE["identity"])
+        formula.move_to(anchor)
+        lines = VGroup(
+            self.text("skip", size=SIZE_LABEL, color=PALETTE["identity"]),
+            self.text("plain_identity", size=SIZE_LABEL, color=PALETTE["plain"]),
+            self.text("closest", size=SIZE_LABEL, block=self.number("skip.closest_block", block + 1),
+                      ratio=self.number(f"block.{block}.branch_to_input_ratio", ratios[block])),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.2).move_to([0, -2.0, 0]).to_edge(LEFT, buff=0.5)
+        return {"formula": formula, "lines": lines}
+
+    def get_projection_step(self, width: int, anchor: Mobject) -> dict:
+        """Block whose output width differs: branch R^d_in -> R^d_out, shortcut W_s; formula and cost."""
+        d_in, d_out = int(width), int(width * self.projection_factor)
+        params = projection_params(d_in, d_out)
+        n_in, n_out = self.number("projection.d_in", d_in), self.number("projection.d_out", d_out)
+        formula = MathTex(r"y = F(x) + W_s\,x", font_size=40, color=PALETTE["text"])
+        formula.move_to(anchor)
+        y, top = 0.35, 1.55
+        x_label = MathTex(rf"x \in \mathbb{{R}}^{{{n_in}}}", font_size=34).move_to([-5.7, y, 0])
+        add_node = make_add_node().move_to([3.0, y, 0])
+        out_label = MathTex(rf"y \in \mathbb{{R}}^{{{n_out}}}", font_size=34).move_to([5.4, y, 0])
+        boxes = VGroup(make_box(rf"{n_out}\times{n_in}", width=1.4, math=True), make_box(self.t("act"), width=1.0),
+                       make_box(rf"{n_out}\times{n_out}", width=1.4, math=True)).arrange(RIGHT, buff=0.45)
+        boxes.move_to([-0.6, top, 0])
+        w_s = make_box(r"W_s", width=1.0, color=PALETTE["identity"], math=True).move_to([-0.6, y, 0])
+        start, split = x_label.get_right() + RIGHT * 0.1, np.array([-4.6, y, 0])
+        identity = VGroup(Line(start, w_s.get_left(), color=PALETTE["identity"], stroke_width=8),
+                          Line(w_s.get_right(), add_node.get_left(), color=PALETTE["identity"], stroke_width=8))
+        branch = VMobject(color=PALETTE["branch"], stroke_width=3).set_points_as_corners([
+            split, [-4.6, top, 0], boxes.get_left(), boxes.get_right(), [3.0, top, 0], add_node.get_top()])
+        out_arrow = Arrow(add_node.get_right(), out_label.get_left(), buff=0.1, color=PALETTE["text"])
+        w_s_shape = MathTex(rf"W_s \in \mathbb{{R}}^{{{n_out} \times {n_in}}}", font_size=30,
+                            color=PALETTE["identity"]).next_to(w_s, DOWN, buff=0.2)
+        diagram = VGroup(x_label, identity, branch, boxes, w_s, add_node, out_arrow, out_label, w_s_shape)
+        lines = VGroup(
+            self.text("proj_why", size=SIZE_LABEL),
+            self.text("proj_cost", size=SIZE_LABEL, color=PALETTE["identity"],
+                      params=self.number("projection.params", params), d_out=n_out, d_in=n_in),
+            self.text("proj_use", size=SIZE_LABEL),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.2).move_to([0, -2.2, 0]).to_edge(LEFT, buff=0.5)
+        return {"formula": formula, "diagram": diagram, "lines": lines}

@@ -55,13 +55,18 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
 
 
 def format_number(value: float, digits: int = 2) -> str:
-    """Short human form: 0.153, 12.4, 3.1e-08; 'nan' / 'inf' / '0' spelled out."""
+    """Short human form: 0.153, 12.4, 3.1e-08, whole numbers from 1,000 on as 2,048; 'nan' / 'inf' / '0'
+    spelled out."""
     if value is None or not math.isfinite(value):
         return "nan" if value is None or math.isnan(value) else ("inf" if value > 0 else "-inf")
     if value == 0:
         return "0"
     magnitude = abs(value)
+    if float(value).is_integer() and 1e3 <= magnitude < 1e9:
+        return f"{int(value):,}"  # counts (parameters, widths) stay exact: 2,048 rather than 2.05e+03
     if 1e-2 <= magnitude < 1e4:
+        if magnitude >= 10 ** (digits + 1) - 0.5:
+            return f"{value:,.0f}"  # 1,234 rather than 1.23e+03
         return f"{value:.{digits}g}" if magnitude < 1 else f"{value:.{digits + 1}g}"
     return f"{value:.{digits - 1}e}".replace("e-0", "e-").replace("e+0", "e+")
 

@@ -11,12 +11,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, Line, MathTex, Rectangle, RoundedRectangle,
-                   VGroup, VMobject)
+from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
+                   Rectangle, RoundedRectangle, VGroup, VMobject)
 
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 
-__all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents"]
+__all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
+           "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
+           "nice_ticks", "LinearAxes", "GroupedBars"]
 
 
 def safe_log10(values: np.ndarray | Sequence[float], floor: float = 1e-300) -> np.ndarray:
@@ -104,3 +106,184 @@ def make_add_node(radius: float = 0.28, color=None) -> VGroup:
     plus = VGroup(Line(LEFT * radius * 0.6, RIGHT * radius * 0.6), Line(DOWN * radius * 0.6, UP * radius * 0.6))
     plus.set_stroke(color, 4)
     return VGroup(circle, plus)
+
+
+def log_floor_exponent(values: np.ndarray | Sequence[float], margin: int = 1, lowest: int = -300) -> int:
+    """Integer exponent just below the smallest positive finite value of ``values`` (for LogAxes);
+    ``lowest`` when nothing is positive (every value underflowed)."""
+    arr = np.asarray(values, dtype=np.float64)
+    positive = arr[np.isfinite(arr) & (arr > 0)]
+    if positive.size == 0:
+        return lowest
+    return max(int(np.floor(np.log10(positive.min()))) - margin, lowest)
+
+
+def make_log_bars(axes: LogAxes, values: np.ndarray | Sequence[float], color, x_offset: float = 0.0,
+                  bar_width: float = 0.25, xs: Sequence[float] | None = None) -> VGroup:
+    """One bar per value on ``axes`` (log scale), rising from the floor; bar i stands at
+    ``xs[i] + x_offset`` (data units, default xs = 1..n). NaN, 0 and underflow give a flat sliver."""
+    values = np.asarray(values, dtype=np.float64)
+    xs = np.arange(1, len(values) + 1) if xs is None else np.asarray(xs, dtype=np.float64)
+    unit = axes.axes.x_axis.get_unit_size()
+    bars = VGroup()
+    for x, value in zip(xs, values):
+        bottom = axes.axes.c2p(x + x_offset, 0)
+        top = axes.point(x + x_offset, value) if np.isfinite(value) else bottom
+        height = max(float(top[1] - bottom[1]), 0.01)
+        bar = Rectangle(width=bar_width * unit, height=height, stroke_width=0, fill_color=color, fill_opacity=0.9)
+        bar.move_to(bottom + UP * height / 2)
+        bars.add(bar)
+    return bars
+
+
+def make_legend(entries: Sequence[tuple[str, object]], size: float = SIZE_SMALL, swatch: float = 0.35) -> VGroup:
+    """Rows of (coloured line, label) for ``entries`` = [(label, colour), ...], stacked downwards."""
+    rows = VGroup()
+    for label, color in entries:
+        line = Line(LEFT * swatch / 2, RIGHT * swatch / 2, color=color, stroke_width=6)
+        rows.add(VGroup(line, make_text(label, size=size, color=color)).arrange(RIGHT, buff=0.12))
+    return rows.arrange(DOWN, aligned_edge=LEFT, buff=0.1)
+
+
+def make_dashed_polyline(points: Sequence[np.ndarray], color, stroke_width: float = 3,
+                         num_dashes: int = 40) -> DashedVMobject:
+    """A dashed line through ``points`` (scene coordinates)."""
+    path = VMobject(stroke_width=stroke_width, color=color).set_points_as_corners([np.asarray(p) for p in points])
+    return DashedVMobject(path, num_dashes=num_dashes)
+
+
+def make_highway_icon(length: float = 4.0, ramp_height: float = 0.9, lane_color=None, ramp_color=None,
+                      lane_width: float = 10, ramp_width: float = 4) -> VGroup:
+    """A straight main line (the identity path) and a ramp that leaves and rejoins it (the branch).
+
+    Returns VGroup(main, ramp); both are open paths from left to right, usable with MoveAlongPath.
+    """
+    lane_color, ramp_color = lane_color or PALETTE["identity"], ramp_color or PALETTE["branch"]
+    left, right = np.array([-length / 2, 0, 0]), np.array([length / 2, 0, 0])
+    main = Line(left, right, color=lane_color, stroke_width=lane_width)
+    exit_, entry = left + RIGHT * length * 0.18, right + LEFT * length * 0.18
+    top_left, top_right = exit_ + RIGHT * length * 0.14 + UP * ramp_height, entry + LEFT * length * 0.14 + UP * ramp_height
+    ramp = VMobject(color=ramp_color, stroke_width=ramp_width)
+    ramp.set_points(np.concatenate([
+        CubicBezier(exit_, exit_ + RIGHT * length * 0.08, top_left + LEFT * length * 0.08, top_left).points,
+        Line(top_left, top_right).points,
+        CubicBezier(top_right, top_right + RIGHT * length * 0.08, entry + LEFT * length * 0.08, entry).points,
+    ]))
+    return VGroup(main, ramp)
+
+
+def nice_ticks(low: float, high: float, max_ticks: int = 5) -> list[float]:
+    """Round tick values (steps of 1, 2, 2.5 or 5 times a power of ten) covering [low, high]."""
+    span = float(high - low)
+    if not math.isfinite(span) or span <= 0:
+        return [float(low)]
+    raw = span / max(max_ticks - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step - 1e-9) * step
+    return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def _tick_text(value: float) -> str:
+    return f"{value:g}"
+
+
+class LinearAxes(VGroup):
+    """Axes with linear scales whose tick labels are Pango text (no LaTeX), with faint grid lines.
+
+    ``point(x, y)`` maps data to the scene. ``x_ticks`` / ``y_ticks`` default to :func:`nice_ticks`;
+    ``x_format`` / ``y_format`` turn a tick value into its label (default ``f"{v:g}"``).
+    Children: ``axes`` (Manim Axes), ``ticks`` (labels and grid lines).
+    """
+
+    def __init__(self, x_range: tuple[float, float], y_range: tuple[float, float], width: float = 6.0,
+                 height: float = 3.2, x_ticks: Sequence[float] | None = None, y_ticks: Sequence[float] | None = None,
+                 x_format=_tick_text, y_format=_tick_text, grid: bool = True) -> None:
+        super().__init__()
+        (x0, x1), (y0, y1) = x_range, y_range
+        self.axes = Axes(x_range=[x0, x1, (x1 - x0) or 1], y_range=[y0, y1, (y1 - y0) or 1], x_length=width,
+                         y_length=height, tips=False, axis_config={"color": PALETTE["muted"], "stroke_width": 2,
+                                                                   "include_ticks": False})
+        self.ticks = VGroup()
+        for x in nice_ticks(x0, x1) if x_ticks is None else x_ticks:
+            label = make_text(x_format(x), size=SIZE_SMALL, color=PALETTE["muted"])
+            self.ticks.add(label.next_to(self.axes.c2p(x, y0), DOWN, buff=0.1))
+        for y in nice_ticks(y0, y1) if y_ticks is None else y_ticks:
+            label = make_text(y_format(y), size=SIZE_SMALL, color=PALETTE["muted"])
+            self.ticks.add(label.next_to(self.axes.c2p(x0, y), LEFT, buff=0.1))
+            if grid and y != y0:
+                self.ticks.add(Line(self.axes.c2p(x0, y), self.axes.c2p(x1, y), stroke_width=1, stroke_opacity=0.25,
+                                    color=PALETTE["muted"]))
+        self.add(self.axes, self.ticks)
+
+    def point(self, x: float, y: float) -> np.ndarray:
+        return self.axes.c2p(x, y)
+
+    def polyline(self, xs: Sequence[float], ys: Sequence[float], color, stroke_width: float = 4) -> VMobject:
+        """The data (xs, ys) as one polyline; non-finite ys are dropped."""
+        pts = [self.point(x, y) for x, y in zip(xs, ys) if math.isfinite(float(y))]
+        line = VMobject(color=color, stroke_width=stroke_width)
+        line.set_points_as_corners(pts if len(pts) > 1 else pts * 2)
+        return line
+
+
+class GroupedBars(VGroup):
+    """One group of bars per index, one bar per series, on a linear y axis from 0.
+
+    ``series``: k arrays of length n (NaN is drawn as an empty sliver); ``labels``: n strings under
+    the groups (default 1..n, thinned to about 12). Children: ``chart`` (:class:`LinearAxes`) and
+    ``bars`` (one VGroup of n Rectangles per series).
+    """
+
+    def __init__(self, series: Sequence[np.ndarray], colors: Sequence, width: float = 5.5, height: float = 2.6,
+                 y_max: float | None = None, labels: Sequence[str] | None = None, y_format=_tick_text) -> None:
+        super().__init__()
+        series = [np.asarray(s, dtype=np.float64) for s in series]
+        n, k = len(series[0]), len(series)
+        top = y_max or float(np.nanmax(np.concatenate(series)) or 1.0)
+        y_ticks = nice_ticks(0, top, 4)
+        if len(y_ticks) > 1 and y_ticks[-1] < top:  # round the axis up to the next tick
+            y_ticks.append(round(2 * y_ticks[-1] - y_ticks[-2], 12))
+        top = y_ticks[-1] if len(y_ticks) > 1 else top
+        labels = [str(i + 1) for i in range(n)] if labels is None else list(labels)
+        every = max(1, math.ceil(n / 12))
+        self.chart = LinearAxes((0, n), (0, top), width, height, x_ticks=[], y_ticks=y_ticks, y_format=y_format)
+        for i in range(0, n, every):
+            label = make_text(labels[i], size=SIZE_SMALL, color=PALETTE["muted"])
+            self.chart.ticks.add(label.next_to(self.chart.point(i + 0.5, 0), DOWN, buff=0.1))
+        unit = self.chart.axes.x_axis.get_unit_size()
+        bar_w = 0.8 / k
+        self.bars = VGroup()
+        for s, (values, color) in enumerate(zip(series, colors)):
+            group = VGroup()
+            for i, value in enumerate(values):
+                h = self.chart.point(0, min(value, top))[1] - self.chart.point(0, 0)[1] if np.isfinite(value) else 0
+                bar = Rectangle(width=bar_w * unit * 0.92, height=max(h, 0.01), stroke_width=0, fill_color=color,
+                                fill_opacity=0.9)
+                x = i + 0.5 + (s - (k - 1) / 2) * bar_w
+                bar.move_to(self.chart.point(x, 0) + UP * max(h, 0.01) / 2)
+                group.add(bar)
+            self.bars.add(group)
+        self.add(self.chart, self.bars)
+
+    def level_line(self, y: float, color, stroke_width: float = 2) -> Line:
+        """A horizontal line across the chart at data height ``y``."""
+        n = self.chart.axes.x_range[1]
+        return Line(self.chart.point(0, y), self.chart.point(n, y), color=color, stroke_width=stroke_width)
+
+
+def make_bar_row(values: np.ndarray | Sequence[float], color, width: float = 3.0, height: float = 1.2,
+                 vmax: float | None = None, gap: float = 0.25) -> VGroup:
+    """A row of bars (linear scale, baseline at the bottom) for ``values`` [n], scaled so that ``vmax``
+    (default: the largest value) is ``height`` tall; several rows share a scale by sharing ``vmax``.
+    Returns VGroup(bars, baseline); NaN and values <= 0 give a flat sliver."""
+    values = np.asarray(values, dtype=np.float64)
+    top = float(vmax if vmax is not None else np.nanmax(values)) or 1.0
+    slot = width / len(values)
+    bars = VGroup()
+    for i, value in enumerate(values):
+        h = max(height * float(value) / top, 0.01) if np.isfinite(value) and value > 0 else 0.01
+        bar = Rectangle(width=slot * (1 - gap), height=h, stroke_width=0, fill_color=color, fill_opacity=0.9)
+        bars.add(bar.move_to([-width / 2 + slot * (i + 0.5), h / 2, 0]))
+    baseline = Line([-width / 2, 0, 0], [width / 2, 0, 0], color=PALETTE["muted"], stroke_width=2)
+    return VGroup(bars, baseline)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import RunConfig
+from .config import RunConfig, TransformerConfig, config_from_dict
 from .trace import Trace, TraceError
 
 __all__ = ["cache_dir", "trace_path", "get_trace", "get_traces"]
@@ -31,16 +31,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
 
 
-def trace_path(config: RunConfig) -> Path:
+def trace_path(config: RunConfig | TransformerConfig) -> Path:
     return cache_dir() / f"{config.digest()}.npz"
 
 
-def get_trace(config: RunConfig, progress: bool | None = None) -> Trace:
+def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = None) -> Trace:
     """The trace of ``config``: from the cache (no training, logged) or trained now and cached."""
     return get_traces([config], progress=progress)[0]
 
 
-def get_traces(configs: list[RunConfig], progress: bool | None = None,
+def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
                in_subprocess: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again).
 
@@ -50,19 +50,32 @@ def get_traces(configs: list[RunConfig], progress: bool | None = None,
     missing = [c for c, trace in traces.items() if trace is None]
     for config, trace in traces.items():
         if trace is not None:
-            log.info("cache hit %s (%s d=%d): nothing trained", config.digest(), config.arch, config.depth)
+            log.info("cache hit %s (%s): nothing trained", config.digest(), _describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
         subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif missing:
-        from .train import run  # torch is imported only when something must be trained
-
         for config in missing:
-            log.info("training %s (%s d=%d %s)", config.digest(), config.arch, config.depth, config.activation)
-            traces[config] = run(config, progress=progress)
+            log.info("training %s (%s)", config.digest(), _describe(config))
+            traces[config] = _trainer(config)(config, progress=progress)
             traces[config].save(trace_path(config))
     return [traces[c] for c in configs]
+
+
+def _trainer(config: RunConfig | TransformerConfig):
+    """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
+    if isinstance(config, TransformerConfig):
+        from .transformer import run
+    else:
+        from .train import run
+    return run
+
+
+def _describe(config: RunConfig | TransformerConfig) -> str:
+    """A short label for log lines, from whichever of these fields the config has."""
+    keys = ("kind", "arch", "norm", "depth", "activation", "warmup_steps")
+    return " ".join(f"{k}={getattr(config, k)}" for k in keys if hasattr(config, k))
 
 
 def _try_load(path: Path) -> Trace | None:
@@ -77,7 +90,7 @@ def _try_load(path: Path) -> Trace | None:
 
 def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    get_traces([RunConfig.from_dict(json.loads(arg)) for arg in argv])
+    get_traces([config_from_dict(json.loads(arg)) for arg in argv])
 
 
 if __name__ == "__main__":

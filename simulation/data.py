@@ -1,4 +1,4 @@
-"""Real data that ships inside a package (sklearn's digits), split and standardised, as tensors.
+"""Real data that ships inside a package (sklearn's digits) and a seeded scalar task, as tensors.
 
 Example::
 
@@ -12,7 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["Dataset", "load_dataset"]
+__all__ = ["Dataset", "load_dataset", "DATASETS", "BANDS_RANGE"]
+
+DATASETS = ("digits", "bands")
+BANDS_RANGE = (-2.0, 2.0)  # the scalar input of "bands" lies in this interval (Balduzzi et al. 2017, Fig. 1)
+BANDS_COUNT = 8  # alternating class bands of equal width across BANDS_RANGE
 
 
 @dataclass(frozen=True)
@@ -33,20 +37,35 @@ class Dataset:
 
 
 def load_dataset(name: str, seed: int, test_fraction: float = 0.2) -> Dataset:
-    """Load ``name`` ("digits": 1797 8x8 grey images, 64 features, 10 classes; Alpaydin & Kaynak,
-    UCI, shipped in scikit-learn) and split it with a permutation seeded by ``seed``."""
-    if name != "digits":
-        raise ValueError(f"unknown dataset {name!r}; available: digits")
-    from sklearn.datasets import load_digits
+    """Load ``name`` and split it with a permutation seeded by ``seed``.
 
-    bunch = load_digits()
-    x = bunch.data.astype(np.float32)
-    y = bunch.target.astype(np.int64)
+    - ``"digits"``: 1797 8x8 grey images, 64 features, 10 classes (Alpaydin & Kaynak, UCI, shipped in
+      scikit-learn), standardised with the training split's statistics.
+    - ``"bands"``: 1797 scalars x ~ U[-2, 2] (1 feature, not standardised, so that an input sweep over
+      [-2, 2] covers the data), class = index of the band of width 0.5 containing x, mod 2.
+      A seeded synthetic task for networks with a scalar input (Balduzzi et al. 2017).
+
+    Raises ValueError for an unknown name.
+    """
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        x = bunch.data.astype(np.float32)
+        y = bunch.target.astype(np.int64)
+    elif name == "bands":
+        low, high = BANDS_RANGE
+        x = np.random.default_rng([seed, 1]).uniform(low, high, size=(1797, 1)).astype(np.float32)
+        band = np.floor((x[:, 0] - low) / (high - low) * BANDS_COUNT).clip(0, BANDS_COUNT - 1)
+        y = (band % 2).astype(np.int64)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
     order = np.random.default_rng(seed).permutation(len(x))
     n_test = int(round(len(x) * test_fraction))
     test, train = order[:n_test], order[n_test:]
-    mean, std = x[train].mean(0), x[train].std(0) + 1e-6  # some border pixels are always 0
-    x = (x - mean) / std
+    if name == "digits":
+        mean, std = x[train].mean(0), x[train].std(0) + 1e-6  # some border pixels are always 0
+        x = (x - mean) / std
     return Dataset(
         name=name,
         x_train=torch.from_numpy(x[train]),

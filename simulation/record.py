@@ -8,53 +8,117 @@ Example::
         loss.backward()
         row = rec.collect()        # dict of float arrays [depth]
 
-Forward hooks read each block's input, branch output F(x) and output h; ``tensor.register_hook`` on
-h gives dL/dh during backward. Full backward hooks are avoided on purpose: they break on in-place ops
-such as ReLU(inplace=True) (pytorch#61519). Every handle is removed on exit, also after an exception.
-Only statistics are kept (a few floats per layer per record), never whole tensors.
+Forward hooks read each block's input, branch output F(x), shortcut output and output h;
+``tensor.register_hook`` on h gives dL/dh during backward. Full backward hooks are avoided on purpose:
+they break on in-place ops such as ReLU(inplace=True) (pytorch#61519). Every handle is removed on exit,
+also after an exception. Only statistics are kept (a few floats per layer per record), never whole
+tensors. A step that is not armed costs one Python call per hook and nothing else; an armed step
+holds references to its block tensors until :meth:`Recorder.collect`, which reduces them to statistics
+with a few batched operations (tensors of one shape are stacked) and lets them go.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["Recorder", "STAT_KEYS"]
+__all__ = ["Recorder", "STAT_KEYS", "COUNT_KEYS"]
 
-# Statistics recorded per block, each one float per layer per record.
-STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std",
-             "grad_norm", "out_grad_norm", "nonfinite")
+# Statistics recorded per block, each one number per layer per record.
+STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
+             "grad_norm", "out_grad_norm", "nonfinite", "nonfinite_act", "nonfinite_grad")
+# Of those, the counts (stored as int64); the others are floats.
+COUNT_KEYS = ("nonfinite", "nonfinite_act", "nonfinite_grad")
+
+_F64 = torch.float64
 
 
-def _mean_row_norm(t: torch.Tensor) -> float:
-    """Mean over examples of the L2 norm of each row of a [B, width] tensor."""
-    return float(t.detach().flatten(1).norm(dim=1).mean())
+def _row_norms(t: torch.Tensor) -> torch.Tensor:
+    """L2 norm of each row of a [B, width] tensor, in float64 so that squares neither overflow nor
+    underflow float32: float64 [B]."""
+    return torch.linalg.vector_norm(t.detach().flatten(1), dim=1, dtype=_F64)
+
+
+def _nonfinite(t: torch.Tensor) -> torch.Tensor:
+    return torch.logical_not(torch.isfinite(t)).sum()
+
+
+def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
+    """Group ``{key: tensor}`` by shape: [(keys, float64 stack [n, *shape])]."""
+    groups: dict[tuple[int, ...], list[Any]] = {}
+    for key, t in tensors.items():
+        groups.setdefault(tuple(t.shape), []).append(key)
+    return [(keys, torch.stack([tensors[k] for k in keys]).to(_F64)) for keys in groups.values()]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are views of the same values."""
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+
+
+def _mean_row_norms(tensors: dict[int, torch.Tensor]) -> dict[int, float]:
+    """Mean over examples of the row L2 norm of each tensor, in float64."""
+    out: dict[int, float] = {}
+    for indices, stack in _by_shape(tensors):
+        out.update(zip(indices, torch.linalg.vector_norm(stack, dim=2).mean(1).tolist()))
+    return out
 
 
 class Recorder:
-    """Hook the blocks ``model.blocks[0..depth-1]`` (each with a ``.branch`` submodule).
+    """Hook the blocks ``model.blocks[0..depth-1]`` (each with a ``.branch`` and, if residual, a
+    ``.shortcut`` submodule).
 
     Between :meth:`arm` and :meth:`collect` one forward and one backward pass are recorded.
-    ``collect`` returns ``{key: float64 array [depth]}`` for every key of :data:`STAT_KEYS`;
-    ``grad_norm`` is the L2 norm of dL/dW over all weight matrices of a block (biases and
-    BatchNorm affine parameters excluded) and ``out_grad_norm`` the L2 norm of dL/dh over the batch.
+    ``collect`` returns ``{key: array [depth]}`` for every key of :data:`STAT_KEYS` (float64; the
+    :data:`COUNT_KEYS` hold integer counts). Per block l with input x, output h:
+
+    - ``act_mean``, ``act_std``: mean and std of all entries of h; ``act_norm``, ``input_norm``,
+      ``branch_norm``, ``shortcut_norm``: mean over examples of ||h||, ||x||, ||F(x)||, ||shortcut(x)||
+      (``shortcut_norm`` = ||x|| for an identity shortcut, ||W_s x|| for a projection, 0 for a plain
+      block, which has none); ``branch_std``: std of all entries of F(x) (He et al. 2015, Fig. 7).
+    - ``grad_norm``: L2 norm of dL/dW over all weight matrices of the block (biases and BatchNorm
+      affine parameters excluded); ``out_grad_norm``: L2 norm of dL/dh over the batch.
+    - ``nonfinite_act``: NaN/inf entries of h; ``nonfinite_grad``: of dL/dh and of the weight gradients;
+      ``nonfinite``: their sum.
+
+    All statistics are computed in float64, so squares of tiny or huge float32 values neither
+    underflow nor overflow.
     """
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.blocks = list(model.blocks)
+        # An identity shortcut outputs its input: its norm is input_norm, no hook needed.
+        self.identity = [isinstance(getattr(b, "shortcut", None), nn.Identity) for b in self.blocks]
+        # The weight matrices of each block (biases and BatchNorm affine parameters are 1-D).
+        self.weights = [[p for p in b.parameters() if p.ndim >= 2] for b in self.blocks]
         self.handles: list[Any] = []
         self.armed = False
-        self._row: dict[str, np.ndarray] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        # The armed step's tensors, by block index; emptied by collect().
+        self._inputs: dict[int, torch.Tensor] = {}
+        self._outputs: dict[int, torch.Tensor] = {}
+        self._branches: dict[int, torch.Tensor] = {}
+        self._shortcuts: dict[int, torch.Tensor] = {}
+        self._out_grads: dict[int, torch.Tensor] = {}
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
-        for index, block in enumerate(self.blocks):
-            self.handles.append(block.register_forward_hook(self._block_hook(index)))
-            self.handles.append(block.branch.register_forward_hook(self._branch_hook(index)))
+        try:
+            for index, block in enumerate(self.blocks):
+                self.handles.append(block.register_forward_hook(self._block_hook(index)))
+                self.handles.append(block.branch.register_forward_hook(self._branch_hook(index)))
+                if hasattr(block, "shortcut") and not self.identity[index]:
+                    self.handles.append(block.shortcut.register_forward_hook(self._shortcut_hook(index)))
+        except BaseException:
+            self.remove()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -66,40 +130,80 @@ class Recorder:
             handle.remove()
         self.handles.clear()
         self.armed = False
+        self._clear()
 
     # -- recording --------------------------------------------------------------------------
     def arm(self) -> None:
         """Record the next forward/backward pass."""
-        depth = len(self.blocks)
-        self._row = {key: np.full(depth, np.nan) for key in STAT_KEYS}
-        self._row["nonfinite"] = np.zeros(depth)
+        self._clear()
         self.armed = True
 
     def collect(self) -> dict[str, np.ndarray]:
         """Finish a recorded step (call after ``backward``) and return its statistics."""
         if not self.armed:
             raise RuntimeError("Recorder.collect() called without arm()")
-        for index, block in enumerate(self.blocks):
-            squares = 0.0
-            for name, param in block.named_parameters():
-                if param.grad is not None and param.ndim >= 2:
-                    grad = param.grad.detach()
-                    squares += float(grad.double().pow(2).sum())
-                    self._row["nonfinite"][index] += int((~torch.isfinite(grad)).sum())
-            self._row["grad_norm"][index] = squares ** 0.5
-        self.armed = False
-        return self._row
+        depth = len(self.blocks)
+        row = {key: np.full(depth, np.nan) for key in STAT_KEYS}
+        for key in (*COUNT_KEYS, "shortcut_norm"):  # shortcut_norm stays 0 for plain blocks
+            row[key] = np.zeros(depth)
+        try:
+            self._activation_stats(row)
+            self._gradient_stats(row)
+        finally:
+            self._clear()
+            self.armed = False
+        row["nonfinite"] = row["nonfinite_act"] + row["nonfinite_grad"]
+        return row
 
+    def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
+        for indices, stack in _by_shape(self._outputs):
+            var, mean = torch.var_mean(stack, dim=(1, 2))
+            norms = torch.linalg.vector_norm(stack, dim=2).mean(1)
+            for i, m, v, n in zip(indices, mean.tolist(), var.tolist(), norms.tolist()):
+                row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = m, math.sqrt(v), n
+                if not math.isfinite(m):  # the float64 mean of float32 values is finite iff every value is
+                    row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
+        # Block l's input is usually block l-1's output: reuse its norm instead of computing it again.
+        fresh = {i: t for i, t in self._inputs.items()
+                 if not (i - 1 in self._outputs and _same(t, self._outputs[i - 1]))}
+        input_norms = _mean_row_norms(fresh)
+        for i in self._inputs:
+            row["input_norm"][i] = input_norms[i] if i in input_norms else row["act_norm"][i - 1]
+            if self.identity[i]:
+                row["shortcut_norm"][i] = row["input_norm"][i]
+        for i, n in _mean_row_norms(self._shortcuts).items():
+            row["shortcut_norm"][i] = n
+        for indices, stack in _by_shape(self._branches):
+            stds = torch.std(stack, dim=(1, 2)).tolist()
+            norms = torch.linalg.vector_norm(stack, dim=2).mean(1).tolist()
+            for i, s, n in zip(indices, stds, norms):
+                row["branch_std"][i], row["branch_norm"][i] = s, n
+
+    def _gradient_stats(self, row: dict[str, np.ndarray]) -> None:
+        for indices, stack in _by_shape(self._out_grads):
+            for i, n in zip(indices, torch.linalg.vector_norm(stack, dim=(1, 2)).tolist()):
+                row["out_grad_norm"][i] = n
+                if not math.isfinite(n):
+                    row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
+        # Weight matrices of one shape are stacked: a handful of reductions for the whole network.
+        grads = {(b, k): p.grad.detach() for b, weights in enumerate(self.weights)
+                 for k, p in enumerate(weights) if p.grad is not None}
+        squares: dict[int, list[float]] = {}
+        for keys, stack in _by_shape(grads):
+            for (b, _), n in zip(keys, torch.linalg.vector_norm(stack, dim=tuple(range(1, stack.ndim))).tolist()):
+                squares.setdefault(b, []).append(n * n)
+        for index, values in squares.items():
+            row["grad_norm"][index] = math.sqrt(math.fsum(values))
+            if not math.isfinite(row["grad_norm"][index]):  # a finite norm means no entry is NaN/inf
+                row["nonfinite_grad"][index] += sum(int(_nonfinite(g)) for (b, _), g in grads.items() if b == index)
+
+    # -- hooks: while armed, keep references; statistics are computed in collect() ------------
     def _block_hook(self, index: int):
         def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
             if not self.armed:
                 return
-            row, h = self._row, output.detach()
-            row["act_mean"][index] = float(h.mean())
-            row["act_std"][index] = float(h.std())
-            row["act_norm"][index] = _mean_row_norm(h)
-            row["input_norm"][index] = _mean_row_norm(inputs[0])
-            row["nonfinite"][index] += int((~torch.isfinite(h)).sum())
+            self._inputs[index] = inputs[0].detach()
+            self._outputs[index] = output.detach()
             if output.requires_grad:
                 output.register_hook(self._grad_hook(index))
 
@@ -108,14 +212,19 @@ class Recorder:
     def _branch_hook(self, index: int):
         def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
             if self.armed:
-                self._row["branch_norm"][index] = _mean_row_norm(output)
-                self._row["branch_std"][index] = float(output.detach().std())
+                self._branches[index] = output.detach()
+
+        return hook
+
+    def _shortcut_hook(self, index: int):
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+            if self.armed:
+                self._shortcuts[index] = output.detach()
 
         return hook
 
     def _grad_hook(self, index: int):
         def hook(grad: torch.Tensor) -> None:
-            # Double precision so that norms of tiny gradients do not underflow in the square.
-            self._row["out_grad_norm"][index] = float(grad.detach().double().norm())
+            self._out_grads[index] = grad.detach()
 
         return hook

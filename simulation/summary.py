@@ -1,4 +1,10 @@
-"""Summary figures of one trace, as plain JSON-able numbers (torch-free)."""
+"""Summary figures of one trace, as plain JSON-able numbers, and the closed forms they are compared
+with (torch-free).
+
+Example::
+
+    python -c "from simulation.summary import path_length_fraction; print(path_length_fraction(3))"
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import numpy as np
 
 from .trace import Trace
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean"]
 
 
 def _f(value: Any) -> float | None:
@@ -17,22 +23,128 @@ def _f(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _list(values: Any) -> list[float | None]:
+    return [_f(v) for v in np.asarray(values).ravel()]
+
+
+def safe_log10(values: Any) -> list[float | None]:
+    """log10 of each value; None for 0 (an underflow), negative or non-finite values, so that a log
+    axis never sees -inf or NaN."""
+    out = []
+    for v in np.asarray(values, dtype=np.float64).ravel():
+        out.append(math.log10(v) if math.isfinite(v) and v > 0 else None)
+    return out
+
+
+def autocorrelation(values: Any, lags: int) -> np.ndarray:
+    """Sample autocorrelation r(k) = sum_i (g_i - m)(g_{i+k} - m) / sum_i (g_i - m)^2, k = 0..lags-1,
+    of a 1-D series (Balduzzi et al. 2017 use it to tell brown from white noise in gradients).
+    float64 [lags]; all NaN if the series has a non-finite value or no variance (a constant gradient,
+    e.g. one that underflowed to 0 everywhere). Raises ValueError unless 1 <= lags <= len(values)."""
+    g = np.asarray(values, dtype=np.float64).ravel()
+    if not 1 <= lags <= len(g):
+        raise ValueError(f"lags must be between 1 and {len(g)}; got {lags}")
+    out = np.full(lags, np.nan)
+    if not np.all(np.isfinite(g)):
+        return out
+    centred = g - g.mean()
+    denominator = float(centred @ centred)
+    if denominator == 0.0 or not math.isfinite(denominator):
+        return out
+    for k in range(lags):
+        out[k] = float(centred[: len(g) - k] @ centred[k:]) / denominator
+    return out
+
+
+def path_length_fraction(depth: int) -> np.ndarray:
+    """Fraction of the 2**depth paths through ``depth`` residual blocks that pass through exactly k
+    residual branches: C(depth, k) / 2**depth, k = 0..depth (Veit et al. 2016, §3 and Fig. 6a).
+    float64 [depth + 1], sums to 1. Exact big-integer arithmetic, so it holds for any depth."""
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0; got {depth}")
+    total = 2 ** depth
+    return np.array([math.comb(depth, k) / total for k in range(depth + 1)], dtype=np.float64)
+
+
+def tail_mean(curve: np.ndarray, fraction: float = 0.1) -> float:
+    """Mean of the last ``fraction`` of the finite prefix of a per-step curve (NaN marks steps that
+    were not run); smooths the batch noise of a training curve. NaN if nothing was run."""
+    curve = np.asarray(curve, dtype=np.float64)
+    run = np.flatnonzero(~np.isnan(curve))
+    if not len(run):
+        return float("nan")
+    done = curve[: run[-1] + 1]
+    bad = np.flatnonzero(~np.isfinite(done))
+    if len(bad):  # stop before the first non-finite loss of a diverged run
+        done = done[: bad[0]]
+    if not len(done):
+        return float("nan")
+    window = max(1, int(round(len(done) * fraction)))
+    return float(done[-window:].mean())
+
+
 def summarize(trace: Trace) -> dict[str, Any]:
-    """Final training loss and error (last recorded step), test error, per-layer grad_norm at step 0
-    and at the end, their first/last ratio, and divergence (step, block). NaN/inf become null."""
+    """The figures the scenes show, for one run. NaN/inf become null (JSON has neither).
+
+    - ``final_loss``, ``final_error``: training loss (nats) and error on the last recorded batch;
+      ``final_train_loss_avg``, ``final_train_error_avg``: means over the last 10 % of the steps run;
+      ``final_test_error``: held-out error after the last update.
+    - ``grad_norm_step0``, ``grad_norm_final``: per-block ||dL/dW|| at step 0 and the last record, with
+      ``log10_grad_norm_step0`` (null where the gradient underflowed to exactly 0), the count of such
+      blocks ``grad_underflow_blocks_step0``, and the first/last block ratios ``grad_ratio_step0``,
+      ``grad_ratio_final``.
+    - ``branch_ratio_final``: ||F(x)|| / ||x|| per block at the last record; ``branch_std_final``:
+      std of F(x) per block (He et al. 2015, Fig. 7); ``shortcut_norm_final``: ||shortcut(x)||.
+    - ``lesion_test_error``: test error with block l deleted; ``lesion_mean_increase``: its mean
+      increase over ``final_test_error`` (Veit et al. 2016, Fig. 3).
+    - ``input_grad_autocorr_lag1``: lag-1 autocorrelation of the input sweep gradient, [at init, after
+      training] (Balduzzi et al. 2017).
+    - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
+    - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
+    """
+    a = trace.arrays
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
-    return {
+    final_test = a.get("final_test_error")
+    if final_test is None or not np.isfinite(final_test):
+        final_test = finite_test[-1] if len(finite_test) else np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        branch_ratio = trace["branch_norm"][-1].astype(np.float64) / trace["input_norm"][-1]
+    out: dict[str, Any] = {
         "config": trace.config,
         "final_step": int(trace["step"][-1]),
         "final_loss": _f(trace["loss"][-1]),
         "final_error": _f(trace["error"][-1]),
-        "final_test_error": _f(finite_test[-1]) if len(finite_test) else None,
-        "grad_norm_step0": [_f(v) for v in grad[0]],
-        "grad_norm_final": [_f(v) for v in grad[-1]],
+        "final_train_loss_avg": _f(tail_mean(trace["loss_curve"])),
+        "final_train_error_avg": _f(tail_mean(a["error_curve"])) if "error_curve" in a else None,
+        "final_test_error": _f(final_test),
+        "grad_norm_step0": _list(grad[0]),
+        "grad_norm_final": _list(grad[-1]),
+        "log10_grad_norm_step0": safe_log10(grad[0]),
+        "grad_underflow_blocks_step0": int((grad[0] == 0).sum()),
         "grad_ratio_step0": _f(grad[0, 0] / grad[0, -1]) if grad[0, -1] else None,
+        "grad_ratio_final": _f(grad[-1, 0] / grad[-1, -1]) if grad[-1, -1] else None,
+        "branch_ratio_final": _list(branch_ratio),
+        "branch_std_final": _list(trace["branch_std"][-1]),
         "diverged": bool(trace.meta.get("diverged")),
         "diverged_step": trace.meta.get("diverged_step"),
         "diverged_layer": trace.meta.get("diverged_layer"),
+        "diverged_pass": trace.meta.get("diverged_pass"),
         "nonfinite_per_layer": [int(v) for v in trace["nonfinite"].sum(0)],
     }
+    if "shortcut_norm" in a:
+        out["shortcut_norm_final"] = _list(a["shortcut_norm"][-1])
+    if "lesion_test_error" in a:
+        lesion = a["lesion_test_error"].astype(np.float64)
+        out["lesion_test_error"] = _list(lesion)
+        usable = lesion[np.isfinite(lesion)]
+        out["lesion_mean_increase"] = (_f(usable.mean() - final_test)
+                                       if len(usable) and np.isfinite(final_test) else None)
+    if "input_grad_autocorr" in a:
+        out["input_grad_autocorr_lag1"] = _list(a["input_grad_autocorr"][:, 1])
+    if "path_length_fraction" in a:
+        out["path_length_fraction"] = _list(a["path_length_fraction"])
+    if "init_ffn_grad_norm" in a:  # Transformer runs (experiment layernorm): Xiong et al. 2020, Fig. 3
+        out["layers"] = trace.meta.get("layers")
+        out["init_ffn_grad_norm"] = _list(a["init_ffn_grad_norm"].mean(0))
+    return out

@@ -24,6 +24,8 @@ __all__ = ["Trace", "TraceError", "SCHEMA_VERSION", "atomic_write"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
+_UMASK = os.umask(0o022)  # read the process umask once (the only way is to set it) ...
+os.umask(_UMASK)  # ... and put it back at once
 
 
 class TraceError(ValueError):
@@ -34,23 +36,41 @@ class TraceError(ValueError):
 class Trace:
     """One run's recorded statistics.
 
-    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train`:
+    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train` (T records,
+    ``steps`` optimiser steps, ``depth`` blocks, P = 256 sweep points):
 
     - ``step``: int64 [T], the optimiser step of each record (step 0 = before any update).
     - ``loss``, ``error``: float32 [T], training loss (cross-entropy, nats) and error (fraction
       misclassified) on the recorded batch; ``test_error``: float32 [T] on the held-out split.
-    - ``loss_curve``: float32 [steps], training loss of every step.
+    - ``loss_curve``, ``error_curve``: float32 [steps], training loss and error of every step's batch;
+      ``grad_norm_curve``: float64 [steps], L2 norm of the gradient over all parameters at every step.
+      NaN marks steps that were never run (after a divergence).
     - ``act_mean``, ``act_std``, ``act_norm``: float32 [T, depth], statistics of each block's output
       h_l (``act_norm``: mean over examples of the L2 norm ||h_l||).
     - ``input_norm``: float32 [T, depth], mean ||x|| of each block's input; ``branch_norm``,
-      ``branch_std``: of the residual branch F(x) (for plain nets F(x) is the block output).
+      ``branch_std``: of the residual branch F(x) (for plain nets F(x) is the block output; He et al.
+      2015, Fig. 7); ``shortcut_norm``: mean ||shortcut(x)|| (= ``input_norm`` for an identity
+      shortcut, ||W_s x|| for a projection, 0 for plain blocks).
     - ``grad_norm``: float64 [T, depth], L2 norm of dL/dW over all weight matrices of each block
-      (float64 so that vanishing gradients below 1e-38 do not flush to 0).
+      (float64 so that vanishing gradients below 1e-38 do not flush to 0; an exact 0 means the float32
+      gradient itself underflowed).
     - ``out_grad_norm``: float64 [T, depth], L2 norm of dL/dh_l over the batch.
-    - ``nonfinite``: int64 [T, depth], count of non-finite values seen in each block at each record.
+    - ``nonfinite``: int64 [T, depth], count of non-finite values seen in each block at each record:
+      ``nonfinite_act`` (in h_l) plus ``nonfinite_grad`` (in dL/dh_l and the weight gradients).
+    - ``final_test_error``: float32 [], test error after the last update (NaN if the run diverged).
+    - ``lesion_test_error``: float32 [depth], test error of the trained net with block l deleted at
+      test time (Veit et al. 2016, Fig. 3); NaN for a plain block that changes the width, or after a
+      divergence.
+    - ``input_sweep``: float32 [P], t on [-2, 2]; ``input_grad``: float64 [2, P], d(z_1 - z_0)/dt for
+      the input x = t u (u = 1 for a scalar input), row 0 at initialisation, row 1 after training;
+      ``input_grad_autocorr``: float64 [2, 64], its autocorrelation at lags 0..63 (Balduzzi et al.
+      2017, Fig. 1 and 2).
+    - ``path_length_fraction`` (residual runs only): float64 [depth + 1], C(depth, k) / 2**depth.
 
     ``meta`` holds ``schema``, ``config`` (the full RunConfig as a dict), ``digest``, ``seed``,
-    ``versions`` (torch, numpy, python) and free-form facts such as ``diverged``.
+    ``versions`` (torch, numpy, python), ``block_widths`` ([depth][2]) and ``diverged`` with
+    ``diverged_step``, ``diverged_layer`` (-1: stem, head or loss) and ``diverged_pass``
+    ("forward" | "backward" | "stem_or_head"), all null for a finite run.
     """
 
     meta: dict[str, Any]
@@ -87,6 +107,8 @@ class Trace:
         path = Path(path)
         if not path.is_file():
             raise TraceError(f"trace {path} does not exist")
+        if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else
+            raise TraceError(f"trace {path} is corrupt or truncated (not an .npz archive)")
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {key: data[key] for key in data.files}
@@ -127,6 +149,7 @@ class atomic_write:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
+            os.chmod(self.tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; finished files get the usual mode
             os.replace(self.tmp, self.path)
         else:
             self.tmp.unlink(missing_ok=True)

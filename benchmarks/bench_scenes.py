@@ -1,0 +1,86 @@
+"""Per-frame render cost of every lecture scene next to a bare Manim scene of similar size.
+
+Example::
+
+    .venv/bin/python benchmarks/bench_scenes.py            # all scenes, 480p15
+    .venv/bin/python benchmarks/bench_scenes.py ChainRuleProduct --quality m
+
+For each scene: render it to a temporary folder (traces come from the cache; missing ones are trained
+first and not timed), count frames and the mobjects on screen at the end, then render a bare scene with
+the same number of plain VMobjects moving for the same number of frames. Prints frames per second of
+both and the ratio of per-frame cost (target: at most 1.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from manim import Scene, Square, VGroup, linear, tempconfig  # noqa: E402
+
+from scenes import SCENES_IN_ORDER, get_scene  # noqa: E402
+from simulation.cache import get_traces  # noqa: E402
+from simulation.experiments import build_runs  # noqa: E402
+
+import logging  # noqa: E402
+
+logging.getLogger("simulation").setLevel(logging.WARNING)
+
+QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality"}
+
+
+def bare_scene(n_objects: int, n_frames: int, fps: float) -> type[Scene]:
+    """A Scene with ``n_objects`` small squares moving for ``n_frames`` frames."""
+
+    class Bare(Scene):
+        def construct(self) -> None:
+            squares = VGroup(*[Square(0.1).move_to([(i % 40) * 0.3 - 6, (i // 40) * 0.3 - 3.5, 0])
+                               for i in range(n_objects)])
+            self.add(squares)
+            self.play(squares.animate.shift([0.5, 0.2, 0]), run_time=n_frames / fps, rate_func=linear)
+
+    return Bare
+
+
+def timed_render(scene_cls: type[Scene], quality: str, media: str) -> tuple[float, Scene]:
+    with tempconfig({"quality": QUALITIES[quality], "media_dir": media, "verbosity": "ERROR",
+                     "progress_bar": "none", "disable_caching": True}):
+        scene = scene_cls()
+        start = time.perf_counter()
+        scene.render()
+        return time.perf_counter() - start, scene
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenes", nargs="*", help="scene names (default: the whole lecture)")
+    parser.add_argument("--quality", choices=list(QUALITIES), default="l")
+    args = parser.parse_args()
+    scenes = [get_scene(name) for name in args.scenes] or list(SCENES_IN_ORDER)
+    for scene in scenes:  # train first, outside the timing
+        if scene.experiment:
+            get_traces(list(build_runs(scene.experiment, dict(scene.params)).values()))
+
+    print(f"{'scene':<26}{'frames':>7}{'objects':>8}{'scene fps':>11}{'bare fps':>10}{'cost ratio':>12}")
+    ratios = []
+    for scene_cls in scenes:
+        with tempfile.TemporaryDirectory() as media:
+            seconds, scene = timed_render(scene_cls, args.quality, media)
+            frames = scene.renderer.num_plays and round(scene.renderer.time * scene.camera.frame_rate)
+            objects = len([m for m in scene.mobjects for _ in m.family_members_with_points()])
+            bare_seconds, _ = timed_render(bare_scene(max(objects, 1), frames, scene.camera.frame_rate),
+                                           args.quality, media)
+        ratio = (seconds / frames) / (bare_seconds / frames)
+        ratios.append(ratio)
+        print(f"{scene_cls.__name__:<26}{frames:>7}{objects:>8}{frames / seconds:>11.1f}"
+              f"{frames / bare_seconds:>10.1f}{ratio:>12.2f}")
+    print(f"{'worst ratio':<52}{max(ratios):>12.2f}  (target <= 1.2)")
+
+
+if __name__ == "__main__":
+    main()

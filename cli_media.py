@@ -1,0 +1,480 @@
+"""Rendering for the command line: preflight, render keys, private media folders, atomic placement, concat.
+
+Example::
+
+    python render.py render IdentityHighway --format webm --transparent --output out
+
+Finished files appear at their final paths only by ``os.replace`` from a temporary file in the same
+folder, so an interrupted run (Ctrl-C, a kill) never leaves a truncated file where a finished one belongs.
+Manim renders into a private temporary media folder. Its segment, Tex and text caches are linked in from
+a shared cache (``$RESIDUAL_CACHE/manim``) before the render and the new entries are promoted back, one
+atomic rename each, only after the render succeeded: Manim's own cache serves partial re-renders and
+never sees a file that a killed process left half-written. Beside each output a ``<file>.render.json``
+records the key of everything that made it (scene source, parameters, trace digests, quality, language,
+format); a re-run whose key matches renders nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from io import BytesIO
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+from simulation.cache import cache_dir
+from simulation.trace import atomic_write
+
+__all__ = [
+    "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_output_dir", "source_digest",
+    "quality_dir", "up_to_date", "render_job", "scene_config", "concat_lecture", "load_scene", "media_cache_dir",
+]
+
+INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
+                   "dvisvgm fonts-noto-cjk")
+KEY_VERSION = 1  # bump when the meaning of a render key changes
+RECORD_SUFFIX = ".render.json"
+TEMP_PREFIX = ".render-"  # private media folders: .render-<pid>-<random>, inside the output folder
+LECTURE_NAME = "lecture"
+_PIXELS = {"l": "480p15", "m": "720p30", "h": "1080p60", "k": "2160p60"}
+
+
+class RenderError(RuntimeError):
+    """A render cannot start or did not produce its file; the message is one line for the user."""
+
+
+# -- before any work --------------------------------------------------------------------------
+
+def missing_tools(lang: str, which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """What Manim will need but this machine lacks: LaTeX (with the ``standalone`` class), dvisvgm and,
+    for ``lang="zh"``, a font with Chinese glyphs (``fc-list :lang=zh``). Empty when all is there."""
+    missing = []
+    if not which("latex"):
+        missing.append("latex")
+    elif (kpsewhich := which("kpsewhich")) and not _prints_something([kpsewhich, "standalone.cls"]):
+        missing.append("the LaTeX class standalone.cls")
+    if not which("dvisvgm"):
+        missing.append("dvisvgm")
+    if lang == "zh":
+        fc_list = which("fc-list")
+        if not fc_list or not _prints_something([fc_list, ":lang=zh", "family"]):
+            missing.append("a Chinese (CJK) font")
+    return missing
+
+
+def _prints_something(command: list[str]) -> bool:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def check_output_dir(path: Path) -> None:
+    """Raise RenderError unless ``path`` is (or can be created as) a writable folder. Creates nothing:
+    the probe file it writes into the nearest existing folder is removed at once."""
+    if path.exists() and not path.is_dir():
+        raise RenderError(f"output folder {path} is a file")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RenderError(f"cannot create output folder {path}: {existing} is a file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise RenderError(f"output folder {path} is not writable ({exc.strerror or exc})") from None
+
+
+# -- what a render depends on -----------------------------------------------------------------
+
+def _is_project_module(module: ModuleType | None) -> bool:
+    """A module of ours (not the standard library, not an installed package)."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    path = Path(file).resolve()
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return not any(path.is_relative_to(p) for p in prefixes)
+
+
+def source_digest(scene: type) -> str:
+    """16 hex chars of SHA-256 over the source files of the scene's modules and of every project module
+    they reference (transitively: ``scenes/base.py``, ``scenes/style.py``, ``simulation/...``)."""
+    stack = [sys.modules[k.__module__] for k in scene.__mro__ if _is_project_module(sys.modules.get(k.__module__))]
+    seen: dict[str, ModuleType] = {}
+    while stack:
+        module = stack.pop()
+        if module.__name__ in seen:
+            continue
+        seen[module.__name__] = module
+        for value in list(vars(module).values()):
+            if isinstance(value, ModuleType):
+                ref = value
+            else:
+                try:
+                    name = getattr(value, "__module__", None)
+                except Exception:  # some proxies raise on attribute access
+                    continue
+                ref = sys.modules.get(name) if isinstance(name, str) else None
+            if ref is not None and ref.__name__ not in seen and _is_project_module(ref):
+                stack.append(ref)
+    digest = hashlib.sha256()
+    for name in sorted(seen):
+        digest.update(name.encode() + b"\0" + Path(seen[name].__file__).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def quality_dir(quality: str) -> str:
+    """Folder name of a quality letter, as Manim names it: l -> 480p15, m -> 720p30, h -> 1080p60, k -> 2160p60."""
+    return _PIXELS[quality]
+
+
+def media_cache_dir() -> Path:
+    """Manim's shared caches (segments, Tex and text SVGs): ``$RESIDUAL_CACHE/manim``."""
+    return cache_dir() / "manim"
+
+
+@dataclass
+class RenderJob:
+    """One scene to render, with every resolved setting; JSON-able so a worker process can take it."""
+
+    scene: str  # class name
+    module: str  # module that defines the class (scenes.highway, or a user's module for module:Class)
+    params: dict[str, Any]  # overrides of the scene's experiment (build_runs converts them)
+    attrs: dict[str, Any]  # converted class-attribute overrides of the scene
+    traces: dict[str, str]  # run name -> config digest of every trace the scene reads
+    source: str  # source_digest of the scene class
+    quality: str  # l | m | h | k
+    lang: str  # en | zh
+    format: str  # mp4 | webm | gif | png
+    transparent: bool
+    output: str  # absolute output folder
+    verbose: bool = False  # Manim's own log and a scene's traceback on stderr
+
+    @property
+    def final_dir(self) -> Path:
+        return Path(self.output) / quality_dir(self.quality) / self.lang
+
+    @property
+    def primary(self) -> Path:
+        return self.final_dir / f"{self.scene}.{self.format}"
+
+    def key_inputs(self) -> dict[str, Any]:
+        inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose")}
+        return {"key_version": KEY_VERSION, "manim": importlib.metadata.version("manim"), **inputs}
+
+    def key(self) -> str:
+        """SHA-256 over :meth:`key_inputs` except ``params``: the raw overrides are spelled many ways
+        (``"3"``, ``3``) while the trace digests already say what they changed."""
+        inputs = {k: v for k, v in self.key_inputs().items() if k != "params"}
+        payload = json.dumps(inputs, sort_keys=True, default=list)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=list)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RenderJob":
+        return cls(**json.loads(text))
+
+
+# -- records: what made a file ----------------------------------------------------------------
+
+def _record_path(primary: Path) -> Path:
+    return primary.with_name(primary.name + RECORD_SUFFIX)
+
+
+def up_to_date(primary: Path, key: str) -> list[Path] | None:
+    """The files recorded beside ``primary`` if its record has ``key`` and every file is there with its
+    recorded size and modification time (a file replaced by another render differs); otherwise None."""
+    try:
+        record = json.loads(_record_path(primary).read_text(encoding="utf-8"))
+        files = {primary.parent / name: list(stamp) for name, stamp in record["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if record.get("key") != key:
+        return None
+    for path, stamp in files.items():
+        try:
+            if _stamp(path) != stamp:
+                return None
+        except OSError:
+            return None
+    return list(files)
+
+
+def _stamp(path: Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _write_record(primary: Path, key: str, inputs: dict[str, Any], files: list[Path]) -> Path:
+    record = {"key": key, "inputs": inputs, "files": {p.name: _stamp(p) for p in files}}
+    path = _record_path(primary)
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=list), encoding="utf-8")
+    return path
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+@contextmanager
+def scene_config(settings: dict[str, Any]) -> Iterator[None]:
+    """Manim's ``tempconfig(settings)``, refusing keys Manim does not know (tempconfig drops them
+    silently) and restoring the Manim logger's level, which tempconfig leaves changed."""
+    from manim import config, logger, tempconfig
+
+    unknown = sorted(k for k in settings if k not in config)
+    if unknown:
+        raise ValueError(f"not Manim config keys: {', '.join(unknown)}")
+    level = logger.level
+    try:
+        with tempconfig(settings):
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def load_scene(module: str, name: str) -> type:
+    """The Manim Scene class ``name`` from ``module``; RenderError if it is not there or not a Scene."""
+    from manim import Scene
+
+    try:
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())  # module:Class may name a file in the current folder
+        scene = getattr(importlib.import_module(module), name, None)
+    except Exception as exc:  # ImportError, or the module's own SyntaxError, NameError ...
+        raise RenderError(f"cannot import {module}: {type(exc).__name__}: {exc}") from None
+    if not (isinstance(scene, type) and issubclass(scene, Scene)):
+        raise RenderError(f"{module} has no Manim Scene class {name!r}")
+    return scene
+
+
+def _segment_kind(job: RenderJob) -> str:
+    ext = "webm" if job.format == "webm" else ("mov" if job.transparent else "mp4")
+    return ext + ("-alpha" if job.transparent else "")
+
+
+def _shared_caches(job: RenderJob) -> dict[str, tuple[Path, tuple[str, ...]]]:
+    root = media_cache_dir()
+    caches = {"tex_dir": (root / "Tex", (".svg",)), "text_dir": (root / "texts", (".svg",))}
+    if job.format != "png":
+        segments = root / "segments" / quality_dir(job.quality) / _segment_kind(job) / job.scene
+        caches["partial_movie_dir"] = (segments, (".mp4", ".webm", ".mov"))
+    return caches
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except FileNotFoundError:
+        return  # pruned by another process meanwhile: Manim renders that piece again
+    except OSError:  # another file system, or no hard links
+        try:
+            shutil.copy2(src, dst)
+        except FileNotFoundError:
+            return
+
+
+def _link_in(shared: Path, local: Path, suffixes: tuple[str, ...]) -> None:
+    local.mkdir(parents=True, exist_ok=True)
+    if not shared.is_dir():
+        return
+    for entry in os.scandir(shared):
+        if not entry.name.startswith(".") and entry.name.endswith(suffixes) and entry.is_file():
+            _link_or_copy(Path(entry.path), local / entry.name)
+
+
+def _promote(local: Path, shared: Path, names: list[str]) -> None:
+    """Publish finished cache entries: a hidden link, then one atomic rename each."""
+    shared.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        src, dst = local / name, shared / name
+        if dst.exists() or not src.is_file():
+            continue
+        tmp = shared / f".{name}.{os.getpid()}.tmp"
+        try:
+            _link_or_copy(src, tmp)
+            if tmp.exists():
+                os.replace(tmp, dst)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _remove_stale(folder: Path) -> None:
+    """Private media folders of processes that no longer exist (killed with SIGKILL)."""
+    for path in folder.glob(f"{TEMP_PREFIX}*"):
+        pid = path.name[len(TEMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def make_variant(scene: type, job: RenderJob) -> type:
+    """A subclass of ``scene`` carrying the job's language, experiment overrides and attributes; the
+    class itself is never modified, so nothing carries over to the next scene."""
+    namespace = {"__module__": scene.__module__, "__qualname__": scene.__qualname__, "lang": job.lang,
+                 "params": dict(job.params), **job.attrs}
+    return type(scene.__name__, (scene,), namespace)
+
+
+def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path]:
+    """Render one scene into a private media folder and move its files into ``job.final_dir``:
+    ``<Scene>.<format>``, ``<Scene>.srt`` (videos with narration), ``<Scene>.numbers.json`` and the
+    record ``<Scene>.<format>.render.json``. Returns the paths written; RenderError if no file came out."""
+    final_dir = job.final_dir
+    final_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale(final_dir)
+    caches = _shared_caches(job)
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=final_dir) as name:
+        tmp = Path(name)
+        for key, (shared, suffixes) in caches.items():
+            _link_in(shared, tmp / key, suffixes)
+        settings = {
+            "quality": _QUALITY_NAMES[job.quality], "format": job.format, "transparent": job.transparent,
+            "media_dir": str(tmp), "video_dir": str(tmp / "video"), "images_dir": str(tmp / "images"),
+            "log_dir": str(tmp / "logs"), "tex_dir": str(tmp / "tex_dir"), "text_dir": str(tmp / "text_dir"),
+            "partial_movie_dir": str(tmp / "partial_movie_dir"), "input_file": "", "output_file": "",
+            "log_to_file": False, "save_sections": False, "preview": False, "dry_run": False,
+            "disable_caching": False, "max_files_cached": -1, "write_all": False,
+            "verbosity": "INFO" if job.verbose else "WARNING", "progress_bar": "display" if progress else "none",
+        }
+        with scene_config(settings):
+            instance = make_variant(scene, job)()
+            try:
+                instance.render()
+            except Exception as exc:  # a scene's own error: one line, the traceback with --verbose
+                if job.verbose:
+                    traceback.print_exc()
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise RenderError(f"{job.scene} failed: {type(exc).__name__}: {message}") from None
+            writer = instance.renderer.file_writer
+            produced = Path(writer.image_file_path if job.format == "png" else writer.movie_file_path)
+            segments = [Path(p).name for p in writer.partial_movie_files if p]
+        if not produced.is_file():
+            hint = "; a scene without animations has no video, use --format png" if job.format != "png" else ""
+            raise RenderError(f"{job.scene} produced no {job.format} file{hint}")
+        # The render succeeded: its cache entries are complete and may serve the next run.
+        _promote(tmp / "tex_dir", caches["tex_dir"][0], _names(tmp / "tex_dir", ".svg"))
+        _promote(tmp / "text_dir", caches["text_dir"][0], _names(tmp / "text_dir", ".svg"))
+        if "partial_movie_dir" in caches:
+            shared_segments = caches["partial_movie_dir"][0]
+            _promote(tmp / "partial_movie_dir", shared_segments, [n for n in segments if not n.startswith("uncached")])
+            from manim.utils.caching import prune_segment_cache
+
+            prune_segment_cache(shared_segments, max(100, 2 * len(segments)))
+        moves = [(produced, job.primary)]
+        for suffix in (".srt", ".numbers.json"):
+            side = produced.with_suffix(suffix)
+            if side.is_file():
+                moves.append((side, final_dir / f"{job.scene}{suffix}"))
+        # Side files first, the record last: a run stopped in between leaves a stale record, never a
+        # record that vouches for a file it did not see.
+        for src, dst in reversed(moves):
+            os.replace(src, dst)
+    files = [dst for _, dst in moves]
+    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
+
+
+_QUALITY_NAMES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
+
+
+def _names(folder: Path, suffix: str) -> list[str]:
+    return [p.name for p in folder.glob(f"*{suffix}")] if folder.is_dir() else []
+
+
+# -- the whole lecture as one video -----------------------------------------------------------
+
+def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
+    """Join the scene videos of ``jobs`` (in order) into ``lecture.<format>`` beside them, and their
+    subtitles into ``lecture.srt`` with shifted times. Streams are copied, not re-encoded (PyAV's concat
+    demuxer, as Manim joins its own segments). Returns (files, written); written is False when the
+    recorded key matched and nothing was done."""
+    first = jobs[0]
+    target = first.final_dir / f"{LECTURE_NAME}.{first.format}"
+    inputs = {"key_version": KEY_VERSION, "scenes": [[job.scene, job.key()] for job in jobs]}
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    done = up_to_date(target, key)
+    if done is not None:
+        return done, False
+    videos = [job.primary for job in jobs]
+    durations = [_duration(v) for v in videos]
+    with atomic_write(target, suffix=target.suffix) as tmp:
+        _concat_videos(videos, tmp, alpha=first.transparent and first.format == "webm")
+    files = [target]
+    subtitles = _shifted_subtitles(videos, durations)
+    if subtitles is not None:
+        with atomic_write(target.with_suffix(".srt")) as tmp:
+            tmp.write_text(subtitles, encoding="utf-8")
+        files.append(target.with_suffix(".srt"))
+    return [*files, _write_record(target, key, inputs, files)], True
+
+
+def _duration(video: Path) -> float:
+    import av
+
+    try:
+        with av.open(str(video)) as container:
+            return container.duration / av.time_base
+    except (av.error.FFmpegError, TypeError) as exc:
+        raise RenderError(f"cannot read {video}: {exc}") from None
+
+
+def _concat_videos(videos: list[Path], target: Path, alpha: bool) -> None:
+    import av
+
+    manifest = "".join("file 'file:{}'\n".format(v.resolve().as_posix().replace("'", "'\\''")) for v in videos)
+    with av.open(BytesIO(manifest.encode()), format="concat", options={"safe": "0"}) as source, \
+            av.open(str(target), mode="w") as sink:
+        stream = source.streams.video[0]
+        out = sink.add_stream_from_template(template=stream)
+        if alpha:
+            out.pix_fmt = "yuva420p"
+        for packet in source.demux(stream):
+            if packet.dts is None:  # demux ends with an empty flushing packet
+                continue
+            packet.dts = None  # decoding times of consecutive files need not increase; libav recomputes
+            packet.stream = out
+            sink.mux(packet)
+
+
+def _shifted_subtitles(videos: list[Path], durations: list[float]) -> str | None:
+    import srt
+
+    found, offset, subtitles = False, 0.0, []
+    for video, duration in zip(videos, durations):
+        path = video.with_suffix(".srt")
+        if path.is_file():
+            found = True
+            try:
+                parsed = list(srt.parse(path.read_text(encoding="utf-8")))
+            except (srt.SRTParseError, ValueError) as exc:
+                raise RenderError(f"subtitle file {path} is corrupt: {exc}") from None
+            shift = timedelta(seconds=offset)
+            subtitles += [srt.Subtitle(0, s.start + shift, s.end + shift, s.content) for s in parsed]
+        offset += duration
+    return srt.compose(subtitles, reindex=True) if found else None

@@ -1,0 +1,250 @@
+"""Lecture parameters from ``--set`` and a TOML file: parsed, typed, validated and layered.
+
+Example::
+
+    python render.py all --config lecture.toml --set depth=30 --set vanishing.depths=8,20
+
+Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every experiment being run that has
+that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
+A TOML file has up to four tables::
+
+    [render]                    # command-line options: quality, lang, format, transparent, output, jobs, concat
+    quality = "m"
+    [params]                    # like --set name=value
+    steps = 200
+    [experiments.vanishing]     # like --set vanishing.name=value
+    depths = [8, 20]
+    [scenes.IdentityHighway]    # like --set IdentityHighway.name=value
+
+Every error is a :class:`simulation.config.ConfigError` with a one-line message. Imports neither torch
+nor manim.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from simulation.config import ConfigError
+
+__all__ = [
+    "Layer", "parse_sets", "load_config", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
+    "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
+]
+
+QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
+FORMATS = ("mp4", "webm", "gif", "png")
+LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
+MAX_JOBS = 64
+RENDER_DEFAULTS: dict[str, Any] = {
+    "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": 1,
+    "concat": False,
+}
+# LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
+RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "strings", "check_layout", "trace_files"})
+_SIMPLE = (bool, int, float, str)
+
+
+@dataclass
+class Layer:
+    """Parameter values from one source (a TOML file or the command line); later layers win."""
+
+    origin: str  # where the values came from, for error messages: "--set" or a file name
+    common: dict[str, Any] = field(default_factory=dict)  # name -> value, for every experiment with that name
+    experiments: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiment -> {name: value}
+    scenes: dict[str, dict[str, Any]] = field(default_factory=dict)  # scene class name -> {attribute: value}
+    render: dict[str, Any] = field(default_factory=dict)  # render options (files only; see RENDER_DEFAULTS)
+
+
+def parse_sets(pairs: Iterable[str], experiments: Iterable[str], scenes: Iterable[str]) -> Layer:
+    """``("depth=3", "vanishing.depths=8,20", "Summary.pause=2")`` -> a :class:`Layer` of strings.
+
+    Raises ConfigError for a pair without ``=`` or a scope that is neither an experiment nor a scene.
+    """
+    experiments, scenes = list(experiments), list(scenes)
+    layer = Layer("--set")
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        scope, dot, name = key.rpartition(".")
+        if not dot:
+            layer.common[key] = value.strip()
+        elif scope in experiments and name:
+            layer.experiments.setdefault(scope, {})[name] = value.strip()
+        elif scope in scenes and name:
+            layer.scenes.setdefault(scope, {})[name] = value.strip()
+        else:
+            raise ConfigError(f"--set {key}: {scope!r} is neither an experiment ({', '.join(experiments)}) "
+                              f"nor a scene ({', '.join(scenes)})")
+    return layer
+
+
+def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:
+    """Read a lecture TOML file (tables described in the module docstring) into a :class:`Layer`.
+
+    ``scenes=None`` accepts any scene table unchecked (commands that draw nothing, such as ``train``).
+    Raises ConfigError for a missing or unreadable file, bad TOML, an unknown table, experiment or scene.
+    """
+    path = Path(path)
+    experiments = list(experiments)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    tables = ("render", "params", "experiments", "scenes")
+    for key, value in data.items():
+        if key not in tables:
+            raise ConfigError(f"{path}: unknown entry {key!r}; use the tables [{'], ['.join(tables)}]")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: {key!r} must be a table ([{key}])")
+    layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})))
+    scenes = None if scenes is None else list(scenes)
+    for kind, known, target in (("experiments", experiments, layer.experiments), ("scenes", scenes, layer.scenes)):
+        for name, values in data.get(kind, {}).items():
+            if known is not None and name not in known:
+                raise ConfigError(f"{path}: unknown {kind[:-1]} {name!r} in [{kind}.{name}]; "
+                                  f"known: {', '.join(known)}")
+            if not isinstance(values, dict):
+                raise ConfigError(f"{path}: [{kind}.{name}] must be a table")
+            target[name] = dict(values)
+    for key in layer.render:
+        if key not in RENDER_DEFAULTS:
+            raise ConfigError(f"{path}: unknown render option {key!r}; known: {', '.join(RENDER_DEFAULTS)}")
+    check_render_options(layer.render, origin=str(path))
+    return layer
+
+
+def check_render_options(options: Mapping[str, Any], origin: str = "command line") -> None:
+    """Validate render options (a subset of RENDER_DEFAULTS' keys) and their combinations."""
+    choices = {"quality": tuple(QUALITIES), "lang": LANGS, "format": FORMATS}
+    for key, allowed in choices.items():
+        if key in options and options[key] not in allowed:
+            raise ConfigError(f"{origin}: {key} must be one of {', '.join(allowed)}; got {options[key]!r}")
+    for key in ("transparent", "concat"):
+        if key in options and not isinstance(options[key], bool):
+            raise ConfigError(f"{origin}: {key} must be true or false; got {options[key]!r}")
+    if "output" in options and (not isinstance(options["output"], str) or not options["output"].strip()):
+        raise ConfigError(f"{origin}: output must be a folder name; got {options['output']!r}")
+    jobs = options.get("jobs", 1)
+    if type(jobs) is not int or not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(f"{origin}: jobs must be an integer from 1 to {MAX_JOBS}; got {jobs!r}")
+    fmt = options.get("format", "mp4")
+    if options.get("transparent") and fmt == "mp4":
+        raise ConfigError(f"{origin}: mp4 has no alpha channel; use --format webm, gif or png with --transparent")
+    if options.get("concat") and fmt not in ("mp4", "webm"):
+        raise ConfigError(f"{origin}: --concat joins videos; use --format mp4 or webm, not {fmt}")
+
+
+def check_common_keys(layers: Iterable[Layer], params: Mapping[str, Iterable[str]],
+                      known: Mapping[str, Iterable[str]]) -> None:
+    """Every un-scoped key must be a parameter of at least one experiment being run.
+
+    ``params``: experiment being run -> its parameter names; ``known``: every experiment -> names.
+    """
+    active = {name: set(keys) for name, keys in params.items()}
+    for layer in layers:
+        for key in layer.common:
+            if any(key in keys for keys in active.values()):
+                continue
+            owners = [name for name, keys in known.items() if key in set(keys)]
+            running = ", ".join(active) or "none"
+            if owners:
+                raise ConfigError(f"parameter {key!r} ({layer.origin}) is not used by the experiments being run "
+                                  f"({running}); it belongs to {', '.join(owners)}: set {owners[0]}.{key}")
+            names = sorted(set().union(*active.values())) if active else []
+            raise ConfigError(f"unknown parameter {key!r} ({layer.origin}); "
+                              + (f"known: {', '.join(names)}" if names else "no experiment is being run"))
+
+
+def experiment_overrides(layers: Iterable[Layer], experiment: str, param_names: Iterable[str]) -> dict[str, Any]:
+    """The overrides of one experiment: per layer, its common keys (those the experiment has), then its
+    scoped keys; later layers win. Values are not converted here (``build_runs`` does it)."""
+    names = set(param_names)
+    out: dict[str, Any] = {}
+    for layer in layers:
+        out.update({k: v for k, v in layer.common.items() if k in names})
+        out.update(layer.experiments.get(experiment, {}))
+    return out
+
+
+# -- scene parameters ---------------------------------------------------------------------------
+
+def scene_params(scene: type) -> dict[str, tuple[Any, str]]:
+    """A scene's knobs: its public class attributes of a simple type (bool, int, float, str or a tuple
+    of those), found on the scene and on its project base classes; -> {name: (default, type name)}."""
+    out: dict[str, tuple[Any, str]] = {}
+    for klass in reversed(scene.__mro__):
+        if klass.__module__.split(".")[0] in ("manim", "builtins") or klass is object:
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in RESERVED_SCENE_ATTRS:
+                continue
+            kind = _type_name(value)
+            if kind is not None:
+                out[name] = (getattr(scene, name), kind)
+    return out
+
+
+def _type_name(value: Any) -> str | None:
+    if isinstance(value, _SIMPLE):
+        return type(value).__name__
+    if isinstance(value, tuple) and value and all(type(v) is type(value[0]) for v in value) \
+            and isinstance(value[0], _SIMPLE):
+        return f"tuple[{type(value[0]).__name__}]"
+    return None
+
+
+def scene_overrides(layers: Iterable[Layer], scene: type) -> dict[str, Any]:
+    """Converted, validated attribute overrides of ``scene``; later layers win.
+
+    Raises ConfigError for an attribute the scene does not have or a value of the wrong type.
+    """
+    params = scene_params(scene)
+    name = scene.__name__
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.scenes.get(name, {}).items():
+            if key not in params:
+                has = f"its parameters: {', '.join(params)}" if params else "it has no parameters"
+                raise ConfigError(f"unknown parameter {key!r} of scene {name} ({layer.origin}); {has}")
+            out[key] = convert_value(f"{name}.{key}", params[key][0], value)
+    return out
+
+
+def convert_value(label: str, default: Any, value: Any) -> Any:
+    """``value`` (a command-line string or a TOML value) as the type of ``default``; ConfigError if not."""
+    if isinstance(default, tuple):
+        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).split(",") if v.strip()]
+        if not items:
+            raise ConfigError(f"{label} must be a comma-separated list; got {value!r}")
+        return tuple(convert_value(label, default[0], item) for item in items)
+    kind = type(default)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if kind is bool:
+                if text.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                    raise ValueError
+                value = text.lower() in ("1", "true", "yes", "on")
+            elif kind in (int, float):
+                value = kind(text)
+            else:
+                value = text
+        except ValueError:
+            raise ConfigError(f"{label} must be {kind.__name__}, got {text!r}") from None
+    if kind is float and type(value) is int:
+        value = float(value)
+    if type(value) is not kind:
+        raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"{label} must be a finite number; got {value}")
+    return value

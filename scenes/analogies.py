@@ -1,0 +1,126 @@
+"""Analogies: "keep as is + fine-tune", told three times before any network appears.
+
+Example::
+
+    python render.py render Analogies --quality l --lang zh
+
+A residual block computes H(x) = x + F(x): the input passes whole and the layers only add a
+correction (He et al. 2015, §3.1). Three everyday pictures of the same sum: a draft copied whole with
+notes beside it, a highway's main line with ramps, a stock base with seasoning added. The scene shows
+no measured numbers: it is the intuition the later, data-driven scenes test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import (DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, FadeOut, Line, MathTex, MoveAlongPath,
+                   Polygon, Rectangle, VGroup, Write)
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import make_highway_icon
+
+__all__ = ["Analogies"]
+
+PANEL_X = (-4.6, 0.0, 4.6)  # centres of the three panels (scene units)
+DRAWING_Y = 0.45  # centre line of the drawings
+
+
+class Analogies(LectureScene):
+    """Keep as is + fine-tune: a copied draft with notes, a highway with ramps, stock with seasoning."""
+
+    strings = {
+        "title": {"en": "Keep as is + fine-tune", "zh": "保留原样 + 微调"},
+        "draft": {"en": "A draft", "zh": "一份草稿"},
+        "draft_x": {"en": "copied whole: x", "zh": "原样复制：x"},
+        "draft_f": {"en": "notes beside it: F(x)", "zh": "旁边的批注：F(x)"},
+        "road": {"en": "A highway", "zh": "一条高速路"},
+        "road_x": {"en": "main line: x", "zh": "主线：x"},
+        "road_f": {"en": "ramps: F(x)", "zh": "匝道：F(x)"},
+        "soup": {"en": "A soup", "zh": "一锅汤"},
+        "soup_x": {"en": "stock base: x", "zh": "高汤底：x"},
+        "soup_f": {"en": "seasoning: F(x)", "zh": "调味：F(x)"},
+        "moral": {"en": "If F learns nothing, x still gets through.",
+                  "zh": "就算 F 什么都没学到，x 依然原样通过。"},
+        "n_intro": {"en": "A residual block keeps its input as is and adds a small correction.",
+                    "zh": "残差块保留输入的原样，只在上面加一点修正。"},
+        "n_draft": {"en": "Like copying a draft whole and writing notes beside it.",
+                    "zh": "就像把草稿原样抄下，再在旁边写批注。"},
+        "n_road": {"en": "Like a highway: traffic stays on the main line; ramps leave and rejoin it.",
+                   "zh": "就像高速路：车流留在主线上，匝道离开又汇入。"},
+        "n_soup": {"en": "Like a soup: the stock base stays, the seasoning adjusts the taste.",
+                   "zh": "就像煮汤：高汤底不变，调味只是微调口味。"},
+        "n_moral": {"en": "If the correction is zero, the input still passes unchanged.",
+                    "zh": "如果修正为零，输入照样原封不动地通过。"},
+    }
+
+    def construct(self) -> None:
+        # 1. Title and the sum every picture stands for.
+        title = self.title("title")
+        formula = MathTex("H(x)", "=", "x", "+", "F(x)", font_size=44, color=PALETTE["text"])
+        formula[2].set_color(PALETTE["identity"])
+        formula[4].set_color(PALETTE["branch"])
+        formula.next_to(title, DOWN, buff=0.2)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), Write(formula), run_time=2)
+        self.wait(0.5)
+
+        # 2. Three panels, one after the other: heading, drawing, the part that stays, the part added.
+        for key, x in zip(("draft", "road", "soup"), PANEL_X):
+            self.narrate(f"n_{key}", 4.5)
+            heading = self.text(key, size=SIZE_BODY).move_to([x, 1.75, 0])
+            parts = getattr(self, f"get_{key}")(np.array([x, DRAWING_Y, 0]))
+            x_label = self.text(f"{key}_x", size=SIZE_SMALL, color=PALETTE["identity"]).move_to([x, -0.75, 0])
+            f_label = self.text(f"{key}_f", size=SIZE_SMALL, color=PALETTE["branch"]).move_to([x, -1.2, 0])
+            self.play(FadeIn(heading), Create(parts["base"]), FadeIn(x_label), run_time=1.5)
+            self.play(FadeIn(f_label), *parts["add"], run_time=1.5)
+            if parts["then"]:
+                self.play(*parts["then"], run_time=1.5)
+                self.play(*[FadeOut(m) for m in parts["temp"]], run_time=0.3)
+            self.wait(0.8)
+
+        # 3. The moral: with F = 0 the sum is the input itself.
+        moral = self.text("moral", size=SIZE_LABEL).move_to([0, -2.2, 0])
+        zero = MathTex(r"F(x) = 0 \;\Rightarrow\; H(x) = x", font_size=38, color=PALETTE["identity"])
+        zero.next_to(moral, DOWN, buff=0.25)
+        self.narrate("n_moral", 3.5)
+        self.play(FadeIn(moral), Write(zero), run_time=1.5)
+        self.cite("He et al. 2015, §3.1")
+        self.wait(2.5)
+
+    # -- the three drawings: base (what stays), add (animations adding F), then, temp (extra motion) --
+    def get_draft(self, centre: np.ndarray) -> dict:
+        """A page of text (the copy, x) and notes in the margin beside it (F(x))."""
+        page = Rectangle(width=1.2, height=1.5, color=PALETTE["identity"], stroke_width=3)
+        page.move_to(centre + LEFT * 0.55)
+        lines = VGroup(*[Line(LEFT * 0.42, RIGHT * (0.42 - 0.15 * (i % 2)), stroke_width=3, color=PALETTE["muted"])
+                         for i in range(6)]).arrange(DOWN, buff=0.14, aligned_edge=LEFT).move_to(page)
+        notes = VGroup(*[Line(LEFT * 0.3, RIGHT * (0.3 - 0.12 * i), stroke_width=4, color=PALETTE["branch"])
+                         for i in range(3)]).arrange(DOWN, buff=0.16, aligned_edge=LEFT)
+        notes.next_to(page, RIGHT, buff=0.35).shift(UP * 0.2)
+        pointer = Line(notes.get_left() + LEFT * 0.05, page.get_right() + LEFT * 0.25 + UP * 0.2,
+                       stroke_width=3, color=PALETTE["branch"])
+        return {"base": VGroup(page, lines), "add": [Create(notes), Create(pointer)], "then": [], "temp": []}
+
+    def get_road(self, centre: np.ndarray) -> dict:
+        """The main line (x) and a ramp that leaves and rejoins it (F(x)); then a car rides each."""
+        main, ramp = make_highway_icon(length=3.6, ramp_height=0.85)
+        VGroup(main, ramp).shift(centre - main.get_center() + DOWN * 0.35)
+        cars = [Dot(color=PALETTE["identity"], radius=0.09), Dot(color=PALETTE["branch"], radius=0.09)]
+        ride = [MoveAlongPath(cars[0], main), MoveAlongPath(cars[1], ramp)]
+        return {"base": main, "add": [Create(ramp)], "then": ride, "temp": cars}
+
+    def get_soup(self, centre: np.ndarray) -> dict:
+        """A pot of stock (x) and seasoning falling into it (F(x))."""
+        pot = VGroup(
+            Line([-0.8, 0.35, 0], [-0.65, -0.55, 0]), Line([-0.65, -0.55, 0], [0.65, -0.55, 0]),
+            Line([0.65, -0.55, 0], [0.8, 0.35, 0]), Line([-0.8, 0.25, 0], [-1.05, 0.25, 0]),
+            Line([0.8, 0.25, 0], [1.05, 0.25, 0]),
+        ).set_stroke(PALETTE["text"], 4)
+        stock = Polygon([-0.75, 0.05, 0], [-0.63, -0.5, 0], [0.63, -0.5, 0], [0.75, 0.05, 0],
+                        stroke_width=0, fill_color=PALETTE["identity"], fill_opacity=0.55)
+        base = VGroup(stock, pot).move_to(centre + DOWN * 0.2)
+        grains = VGroup(*[Dot(radius=0.05, color=PALETTE["branch"]) for _ in range(7)])
+        for i, grain in enumerate(grains):  # scattered on the surface of the stock
+            grain.move_to(stock.get_top() + DOWN * (0.08 + 0.07 * (i % 3)) + RIGHT * (0.18 * i - 0.54))
+        return {"base": base, "add": [FadeIn(grains, shift=DOWN * 0.9)], "then": [], "temp": []}

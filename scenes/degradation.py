@@ -1,0 +1,180 @@
+"""Degradation: training-error curves drawn as they train, plain shallow vs deep, then residual.
+
+Example::
+
+    python render.py render Degradation --quality l
+
+He et al. 2015, Fig. 1 and Fig. 6: with the same optimiser and step budget a deeper *plain* network
+reaches a higher training error than a shallower one (an optimisation problem, not overfitting, and
+not vanishing gradients: the nets use BatchNorm), while residual networks of the same depths do not
+degrade. The scene draws the measured curves of every depth of the ``degradation`` experiment and
+states whether this run reproduces each claim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, linear
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import LinearAxes, make_legend
+
+__all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
+
+# A deeper net "trains worse" when its final (smoothed) training error exceeds the shallower one's by
+# more than this: one percentage point, above the batch-to-batch noise of the smoothed curve.
+MARGIN = 0.01
+
+
+def running_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over the last ``window`` values (fewer at the start): float64 [T].
+
+    Each step's training error is measured on one batch, so it is noisy; a trailing mean only uses
+    what was known at that step, which keeps the curve honest while it is "drawn as it trains".
+    """
+    values = np.asarray(values, dtype=np.float64)
+    sums = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (sums[idx] - sums[lo]) / (idx - lo)
+
+
+def runs_by_depth(traces: dict, arch: str) -> list[tuple[int, str]]:
+    """``[(depth, run_name), ...]`` of the runs of architecture ``arch``, shallowest first."""
+    return sorted((t.config["depth"], name) for name, t in traces.items() if t.config["arch"] == arch)
+
+
+def smoothing_window(steps: int) -> int:
+    """Steps averaged per point: a tenth of the run, at least 1 (the last point then equals
+    ``simulation.summary.tail_mean(error_curve)``, the figure the README table reports)."""
+    return max(1, int(round(steps * 0.1)))
+
+
+def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, smoothed training error) of one run, at most ``points`` of them, float64.
+
+    ``error_curve`` holds every step's batch error; steps never run (NaN, after a divergence) are
+    dropped. The smoothing is :func:`running_mean` over :func:`smoothing_window` steps.
+    """
+    curve = np.asarray(trace["error_curve"], dtype=np.float64)
+    done = int(np.flatnonzero(np.isfinite(curve))[-1]) + 1 if np.isfinite(curve).any() else 0
+    smooth = running_mean(curve[:done], smoothing_window(done))
+    keep = np.unique(np.linspace(0, done - 1, min(points, done)).round().astype(int))
+    return keep.astype(np.float64), smooth[keep]
+
+
+class Degradation(LectureScene):
+    """Training error vs step of plain nets of several depths, then residual nets (He 2015, Fig. 1, 6)."""
+
+    experiment = "degradation"
+    strings = {
+        "title": {"en": "Deeper plain nets train worse", "zh": "更深的普通网络反而训练得更差"},
+        "subtitle": {"en": "same data, optimiser and step budget; {norm}; training error, mean of the last {window} "
+                           "steps",
+                     "zh": "相同的数据、优化器和训练步数；{norm}；训练误差（最近 {window} 步的均值）"},
+        "with_bn": {"en": "BatchNorm in every block", "zh": "每块都有 BatchNorm"},
+        "without_bn": {"en": "no BatchNorm", "zh": "没有 BatchNorm"},
+        "panel_plain": {"en": "plain", "zh": "普通网络"},
+        "panel_residual": {"en": "residual", "zh": "残差网络"},
+        "axis_step": {"en": "step", "zh": "训练步"},
+        "curve": {"en": "{depth} blocks: {error}", "zh": "{depth} 块：{error}"},
+        "plain_degrades": {"en": "Measured: the deepest plain net ends at {deep}, the shallowest at {shallow}: "
+                                 "deeper is worse.",
+                           "zh": "实测：最深的普通网络最终误差 {deep}，最浅的 {shallow}：越深越差。"},
+        "plain_no_degrade": {"en": "Measured: the deepest plain net ends at {deep}, the shallowest at {shallow}: "
+                                   "no degradation in this run.",
+                             "zh": "实测：最深的普通网络最终误差 {deep}，最浅的 {shallow}：这次没有出现退化。"},
+        "residual_fine": {"en": "With shortcuts the deepest ends at {deep}, the shallowest at {shallow}: "
+                                "depth no longer hurts.",
+                          "zh": "有了捷径，最深的最终误差 {deep}，最浅的 {shallow}：加深不再有害。"},
+        "residual_degrades": {"en": "With shortcuts the deepest ends at {deep}, the shallowest at {shallow}: "
+                                    "still worse here, unlike the paper.",
+                              "zh": "有了捷径，最深的最终误差 {deep}，最浅的 {shallow}：这里仍然更差，与论文不同。"},
+        "n_intro": {"en": "Stack more layers on a plain network and train it just as long.",
+                    "zh": "给普通网络堆更多层，训练同样多的步数。"},
+        "n_plain": {"en": "Watch the training error of the shallow and the deep plain nets.",
+                    "zh": "看浅的和深的普通网络的训练误差。"},
+        "n_not_overfit": {"en": "The deeper one falls behind on its own training data: not overfitting, but harder "
+                                "to optimise.",
+                          "zh": "更深的网络连训练数据都学得更差：不是过拟合，而是更难优化。"},
+        "n_no_gap": {"en": "In this run the deeper plain net does not fall behind.",
+                     "zh": "在这次运行中，更深的普通网络并没有落后。"},
+        "n_residual": {"en": "Now the same depths with identity shortcuts.", "zh": "现在是同样深度、带恒等捷径的网络。"},
+        "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
+    }
+
+    def construct(self) -> None:
+        plain_runs, residual_runs = runs_by_depth(self.traces, "plain"), runs_by_depth(self.traces, "residual")
+        any_trace = self.traces[plain_runs[0][1]]
+        steps = int(any_trace.config["steps"])
+        window = smoothing_window(steps)
+        curves = {}
+        for _, name in plain_runs + residual_runs:
+            curves[name] = error_curve(self.traces[name])
+            for step, value in zip(*curves[name]):
+                self.number(f"{name}.step.{int(step)}.smoothed_error", value)
+        final = {name: curve[1][-1] for name, curve in curves.items()}
+        worse = {arch: bool(final[runs[-1][1]] > final[runs[0][1]] + MARGIN)  # deepest vs shallowest
+                 for arch, runs in (("plain", plain_runs), ("residual", residual_runs))}
+        y_top = min(1.0, float(np.ceil(max(np.nanmax(c[1]) for c in curves.values()) * 10 + 1e-9) / 10) or 0.1)
+
+        # 1. Title and what is held fixed.
+        title = self.title("title")
+        norm = self.t("with_bn") if any_trace.config.get("norm") == "batchnorm" else self.t("without_bn")
+        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], norm=norm, window=window)
+        subtitle.next_to(title, DOWN, buff=0.15)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), FadeIn(subtitle), run_time=1.5)
+
+        # 2. Plain nets, drawn as they train; 3. residual nets of the same depths.
+        for col, (arch, runs, color, narration) in enumerate([
+                ("plain", plain_runs, PALETTE["plain"], "n_plain"),
+                ("residual", residual_runs, PALETTE["residual"], "n_residual")]):
+            chart = LinearAxes((0, steps), (0, y_top), width=5.0, height=2.5,
+                               y_format=lambda v: f"{v * 100:g}%")
+            chart.move_to([-3.45 + 7.0 * col, 0.35, 0])
+            heading = self.text(f"panel_{arch}", size=SIZE_LABEL, color=color)  # tops aligned, whatever the letters
+            heading.move_to([chart.axes.get_center()[0], 0, 0]).align_to(chart.axes.get_top() + 0.48 * UP, UP)
+            x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+            shades = [color.interpolate(PALETTE["text"], 0.5 * (1 - k / max(len(runs) - 1, 1)))  # shallow: paler
+                      for k in range(len(runs))]
+            lines = [chart.polyline(*curves[name], color=shade, stroke_width=3 + k) for k, ((_, name), shade)
+                     in enumerate(zip(runs, shades))]
+            legend = make_legend([(self.t("curve", depth=depth, error=self.percent(f"{name}.final_error",
+                                                                                   curves[name][1][-1])), shade)
+                                  for (depth, name), shade in zip(runs, shades)], size=SIZE_SMALL)
+            legend.next_to(x_label, DOWN, buff=0.15)
+            self.narrate(narration, 4)
+            self.play(Create(chart), FadeIn(heading), FadeIn(x_label), run_time=1.2)
+            dots = [Dot(line.get_start(), radius=0.06, color=line.get_color()) for line in lines]
+            for dot, line in zip(dots, lines):  # the pen: always at the tip of the partly drawn curve
+                dot.add_updater(lambda d, line=line: d.move_to(line.get_end()))
+            self.add(*dots)
+            self.play(*[Create(line, rate_func=linear) for line in lines], run_time=5)
+            for dot in dots:
+                dot.clear_updaters()
+            self.play(FadeIn(legend), run_time=0.8)
+            if arch == "plain":
+                self.narrate("n_not_overfit" if worse["plain"] else "n_no_gap", 4)
+                self.wait(3)
+
+        # 4. The verdict, computed from the runs.
+        lines = VGroup()
+        for arch, runs in (("plain", plain_runs), ("residual", residual_runs)):
+            shallow, deep = final[runs[0][1]], final[runs[-1][1]]
+            key = {"plain": ("plain_no_degrade", "plain_degrades"),
+                   "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]]
+            lines.add(self.text(key, size=SIZE_LABEL, color=PALETTE[arch],
+                                deep=self.percent(f"{arch}.deepest_final_error", deep),
+                                shallow=self.percent(f"{arch}.shallowest_final_error", shallow)))
+        lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
+        lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        self.wait(4)
+
+    def percent(self, key: str, fraction: float) -> str:
+        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
+        return self.number(f"{key}_pct", 100 * float(fraction)) + "%"

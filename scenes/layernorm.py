@@ -1,0 +1,249 @@
+"""PostLNvsPreLN: where the LayerNorm sits, what that does to the gradients at initialisation and to warm-up.
+
+Example::
+
+    python render.py render PostLNvsPreLN --quality l
+
+Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture": Fig. 1 (the two placements),
+Fig. 3 (at initialisation the Post-LN gradient norm of the FFN weight W^2 grows toward the output layers, the
+Pre-LN one does not), Fig. 2 (Post-LN needs a learning-rate warm-up). The scene draws both placements, then
+the measured ||dL/dW^2|| per layer at initialisation of the ``layernorm`` experiment and its three training
+curves at one high learning rate, and says in words whether each claim held in these runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, GrowFromEdge, Line, MathTex,
+                   MoveAlongPath, VGroup, VMobject, Write)
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
+                            nice_ticks)
+
+__all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "RISE"]
+
+RISE = 1.5  # a last/first layer ratio above this counts as "grows toward the output" in the verdict
+RUN_COLORS = {"post_ln": PALETTE["plain"], "post_ln_warmup": PALETTE["warn"], "pre_ln": PALETTE["residual"]}
+
+
+def init_ffn_grad_norm(trace) -> np.ndarray:
+    """||dL/dW^2|| of each layer's FFN at initialisation, mean over the recorded batches: float64 [layers]."""
+    return np.asarray(trace["init_ffn_grad_norm"], np.float64).mean(0)
+
+
+def stack_ratio(trace, values: np.ndarray, stack: str) -> float:
+    """values[last layer] / values[first layer] within ``stack`` ("encoder" or "decoder")."""
+    index = [i for i, name in enumerate(trace.meta["layers"]) if name.startswith(stack + ".")]
+    return float(values[index[-1]] / values[index[0]])
+
+
+def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
+    """Trailing moving average of a per-step curve (display only; NaN where fewer than one value)."""
+    curve = np.asarray(curve, np.float64)
+    out = np.full(len(curve), np.nan)
+    for i in range(len(curve)):
+        part = curve[max(0, i - window + 1): i + 1]
+        part = part[np.isfinite(part)]
+        if len(part):
+            out[i] = part.mean()
+    return out
+
+
+class PostLNvsPreLN(LectureScene):
+    """Post-LN vs Pre-LN: LayerNorm's place, measured per-layer gradient norms at init, and warm-up (Xiong 2020)."""
+
+    experiment = "layernorm"
+    strings = {
+        "title": {"en": "Post-LN or Pre-LN: where the LayerNorm sits", "zh": "Post-LN 还是 Pre-LN：层归一化放在哪里"},
+        "post": {"en": "Post-LN (Vaswani 2017)", "zh": "Post-LN（Vaswani 2017）"},
+        "pre": {"en": "Pre-LN (GPT-2, Xiong 2020)", "zh": "Pre-LN（GPT-2，Xiong 2020）"},
+        "post_note": {"en": "the Norm sits on the identity path", "zh": "归一化挡在恒等路径上"},
+        "pre_note": {"en": "the identity path stays clean", "zh": "恒等路径保持畅通"},
+        "grad_title": {"en": "‖∂L/∂W²‖ of each FFN at initialisation", "zh": "初始化时每层 FFN 的 ‖∂L/∂W²‖"},
+        "grad_axis": {"en": "encoder layers E1–E{n}, then decoder layers D1–D{n}",
+                      "zh": "先编码器层 E1–E{n}，再解码器层 D1–D{n}"},
+        "legend_post": {"en": "Post-LN", "zh": "Post-LN"},
+        "legend_pre": {"en": "Pre-LN", "zh": "Pre-LN"},
+        "grad_rise": {"en": "Decoder, last / first layer: Post-LN {post}×, Pre-LN {pre}× — grows toward the output, as in Fig. 3.",
+                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍——越靠近输出越大，与图 3 一致。"},
+        "grad_flat": {"en": "Decoder, last / first layer: Post-LN {post}×, Pre-LN {pre}× — no rise toward the output here.",
+                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍——这里没有越靠近输出越大。"},
+        "loss_title": {"en": "training loss at peak lr {lr}", "zh": "峰值学习率 {lr} 下的训练损失"},
+        "loss_axis": {"en": "step", "zh": "步"},
+        "lr_axis": {"en": "lr", "zh": "学习率"},
+        "run_post_ln": {"en": "Post-LN, no warm-up", "zh": "Post-LN，无预热"},
+        "run_post_ln_warmup": {"en": "Post-LN, {warmup}-step warm-up", "zh": "Post-LN，预热 {warmup} 步"},
+        "run_pre_ln": {"en": "Pre-LN, no warm-up", "zh": "Pre-LN，无预热"},
+        "chance": {"en": "chance: ln {vocab} = {value}", "zh": "随机猜测：ln {vocab} = {value}"},
+        "warmup_helps": {"en": "Final loss: Post-LN {post} without warm-up, {post_warm} with it; Pre-LN {pre} without.",
+                         "zh": "最终损失：Post-LN 无预热 {post}，有预热 {post_warm}；Pre-LN 无预热 {pre}。"},
+        "warmup_verdict_yes": {"en": "Post-LN needs the warm-up; Pre-LN does not (Xiong et al., Fig. 2).",
+                               "zh": "Post-LN 需要预热；Pre-LN 不需要（Xiong 等人，图 2）。"},
+        "warmup_verdict_no": {"en": "In these runs the warm-up story of Xiong et al. does not hold in full.",
+                              "zh": "在这些运行中，Xiong 等人关于预热的结论没有完全成立。"},
+        "n_intro": {"en": "The original Transformer normalises after the addition; GPT-2 moved the norm into the branch.",
+                    "zh": "原始 Transformer 在相加之后做归一化；GPT-2 把归一化挪进了分支里。"},
+        "n_paths": {"en": "In Post-LN every gradient on the way back must pass through a LayerNorm; in Pre-LN it has a clean road.",
+                    "zh": "在 Post-LN 里，反向传播的梯度每层都要穿过一次层归一化；在 Pre-LN 里它有一条畅通的路。"},
+        "n_grads": {"en": "At initialisation, measured on our model: the weight gradients of every layer.",
+                    "zh": "在初始化时，在我们的模型上实测：每一层权重的梯度。"},
+        "n_train": {"en": "Now train all three at the same high learning rate.", "zh": "现在用同样高的学习率训练三个模型。"},
+        "n_verdict": {"en": "Large gradients near the output need small steps first: that is what warm-up gives.",
+                      "zh": "靠近输出的梯度很大，一开始就需要小步走：这正是预热的作用。"},
+    }
+
+    def construct(self) -> None:
+        post, post_warm, pre = (self.traces[name] for name in ("post_ln", "post_ln_warmup", "pre_ln"))
+        config = post_warm.config
+
+        # 1. The two placements, side by side, with their one-line formulas.
+        title = self.title("title")
+        self.narrate("n_intro", 4)
+        self.play(FadeIn(title))
+        post_diagram = self.get_placement("post_ln").move_to([-3.5, 1.0, 0])
+        pre_diagram = self.get_placement("pre_ln").move_to([3.5, 1.0, 0])
+        post_tex = MathTex(r"x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big)", font_size=34).next_to(post_diagram, DOWN, buff=0.3)
+        pre_tex = MathTex(r"x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big)", font_size=34).next_to(pre_diagram, DOWN, buff=0.3)
+        post_name = self.text("post", size=SIZE_LABEL, color=RUN_COLORS["post_ln"]).next_to(post_diagram, UP, buff=0.2)
+        pre_name = self.text("pre", size=SIZE_LABEL, color=RUN_COLORS["pre_ln"]).next_to(pre_diagram, UP, buff=0.2)
+        self.play(Create(post_diagram), Create(pre_diagram), FadeIn(post_name), FadeIn(pre_name), run_time=2)
+        self.play(Write(post_tex), Write(pre_tex), run_time=1.5)
+        post_note = self.text("post_note", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(post_tex, DOWN, buff=0.2)
+        pre_note = self.text("pre_note", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(pre_tex, DOWN, buff=0.2)
+        post_jac = MathTex(r"\frac{\partial x_{l+1}}{\partial x_l} = J_{\mathrm{LN}}\Big(I + \frac{\partial F}{\partial x_l}\Big)",
+                           font_size=32).next_to(post_note, DOWN, buff=0.45)
+        pre_jac = MathTex(r"\frac{\partial x_{l+1}}{\partial x_l} = I + \frac{\partial F(\mathrm{LN}(x_l))}{\partial x_l}",
+                          font_size=32).next_to(pre_note, DOWN, buff=0.45)
+        self.narrate("n_paths", 5)
+        self.play(FadeIn(post_note), FadeIn(pre_note), Write(post_jac), Write(pre_jac), run_time=1.5)
+        # The backward pass along the main line: through the LN in Post-LN, around it in Pre-LN.
+        for _ in range(2):
+            dots = [Dot(color=PALETTE["grad"], radius=0.09) for _ in range(2)]
+            paths = [Line(d.out_arrow.get_end(), d.identity.get_start()) for d in (post_diagram, pre_diagram)]
+            self.play(*[MoveAlongPath(d, p) for d, p in zip(dots, paths)], run_time=1.5)
+            self.remove(*dots)
+        self.wait(1)
+        first = VGroup(post_diagram, pre_diagram, post_tex, pre_tex, post_name, pre_name, post_note, pre_note,
+                       post_jac, pre_jac)
+        self.play(FadeOut(first))
+
+        # 2. Measured ||dL/dW^2|| per layer at initialisation (Xiong Fig. 3).
+        grads = {"post_ln": init_ffn_grad_norm(post), "pre_ln": init_ffn_grad_norm(pre)}
+        layers = post.meta["layers"]
+        for name, values in grads.items():
+            for layer, value in zip(layers, values):
+                self.number(f"{name}.{layer}.init_ffn_grad_norm", value)
+        labels = [("E" if n.startswith("encoder") else "D") + str(int(n.split(".")[1]) + 1) for n in layers]
+        chart = GroupedBars([grads["post_ln"], grads["pre_ln"]], (RUN_COLORS["post_ln"], RUN_COLORS["pre_ln"]),
+                            width=8.0, height=3.2, labels=labels, y_format=lambda v: f"{v:g}")
+        chart.move_to([-1.3, 0.2, 0])
+        grad_title = self.text("grad_title", size=SIZE_LABEL).next_to(chart.chart.axes, UP, buff=0.3)
+        depth = config["depth"]
+        axis = self.text("grad_axis", size=SIZE_SMALL, color=PALETTE["muted"], n=depth).next_to(chart, DOWN, buff=0.12)
+        legend = make_legend([(self.t("legend_post"), RUN_COLORS["post_ln"]), (self.t("legend_pre"), RUN_COLORS["pre_ln"])],
+                             size=SIZE_LABEL).next_to(chart, RIGHT, buff=0.5)
+        self.narrate("n_grads", 4)
+        self.play(Create(chart.chart), FadeIn(grad_title), FadeIn(axis), FadeIn(legend), run_time=1.2)
+        self.play(*[GrowFromEdge(bar, DOWN) for bar in [*chart.bars[0], *chart.bars[1]]], run_time=2)
+        stack = "decoder" if config["arch"] == "encoder_decoder" else "encoder"
+        ratio_post = stack_ratio(post, grads["post_ln"], stack)
+        ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
+        key = "grad_rise" if ratio_post > RISE and ratio_post > ratio_pre else "grad_flat"
+        grad_verdict = self.text(key, size=SIZE_SMALL, post=self.number("post_ln.last_over_first", ratio_post),
+                                 pre=self.number("pre_ln.last_over_first", ratio_pre))
+        grad_verdict.to_edge(LEFT, buff=0.35).set_y(-2.75)
+        first_bar = 0 if stack == "encoder" else depth  # the trend of the Post-LN bars of that stack
+        trend = make_dashed_polyline([bar.get_top() + UP * 0.08 for bar in chart.bars[0][first_bar:first_bar + depth]],
+                                     RUN_COLORS["post_ln"], stroke_width=3, num_dashes=18)
+        self.play(FadeIn(grad_verdict, shift=UP * 0.1), Create(trend))
+        self.wait(3)
+        self.play(FadeOut(VGroup(chart, grad_title, axis, legend, trend)))
+
+        # 3. Training curves at one high peak lr: Post-LN without and with warm-up, Pre-LN without.
+        runs = {"post_ln": post, "post_ln_warmup": post_warm, "pre_ln": pre}
+        curves = {name: smooth(t["loss_curve"]) for name, t in runs.items()}
+        steps = len(curves["post_ln"])
+        chance = math.log(config["vocab"])
+        top = max(float(np.nanmax(np.concatenate(list(curves.values())))), chance)
+        y_ticks = nice_ticks(0, top, 4)
+        if y_ticks[-1] < top:
+            y_ticks.append(round(2 * y_ticks[-1] - y_ticks[-2], 12))
+        loss_axes = LinearAxes((0, steps), (0, y_ticks[-1]), width=7.0, height=2.4, y_ticks=y_ticks)
+        loss_axes.move_to([-2.2, 0.75, 0])
+        lr_values = {name: np.asarray(t["lr_curve"], np.float64) for name, t in runs.items()}
+        lr_top = float(max(v.max() for v in lr_values.values()))
+        lr_axes = LinearAxes((0, steps), (0, lr_top), width=7.0, height=0.6, y_ticks=[0, lr_top], grid=False,
+                             y_format=lambda v: "0" if v == 0 else f"{v:.0e}".replace("e-0", "e-"))
+        lr_axes.next_to(loss_axes.axes, DOWN, buff=0.5)
+        lr_axes.shift(RIGHT * (loss_axes.point(0, 0)[0] - lr_axes.point(0, 0)[0]))  # share the step axis
+        lr_label = self.text("lr_axis", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(lr_axes.axes, RIGHT, buff=0.15)
+        step_label = self.text("loss_axis", size=SIZE_SMALL, color=PALETTE["muted"])
+        step_label.next_to(lr_axes, DOWN, buff=0.1)
+        loss_title = self.text("loss_title", size=SIZE_LABEL, lr=self.number("peak_lr", config["lr"], digits=2))
+        loss_title.next_to(loss_axes.axes, UP, buff=0.3).set_x(loss_axes.axes.get_center()[0])
+        chance_line = loss_axes.polyline([0, steps], [chance, chance], PALETTE["muted"], stroke_width=2)
+        chance_label = self.text("chance", size=SIZE_SMALL, color=PALETTE["muted"], vocab=config["vocab"],
+                                 value=self.number("chance_loss", chance))
+        chance_label.next_to(loss_axes.point(steps, chance), UP + LEFT, buff=0.08)  # above the line, at its end
+        legend_runs = make_legend([(self.t(f"run_{name}", warmup=config["warmup_steps"]), RUN_COLORS[name])
+                                   for name in runs], size=SIZE_LABEL)
+        legend_runs.next_to(loss_axes.axes, RIGHT, buff=0.4)
+        self.narrate("n_train", 3)
+        self.play(Create(loss_axes), Create(lr_axes), FadeIn(loss_title), FadeIn(lr_label), FadeIn(step_label),
+                  Create(chance_line), FadeIn(chance_label), FadeIn(legend_runs), run_time=1.5)
+        xs = np.arange(steps)
+        drawn = []
+        for name in runs:
+            drawn.append(loss_axes.polyline(xs, curves[name], RUN_COLORS[name], stroke_width=3))
+            drawn.append(lr_axes.polyline(xs, lr_values[name], RUN_COLORS[name], stroke_width=2))
+        self.play(*[Create(m) for m in drawn], run_time=4)
+
+        # 4. The verdict, computed from the runs (mean loss of the last 10 % of the steps).
+        final = {name: float(np.nanmean(t["loss_curve"][-max(1, steps // 10):])) for name, t in runs.items()}
+        holds = final["post_ln"] > final["post_ln_warmup"] and final["pre_ln"] < final["post_ln"]
+        verdict = VGroup(
+            self.text("warmup_helps", size=SIZE_SMALL, post=self.number("post_ln.final_loss", final["post_ln"]),
+                      post_warm=self.number("post_ln_warmup.final_loss", final["post_ln_warmup"]),
+                      pre=self.number("pre_ln.final_loss", final["pre_ln"])),
+            self.text("warmup_verdict_yes" if holds else "warmup_verdict_no", size=SIZE_SMALL),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
+        verdict.next_to(grad_verdict, DOWN, buff=0.12, aligned_edge=LEFT)
+        self.narrate("n_verdict", 4)
+        self.play(FadeIn(verdict, shift=UP * 0.1))
+        self.cite("Xiong et al. 2020, Fig. 1-3")
+        self.wait(4)
+
+    def get_placement(self, norm: str) -> VGroup:
+        """One residual sublayer drawn left to right, x -> F -> (+) with the LayerNorm where ``norm`` puts it.
+        The group's ``identity`` (main line) and ``out_arrow`` give the backward path."""
+        y_main, y_branch = 0.0, 0.8
+        start, split = np.array([-2.6, y_main, 0]), np.array([-2.0, y_main, 0])
+        add = make_add_node(radius=0.22).move_to([1.5, y_main, 0])
+        branch_boxes = VGroup(make_box("F", width=0.9, height=0.5, math=True))
+        if norm == "pre_ln":
+            branch_boxes = VGroup(make_box("LN", width=0.8, height=0.5, color=PALETTE["identity"]),
+                                  make_box("F", width=0.9, height=0.5, math=True)).arrange(RIGHT, buff=0.3)
+        branch_boxes.move_to([-0.25, y_branch, 0])
+        identity = Line(start, add.get_left(), color=PALETTE["identity"], stroke_width=6)
+        branch = VMobject(color=PALETTE["branch"], stroke_width=3).set_points_as_corners([
+            split, [split[0], y_branch, 0], branch_boxes.get_left()])
+        branch_in = VMobject(color=PALETTE["branch"], stroke_width=3).set_points_as_corners([
+            branch_boxes.get_right(), [add.get_center()[0], y_branch, 0], add.get_top()])
+        parts = VGroup(identity, branch, branch_boxes, branch_in, add)
+        if norm == "post_ln":
+            ln = make_box("LN", width=0.8, height=0.5, color=PALETTE["plain"]).next_to(add, RIGHT, buff=0.35)
+            parts.add(Arrow(add.get_right(), ln.get_left(), buff=0.02, stroke_width=3, color=PALETTE["text"],
+                            max_tip_length_to_length_ratio=0.3), ln)
+            out_from = ln.get_right()
+        else:
+            out_from = add.get_right()
+        parts.out_arrow = Arrow(out_from, out_from + RIGHT * 0.6, buff=0.02, stroke_width=3, color=PALETTE["text"],
+                                max_tip_length_to_length_ratio=0.3)
+        parts.identity = identity  # submobjects: both follow the group when it is scaled and moved
+        parts.add(parts.out_arrow)
+        parts.add(MathTex("x_l", font_size=30).next_to(start, LEFT, buff=0.1))
+        return parts

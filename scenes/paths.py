@@ -1,0 +1,158 @@
+"""PathEnsemble: a residual net unrolled into 2^n paths, and what deleting one block does to it.
+
+Example::
+
+    python render.py render PathEnsemble --quality l
+
+Veit et al. 2016, "Residual Networks Behave Like Ensembles of Relatively Shallow Networks": n
+residual blocks unroll into 2^n paths, and the number through k branches is C(n, k), so most paths
+are of middle length (Fig. 6a). Deleting one block at test time removes half of the paths but
+leaves 2^(n-1) intact, so a residual net barely notices, while a plain net, one single path, breaks
+(Fig. 3). The path-length share and the lesion test errors come from the ``paths`` experiment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, VGroup, Write
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
+
+__all__ = ["PathEnsemble", "mean_path_length"]
+
+
+def mean_path_length(fraction: np.ndarray) -> float:
+    """Mean number of residual branches on a path, sum_k k * fraction[k] (n / 2 for C(n, k) / 2^n)."""
+    fraction = np.asarray(fraction, dtype=np.float64)
+    return float(np.arange(len(fraction)) @ fraction)
+
+
+def signed(text: str) -> str:
+    """A formatted number with an explicit sign: "+62.3", "-2.99"."""
+    return text if text.startswith(("-", "+")) or text in ("0", "nan") else "+" + text
+
+
+def _percent_axis(value: float) -> str:
+    return f"{value * 100:g}%"
+
+
+class PathEnsemble(LectureScene):
+    """Residual nets as ensembles of paths: path-length shares and a one-block lesion test (Veit 2016)."""
+
+    experiment = "paths"
+    strings = {
+        "title": {"en": "A residual net is an ensemble of paths", "zh": "残差网络是许多路径的集合"},
+        "count_blocks": {"en": "{depth} blocks:", "zh": "{depth} 个块："},
+        "count_paths": {"en": "paths from input to output", "zh": "条从输入到输出的路径"},
+        "lengths_title": {"en": "share of paths through k residual branches", "zh": "经过 k 个残差分支的路径占比"},
+        "axis_k": {"en": "k (path length)", "zh": "k（路径长度）"},
+        "mean_length": {"en": "mean length {mean} of {depth}: most paths are of middle length",
+                        "zh": "平均长度 {mean}（共 {depth} 块）：大多数路径长度居中"},
+        "lesion_title": {"en": "test error with block l deleted", "zh": "删除第 l 块后的测试误差"},
+        "axis_block": {"en": "deleted block l", "zh": "被删除的块 l"},
+        "legend_plain": {"en": "plain (dashed: intact, {error})", "zh": "普通网络（虚线：完整时 {error}）"},
+        "legend_residual": {"en": "residual (dashed: intact, {error})", "zh": "残差网络（虚线：完整时 {error}）"},
+        "robust": {"en": "Measured: deleting one block changes test error by {residual} points (residual), "
+                         "{plain} (plain), on average.",
+                   "zh": "实测：删除一个块后，测试误差平均变化：残差网络 {residual} 个百分点，普通网络 {plain} 个。"},
+        "robust_agrees": {"en": "No single path is essential, as in Veit et al. Fig. 3.",
+                          "zh": "没有哪条路径是必不可少的，与 Veit 等人图 3 一致。"},
+        "robust_differs": {"en": "Here the residual net is not the more robust one, unlike Veit et al. Fig. 3.",
+                           "zh": "这里残差网络并不更稳健，与 Veit 等人图 3 不同。"},
+        "n_intro": {"en": "Unroll the blocks: each one is either taken or skipped.",
+                    "zh": "把残差块展开：每一块要么经过，要么跳过。"},
+        "n_count": {"en": "So n blocks give two to the n paths.", "zh": "所以 n 个块给出 2 的 n 次方条路径。"},
+        "n_lengths": {"en": "Counting paths by length gives a binomial: most are of middle length.",
+                      "zh": "按长度数路径得到二项分布：大多数路径长度居中。"},
+        "n_lesion": {"en": "Now delete one block at test time, in a trained plain and a trained residual net.",
+                     "zh": "现在在测试时删除一个块，分别对训练好的普通网络和残差网络。"},
+        "n_verdict": {"en": "Half of the paths survive, and the residual net barely notices.",
+                      "zh": "一半的路径仍然完好，残差网络几乎察觉不到。"},
+        "n_verdict_differs": {"en": "Half of the paths survive, yet here the residual net suffers as much.",
+                              "zh": "一半的路径仍然完好，但这里残差网络受到的影响同样大。"},
+    }
+
+    def construct(self) -> None:
+        plain, residual = self.traces["plain"], self.traces["residual"]
+        depth = int(residual.config["depth"])
+        fraction = np.asarray(residual["path_length_fraction"], dtype=np.float64)
+        for k, share in enumerate(fraction):
+            self.number(f"path_length.{k}.fraction", share)
+        lesion = {name: np.asarray(t["lesion_test_error"], dtype=np.float64) for name, t in
+                  (("plain", plain), ("residual", residual))}
+        intact = {name: float(t["final_test_error"]) for name, t in (("plain", plain), ("residual", residual))}
+        for name in lesion:
+            for l, error in enumerate(lesion[name]):
+                self.number(f"{name}.block.{l}.lesion_test_error", error)
+        colors = {"plain": PALETTE["plain"], "residual": PALETTE["residual"]}
+
+        # 1. Unrolling: every block is taken or skipped.
+        title = self.title("title")
+        formula = MathTex(r"x_3 = (1 + f_3)(1 + f_2)(1 + f_1)\,x_0", font_size=36, color=PALETTE["text"])
+        formula.next_to(title, DOWN, buff=0.25)
+        power = MathTex(f"2^{{{depth}}} = " + self.number("paths", 2 ** depth).replace(",", "{,}"),
+                        font_size=32, color=PALETTE["text"])
+        count = VGroup(self.text("count_blocks", size=SIZE_LABEL, depth=self.number("depth", depth)), power,
+                       self.text("count_paths", size=SIZE_LABEL)).arrange(RIGHT, buff=0.15)
+        count.next_to(formula, DOWN, buff=0.2)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), Write(formula), run_time=2)
+        self.narrate("n_count", 2.5)
+        self.play(FadeIn(count, shift=UP * 0.1))
+        self.wait(1.5)
+
+        # 2. Path lengths: C(n, k) / 2^n, as recorded beside the run.
+        lengths = GroupedBars([fraction], [PALETTE["branch"]], width=4.8, height=1.9,
+                              labels=[str(k) for k in range(depth + 1)], y_format=_percent_axis)
+        lengths.move_to([-3.55, -0.3, 0])
+        lengths_title = self.text("lengths_title", size=SIZE_LABEL).next_to(lengths.chart.axes, UP, buff=0.25)
+        k_label = self.text("axis_k", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(lengths, DOWN, buff=0.08)
+        mean = self.text("mean_length", size=SIZE_SMALL, color=PALETTE["branch"],
+                         mean=self.number("mean_path_length", mean_path_length(fraction)), depth=depth)
+        mean.next_to(k_label, DOWN, buff=0.12)
+        self.narrate("n_lengths", 4)
+        self.play(Create(lengths.chart), FadeIn(lengths_title), FadeIn(k_label), run_time=1.2)
+        self.play(*[GrowFromEdge(bar, DOWN) for bar in lengths.bars[0]], run_time=1.5)
+        self.play(FadeIn(mean))
+        self.wait(1.5)
+
+        # 3. The lesion test: delete block l of the trained nets, measure the test error.
+        top = float(np.nanmax(np.concatenate([*lesion.values(), list(intact.values())])))
+        chart = GroupedBars([lesion["plain"], lesion["residual"]], [colors["plain"], colors["residual"]],
+                            width=4.8, height=1.9, y_max=top, y_format=_percent_axis)
+        chart.move_to([3.6, -0.3, 0])
+        chart_title = self.text("lesion_title", size=SIZE_LABEL).next_to(chart.chart.axes, UP, buff=0.25)
+        block_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        levels = VGroup(*[make_dashed_polyline([chart.level_line(intact[name], colors[name]).get_start(),
+                                                chart.level_line(intact[name], colors[name]).get_end()],
+                                               colors[name], stroke_width=2) for name in ("plain", "residual")])
+        legend = make_legend([(self.t(f"legend_{name}", error=self.percent(f"{name}.intact_test_error",
+                                                                             intact[name])), colors[name])
+                              for name in ("plain", "residual")], size=SIZE_SMALL)
+        legend.next_to(block_label, DOWN, buff=0.12)
+        self.narrate("n_lesion", 4)
+        self.play(Create(chart.chart), FadeIn(chart_title), FadeIn(block_label), run_time=1.2)
+        self.play(*[GrowFromEdge(bar, DOWN) for bar in [*chart.bars[0], *chart.bars[1]]], Create(levels),
+                  FadeIn(legend), run_time=2)
+        self.wait(1.5)
+
+        # 4. The verdict, computed from the runs.
+        increase = {name: float(np.nanmean(lesion[name]) - intact[name]) for name in lesion}
+        agrees = increase["residual"] < increase["plain"]
+        verdict = VGroup(
+            self.text("robust", size=SIZE_LABEL,
+                      residual=signed(self.number("residual.mean_lesion_increase_pct", 100 * increase["residual"])),
+                      plain=signed(self.number("plain.mean_lesion_increase_pct", 100 * increase["plain"]))),
+            self.text("robust_agrees" if agrees else "robust_differs", size=SIZE_LABEL),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
+        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
+        self.narrate("n_verdict" if agrees else "n_verdict_differs", 4)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("Veit et al. 2016, Fig. 3, Fig. 6a")
+        self.wait(4)
+
+    def percent(self, key: str, fraction: float) -> str:
+        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
+        return self.number(f"{key}_pct", 100 * float(fraction)) + "%"

@@ -1,0 +1,110 @@
+"""GradientPlusOne: dL/dx = dL/dy (1 + dF/dx), and the per-layer gradient norms it produces.
+
+Example::
+
+    python render.py render GradientPlusOne --quality l
+
+Differentiating y = x + F(x) gives dL/dx = dL/dy (1 + dF/dx): the identity adds a 1 to every
+backward factor, so the gradient reaching early blocks cannot vanish through the product (He et al.
+2016, "Identity Mappings in Deep Residual Networks", Eq. 5). Bars: the measured ||dL/dW_l|| of every
+block of the plain and the residual sigmoid network of the ``chain_rule`` experiment at step 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, VGroup
+
+from scenes.base import LectureScene
+from scenes.chain_rule import running_product
+from scenes.sigmoid import geometric_mean_factor
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
+
+__all__ = ["GradientPlusOne"]
+
+
+class GradientPlusOne(LectureScene):
+    """The +1 of the identity in the backward pass; measured per-block gradient norms, plain vs residual."""
+
+    experiment = "chain_rule"
+    strings = {
+        "title": {"en": "The +1 in the gradient", "zh": "梯度里的 +1"},
+        "plain_rule": {"en": "plain: y = F(x)", "zh": "普通网络：y = F(x)"},
+        "residual_rule": {"en": "residual: y = x + F(x)", "zh": "残差网络：y = x + F(x)"},
+        "axis_x": {"en": "block l (input side on the left)", "zh": "第 l 块（左边靠近输入）"},
+        "axis_y": {"en": "‖∂L/∂W_l‖ at step 0", "zh": "第 0 步的 ‖∂L/∂W_l‖"},
+        "plain": {"en": "plain sigmoid net", "zh": "普通 sigmoid 网络"},
+        "residual": {"en": "residual sigmoid net", "zh": "残差 sigmoid 网络"},
+        "factor_head": {"en": "backward factor per block", "zh": "每块的反向因子"},
+        "factor_sub": {"en": "(geometric mean of ‖∂L/∂x‖ / ‖∂L/∂y‖)", "zh": "（‖∂L/∂x‖ / ‖∂L/∂y‖ 的几何平均）"},
+        "factor_plain": {"en": "plain × {value}", "zh": "普通 × {value}"},
+        "factor_residual": {"en": "residual × {value}", "zh": "残差 × {value}"},
+        "n_rule": {"en": "Differentiate y equals x plus F of x: the identity contributes a one.",
+                   "zh": "对 y = x + F(x) 求导：恒等路径贡献了一个 1。"},
+        "n_bars": {"en": "Measured at initialisation: the plain net's early blocks get almost no gradient.",
+                   "zh": "初始化时实测：普通网络靠前的块几乎拿不到梯度。"},
+        "n_residual": {"en": "The residual net's blocks all get about the same: each factor is one plus a little.",
+                       "zh": "残差网络每块拿到的梯度差不多：每个因子都是 1 加一点点。"},
+    }
+
+    def construct(self) -> None:
+        plain, residual = self.traces["plain"], self.traces["residual"]
+        depth = plain.config["depth"]
+        grads = {"plain": plain["grad_norm"][0], "residual": residual["grad_norm"][0]}  # [depth] each
+        factors = {name: geometric_mean_factor(running_product(t["out_grad_norm"][0])[1])
+                   for name, t in (("plain", plain), ("residual", residual))}
+        for name, values in grads.items():
+            for l in range(depth):
+                self.number(f"{name}.block.{l}.grad_norm", values[l])
+
+        # 1. The two backward rules, side by side.
+        title = self.title("title")
+        rules = VGroup()
+        for name, parts in (("plain", [r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y}"
+                                       r"\cdot\frac{\partial F}{\partial x}"]),
+                            ("residual", [r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y}\cdot\Bigl(",
+                                          "1", r"+ \frac{\partial F}{\partial x}\Bigr)"])):
+            label = self.text(f"{name}_rule", size=SIZE_LABEL, color=PALETTE[name])
+            formula = MathTex(*parts, font_size=34, color=PALETTE["text"])
+            rules.add(VGroup(label, formula).arrange(DOWN, buff=0.15))
+        rules.arrange(RIGHT, buff=1.4).next_to(title, DOWN, buff=0.25)
+        one = rules[1][1][1]  # the "1" the identity contributes
+        self.narrate("n_rule", 4)
+        self.play(FadeIn(title), FadeIn(rules[0]), run_time=1.5)
+        self.play(FadeIn(rules[1]), run_time=1.5)
+        self.play(one.animate.set_color(PALETTE["identity"]).scale(1.4), run_time=0.8)
+        self.play(one.animate.scale(1 / 1.4), run_time=0.4)
+        self.wait(1)
+
+        # 2. Log axes sized to the data; one pair of bars per block.
+        all_values = np.concatenate(list(grads.values()))
+        axes = LogAxes((0.5, depth + 0.5, 1), (log_floor_exponent(all_values), 0), width=7.4, height=2.9)
+        axes.move_to([-2.2, -1.15, 0])
+        x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(axes, DOWN, buff=0.12)
+        y_label = self.text("axis_y", size=SIZE_SMALL, color=PALETTE["muted"])
+        y_label.next_to(axes.axes, UP, buff=0.1).align_to(axes, LEFT)
+        bars = {name: make_log_bars(axes, grads[name], PALETTE[name], x_offset=offset, bar_width=0.32)
+                for name, offset in (("plain", -0.18), ("residual", 0.18))}
+        legend = make_legend([(self.t("plain"), PALETTE["plain"]), (self.t("residual"), PALETTE["residual"])])
+        legend.next_to(axes, RIGHT, buff=0.35).align_to(axes.axes, UP)
+        self.narrate("n_bars", 4)
+        self.play(Create(axes.axes), FadeIn(axes.ticks), FadeIn(x_label), FadeIn(y_label), run_time=1)
+        self.play(FadeIn(legend[0]), *[GrowFromEdge(bar, DOWN) for bar in bars["plain"]], run_time=2)
+        self.wait(1)
+        self.narrate("n_residual", 4)
+        self.play(FadeIn(legend[1]), *[GrowFromEdge(bar, DOWN) for bar in bars["residual"]], run_time=2)
+
+        # 3. The measured backward factor per block: one plus a little for the residual net.
+        readout = VGroup(
+            self.text("factor_head", size=SIZE_SMALL),
+            self.text("factor_sub", size=SIZE_SMALL, color=PALETTE["muted"]),
+            self.text("factor_plain", size=SIZE_LABEL, color=PALETTE["plain"],
+                      value=self.number("plain.mean_factor", factors["plain"])),
+            self.text("factor_residual", size=SIZE_LABEL, color=PALETTE["residual"],
+                      value=self.number("residual.mean_factor", factors["residual"], digits=4)),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
+        readout.next_to(legend, DOWN, buff=0.45, aligned_edge=LEFT)
+        self.play(FadeIn(readout), run_time=1)
+        self.cite("He et al. 2016, Eq. (5)")
+        self.wait(3)

@@ -1,0 +1,141 @@
+"""ResidualResponse: how large the residual branch F(x) is next to its input x, block by block.
+
+Example::
+
+    python render.py render ResidualResponse --quality l
+
+He et al. 2015, Fig. 7: the responses (std of each layer's output) of ResNets are smaller than those
+of their plain counterparts: a residual block learns a small correction to the identity. The scene
+shows the measured ratio ||F(x)|| / ||x|| per block at initialisation and after training, and the std
+of F(x), and says in words whether the run agrees with the paper.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, Transform, VGroup, Write)
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
+
+__all__ = ["ResidualResponse", "response_ratio"]
+
+
+def response_ratio(trace, record: int = -1) -> np.ndarray:
+    """||F(x)|| / ||x|| of every block at one record: float64 [depth] (for a plain net F(x) = h)."""
+    return np.asarray(trace["branch_norm"][record], np.float64) / np.asarray(trace["input_norm"][record], np.float64)
+
+
+class ResidualResponse(LectureScene):
+    """||F(x)|| / ||x|| and the std of F(x) per block of trained plain and residual nets (He 2015, Fig. 7)."""
+
+    experiment = "residual_response"
+    strings = {
+        "title": {"en": "Residual responses are small", "zh": "残差分支的响应很小"},
+        "legend_plain": {"en": "plain: training error {error}", "zh": "普通网络：训练误差 {error}"},
+        "legend_residual": {"en": "residual: training error {error}", "zh": "残差网络：训练误差 {error}"},
+        "ratio_init": {"en": "‖F(x)‖ / ‖x‖ per block at step 0", "zh": "每块的 ‖F(x)‖ / ‖x‖（第 0 步）"},
+        "ratio_trained": {"en": "‖F(x)‖ / ‖x‖ per block at step {step}", "zh": "每块的 ‖F(x)‖ / ‖x‖（第 {step} 步）"},
+        "std_title": {"en": "std of F(x) per block at step {step}", "zh": "每块 F(x) 的标准差（第 {step} 步）"},
+        "same_size": {"en": "‖F(x)‖ = ‖x‖", "zh": "‖F(x)‖ = ‖x‖"},
+        "axis_block": {"en": "block", "zh": "块"},
+        "ratio_small": {"en": "Measured: mean ‖F(x)‖ / ‖x‖ is {residual} with a shortcut, {plain} without: "
+                              "F only corrects x.",
+                        "zh": "实测：有捷径时平均 ‖F(x)‖ / ‖x‖ 为 {residual}，没有时为 {plain}：F 只是修正 x。"},
+        "ratio_not_small": {"en": "Measured: mean ‖F(x)‖ / ‖x‖ is {residual} with a shortcut, {plain} without: "
+                                  "not smaller here.",
+                            "zh": "实测：有捷径时平均 ‖F(x)‖ / ‖x‖ 为 {residual}，没有时为 {plain}：这里并不更小。"},
+        "std_agrees": {"en": "Std of F(x): residual {residual} < plain {plain}, as in He et al. Fig. 7.",
+                       "zh": "F(x) 的标准差：残差 {residual} < 普通 {plain}，与 He 等人图 7 一致。"},
+        "std_differs": {"en": "Std of F(x): residual {residual}, plain {plain}: larger here, unlike Fig. 7{why}.",
+                        "zh": "F(x) 的标准差：残差 {residual}，普通 {plain}：这里更大，与图 7 不同{why}。"},
+        "no_bn": {"en": " (no BatchNorm here; the paper measures after BN)", "zh": "（这里没有 BatchNorm，论文在 BN 之后测量）"},
+        "n_intro": {"en": "How big is the branch F(x) next to the input x it is added to?",
+                    "zh": "分支 F(x) 和它要加上的输入 x 相比有多大？"},
+        "n_init": {"en": "At initialisation, before any training step.", "zh": "先看初始化时，还没有任何训练。"},
+        "n_trained": {"en": "After training, the residual branches stay small: each block only fine-tunes x.",
+                      "zh": "训练之后，残差分支依然很小：每一块只是在微调 x。"},
+        "n_trained_large": {"en": "After training, in this run, the residual branches are not the smaller ones.",
+                            "zh": "训练之后，在这次运行中，残差分支并不比普通网络的小。"},
+        "n_std": {"en": "He et al. measured the standard deviation of each layer's response.",
+                  "zh": "He 等人测量的是每层响应的标准差。"},
+        "n_verdict": {"en": "Here is what our runs measured.", "zh": "这是我们的实测结果。"},
+    }
+
+    def construct(self) -> None:
+        plain, residual = self.traces["plain"], self.traces["residual"]
+        depth = residual.config["depth"]
+        step = self.number("step", residual["step"][-1], digits=6)
+        ratios = {name: (response_ratio(t, 0), response_ratio(t, -1)) for name, t in (("plain", plain),
+                                                                                       ("residual", residual))}
+        stds = {name: np.asarray(t["branch_std"][-1], np.float64) for name, t in (("plain", plain),
+                                                                                  ("residual", residual))}
+        for name in ("plain", "residual"):
+            for l in range(depth):
+                self.number(f"{name}.block.{l}.ratio_step0", ratios[name][0][l])
+                self.number(f"{name}.block.{l}.ratio", ratios[name][1][l])
+                self.number(f"{name}.block.{l}.branch_std", stds[name][l])
+        colors = (PALETTE["plain"], PALETTE["residual"])
+
+        # 1. Title, the ratio, and who is who.
+        title = self.title("title")
+        formula = MathTex(r"\frac{\lVert F(x_l) \rVert}{\lVert x_l \rVert}", font_size=36, color=PALETTE["text"])
+        formula.move_to([-5.2, 2.35, 0])
+        legend = make_legend([
+            (self.t("legend_plain", error=self.number("plain.final_error", plain["error"][-1])), colors[0]),
+            (self.t("legend_residual", error=self.number("residual.final_error", residual["error"][-1])), colors[1]),
+        ], size=SIZE_LABEL).next_to(formula, RIGHT, buff=0.8)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), Write(formula), run_time=1.5)
+        self.play(FadeIn(legend))
+
+        # 2. The ratio per block at step 0, then after training (same scale for both).
+        top = max(float(np.nanmax(np.concatenate([*ratios["plain"], *ratios["residual"]]))), 1.0)  # 1 is drawn
+        before = GroupedBars([ratios["plain"][0], ratios["residual"][0]], colors, width=4.6, height=2.3, y_max=top)
+        after = GroupedBars([ratios["plain"][1], ratios["residual"][1]], colors, width=4.6, height=2.3, y_max=top)
+        for chart in (before, after):
+            chart.move_to([-3.6, -0.25, 0])
+        panel_title = self.text("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3)
+        block_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"])
+        block_label.next_to(before.chart, DOWN, buff=0.1)
+        level = before.level_line(1.0, PALETTE["muted"])
+        level = make_dashed_polyline([level.get_start(), level.get_end()], PALETTE["muted"], stroke_width=2)
+        level_label = self.text("same_size", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(level, RIGHT, buff=0.1)
+        self.narrate("n_init", 2.5)
+        self.play(Create(before.chart), FadeIn(panel_title), FadeIn(block_label), run_time=1.2)
+        self.play(*[GrowFromEdge(bar, DOWN) for bar in [*before.bars[0], *before.bars[1]]],
+                  Create(level), FadeIn(level_label), run_time=1.5)
+        self.wait(1)
+        mean = {name: float(np.nanmean(ratios[name][1])) for name in ratios}
+        self.narrate("n_trained" if mean["residual"] < mean["plain"] else "n_trained_large", 4)
+        trained_title = self.text("ratio_trained", size=SIZE_LABEL, step=step).move_to(panel_title)
+        self.play(Transform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
+        self.wait(1.5)
+
+        # 3. He et al.'s own measure: the std of each response.
+        std_chart = GroupedBars([stds["plain"], stds["residual"]], colors, width=4.6, height=2.3)
+        std_chart.move_to([3.7, -0.25, 0])
+        std_title = self.text("std_title", size=SIZE_LABEL, step=step).next_to(std_chart.chart.axes, UP, buff=0.3)
+        std_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(std_chart, DOWN, buff=0.1)
+        self.narrate("n_std", 3)
+        self.play(Create(std_chart.chart), FadeIn(std_title), FadeIn(std_label), run_time=1.2)
+        self.play(*[GrowFromEdge(bar, DOWN) for bar in [*std_chart.bars[0], *std_chart.bars[1]]], run_time=1.5)
+        self.wait(1)
+
+        # 4. The verdict, computed from the run.
+        mean_std = {name: float(np.nanmean(stds[name])) for name in stds}
+        ratio_key = "ratio_small" if mean["residual"] < mean["plain"] else "ratio_not_small"
+        std_key = "std_agrees" if mean_std["residual"] < mean_std["plain"] else "std_differs"
+        why = self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""
+        verdict = VGroup(
+            self.text(ratio_key, size=SIZE_LABEL, residual=self.number("residual.mean_ratio", mean["residual"]),
+                      plain=self.number("plain.mean_ratio", mean["plain"])),
+            self.text(std_key, size=SIZE_LABEL, residual=self.number("residual.mean_branch_std", mean_std["residual"]),
+                      plain=self.number("plain.mean_branch_std", mean_std["plain"]), why=why),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
+        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).shift(DOWN * 2.75)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, Fig. 7")
+        self.wait(5)

@@ -1,0 +1,164 @@
+"""ShatteredGradients: the gradient of a net's output with respect to a scalar input, plain vs residual.
+
+Example::
+
+    python render.py render ShatteredGradients --quality l
+
+Balduzzi et al. 2017, "The Shattered Gradients Problem": sweep a scalar input t over [-2, 2] and
+plot d(output)/dt at initialisation. A shallow net's gradient is smooth (brown noise); with depth, a
+plain net's gradient decorrelates into white noise (its autocorrelation drops like 2^-L), while a
+residual net's keeps its structure (decays like 1/sqrt(L)). The scene draws the recorded sweeps of
+every depth of the ``shattered`` experiment and the autocorrelation of the deepest pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, VMobject, Write
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import LinearAxes, make_legend
+
+__all__ = ["ShatteredGradients", "scaled_sweep"]
+
+AT_INIT = 0  # row of input_grad / input_grad_autocorr recorded before the first step (row 1: trained)
+MAX_LAG = 16  # lags drawn: white noise is uncorrelated after lag 0, brown noise decays over several
+
+
+def scaled_sweep(gradient: np.ndarray) -> tuple[np.ndarray, float]:
+    """((g - mean g) / scale, scale) with scale = max |g - mean g|: the shape of one sweep on [-1, 1].
+
+    Centred like the autocorrelation (a residual net's gradient carries a large constant from the
+    identity path, which would flatten its wiggles); a constant or non-finite sweep comes back as
+    zeros with scale 0."""
+    g = np.asarray(gradient, dtype=np.float64)
+    centred = g - g.mean() if np.all(np.isfinite(g)) else np.zeros_like(g)
+    scale = float(np.max(np.abs(centred)))
+    return (centred / scale if scale > 0 else np.zeros_like(g)), scale
+
+
+class ShatteredGradients(LectureScene):
+    """d(output)/d(input) over a swept scalar input at init, and its autocorrelation (Balduzzi 2017)."""
+
+    experiment = "shattered"
+    strings = {
+        "title": {"en": "Shattered gradients", "zh": "破碎的梯度"},
+        "depth": {"en": "{depth} blocks", "zh": "{depth} 块"},
+        "r1": {"en": "r(1) = {value}", "zh": "r(1) = {value}"},
+        "scaled": {"en": "at initialisation; each curve minus its mean, scaled to fill its box",
+                   "zh": "初始化时；每条曲线减去均值，并缩放到填满方框"},
+        "autocorr_title": {"en": "autocorrelation of g at {depth} blocks", "zh": "{depth} 块时 g 的自相关"},
+        "axis_lag": {"en": "lag (sweep points)", "zh": "滞后（扫描点数）"},
+        "measured": {"en": "Measured at {depth} blocks: lag-1 autocorrelation r(1) = {residual} with shortcuts, "
+                           "{plain} without.",
+                     "zh": "实测（{depth} 块）：有捷径时一阶自相关 r(1) = {residual}，没有时为 {plain}。"},
+        "agrees": {"en": "The plain gradient is close to white noise; the residual one stays more correlated, as in "
+                         "the paper.",
+                   "zh": "普通网络的梯度接近白噪声；残差网络的梯度相关性更强，与论文一致。"},
+        "differs": {"en": "Here the residual gradient is not the smoother one, unlike the paper.",
+                    "zh": "这里残差网络的梯度并不更平滑，与论文不同。"},
+        "n_intro": {"en": "Feed the network one number t and ask how its output changes with t.",
+                    "zh": "给网络输入一个数 t，看输出随 t 怎样变化。"},
+        "n_plain": {"en": "First the plain nets, from shallow to deep.", "zh": "先看普通网络，从浅到深。"},
+        "n_residual": {"en": "With shortcuts, the deep network's gradient keeps more of its shape.",
+                       "zh": "有了捷径，深网络的梯度保留了更多形状。"},
+        "n_residual_differs": {"en": "With shortcuts: in this run the deep gradient is no smoother.",
+                               "zh": "有了捷径：在这次运行中，深网络的梯度并不更平滑。"},
+        "n_autocorr": {"en": "Autocorrelation measures it: neighbours of white noise are unrelated.",
+                       "zh": "自相关可以度量这一点：白噪声相邻的点彼此无关。"},
+    }
+
+    def construct(self) -> None:
+        runs = {arch: sorted((t.config["depth"], name) for name, t in self.traces.items() if t.config["arch"] == arch)
+                for arch in ("plain", "residual")}
+        depths = [d for d, _ in runs["plain"]]
+        sweeps, r1 = {}, {}
+        for arch in runs:
+            for depth, name in runs[arch]:
+                trace = self.traces[name]
+                shape, scale = scaled_sweep(trace["input_grad"][AT_INIT])
+                self.number(f"{name}.input_grad_scale", scale)
+                sweeps[name] = (np.asarray(trace["input_sweep"], np.float64), shape)
+                r1[name] = float(trace["input_grad_autocorr"][AT_INIT][1])
+        colors = {"plain": PALETTE["plain"], "residual": PALETTE["residual"]}
+
+        # 1. The question: d(output)/dt for a scalar input t.
+        title = self.title("title")
+        formula = MathTex(r"g(t) = \frac{\partial\,(z_1 - z_0)}{\partial t}, \quad t \in [-2, 2]",
+                          font_size=34, color=PALETTE["text"]).next_to(title, DOWN, buff=0.2)
+        self.narrate("n_intro", 3.5)
+        self.play(FadeIn(title), Write(formula), run_time=2)
+
+        # 2. One small plot per run: columns are depths, rows plain / residual.
+        cell_w, cell_h, gap = 2.2, 0.9, 0.25
+        x0 = -5.55 + cell_w / 2
+        xs = [x0 + i * (cell_w + gap) for i in range(len(depths))]
+        rows_y = {"plain": 1.0, "residual": -0.7}
+        headings = VGroup(*[self.text("depth", size=SIZE_SMALL, color=PALETTE["muted"], depth=d).move_to([x, 1.8, 0])
+                            for x, d in zip(xs, depths)])
+        cells = {arch: VGroup() for arch in runs}
+        labels = {arch: VGroup() for arch in runs}
+        for arch in runs:
+            row_label = self.text(arch, size=SIZE_SMALL, color=colors[arch])
+            row_label.move_to([xs[0] - cell_w / 2 - 0.2, rows_y[arch], 0], aligned_edge=RIGHT)
+            labels[arch].add(row_label)
+            for (depth, name), x in zip(runs[arch], xs):
+                t, shape = sweeps[name]
+                centre = np.array([x, rows_y[arch], 0])
+                axis = Line(centre + LEFT * cell_w / 2, centre + RIGHT * cell_w / 2, stroke_width=1,
+                            color=PALETTE["muted"])
+                points = [centre + np.array([(ti - t[0]) / (t[-1] - t[0] or 1) * cell_w - cell_w / 2,
+                                             yi * cell_h / 2, 0]) for ti, yi in zip(t, shape)]
+                curve = VMobject(color=colors[arch], stroke_width=2).set_points_as_corners(points)
+                cells[arch].add(VGroup(axis, curve))
+                value = self.text("r1", size=SIZE_SMALL, color=PALETTE["muted"],
+                                  value=self.number(f"{name}.autocorr_lag1", r1[name]))
+                labels[arch].add(value.next_to(axis, DOWN, buff=cell_h / 2 + 0.08))
+        note = self.text("scaled", size=SIZE_SMALL, color=PALETTE["muted"])
+        note.next_to(labels["residual"], DOWN, buff=0.15).align_to(cells["residual"], LEFT)
+        self.narrate("n_plain", 4)
+        self.play(FadeIn(headings), FadeIn(labels["plain"][0]), run_time=0.8)
+        self.play(*[Create(cell) for cell in cells["plain"]], FadeIn(VGroup(*labels["plain"][1:])), run_time=3)
+        self.wait(1)
+        deep = {arch: runs[arch][-1] for arch in runs}
+        agrees = r1[deep["residual"][1]] > r1[deep["plain"][1]]
+        self.narrate("n_residual" if agrees else "n_residual_differs", 3.5)
+        self.play(FadeIn(labels["residual"][0]), *[Create(cell) for cell in cells["residual"]],
+                  FadeIn(VGroup(*labels["residual"][1:])), FadeIn(note), run_time=3)
+        self.wait(1)
+
+        # 3. Autocorrelation of the deepest plain and residual sweeps.
+        depth = deep["plain"][0]
+        lags = min(MAX_LAG, len(self.traces[deep["plain"][1]]["input_grad_autocorr"][AT_INIT]))
+        chart = LinearAxes((0, lags - 1), (-0.5, 1.0), width=3.5, height=2.4, y_ticks=[-0.5, 0, 0.5, 1])
+        chart.move_to([4.55, 0.25, 0])
+        chart_title = self.text("autocorr_title", size=SIZE_SMALL, depth=depth).next_to(chart.axes, UP, buff=0.2)
+        lag_label = self.text("axis_lag", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        lines = []
+        for arch in runs:
+            _, name = deep[arch]
+            autocorr = np.asarray(self.traces[name]["input_grad_autocorr"][AT_INIT][:lags], np.float64)
+            for k, value in enumerate(autocorr):
+                self.number(f"{name}.autocorr.{k}", value)
+            lines.append(chart.polyline(np.arange(len(autocorr)), np.clip(autocorr, -0.5, 1.0), colors[arch],
+                                        stroke_width=3))
+        legend = make_legend([(self.t(arch), colors[arch]) for arch in runs], size=SIZE_SMALL)
+        legend.next_to(lag_label, DOWN, buff=0.12)
+        self.narrate("n_autocorr", 4)
+        self.play(Create(chart), FadeIn(chart_title), FadeIn(lag_label), FadeIn(legend), run_time=1.2)
+        self.play(*[Create(line) for line in lines], run_time=2)
+        self.wait(1)
+
+        # 4. The verdict, computed from the runs.
+        plain_r1, residual_r1 = r1[deep["plain"][1]], r1[deep["residual"][1]]
+        verdict = VGroup(
+            self.text("measured", size=SIZE_LABEL, depth=depth,
+                      residual=self.number("deepest.residual.autocorr_lag1", residual_r1),
+                      plain=self.number("deepest.plain.autocorr_lag1", plain_r1)),
+            self.text("agrees" if agrees else "differs", size=SIZE_LABEL),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
+        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("Balduzzi et al. 2017, Fig. 1, Fig. 2")
+        self.wait(4)

@@ -1,0 +1,540 @@
+"""Small Transformers in Post-LN and Pre-LN placement, trained on a seeded toy sequence task.
+
+Example::
+
+    python -m simulation.transformer --set norm=pre_ln --set warmup_steps=0
+
+The layers follow Vaswani et al. 2017, Fig. 1: an encoder layer has two sublayers (self-attention, FFN), a
+decoder layer three (masked self-attention, cross-attention over the encoder output, FFN), each wrapped in a
+residual connection and a LayerNorm. Where the LayerNorm sits is the only difference between the two
+placements compared by Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture", Fig. 1):
+
+- ``post_ln`` (Vaswani 2017):  ``x = LayerNorm(x + Sublayer(x))`` -- the norm sits on the residual path;
+- ``pre_ln`` (nanoGPT, GPT-2): ``x = x + Sublayer(LayerNorm(x))`` -- the residual path is a clean identity,
+  and one final LayerNorm follows the stack.
+
+``run(config) -> Trace`` trains one :class:`~simulation.config.TransformerConfig` on CPU, bit-identically for
+the same config, and records per-layer gradient norms at initialisation (averaged over several batches) and
+during training, the loss of every step and the learning-rate schedule (linear warm-up, then constant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import platform
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from .config import ConfigError, TransformerConfig, parse_value
+from .trace import Trace
+
+__all__ = [
+    "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
+    "make_task", "lr_at", "TransformerRecorder", "SUBLAYER_KEYS", "run", "BOS",
+]
+
+log = logging.getLogger(__name__)
+
+BOS = 0  # token 0 starts every decoder input; symbols are 1..vocab
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention with ``heads`` heads (Vaswani et al. 2017, eq. 1 and §3.2.2).
+
+    ``forward(x, memory=None, causal=False)``: x float [B, T, width]; keys and values come from ``memory``
+    [B, S, width] when given (cross-attention), else from x (self-attention). Returns [B, T, width].
+    """
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"width {width} is not divisible by heads {heads}")
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.o = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        source = x if memory is None else memory
+        (b, t, w), s, h = x.shape, source.shape[1], self.heads
+        q = self.q(x).view(b, t, h, w // h).transpose(1, 2)  # [B, heads, T, w/heads]
+        k = self.k(source).view(b, s, h, w // h).transpose(1, 2)
+        v = self.v(source).view(b, s, h, w // h).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(w // h)  # [B, heads, T, S]
+        if causal:
+            future = torch.ones(t, s, dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        out = scores.softmax(-1) @ v
+        return self.o(out.transpose(1, 2).reshape(b, t, w))
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, position-wise (Vaswani et al. 2017, eq. 2); [.., width] -> same."""
+
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.linear_1 = nn.Linear(width, hidden)
+        self.linear_2 = nn.Linear(hidden, width)  # W^2 of Xiong et al. 2020: the matrix of their Fig. 3
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(F.relu(self.linear_1(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and FFN, each with a residual connection and a LayerNorm (two Add & Norm)."""
+
+    def __init__(self, width: int, heads: int, ffn_width: int, norm: str) -> None:
+        super().__init__()
+        self.norm = norm
+        self.ln_1, self.attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
+        self.ln_2, self.ffn = nn.LayerNorm(width), FeedForward(width, ffn_width)
+
+    def sublayers(self) -> list[tuple[str, nn.LayerNorm, nn.Module]]:
+        """(name, its LayerNorm, its residual branch), in the order the data meets them."""
+        return [("attn", self.ln_1, self.attn), ("ffn", self.ln_2, self.ffn)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm == "pre_ln":
+            x = x + self.attn(self.ln_1(x))
+            x = x + self.ffn(self.ln_2(x))
+        else:  # post_ln: the LayerNorm sits on the residual path, after the addition
+            x = self.ln_1(x + self.attn(x))
+            x = self.ln_2(x + self.ffn(x))
+        return x
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder output, FFN: three Add & Norm."""
+
+    def __init__(self, width: int, heads: int, ffn_width: int, norm: str) -> None:
+        super().__init__()
+        self.norm = norm
+        self.ln_1, self.self_attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
+        self.ln_2, self.cross_attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
+        self.ln_3, self.ffn = nn.LayerNorm(width), FeedForward(width, ffn_width)
+
+    def sublayers(self) -> list[tuple[str, nn.LayerNorm, nn.Module]]:
+        return [("self_attn", self.ln_1, self.self_attn), ("cross_attn", self.ln_2, self.cross_attn),
+                ("ffn", self.ln_3, self.ffn)]
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        if self.norm == "pre_ln":
+            x = x + self.self_attn(self.ln_1(x), causal=True)
+            x = x + self.cross_attn(self.ln_2(x), memory)
+            x = x + self.ffn(self.ln_3(x))
+        else:
+            x = self.ln_1(x + self.self_attn(x, causal=True))
+            x = self.ln_2(x + self.cross_attn(x, memory))
+            x = self.ln_3(x + self.ffn(x))
+        return x
+
+
+def sinusoid_positions(length: int, width: int) -> torch.Tensor:
+    """Fixed positional encoding [length, width] (Vaswani et al. 2017, §3.5)."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(length, width)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)[:, : width // 2]
+    return table
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Token embedding + positions -> ``depth`` encoder layers [-> ``depth`` decoder layers] -> head.
+
+    ``arch="encoder"``: the encoder output at position i predicts target token i (no decoder).
+    ``arch="encoder_decoder"``: the decoder reads the target shifted right (BOS first) and cross-attends to
+    the encoder output. ``forward(src, tgt_in)``: int64 [B, T] each; returns logits [B, T, vocab + 1].
+    ``layers`` lists every layer, encoder first: the recorder hooks them by index.
+    """
+
+    def __init__(self, arch: str, norm: str, vocab: int, seq_len: int, depth: int, width: int, heads: int,
+                 ffn_width: int) -> None:
+        super().__init__()
+        self.arch, self.norm, self.width = arch, norm, width
+        self.embed = nn.Embedding(vocab + 1, width)
+        self.register_buffer("positions", sinusoid_positions(seq_len, width), persistent=False)
+        self.encoder = nn.ModuleList(EncoderLayer(width, heads, ffn_width, norm) for _ in range(depth))
+        n_dec = depth if arch == "encoder_decoder" else 0
+        self.decoder = nn.ModuleList(DecoderLayer(width, heads, ffn_width, norm) for _ in range(n_dec))
+        # Pre-LN leaves the residual stream un-normalised: one final LayerNorm per stack (nanoGPT's ln_f).
+        pre = norm == "pre_ln"
+        self.enc_ln_f = nn.LayerNorm(width) if pre else nn.Identity()
+        self.dec_ln_f = nn.LayerNorm(width) if pre and n_dec else nn.Identity()
+        self.head = nn.Linear(width, vocab + 1)
+
+    @property
+    def layers(self) -> list[nn.Module]:
+        return [*self.encoder, *self.decoder]
+
+    def layer_names(self) -> list[str]:
+        return [f"encoder.{i}" for i in range(len(self.encoder))] + [f"decoder.{i}" for i in range(len(self.decoder))]
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        # x sqrt(width) as in Vaswani §3.4: embeddings of std 1/sqrt(width) enter at unit scale.
+        return self.embed(tokens) * math.sqrt(self.width) + self.positions[: tokens.shape[1]]
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None) -> torch.Tensor:
+        x = self._embed(src)
+        for layer in self.encoder:
+            x = layer(x)
+        memory = self.enc_ln_f(x)
+        if not len(self.decoder):
+            return self.head(memory)
+        y = self._embed(tgt_in)
+        for layer in self.decoder:
+            y = layer(y, memory)
+        return self.head(self.dec_ln_f(y))
+
+
+def build_transformer(config: TransformerConfig) -> Seq2SeqTransformer:
+    """The model of ``config``, initialised from ``torch.manual_seed(config.seed)`` as set by the caller.
+
+    ``init="xavier"``: Xavier-uniform Linear weights and zero biases (Vaswani's and fairseq's choice, the
+    setting of Xiong et al. 2020 §3); ``init="pytorch"``: nn.Linear's default. Embeddings ~ N(0, 1/width).
+    """
+    model = Seq2SeqTransformer(config.arch, config.norm, config.vocab, config.seq_len, config.depth,
+                               config.width, config.heads, config.ffn_width)
+    nn.init.normal_(model.embed.weight, std=config.width ** -0.5)
+    if config.init == "xavier":
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+    return model
+
+
+# -- the task ----------------------------------------------------------------------------------
+
+def make_task(task: str, vocab: int, seq_len: int, n: int, generator: torch.Generator
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` random sequences and their targets: (src, tgt_in, tgt), int64 [n, seq_len] each.
+
+    src holds symbols 1..vocab drawn uniformly; tgt is src copied, reversed or sorted; tgt_in is tgt
+    shifted right behind :data:`BOS` (the decoder's teacher-forced input).
+    """
+    src = torch.randint(1, vocab + 1, (n, seq_len), generator=generator)
+    if task == "copy":
+        tgt = src.clone()
+    elif task == "reverse":
+        tgt = src.flip(1)
+    elif task == "sort":
+        tgt = src.sort(1).values
+    else:
+        raise ValueError(f"unknown task {task!r}; available: copy, reverse, sort")
+    tgt_in = torch.cat([torch.full((n, 1), BOS, dtype=torch.int64), tgt[:, :-1]], 1)
+    return src, tgt_in, tgt
+
+
+def lr_at(config: TransformerConfig, step: int) -> float:
+    """Learning rate of optimiser step ``step`` (0-based): linear warm-up over ``warmup_steps``, then ``lr``."""
+    if config.warmup_steps and step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    return config.lr
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+# Statistics per sublayer (encoder: attn, ffn; decoder: self_attn, cross_attn, ffn), each the mean over
+# tokens of an L2 norm over the width: the residual-stream input x, the branch Sublayer(.), their sum
+# x + Sublayer(.) and what leaves the Add & Norm (LayerNorm(sum) for post_ln, the sum itself for pre_ln).
+SUBLAYER_KEYS = ("input_norm", "branch_norm", "sum_norm", "out_norm")
+
+
+def _token_norm(t: torch.Tensor) -> float:
+    """Mean over tokens of ||t[b, i, :]||, for a [B, T, width] tensor."""
+    return float(t.detach().double().norm(dim=-1).mean())
+
+
+class TransformerRecorder:
+    """Hooks every layer and sublayer of a :class:`Seq2SeqTransformer`; a context manager.
+
+    Between :meth:`arm` and :meth:`collect` one forward and backward pass are recorded. ``collect`` returns
+    ``grad_norm`` (L2 norm of dL/dW over all weight matrices of each layer, biases and LayerNorm gains
+    excluded), ``ffn_grad_norm`` (of the FFN's W^2 alone, Xiong et al. 2020 Fig. 3), ``out_grad_norm``
+    (||dL/dh|| of each layer's output h over the batch, from ``tensor.register_hook``), ``nonfinite``
+    (count of non-finite values in each layer's output and weight gradients): float64 arrays [layers];
+    and the :data:`SUBLAYER_KEYS` and ``branch_std`` as arrays [sublayers]. Every hook is removed on exit, also after an error.
+    """
+
+    def __init__(self, model: Seq2SeqTransformer) -> None:
+        self.model = model
+        self.layers = model.layers
+        self.sublayers = [(li, ln, branch) for li, layer in enumerate(self.layers) for _, ln, branch in layer.sublayers()]
+        self.handles: list[Any] = []
+        self.armed = False
+        self._row: dict[str, np.ndarray] = {}
+        self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
+
+    def __enter__(self) -> "TransformerRecorder":
+        for index, layer in enumerate(self.layers):
+            self.handles.append(layer.register_forward_hook(self._layer_hook(index)))
+        for index, (_, ln, branch) in enumerate(self.sublayers):
+            self.handles.append(branch.register_forward_hook(self._branch_hook(index)))
+            self.handles.append(ln.register_forward_hook(self._ln_hook(index)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        self.armed = False
+
+    def arm(self) -> None:
+        n_layers, n_sub = len(self.layers), len(self.sublayers)
+        self._row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm")}
+        self._row["nonfinite"] = np.zeros(n_layers)
+        self._row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
+        self._pending = {}
+        self.armed = True
+
+    def collect(self) -> dict[str, np.ndarray]:
+        """Finish a recorded step (after ``backward``) and return its statistics."""
+        if not self.armed:
+            raise RuntimeError("TransformerRecorder.collect() called without arm()")
+        for index, layer in enumerate(self.layers):
+            squares = 0.0
+            for param in layer.parameters():
+                if param.grad is not None and param.ndim >= 2:
+                    grad = param.grad.detach()
+                    squares += float(grad.double().pow(2).sum())
+                    self._row["nonfinite"][index] += int((~torch.isfinite(grad)).sum())
+            self._row["grad_norm"][index] = squares ** 0.5
+            w2 = layer.ffn.linear_2.weight.grad
+            if w2 is not None:
+                self._row["ffn_grad_norm"][index] = float(w2.detach().double().norm())
+        self.armed = False
+        self._pending = {}
+        return self._row
+
+    def _layer_hook(self, index: int):
+        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            if not self.armed:
+                return
+            self._row["nonfinite"][index] += int((~torch.isfinite(output.detach())).sum())
+            if output.requires_grad:
+                output.register_hook(self._grad_hook(index))
+
+        return hook
+
+    def _grad_hook(self, index: int):
+        def hook(grad: torch.Tensor) -> None:
+            self._row["out_grad_norm"][index] = float(grad.detach().double().norm())
+
+        return hook
+
+    def _branch_hook(self, index: int):
+        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            if not self.armed:
+                return
+            self._row["branch_norm"][index] = _token_norm(output)
+            self._row["branch_std"][index] = float(output.detach().double().std())
+            if self.model.norm == "pre_ln":  # its LayerNorm ran first and kept x
+                total = self._pending.pop(index) + output.detach()
+                self._row["sum_norm"][index] = self._row["out_norm"][index] = _token_norm(total)
+            else:  # its LayerNorm runs next and needs the branch to recover x = sum - branch
+                self._pending[index] = output.detach()
+
+        return hook
+
+    def _ln_hook(self, index: int):
+        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+            if not self.armed:
+                return
+            if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm reads x
+                self._pending[index] = inputs[0].detach()
+                self._row["input_norm"][index] = _token_norm(inputs[0])
+            else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm reads the sum
+                total, branch = inputs[0].detach(), self._pending.pop(index)
+                self._row["input_norm"][index] = _token_norm(total - branch)
+                self._row["sum_norm"][index] = _token_norm(total)
+                self._row["out_norm"][index] = _token_norm(output)
+
+        return hook
+
+
+# -- training ----------------------------------------------------------------------------------
+
+def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, float]:
+    src, tgt_in, tgt = batch
+    logits = model(src, tgt_in)
+    loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+    return loss, float((logits.argmax(-1) != tgt).float().mean())
+
+
+def record_steps(config: TransformerConfig) -> list[int]:
+    """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
+    steps = list(range(0, config.steps, config.record_every))
+    if steps[-1] != config.steps - 1:
+        steps.append(config.steps - 1)
+    return steps
+
+
+def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
+    """Train ``config`` with Adam (betas 0.9, 0.98 as Vaswani et al. 2017 §5.3) and return its Trace.
+
+    Arrays (T = recorded steps, L = layers, encoder first, S = sublayers, K = ``init_batches``):
+
+    - ``step`` int64 [T]; ``loss`` float32 [T] (cross-entropy, nats per token) and ``error`` float32 [T]
+      (fraction of wrong tokens) on the recorded batch, before that step's update; ``test_error`` float32 [T]
+      on a fixed held-out set of 512 sequences (teacher-forced).
+    - ``loss_curve``, ``lr_curve`` float32 [steps]: the loss and learning rate of every step.
+    - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm`` float64 [T, L]; ``nonfinite`` int64 [T, L]:
+      see :class:`TransformerRecorder`.
+    - ``init_grad_norm``, ``init_ffn_grad_norm`` float64 [K, L]: the same two norms at initialisation on K
+      different batches (no update in between): Xiong et al. 2020, Fig. 3 averages over batches too.
+    - ``input_norm``, ``branch_norm``, ``sum_norm``, ``out_norm`` float32 [T, S]: see :data:`SUBLAYER_KEYS`;
+      ``branch_std`` float32 [T, S]: std over all elements of each Sublayer(.) output.
+
+    ``meta`` adds ``layers`` and ``sublayers`` (names such as ``encoder.0`` and ``decoder.1.cross_attn``)
+    and ``diverged`` / ``diverged_step`` / ``diverged_layer`` (first layer with a non-finite value) when a
+    loss became non-finite; training then stops and the trace keeps what it recorded.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
+    try:
+        return _run(config, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(config: TransformerConfig, progress: bool | None) -> Trace:
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    model = build_transformer(config)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
+    data_gen = torch.Generator().manual_seed(config.seed + 1)
+    test_set = make_task(config.task, config.vocab, config.seq_len, 512, torch.Generator().manual_seed(10_000 + config.seed))
+    wanted = set(record_steps(config))
+    names = model.layer_names()
+    sublayer_names = [f"{names[li]}.{name}" for li, layer in enumerate(model.layers) for name, _, _ in layer.sublayers()]
+
+    def batch() -> tuple[torch.Tensor, ...]:
+        return make_task(config.task, config.vocab, config.seq_len, config.batch_size, data_gen)
+
+    rows: list[dict[str, np.ndarray]] = []
+    steps, losses, errors, test_errors = [], [], [], []
+    loss_curve = np.full(config.steps, np.nan, dtype=np.float32)
+    lr_curve = np.array([lr_at(config, s) for s in range(config.steps)], dtype=np.float32)
+    diverged: dict[str, int] | None = None
+
+    with TransformerRecorder(model) as rec:
+        # Gradient norms at initialisation, on init_batches batches of their own (no update in between).
+        init_rows = []
+        init_gen = torch.Generator().manual_seed(20_000 + config.seed)
+        for _ in range(config.init_batches):
+            model.zero_grad(set_to_none=True)
+            rec.arm()
+            loss, _ = _loss_and_error(model, make_task(config.task, config.vocab, config.seq_len,
+                                                       config.batch_size, init_gen))
+            loss.backward()
+            init_rows.append(rec.collect())
+        bar = tqdm(range(config.steps), desc=f"{config.norm} warmup={config.warmup_steps}", leave=False,
+                   disable=(None if progress is None else not progress), file=sys.stderr)
+        for step in bar:
+            data = batch()
+            for group in opt.param_groups:
+                group["lr"] = float(lr_curve[step])
+            model.train()
+            opt.zero_grad(set_to_none=True)
+            record = step in wanted
+            if record:
+                rec.arm()
+            loss, error = _loss_and_error(model, data)
+            loss.backward()
+            loss_curve[step] = loss.item()
+            if not math.isfinite(loss_curve[step]):
+                if not record:  # same weights, same batch: run the step again with the recorder on
+                    opt.zero_grad(set_to_none=True)
+                    rec.arm()
+                    loss, error = _loss_and_error(model, data)
+                    loss.backward()
+                row = rec.collect()
+                bad = np.flatnonzero(row["nonfinite"] > 0)
+                diverged = {"step": step, "layer": int(bad[0]) if len(bad) else -1}
+                rows.append(row)
+                steps.append(step)
+                losses.append(loss.item())
+                errors.append(error)
+                test_errors.append(float("nan"))
+                log.warning("run %s diverged at step %d, layer %d", config.digest(), step, diverged["layer"])
+                break
+            if record:
+                rows.append(rec.collect())
+                steps.append(step)
+                losses.append(loss.item())
+                errors.append(error)
+                model.eval()
+                with torch.no_grad():
+                    test_errors.append(_loss_and_error(model, test_set)[1])
+            opt.step()
+        bar.close()
+
+    arrays: dict[str, np.ndarray] = {
+        "step": np.asarray(steps, dtype=np.int64),
+        "loss": np.asarray(losses, dtype=np.float32),
+        "error": np.asarray(errors, dtype=np.float32),
+        "test_error": np.asarray(test_errors, dtype=np.float32),
+        "loss_curve": loss_curve,
+        "lr_curve": lr_curve,
+        "nonfinite": np.stack([r["nonfinite"] for r in rows]).astype(np.int64),
+        "init_grad_norm": np.stack([r["grad_norm"] for r in init_rows]),
+        "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in init_rows]),
+    }
+    for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm"):
+        arrays[key] = np.stack([r[key] for r in rows])  # float64: tiny norms must not flush to 0
+    for key in (*SUBLAYER_KEYS, "branch_std"):
+        arrays[key] = np.stack([r[key] for r in rows]).astype(np.float32)
+    meta = {
+        "config": config.to_dict(),
+        "digest": config.digest(),
+        "seed": config.seed,
+        "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
+        "layers": names,
+        "sublayers": sublayer_names,
+        "diverged": diverged is not None,
+        "diverged_step": None if diverged is None else diverged["step"],
+        "diverged_layer": None if diverged is None else diverged["layer"],
+    }
+    log.info("trained %s %s in %.1f s", config.norm, config.digest(), time.perf_counter() - started)
+    return Trace(meta=meta, arrays=arrays)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m simulation.transformer --set key=value ...``: train one run, print its summary line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        changes = {}
+        for pair in args.set:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            changes[key] = parse_value(key, value, TransformerConfig)
+        config = TransformerConfig().replace(**changes)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    trace = run(config)
+    print(f"{config.norm} warmup={config.warmup_steps}: final loss {trace['loss'][-1]:.4g}, "
+          f"error {trace['error'][-1]:.3f}, init ||dL/dW2|| per layer "
+          f"{np.round(trace['init_ffn_grad_norm'].mean(0), 4).tolist()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

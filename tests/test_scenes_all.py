@@ -1,0 +1,120 @@
+"""Every scene of the lecture builds in a Manim dry run, in English and Chinese, with a clean layout.
+
+Example::
+
+    pytest tests/test_scenes_all.py -k zh
+
+Scenes read the tiny committed traces of ``tests/data/<experiment>/`` when they exist; for an
+experiment without them (one added after the data were made) the tiny runs are trained once per
+session into a temporary folder. ``check_layout`` records every text outside the frame and every
+pair of overlapping texts after each step; the layout log must stay empty. The last tests prove the
+checker itself catches both faults.
+"""
+
+from __future__ import annotations
+
+import pytest
+from manim import DOWN, RIGHT, UP, tempconfig
+
+from scenes import SCENES_IN_ORDER
+from scenes.base import LectureScene
+from scenes.style import LANGS
+
+from data.make_traces import tiny_trace_files, write_tiny_traces
+
+
+@pytest.fixture(scope="session")
+def trace_files(tmp_path_factory):
+    """``experiment -> {run_name: path}``: committed tiny traces, or tiny runs trained now."""
+    folder, found = None, {}
+
+    def get(experiment: str) -> dict[str, str]:
+        nonlocal folder
+        if experiment not in found:
+            files = tiny_trace_files(experiment)
+            if files is None:
+                folder = folder or tmp_path_factory.mktemp("tiny-traces")
+                files = write_tiny_traces(experiment, folder)
+            found[experiment] = files
+        return found[experiment]
+
+    return get
+
+
+def dry_run(scene_class: type, tmp_path) -> LectureScene:
+    """Build ``scene_class`` without writing or drawing frames: every animation jumps to its end state,
+    which is where the layout is checked (no play-call hashing either: it would dominate the time)."""
+    settings = {"dry_run": True, "disable_caching": True, "media_dir": str(tmp_path), "progress_bar": "none",
+                "verbosity": "WARNING"}
+    with tempconfig(settings):
+        scene = scene_class(skip_animations=True)
+        scene.render()
+    return scene
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
+def test_scene_builds_with_clean_layout(scene, lang, trace_files, tmp_path):
+    attrs = {"lang": lang, "check_layout": True}
+    if scene.experiment:
+        attrs["trace_files"] = trace_files(scene.experiment)
+    built = dry_run(type(scene.__name__, (scene,), attrs), tmp_path)
+    assert built.layout_log == []
+    assert built.renderer.num_plays > 0, "the scene played nothing"
+
+
+@pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
+def test_scene_strings_and_docstring(scene):
+    doc = (scene.__doc__ or "").strip()
+    assert doc and doc.splitlines()[0].strip(), f"{scene.__name__} needs a one-line docstring"
+    for key, entry in scene.strings.items():
+        assert set(entry) >= set(LANGS), f"{scene.__name__}.strings[{key!r}] lacks {set(LANGS) - set(entry)}"
+        assert all(entry[lang].strip() for lang in LANGS), f"{scene.__name__}.strings[{key!r}] is empty"
+
+
+def test_scene_names_are_unique():
+    names = [scene.__name__ for scene in SCENES_IN_ORDER]
+    assert len(names) == len(set(names))
+
+
+class _LayoutProbe(LectureScene):
+    """Two texts side by side: a clean layout, unless a subclass moves them."""
+
+    strings = {"a": {"en": "alpha", "zh": "甲"}, "b": {"en": "omega", "zh": "乙"}}
+    check_layout = True
+    lang = "en"
+
+    def construct(self) -> None:
+        a, b = self.text("a"), self.text("b")
+        b.next_to(a, RIGHT, buff=0.5)
+        self.arrange(a, b)
+        self.add(a, b)
+        self.wait(0.1)
+
+    def arrange(self, a, b) -> None:
+        pass
+
+
+class _Overlapping(_LayoutProbe):
+    def arrange(self, a, b) -> None:
+        b.move_to(a.get_center() + 0.1 * DOWN)
+
+
+class _OffFrame(_LayoutProbe):
+    def arrange(self, a, b) -> None:
+        b.to_edge(UP, buff=0).shift(0.5 * UP)
+
+
+def test_layout_checker_passes_a_clean_layout(tmp_path):
+    assert dry_run(_LayoutProbe, tmp_path).layout_log == []
+
+
+def test_layout_checker_catches_overlapping_texts(tmp_path):
+    log = dry_run(_Overlapping, tmp_path).layout_log
+    assert len(log) == 1 and log[0].startswith("overlap:"), log
+    assert "alpha" in log[0] and "omega" in log[0]
+
+
+def test_layout_checker_catches_text_outside_the_frame(tmp_path):
+    log = dry_run(_OffFrame, tmp_path).layout_log
+    assert len(log) == 1 and log[0].startswith("outside the frame:") and "omega" in log[0], log
