@@ -77,7 +77,7 @@ class TransformerAddNorm(LectureScene):
     """An encoder layer (two Add & Norm) and a decoder layer (three), data flowing through (Vaswani 2017, Fig. 1)."""
 
     experiment = "layernorm"
-    run = "post_ln_warmup"  # the Post-LN run that trained: Vaswani's placement
+    shown_run = "post_ln_warmup"  # the Post-LN run that trained: Vaswani's placement
     strings = {
         "title": {"en": "Add & Norm: the residual inside the Transformer", "zh": "Add & Norm：Transformer 里的残差"},
         "encoder": {"en": "encoder layer", "zh": "编码器层"},
@@ -110,7 +110,9 @@ class TransformerAddNorm(LectureScene):
     }
 
     def construct(self) -> None:
-        trace = self.traces[self.run]
+        if self.shown_run not in self.traces:
+            raise KeyError(f"shown_run must be one of {', '.join(self.traces)}; got {self.shown_run!r}")
+        trace = self.traces[self.shown_run]
         step = self.number("step", trace["step"][-1], digits=6)
         width = trace.config["width"]
 

@@ -60,7 +60,7 @@ class ChainRuleProduct(LectureScene):
                        "zh": "有了捷径，每个因子是 1 加上一点：乘积得以保留。"},
     }
 
-    runs = ("plain", "residual")  # the two runs compared, in the order they are drawn
+    _runs = ("plain", "residual")  # the two runs compared, in the order they are drawn
     _colors = ("plain", "residual")  # PALETTE roles of the two runs
     _axes_box = (-1.05, 3.3)  # centre y and height of the log axes (scene units)
 
@@ -134,7 +134,7 @@ class ChainRuleProduct(LectureScene):
     # -- what a variant changes ---------------------------------------------------------------------
     def pick_runs(self) -> tuple[str, str]:
         """Names of the two runs to compare (keys of ``self.traces``)."""
-        return self.runs
+        return self._runs
 
     def run_label(self, name: str) -> str:
         return self.t(name)

@@ -50,8 +50,13 @@ def set_language(lang: str) -> None:
 
 
 def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = None, **kwargs) -> Text:
-    """A Pango ``Text`` in the current language's font. Never put Chinese into MathTex (no CJK font)."""
-    return Text(content, font=FONTS[_current["lang"]], font_size=size, color=color or PALETTE["text"], **kwargs)
+    """A Pango ``Text`` in the current language's font. Never put Chinese into MathTex (no CJK font).
+
+    In Chinese the norm bars ‖ come from the Latin font: the CJK font draws them full-width."""
+    lang = _current["lang"]
+    if lang != "en" and "‖" in content:
+        kwargs.setdefault("t2f", {"‖": FONTS["en"]})
+    return Text(content, font=FONTS[lang], font_size=size, color=color or PALETTE["text"], **kwargs)
 
 
 def format_number(value: float, digits: int = 2) -> str:

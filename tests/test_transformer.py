@@ -227,7 +227,13 @@ def test_bad_transformer_config_is_one_clear_error(bad, message):
 
 def test_digest_covers_kind_and_every_field_and_config_from_dict_dispatches():
     base = TransformerConfig()
-    assert base.digest() != TransformerConfig(warmup_steps=1).digest() != TransformerConfig(norm="pre_ln").digest()
+    changed = {"arch": "encoder", "norm": "pre_ln", "task": "sort", "depth": 5, "width": 40, "heads": 8,
+               "ffn_width": 64, "vocab": 9, "seq_len": 9, "init": "pytorch", "steps": 301, "batch_size": 17,
+               "lr": 2e-3, "warmup_steps": 1, "init_batches": 7, "record_every": 9, "seed": 1}
+    assert set(changed) | {"kind"} == set(TransformerConfig.field_types())  # kind has one legal value
+    digests = {base.replace(**{k: v}).digest() for k, v in changed.items()}
+    assert len(digests) == len(changed) and base.digest() not in digests
+    assert base.digest() == TransformerConfig().digest() != RunConfig().digest()
     assert "kind" in base.to_dict() and config_from_dict(base.to_dict()) == base
     assert config_from_dict(RunConfig().to_dict()) == RunConfig()
     assert config_from_dict(json.loads(json.dumps(TransformerConfig(lr=0.01).to_dict()))) == TransformerConfig(lr=0.01)
