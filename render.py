@@ -58,9 +58,9 @@ def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _report(written: list[Path], unchanged: list[Path] = ()) -> None:
+def _report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):") -> None:
     if unchanged:
-        click.echo("up to date (not rendered again):")
+        click.echo(unchanged_heading)
         for path in unchanged:
             click.echo(f"  {path}")
     click.echo("wrote:" if written else "wrote: nothing")
@@ -245,12 +245,18 @@ def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed:
     else:
         for name, s in summary.items():
             status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"
-            click.echo(f"{name:<24} loss {s['final_loss']:.4g}  error {s['final_error']:.3f}  "
-                       f"test error {s['final_test_error']:.3f}  first/last grad_norm at step 0 "
-                       f"{s['grad_ratio_step0']:.3g}  {status}")
+            click.echo(f"{name:<24} loss {_fmt(s['final_loss'], '.4g')}  error {_fmt(s['final_error'], '.3f')}  "
+                       f"test error {_fmt(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
+                       f"{_fmt(s['grad_ratio_step0'], '.3g')}  {status}")
     _note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
-        _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh])
+        _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
+                "from the cache (not trained again):")
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    """A summary figure for the terminal; None (NaN or inf in the trace, e.g. after divergence) as 'n/a'."""
+    return "n/a" if value is None else format(value, spec)
 
 
 @cli.command()

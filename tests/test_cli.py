@@ -438,3 +438,11 @@ def test_train_ends_with_the_files_it_wrote(isolated_cache):
     assert len(written) == 2 and all(Path(p).parent == isolated_cache and Path(p).is_file() for p in written)
     second = invoke("train", "chain_rule", *TINY)
     assert "wrote: nothing" in second.stdout and "traces: 0 trained, 2 from the cache" in second.stderr
+
+
+def test_train_summary_survives_a_diverged_run(isolated_cache):
+    """A diverged run has no finite final loss: the summary says n/a and where it diverged."""
+    result = invoke("train", "exploding", "--set", "steps=12", "--set", "depth=6", "--set", "width=16")
+    assert result.exit_code == 0, result.output
+    diverged = [line for line in result.stdout.splitlines() if "diverged at step" in line]
+    assert diverged and all("loss n/a" in line for line in diverged)
