@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
 
 # Bump when a change to simulation code changes what a run records: it invalidates every cached trace.
-SIM_VERSION = 2
+SIM_VERSION = 3
 
 ARCHS = ("plain", "residual")
 ACTIVATIONS = ("sigmoid", "tanh", "relu")

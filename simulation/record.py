@@ -37,35 +37,53 @@ COUNT_KEYS = ("nonfinite", "nonfinite_act", "nonfinite_grad")
 _F64 = torch.float64
 
 
-def _row_norms(t: torch.Tensor) -> torch.Tensor:
-    """L2 norm of each row of a [B, width] tensor, in float64 so that squares neither overflow nor
-    underflow float32: float64 [B]."""
-    return torch.linalg.vector_norm(t.detach().flatten(1), dim=1, dtype=_F64)
-
-
 def _nonfinite(t: torch.Tensor) -> torch.Tensor:
     return torch.logical_not(torch.isfinite(t)).sum()
 
 
 def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
-    """Group ``{key: tensor}`` by shape: [(keys, float64 stack [n, *shape])]."""
+    """Group ``{key: tensor}`` by shape: [(keys, stack [n, *shape])]."""
     groups: dict[tuple[int, ...], list[Any]] = {}
     for key, t in tensors.items():
         groups.setdefault(tuple(t.shape), []).append(key)
-    return [(keys, torch.stack([tensors[k] for k in keys]).to(_F64)) for keys in groups.values()]
+    return [(keys, torch.stack([tensors[k] for k in keys])) for keys in groups.values()]
+
+
+def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
+    """``{key: fn(stack)[row]}`` with ``fn``: stack [n, *shape] -> statistics [n, k]. Computed in the
+    tensors' own precision (CPU reductions accumulate in float64), and again in float64 for a group
+    whose results are non-finite, 0 or outside [1e-15, 1e15], where float32 squares underflow or
+    overflow (a float32 norm of 1e-25s is 0)."""
+    out: dict[Any, list[float]] = {}
+    for keys, stack in _by_shape(tensors):
+        values = fn(stack)
+        if stack.dtype != _F64:
+            size = values.abs()
+            if not bool(((size > 1e-15) & (size < 1e15)).all()):
+                values = fn(stack.to(_F64))
+        out.update(zip(keys, values.tolist()))
+    return out
+
+
+def _moments(stack: torch.Tensor) -> torch.Tensor:
+    """[n, B, width] -> [n, 3]: mean and std of all entries, mean over examples of the row L2 norm."""
+    var, mean = torch.var_mean(stack.flatten(1), dim=1)  # one contiguous axis: much faster than (1, 2)
+    return torch.stack([mean, var.sqrt(), torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)], dim=1)
+
+
+def _row_norm(stack: torch.Tensor) -> torch.Tensor:
+    """[n, B, width] -> [n, 1]: mean over examples of the row L2 norm."""
+    return torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1, keepdim=True)
+
+
+def _norm(stack: torch.Tensor) -> torch.Tensor:
+    """[n, ...] -> [n, 1]: L2 norm of each tensor."""
+    return torch.linalg.vector_norm(stack.flatten(1), dim=1, keepdim=True)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors are views of the same values."""
     return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-
-
-def _mean_row_norms(tensors: dict[int, torch.Tensor]) -> dict[int, float]:
-    """Mean over examples of the row L2 norm of each tensor, in float64."""
-    out: dict[int, float] = {}
-    for indices, stack in _by_shape(tensors):
-        out.update(zip(indices, torch.linalg.vector_norm(stack, dim=2).mean(1).tolist()))
-    return out
 
 
 class Recorder:
@@ -85,8 +103,8 @@ class Recorder:
     - ``nonfinite_act``: NaN/inf entries of h; ``nonfinite_grad``: of dL/dh and of the weight gradients;
       ``nonfinite``: their sum.
 
-    All statistics are computed in float64, so squares of tiny or huge float32 values neither
-    underflow nor overflow.
+    Statistics are computed in the tensors' precision and again in float64 wherever float32 squares
+    of tiny or huge values would underflow or overflow, so a gradient of 1e-30 is recorded as such.
     """
 
     def __init__(self, model: nn.Module) -> None:
@@ -156,42 +174,34 @@ class Recorder:
         return row
 
     def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
-        for indices, stack in _by_shape(self._outputs):
-            var, mean = torch.var_mean(stack, dim=(1, 2))
-            norms = torch.linalg.vector_norm(stack, dim=2).mean(1)
-            for i, m, v, n in zip(indices, mean.tolist(), var.tolist(), norms.tolist()):
-                row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = m, math.sqrt(v), n
-                if not math.isfinite(m):  # the float64 mean of float32 values is finite iff every value is
-                    row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
+        for i, (mean, std, norm) in _reduce(self._outputs, _moments).items():
+            row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
+            if not math.isfinite(mean):  # the mean is finite iff every entry is (sums accumulate in float64)
+                row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
         # Block l's input is usually block l-1's output: reuse its norm instead of computing it again.
         fresh = {i: t for i, t in self._inputs.items()
                  if not (i - 1 in self._outputs and _same(t, self._outputs[i - 1]))}
-        input_norms = _mean_row_norms(fresh)
+        input_norms = _reduce(fresh, _row_norm)
         for i in self._inputs:
-            row["input_norm"][i] = input_norms[i] if i in input_norms else row["act_norm"][i - 1]
+            row["input_norm"][i] = input_norms[i][0] if i in input_norms else row["act_norm"][i - 1]
             if self.identity[i]:
                 row["shortcut_norm"][i] = row["input_norm"][i]
-        for i, n in _mean_row_norms(self._shortcuts).items():
-            row["shortcut_norm"][i] = n
-        for indices, stack in _by_shape(self._branches):
-            stds = torch.std(stack, dim=(1, 2)).tolist()
-            norms = torch.linalg.vector_norm(stack, dim=2).mean(1).tolist()
-            for i, s, n in zip(indices, stds, norms):
-                row["branch_std"][i], row["branch_norm"][i] = s, n
+        for i, (norm,) in _reduce(self._shortcuts, _row_norm).items():
+            row["shortcut_norm"][i] = norm
+        for i, (_, std, norm) in _reduce(self._branches, _moments).items():
+            row["branch_std"][i], row["branch_norm"][i] = std, norm
 
     def _gradient_stats(self, row: dict[str, np.ndarray]) -> None:
-        for indices, stack in _by_shape(self._out_grads):
-            for i, n in zip(indices, torch.linalg.vector_norm(stack, dim=(1, 2)).tolist()):
-                row["out_grad_norm"][i] = n
-                if not math.isfinite(n):
-                    row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
+        for i, (norm,) in _reduce(self._out_grads, _norm).items():
+            row["out_grad_norm"][i] = norm
+            if not math.isfinite(norm):
+                row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
         # Weight matrices of one shape are stacked: a handful of reductions for the whole network.
         grads = {(b, k): p.grad.detach() for b, weights in enumerate(self.weights)
                  for k, p in enumerate(weights) if p.grad is not None}
         squares: dict[int, list[float]] = {}
-        for keys, stack in _by_shape(grads):
-            for (b, _), n in zip(keys, torch.linalg.vector_norm(stack, dim=tuple(range(1, stack.ndim))).tolist()):
-                squares.setdefault(b, []).append(n * n)
+        for (b, _), (norm,) in _reduce(grads, _norm).items():
+            squares.setdefault(b, []).append(norm * norm)
         for index, values in squares.items():
             row["grad_norm"][index] = math.sqrt(math.fsum(values))
             if not math.isfinite(row["grad_norm"][index]):  # a finite norm means no entry is NaN/inf
