@@ -12,6 +12,7 @@ cd "$(dirname "$0")"
 
 APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk)
 VENV=${VENV:-.venv}
+TORCH_VERSION=2.13.0  # keep in step with pyproject.toml
 PY=${PYTHON:-python3}
 
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -57,6 +58,11 @@ install_python() {
     [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
     say "installing python packages into $VENV (torch==2.13.0 CPU, manim, scikit-learn ...)"
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    # torch first, the CPU build: a plain `pip install torch` can pull a multi-GB CUDA build. A local
+    # wheel (pip's find-links) wins; otherwise PyTorch's CPU index.
+    if ! "$VENV/bin/python" -m pip install -q --no-index --no-deps "torch==$TORCH_VERSION" 2>/dev/null; then
+        "$VENV/bin/python" -m pip install -q --no-deps "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
+    fi
     "$VENV/bin/python" -m pip install -q -e ".[test]"
     echo "$want" > "$stamp"
 }

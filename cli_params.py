@@ -145,10 +145,11 @@ def check_render_options(options: Mapping[str, Any], origin: str = "command line
 
 
 def check_common_keys(layers: Iterable[Layer], params: Mapping[str, Iterable[str]],
-                      known: Mapping[str, Iterable[str]]) -> None:
+                      known: Mapping[str, Iterable[str]], scenes: Iterable[type] = ()) -> None:
     """Every un-scoped key must be a parameter of at least one experiment being run.
 
-    ``params``: experiment being run -> its parameter names; ``known``: every experiment -> names.
+    ``params``: experiment being run -> its parameter names; ``known``: every experiment -> names;
+    ``scenes``: scene classes whose own parameters are named in the message when the key is one of them.
     """
     active = {name: set(keys) for name, keys in params.items()}
     for layer in layers:
@@ -160,6 +161,10 @@ def check_common_keys(layers: Iterable[Layer], params: Mapping[str, Iterable[str
             if owners:
                 raise ConfigError(f"parameter {key!r} ({layer.origin}) is not used by the experiments being run "
                                   f"({running}); it belongs to {', '.join(owners)}: set {owners[0]}.{key}")
+            scene_owners = [scene.__name__ for scene in scenes if key in scene_params(scene)]
+            if scene_owners:
+                raise ConfigError(f"parameter {key!r} ({layer.origin}) belongs to scene {scene_owners[0]}: "
+                                  f"set {scene_owners[0]}.{key}")
             names = sorted(set().union(*active.values())) if active else []
             raise ConfigError(f"unknown parameter {key!r} ({layer.origin}); "
                               + (f"known: {', '.join(names)}" if names else "no experiment is being run"))

@@ -370,7 +370,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         for scene in scenes:
             if getattr(scene, "experiment", None):
                 active[scene.experiment] = list(get_experiment(scene.experiment).params())
-        check_common_keys(layers, active, _all_params())
+        check_common_keys(layers, active, _all_params(), scenes)
         _validate_scoped(layers, by_name)
         # 2. Tools Manim needs, and the output folder.
         missing = missing_tools(options["lang"])

@@ -89,8 +89,13 @@ class LectureScene(Scene):
         return label
 
     def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
-        """Subcaption (written to the .srt beside the video) starting now."""
+        """Subcaption (written to the .srt beside the video) starting now, for ``duration`` seconds.
+
+        A new line ends the one before it, so a player never shows two lines at once."""
         self.add_subcaption(self.t(key, **fmt), duration=duration)
+        subcaptions = self.renderer.file_writer.subcaptions
+        if len(subcaptions) >= 2 and subcaptions[-2].end > subcaptions[-1].start:
+            subcaptions[-2].end = subcaptions[-1].start
 
     # -- layout -----------------------------------------------------------------------------
     def play(self, *args: Any, **kwargs: Any) -> None:

@@ -91,9 +91,12 @@ def make_bar_pairs(left: np.ndarray, right: np.ndarray, colors: tuple, width: fl
 
 
 def make_box(label: str, width: float = 1.3, height: float = 0.6, color=None, math: bool = False) -> VGroup:
-    """A rounded box with a centred label (Pango text, or MathTex when ``math``)."""
+    """A rounded box with a centred label (Pango text, or MathTex when ``math``).
+
+    Filled with the background colour, so a line drawn beneath it (a path through the block) stays hidden."""
     color = color or PALETTE["branch"]
-    box = RoundedRectangle(corner_radius=0.12, width=width, height=height, color=color, stroke_width=3)
+    box = RoundedRectangle(corner_radius=0.12, width=width, height=height, color=color, stroke_width=3,
+                           fill_color=PALETTE["background"], fill_opacity=1)
     text = MathTex(label, font_size=30, color=PALETTE["text"]) if math else make_text(label, size=SIZE_LABEL)
     text.scale_to_fit_width(min(text.width, width * 0.85)).move_to(box)
     return VGroup(box, text)

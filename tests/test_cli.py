@@ -446,3 +446,10 @@ def test_train_summary_survives_a_diverged_run(isolated_cache):
     assert result.exit_code == 0, result.output
     diverged = [line for line in result.stdout.splitlines() if "diverged at step" in line]
     assert diverged and all("loss n/a" in line for line in diverged)
+
+
+def test_a_scene_parameter_without_its_scene_prefix_is_explained(isolated_cache, tmp_path):
+    result = invoke("render", "IdentityHighway", "--set", "projection_factor=3", "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "belongs to scene IdentityHighway: set IdentityHighway.projection_factor" in result.output
+    assert not (tmp_path / "out").exists()
