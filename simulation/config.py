@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
 
@@ -33,8 +33,36 @@ class ConfigError(ValueError):
     """A parameter has a wrong name, type or value; the message is one line for the user."""
 
 
+class _Config:
+    """What every run config shares: the cache digest, dict round trip, checked ``replace``."""
+
+    def digest(self) -> str:
+        """16 hex chars of SHA-256 over every field and ``SIM_VERSION``; stable across runs."""
+        payload = json.dumps({"sim_version": SIM_VERSION, **self.to_dict()}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied; unknown keys raise :class:`ConfigError`."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ConfigError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        return cls().replace(**data)
+
+    @classmethod
+    def field_types(cls) -> dict[str, type]:
+        return {f.name: type(f.default) for f in fields(cls)}
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(_Config):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
     arch: str = "plain"  # "plain": h = F(h); "residual": h = h + F(h) (clean identity path)
@@ -58,33 +86,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         _validate(self)
 
-    def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field and ``SIM_VERSION``; stable across runs."""
-        payload = json.dumps({"sim_version": SIM_VERSION, **self.to_dict()}, sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     def block_widths(self) -> list[tuple[int, int]]:
         """(width in, width out) of every block; see :func:`block_widths`."""
         return block_widths(self.width, self.depth, self.stages)
 
-    def replace(self, **changes: Any) -> "RunConfig":
-        """A copy with ``changes`` applied; unknown keys raise :class:`ConfigError`."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(changes) - known)
-        if unknown:
-            raise ConfigError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        return dataclasses.replace(self, **changes)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
-        return cls().replace(**data)
-
-    @classmethod
-    def field_types(cls) -> dict[str, type]:
-        return {f.name: type(f.default) for f in fields(cls)}
 
 
 def block_widths(width: int, depth: int, stages: int = 1) -> list[tuple[int, int]]:
@@ -181,7 +186,7 @@ MAX_SEQ_LEN = 512
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(_Config):
     """A small Transformer on a toy sequence task; its :meth:`digest` is the trace cache key."""
 
     kind: str = "transformer"  # which trainer runs this config; always "transformer" (see config_from_dict)
@@ -206,29 +211,6 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         _validate_transformer(self)
 
-    def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field (``kind`` included) and ``SIM_VERSION``."""
-        payload = json.dumps({"sim_version": SIM_VERSION, **self.to_dict()}, sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "TransformerConfig":
-        """A copy with ``changes`` applied; unknown keys raise :class:`ConfigError`."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(changes) - known)
-        if unknown:
-            raise ConfigError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        return dataclasses.replace(self, **changes)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TransformerConfig":
-        return cls().replace(**data)
-
-    @classmethod
-    def field_types(cls) -> dict[str, type]:
-        return {f.name: type(f.default) for f in fields(cls)}
 
 
 def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
