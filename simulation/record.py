@@ -20,13 +20,13 @@ with a few batched operations (tensors of one shape are stacked) and lets them g
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["Recorder", "STAT_KEYS", "COUNT_KEYS"]
+__all__ = ["HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS"]
 
 # Statistics recorded per block, each one number per layer per record.
 STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
@@ -86,7 +86,41 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
 
 
-class Recorder:
+class HookRecorder:
+    """Base of the recorders: a context manager that adds forward hooks on entry (``_register``) and
+    removes every one on exit, also after an exception or when adding them fails half-way.
+    Tensor hooks (``tensor.register_hook``) need no removal: they die with their tensors."""
+
+    handles: list[Any]
+    armed: bool
+
+    def __enter__(self) -> Self:
+        try:
+            self._register()
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        """Remove every hook this recorder added and forget the armed step."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        self.armed = False
+        self._clear()
+
+    def _register(self) -> None:
+        raise NotImplementedError
+
+    def _clear(self) -> None:
+        """Drop what an armed step collected (subclasses keep per-step state)."""
+
+
+class Recorder(HookRecorder):
     """Hook the blocks ``model.blocks[0..depth-1]`` (each with a ``.branch`` and, if residual, a
     ``.shortcut`` submodule).
 
@@ -126,29 +160,12 @@ class Recorder:
         self._shortcuts: dict[int, torch.Tensor] = {}
         self._out_grads: dict[int, torch.Tensor] = {}
 
-    # -- context manager -------------------------------------------------------------------
-    def __enter__(self) -> "Recorder":
-        try:
-            for index, block in enumerate(self.blocks):
-                self.handles.append(block.register_forward_hook(self._block_hook(index)))
-                self.handles.append(block.branch.register_forward_hook(self._branch_hook(index)))
-                if hasattr(block, "shortcut") and not self.identity[index]:
-                    self.handles.append(block.shortcut.register_forward_hook(self._shortcut_hook(index)))
-        except BaseException:
-            self.remove()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        """Remove every hook this recorder added (tensor hooks die with their tensors)."""
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
-        self.armed = False
-        self._clear()
+    def _register(self) -> None:
+        for index, block in enumerate(self.blocks):
+            self.handles.append(block.register_forward_hook(self._block_hook(index)))
+            self.handles.append(block.branch.register_forward_hook(self._branch_hook(index)))
+            if hasattr(block, "shortcut") and not self.identity[index]:
+                self.handles.append(block.shortcut.register_forward_hook(self._shortcut_hook(index)))
 
     # -- recording --------------------------------------------------------------------------
     def arm(self) -> None:

@@ -35,6 +35,7 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from .config import ConfigError, TransformerConfig, parse_value
+from .record import HookRecorder
 from .trace import Trace
 
 __all__ = [
@@ -256,7 +257,7 @@ def _token_norm(t: torch.Tensor) -> float:
     return float(t.detach().double().norm(dim=-1).mean())
 
 
-class TransformerRecorder:
+class TransformerRecorder(HookRecorder):
     """Hooks every layer and sublayer of a :class:`Seq2SeqTransformer`; a context manager.
 
     Between :meth:`arm` and :meth:`collect` one forward and backward pass are recorded. ``collect`` returns
@@ -276,22 +277,12 @@ class TransformerRecorder:
         self._row: dict[str, np.ndarray] = {}
         self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
 
-    def __enter__(self) -> "TransformerRecorder":
+    def _register(self) -> None:
         for index, layer in enumerate(self.layers):
             self.handles.append(layer.register_forward_hook(self._layer_hook(index)))
         for index, (_, ln, branch) in enumerate(self.sublayers):
             self.handles.append(branch.register_forward_hook(self._branch_hook(index)))
             self.handles.append(ln.register_forward_hook(self._ln_hook(index)))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
-        self.armed = False
 
     def arm(self) -> None:
         n_layers, n_sub = len(self.layers), len(self.sublayers)
