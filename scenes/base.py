@@ -62,7 +62,7 @@ class LectureScene(Scene):
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
             runs = build_runs(self.experiment, dict(self.params))
-            traces = get_traces(list(runs.values()), in_subprocess=True)
+            traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))
         if self.experiment:
             self.numbers["experiment"] = self.experiment

@@ -41,16 +41,18 @@ def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = Non
 
 
 def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
-               in_subprocess: bool = False) -> list[Trace]:
+               in_subprocess: bool = False, log_hits: bool = True) -> list[Trace]:
     """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again).
 
     ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
+    ``log_hits=False`` logs cache hits at debug level only (a scene loading what render.py just checked).
     """
     traces = {c: _try_load(trace_path(c)) for c in configs}
     missing = [c for c, trace in traces.items() if trace is None]
     for config, trace in traces.items():
         if trace is not None:
-            log.info("cache hit %s (%s): nothing trained", config.digest(), _describe(config))
+            log.log(logging.INFO if log_hits else logging.DEBUG,
+                    "cache hit %s (%s): nothing trained", config.digest(), _describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
         subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
