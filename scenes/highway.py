@@ -74,6 +74,7 @@ class IdentityHighway(LectureScene):
         "n_projection_cost": {"en": "It costs parameters, so the identity is kept wherever the widths match.",
                               "zh": "投影要花参数，所以宽度一致时保留恒等捷径。"},
     }
+    BRANCH_PARTS = (3, 4, 9)  # boxes, arrows and label of the branch in get_diagram's group
     projection_factor = 2  # output width / input width of the projection block: ResNet doubles the width (He 2015 §3.3)
 
     def construct(self) -> None:
@@ -137,7 +138,7 @@ class IdentityHighway(LectureScene):
         self.remove(cite)
         self.cite("He et al. 2015, §3.1")
         self.narrate("n_skip", 4.5)
-        branch_parts = VGroup(diagram[2], diagram[3], diagram[4], diagram[9])
+        branch_parts = VGroup(branch_path, *[diagram[i] for i in self.BRANCH_PARTS])
         self.play(branch_parts.animate.fade(0.8), Transform(formula, skip["formula"]), run_time=1.5)
         dot = Dot(color=PALETTE["identity"])
         self.play(MoveAlongPath(dot, identity_path), FadeIn(skip["lines"][0]), run_time=1.5)
@@ -164,7 +165,8 @@ class IdentityHighway(LectureScene):
         out_arrow = Arrow(add_node.get_right(), out_label.get_left(), buff=0.1, color=PALETTE["text"])
         id_label = self.text("identity", size=SIZE_LABEL, color=PALETTE["identity"]).next_to(identity_path, DOWN, buff=0.15)
         branch_label = self.text("branch", size=SIZE_LABEL, color=PALETTE["branch"]).next_to(boxes, UP, buff=0.15)
-        group = VGroup(x_label, identity_path, branch_path, boxes, arrows, add_node, out_arrow, out_label,
+        group = VGroup(x_label, branch_path, identity_path,  # the highway over the branch where they share a stretch
+                       boxes, arrows, add_node, out_arrow, out_label,
                        id_label, branch_label)
         return group, identity_path, branch_path, add_node
 
