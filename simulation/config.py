@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
-__all__ = ["RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
+__all__ = ["config_from_sets", "RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
 
 # Bump when a change to simulation code changes what a run records: it invalidates every cached trace.
 SIM_VERSION = 3
@@ -136,7 +136,8 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def _validate(cfg: RunConfig) -> None:
+def _check_types(cfg: _Config) -> None:
+    """Every field holds the type of its default (an int where a float is expected is converted)."""
     for f in fields(cfg):
         value, expected = getattr(cfg, f.name), type(f.default)
         if expected is float and type(value) is int:
@@ -144,6 +145,23 @@ def _validate(cfg: RunConfig) -> None:
             object.__setattr__(cfg, f.name, value)
         if type(value) is not expected:
             raise ConfigError(f"{f.name} must be {expected.__name__}, got {value!r}")
+
+
+def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
+    """``cls`` with command-line ``key=value`` pairs applied (typed by :func:`parse_value`).
+
+    Raises ConfigError for a pair without '=', an unknown key, a wrong type or an invalid value."""
+    changes = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"expected key=value, got {pair!r}")
+        changes[key.strip()] = parse_value(key.strip(), value.strip(), cls)
+    return cls().replace(**changes)
+
+
+def _validate(cfg: RunConfig) -> None:
+    _check_types(cfg)
     _choice("arch", cfg.arch, ARCHS)
     _choice("activation", cfg.activation, ACTIVATIONS)
     _choice("norm", cfg.norm, NORMS)
@@ -227,13 +245,7 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
 
 
 def _validate_transformer(cfg: TransformerConfig) -> None:
-    for f in fields(cfg):
-        value, expected = getattr(cfg, f.name), type(f.default)
-        if expected is float and type(value) is int:
-            value = float(value)  # TOML and JSON write 1 for 1.0
-            object.__setattr__(cfg, f.name, value)
-        if type(value) is not expected:
-            raise ConfigError(f"{f.name} must be {expected.__name__}, got {value!r}")
+    _check_types(cfg)
     _choice("kind", cfg.kind, ("transformer",))
     _choice("arch", cfg.arch, TRANSFORMER_ARCHS)
     _choice("norm", cfg.norm, LN_PLACEMENTS)

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .config import ConfigError, RunConfig, parse_value
+from .config import ConfigError, RunConfig, config_from_sets
 from .data import BANDS_RANGE, Dataset, load_dataset
 from .models import MLP, ResidualBlock, build_model
 from .record import COUNT_KEYS, STAT_KEYS, Recorder
@@ -303,13 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     try:
-        changes = {}
-        for pair in args.sets:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise ConfigError(f"expected key=value, got {pair!r}")
-            changes[key.strip()] = parse_value(key.strip(), value.strip())
-        config = RunConfig().replace(**changes)
+        config = config_from_sets(RunConfig, args.sets)
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from .config import ConfigError, TransformerConfig, parse_value
+from .config import ConfigError, TransformerConfig, config_from_sets
 from .record import HookRecorder
 from .trace import Trace
 
@@ -510,13 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     try:
-        changes = {}
-        for pair in args.set:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise ConfigError(f"expected key=value, got {pair!r}")
-            changes[key] = parse_value(key, value, TransformerConfig)
-        config = TransformerConfig().replace(**changes)
+        config = config_from_sets(TransformerConfig, args.set)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
