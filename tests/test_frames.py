@@ -28,7 +28,12 @@ from manim import tempconfig
 from manim.utils.testing import frames_comparison as manim_frames
 from manim.utils.testing.frames_comparison import frames_comparison
 
-from scenes.chain_rule import ChainRuleProduct
+from scenes.add_norm import TransformerAddNorm
+from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
+from scenes.layernorm import PostLNvsPreLN
+from scenes.plus_one import GradientPlusOne
+from scenes.sigmoid import SigmoidDerivative
+from scenes.summary import Summary
 from scenes.degradation import Degradation
 from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
@@ -108,6 +113,13 @@ def first_block_times_two(values: np.ndarray) -> np.ndarray:
     """Only block 0 doubled: ratios between blocks change (a uniform scale would cancel in them)."""
     out = values.copy()
     out[:, 0] *= 2
+    return out
+
+
+def last_block_times_two(values: np.ndarray) -> np.ndarray:
+    """Only the last block (layer) doubled: the output end of a first/last ratio."""
+    out = values.copy()
+    out[:, -1] *= 2
     return out
 
 
@@ -303,3 +315,22 @@ def test_rendered_numbers_json_equals_the_trace(name, tmp_path):
         duration = float(container.duration / av.time_base)
     assert duration == pytest.approx(built.renderer.time, abs=0.2)
     assert 15 <= duration <= 40, "a lecture clip lasts 15-40 s"
+
+
+# -- The other trace-driven scenes: (scene, control name, run, array, tamper) ----------------------
+# HighwayDenseNetResidual is left out: it draws counts computed from the traces' width and depth only.
+MORE_SCENES = [
+    (SigmoidDerivative, "sigmoid_derivative", "plain", "out_grad_norm", first_block_times_two),
+    (ChainRuleExploding, "chain_rule_exploding", "plain_gain3", "out_grad_norm", first_block_times_two),
+    (GradientPlusOne, "gradient_plus_one", "plain", "grad_norm", first_block_times_two),
+    (TransformerAddNorm, "transformer_add_norm", TransformerAddNorm.shown_run, "branch_norm", times_two),
+    (PostLNvsPreLN, "post_ln_vs_pre_ln", "post_ln", "init_ffn_grad_norm", last_block_times_two),
+    (Summary, "summary", "plain", "loss", times_two),
+]
+for _scene, _name, _run, _key, _tamper in MORE_SCENES:
+    globals()[f"test_{_name}"] = make_frame_test(_scene, _name)
+
+
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), MORE_SCENES, ids=[m[1] for m in MORE_SCENES])
+def test_more_scenes_fail_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
+    assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
