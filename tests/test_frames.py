@@ -123,60 +123,6 @@ def last_block_times_two(values: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- IdentityHighway ---------------------------------------------------------------------------
-test_identity_highway = make_frame_test(IdentityHighway, "identity_highway")
-
-
-def test_identity_highway_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, IdentityHighway, "identity_highway",
-                               run="residual", key="branch_norm", tamper=times_two)
-
-
-# -- ChainRuleProduct --------------------------------------------------------------------------
-test_chain_rule_product = make_frame_test(ChainRuleProduct, "chain_rule_product")
-
-
-def test_chain_rule_product_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, ChainRuleProduct, "chain_rule_product",
-                               run="plain", key="out_grad_norm", tamper=first_block_times_two)
-
-
-# -- ResidualResponse --------------------------------------------------------------------------
-test_residual_response = make_frame_test(ResidualResponse, "residual_response")
-
-
-def test_residual_response_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, ResidualResponse, "residual_response",
-                               run="residual", key="branch_std", tamper=times_two)
-
-
-# -- Degradation -------------------------------------------------------------------------------
-test_degradation = make_frame_test(Degradation, "degradation")
-
-
-def test_degradation_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, Degradation, "degradation",
-                               run="plain_d6", key="error_curve", tamper=lambda v: v * 0.5)
-
-
-# -- PathEnsemble ------------------------------------------------------------------------------
-test_path_ensemble = make_frame_test(PathEnsemble, "path_ensemble")
-
-
-def test_path_ensemble_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, PathEnsemble, "path_ensemble",
-                               run="residual", key="lesion_test_error", tamper=times_two)
-
-
-# -- ShatteredGradients ------------------------------------------------------------------------
-test_shattered_gradients = make_frame_test(ShatteredGradients, "shattered_gradients")
-
-
-def test_shattered_gradients_fails_on_tampered_trace(request, tmp_path):
-    assert_fails_when_tampered(request, tmp_path, ShatteredGradients, "shattered_gradients",
-                               run="residual_d6", key="input_grad", tamper=lambda v: v + np.sin(np.arange(v.shape[-1])))
-
-
 # -- the numbers a scene shows are the trace's numbers -----------------------------------------
 # Each function below recomputes, straight from the arrays, every number its scene must report.
 
@@ -317,20 +263,27 @@ def test_rendered_numbers_json_equals_the_trace(name, tmp_path):
     assert 15 <= duration <= 40, "a lecture clip lasts 15-40 s"
 
 
-# -- The other trace-driven scenes: (scene, control name, run, array, tamper) ----------------------
+# -- Every trace-driven scene: (scene, control name, run, array, tamper) ------------------------------
 # HighwayDenseNetResidual is left out: it draws counts computed from the traces' width and depth only.
-MORE_SCENES = [
+FRAME_SCENES = [
+    (IdentityHighway, "identity_highway", "residual", "branch_norm", times_two),
     (SigmoidDerivative, "sigmoid_derivative", "plain", "out_grad_norm", first_block_times_two),
+    (ChainRuleProduct, "chain_rule_product", "plain", "out_grad_norm", first_block_times_two),
     (ChainRuleExploding, "chain_rule_exploding", "plain_gain3", "out_grad_norm", first_block_times_two),
     (GradientPlusOne, "gradient_plus_one", "plain", "grad_norm", first_block_times_two),
+    (Degradation, "degradation", "plain_d6", "error_curve", lambda v: v * 0.5),
+    (ResidualResponse, "residual_response", "residual", "branch_std", times_two),
     (TransformerAddNorm, "transformer_add_norm", TransformerAddNorm.shown_run, "branch_norm", times_two),
     (PostLNvsPreLN, "post_ln_vs_pre_ln", "post_ln", "init_ffn_grad_norm", last_block_times_two),
+    (PathEnsemble, "path_ensemble", "residual", "lesion_test_error", times_two),
+    (ShatteredGradients, "shattered_gradients", "residual_d6", "input_grad",
+     lambda v: v + np.sin(np.arange(v.shape[-1]))),
     (Summary, "summary", "plain", "loss", times_two),
 ]
-for _scene, _name, _run, _key, _tamper in MORE_SCENES:
-    globals()[f"test_{_name}"] = make_frame_test(_scene, _name)
+for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
+    globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
 
 
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), MORE_SCENES, ids=[m[1] for m in MORE_SCENES])
-def test_more_scenes_fail_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), FRAME_SCENES, ids=[m[1] for m in FRAME_SCENES])
+def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
