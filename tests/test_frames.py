@@ -43,6 +43,7 @@ from simulation.summary import tail_mean
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files
+from dry_run import dry_run
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -198,14 +199,6 @@ NUMBER_CASES = {
 }
 
 
-def build(scene_class: type, tmp_path: Path):
-    """Run ``construct`` without drawing frames (animations jump to their end); returns the scene."""
-    settings = {"dry_run": True, "disable_caching": True, "media_dir": str(tmp_path), "progress_bar": "none",
-                "verbosity": "WARNING"}
-    with tempconfig(settings):
-        scene = scene_class(skip_animations=True)
-        scene.render()
-    return scene
 
 
 def assert_numbers_match(shown: dict, expected: dict[str, float]) -> None:
@@ -218,7 +211,7 @@ def assert_numbers_match(shown: dict, expected: dict[str, float]) -> None:
 def test_numbers_equal_the_trace(name, tmp_path):
     scene, expected, _ = NUMBER_CASES[name]
     files = committed_traces(scene)
-    built = build(scene_variant(scene, files), tmp_path)
+    built = dry_run(scene_variant(scene, files), tmp_path)
     assert_numbers_match(built.numbers["values"], expected({k: Trace.load(v) for k, v in files.items()}))
 
 
@@ -233,7 +226,7 @@ def test_numbers_equal_the_trace_when_tampered(name, tmp_path):
         traces[run].arrays[key] = traces[run].arrays[key] * 3
     files[run] = str(traces[run].save(tmp_path / "tampered.npz"))
     untampered = expected({k: Trace.load(v) for k, v in committed_traces(scene).items()})
-    built = build(scene_variant(scene, files), tmp_path)
+    built = dry_run(scene_variant(scene, files), tmp_path)
     with pytest.raises(AssertionError):
         assert_numbers_match(built.numbers["values"], untampered)
     assert_numbers_match(built.numbers["values"], expected(traces))

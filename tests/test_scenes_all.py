@@ -14,13 +14,14 @@ checker itself catches both faults.
 from __future__ import annotations
 
 import pytest
-from manim import DOWN, RIGHT, UP, tempconfig
+from manim import DOWN, RIGHT, UP
 
 from scenes import SCENES_IN_ORDER
 from scenes.base import LectureScene
 from scenes.style import LANGS
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
+from dry_run import dry_run
 
 
 @pytest.fixture(scope="session")
@@ -41,15 +42,6 @@ def trace_files(tmp_path_factory):
     return get
 
 
-def dry_run(scene_class: type, tmp_path) -> LectureScene:
-    """Build ``scene_class`` without writing or drawing frames: every animation jumps to its end state,
-    which is where the layout is checked (no play-call hashing either: it would dominate the time)."""
-    settings = {"dry_run": True, "disable_caching": True, "media_dir": str(tmp_path), "progress_bar": "none",
-                "verbosity": "WARNING"}
-    with tempconfig(settings):
-        scene = scene_class(skip_animations=True)
-        scene.render()
-    return scene
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -37,6 +37,7 @@ from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace
 
 from data.make_traces import tiny_overrides, tiny_trace_files, write_tiny_traces
+from dry_run import dry_run, dry_settings
 
 # Scenes that animate one step per block: with the tiny traces' 4 blocks they are shorter than in the
 # lecture; test_depth_paced_scene_length checks them at the default size (slow: trains the runs).
@@ -137,9 +138,6 @@ def test_format_number_keeps_counts_exact():
 
 # -- scenes in a dry run ---------------------------------------------------------------------------------
 
-def _settings(media) -> dict:
-    return {"dry_run": True, "disable_caching": True, "media_dir": str(media), "progress_bar": "none",
-            "verbosity": "WARNING"}
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +164,7 @@ def built(tmp_path_factory):
             tiny = provide(scene.experiment) if scene.experiment else {}
             attrs = {"lang": lang, "check_layout": True, "params": params if params is not None else tiny}
             variant = type(scene.__name__, (scene,), attrs)
-            with pytest.MonkeyPatch.context() as mp, tempconfig(_settings(media)):
+            with pytest.MonkeyPatch.context() as mp, tempconfig(dry_settings(media)):
                 mp.setenv("RESIDUAL_CACHE", str(cache))
                 instance = variant(skip_animations=True)  # each play jumps to its end state: same layout, 4x faster
                 instance.render()
@@ -273,11 +271,7 @@ def _copy_traces(experiment: str, overrides: dict, tmp_path, edit=None) -> None:
 
 
 def _dry_run(scene: type, overrides: dict, media) -> LectureScene:
-    variant = type(scene.__name__, (scene,), {"lang": "en", "params": overrides})
-    with tempconfig(_settings(media)):
-        instance = variant(skip_animations=True)
-        instance.render()
-    return instance
+    return dry_run(type(scene.__name__, (scene,), {"lang": "en", "params": overrides}), media)
 
 
 def test_compare_numbers_follow_the_trace_config(built, tmp_path, monkeypatch):
