@@ -10,7 +10,7 @@ Example::
 
 Every command checks all of its input before it does any work, answers bad input with one line and a
 non-zero exit, writes every file atomically, and ends by printing the files it wrote. Parameters:
-defaults < ``--config FILE.toml`` < ``--set key=value`` (see cli_params.py for the file's tables).
+defaults < ``--config FILE.toml`` < ``--set key=value`` (see cli/params.py for the file's tables).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import click
 from click.core import ParameterSource
 
-from cli_params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS
+from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS
 
 __all__ = ["cli"]
 
@@ -44,7 +44,7 @@ def _setup_logging(verbose: bool) -> None:
 @contextmanager
 def _user_errors() -> Iterator[None]:
     """Bad input and failed renders end as one line on stderr and exit status 1."""
-    from cli_media import RenderError
+    from cli.media import RenderError
     from simulation.config import ConfigError
     from simulation.trace import TraceError
 
@@ -108,7 +108,7 @@ def _param_options(func):
 
 
 def _layers(config_file: str | None, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    from cli_params import load_config, parse_sets
+    from cli.params import load_config, parse_sets
     from simulation.experiments import EXPERIMENTS
 
     layers = [load_config(config_file, EXPERIMENTS, scene_names)] if config_file else []
@@ -117,7 +117,7 @@ def _layers(config_file: str | None, sets: tuple[str, ...], scene_names: list[st
 
 def _validate_scoped(layers: list, scenes_by_name: dict[str, type]) -> None:
     """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
-    from cli_params import experiment_overrides, scene_overrides
+    from cli.params import experiment_overrides, scene_overrides
     from simulation.experiments import get_experiment
 
     for name in {name for layer in layers for name in layer.experiments}:
@@ -154,7 +154,7 @@ def _all_params() -> dict[str, list[str]]:
 def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
     """Scenes (in lecture order) and experiments, with every parameter's type, default and value."""
     import scenes
-    from cli_params import check_common_keys, experiment_overrides, scene_overrides, scene_params
+    from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
     from simulation.experiments import EXPERIMENTS, split_params
 
     with _user_errors():
@@ -223,7 +223,7 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
-    from cli_params import check_common_keys, experiment_overrides
+    from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
     from simulation.experiments import get_experiment
     from simulation.summary import summarize
@@ -309,7 +309,7 @@ def _options(ctx: click.Context, file_render: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve_scenes(names: tuple[str, ...]) -> list[type]:
     import scenes
-    from cli_media import load_scene
+    from cli.media import load_scene
     from simulation.config import ConfigError
 
     by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
@@ -349,9 +349,9 @@ def all_command(ctx: click.Context, **_: Any) -> None:
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> None:
     import scenes as scene_package
-    from cli_media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
+    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
                            missing_tools, render_job, source_digest, up_to_date)
-    from cli_params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
     from simulation.cache import get_traces, trace_path
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
@@ -430,7 +430,7 @@ def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:
     """Render ``jobs`` in up to ``workers`` processes (``render.py _worker``); Ctrl-C stops them all."""
     from tqdm.auto import tqdm
 
-    from cli_media import RenderError
+    from cli.media import RenderError
 
     procs: list[subprocess.Popen] = []
 
@@ -478,8 +478,8 @@ def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:
 @click.pass_context
 def worker(ctx: click.Context, job_json: str) -> None:
     """Render one job given as JSON (used by --jobs); prints {"files": [...]}."""
-    from cli_media import RenderJob, load_scene, render_job
-    from cli_params import convert_value, scene_params
+    from cli.media import RenderJob, load_scene, render_job
+    from cli.params import convert_value, scene_params
 
     with _user_errors():
         job = RenderJob.from_json(job_json)

@@ -25,7 +25,8 @@ from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
 
 from simulation.cache import get_traces
 from simulation.experiments import build_runs
-from simulation.trace import Trace, atomic_write
+from simulation.atomic_io import atomic_write
+from simulation.trace import Trace
 
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from simulation.atomic_io import atomic_write
+
 __all__ = ["Trace", "TraceError", "SCHEMA_VERSION", "atomic_write"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
-_UMASK = os.umask(0o022)  # read the process umask once (the only way is to set it) ...
-os.umask(_UMASK)  # ... and put it back at once
 
 
 class TraceError(ValueError):
@@ -127,29 +126,3 @@ class Trace:
                 "delete it and train again"
             )
         return cls(meta=meta, arrays=arrays)
-
-
-class atomic_write:
-    """Context manager yielding a temporary path next to ``path``; renamed onto it on success.
-
-    On an exception (Ctrl-C included) the temporary file is removed and ``path`` is untouched.
-    """
-
-    def __init__(self, path: str | os.PathLike, suffix: str = "") -> None:
-        self.path = Path(path)
-        self.suffix = suffix
-
-    def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp" + self.suffix,
-                                    dir=self.path.parent)
-        os.close(fd)
-        self.tmp = Path(name)
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            os.chmod(self.tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; finished files get the usual mode
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import cli_media
-import cli_params
+from cli import media as cli_media
+from cli import params as cli_params
 from render import cli
 from simulation.trace import Trace
 
@@ -378,7 +378,7 @@ def _env(cache: Path) -> dict:
 
 def test_a_write_killed_midway_leaves_no_final_file(tmp_path):
     target = tmp_path / "trace.npz"
-    script = (f"import sys, time\nfrom simulation.trace import atomic_write\n"
+    script = (f"import sys, time\nfrom simulation.atomic_io import atomic_write\n"
               f"with atomic_write({str(target)!r}) as tmp:\n"
               f"    tmp.write_bytes(b'half' * 1000)\n    print('writing', flush=True)\n    time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from simulation.cache import cache_dir
-from simulation.trace import atomic_write
+from simulation.atomic_io import atomic_write
 
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_output_dir", "source_digest",
