@@ -15,6 +15,7 @@ defaults < ``--config FILE.toml`` < ``--set key=value`` (see cli/params.py for t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -278,7 +279,9 @@ def inspect(trace_file: str) -> None:
 
 # -- render -----------------------------------------------------------------------------------
 
-def _render_options(func):
+def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
+                    format_help: str = "png = a still of the last frame."):
+    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
     func = _param_options(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
@@ -286,8 +289,8 @@ def _render_options(func):
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
     func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
                         help="Transparent background (webm, gif, png).")(func)
-    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default=RENDER_DEFAULTS["format"],
-                        show_default=True, help="png = a still of the last frame.")(func)
+    func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
+                        show_default=True, help=format_help)(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
                         show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
@@ -347,7 +350,10 @@ def all_command(ctx: click.Context, **_: Any) -> None:
     _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
 
 
-def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> None:
+def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
+            report: bool = True) -> tuple[list, list[Path], list[Path]]:
+    """Render ``scenes`` with the context's options; returns (jobs, written, unchanged). ``video_only``: mp4,
+    opaque, whatever --format and the file say (decks and the page play the videos)."""
     import scenes as scene_package
     from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
                            missing_tools, render_job, source_digest, up_to_date)
@@ -363,6 +369,8 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         layers = _layers(ctx.params["config_file"], ctx.params["sets"], list(by_name))
         file_render = layers[0].render if ctx.params["config_file"] else {}
         options = _options(ctx, file_render)
+        if video_only:
+            options.update({"format": "mp4", "transparent": False, "concat": False})
         if options["concat"] and not concat_allowed:
             raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
         check_render_options(options)
@@ -423,7 +431,70 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         except (RenderError, ConfigError):
             _report(written, unchanged)
             raise
+    if report:
+        _report(written, unchanged)
+    return jobs, written, unchanged
+
+
+# -- slides and the page ----------------------------------------------------------------------
+
+DECK_FORMATS = ("html", "pptx", "pdf")
+
+
+@cli.command()
+@click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
+@functools.partial(_render_options, formats=DECK_FORMATS, default_format="html",
+                   format_help="html: reveal.js deck (offline); pptx: slides with video and notes; pdf: handout.")
+@click.pass_context
+def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
+    """A deck with one slide per beat (narration point) of SCENE... (default: the whole lecture, in order).
+
+    Renders what is missing first (mp4), then writes OUTPUT/<480p15>/<lang>/slides/index.html (html),
+    slides.pptx or slides.pdf. Keys in the html deck: -> / space next, <- back, S speaker notes, F full screen."""
+    from cli.deck import load_clip, reveal_dir, write_html_deck, write_pdf, write_pptx
+
+    deck_format = ctx.params["fmt"]
+    with _user_errors():
+        if deck_format == "html":
+            reveal_dir()  # before any render: reveal.js is installed
+        scenes = _scenes_or_lecture(scene_names)
+    jobs, written, unchanged = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    with _user_errors():
+        clips = [load_clip(job.primary) for job in jobs]
+        folder = jobs[0].final_dir
+        if deck_format == "html":
+            written += write_html_deck(clips, folder / "slides", jobs[0].lang)
+        elif deck_format == "pptx":
+            written.append(write_pptx(clips, folder / "slides.pptx", jobs[0].lang))
+        else:
+            written.append(write_pdf(clips, folder / "slides.pdf"))
     _report(written, unchanged)
+
+
+@cli.command()
+@click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
+@functools.partial(_render_options, formats=("html",), default_format="html", format_help="The page is HTML.")
+@click.pass_context
+def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
+    """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
+    English and Chinese, the numbers each clip showed, its parameters and trace summaries.
+
+    Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it."""
+    from cli.deck import load_clip
+    from cli.page import write_page
+
+    with _user_errors():
+        scenes = _scenes_or_lecture(scene_names)
+    jobs, written, unchanged = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    with _user_errors():
+        written += write_page([load_clip(job.primary) for job in jobs], jobs[0].final_dir / "page", jobs[0].lang)
+    _report(written, unchanged)
+
+
+def _scenes_or_lecture(names: tuple[str, ...]) -> list[type]:
+    import scenes
+
+    return _resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
 
 
 def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:

@@ -39,12 +39,12 @@ from simulation.atomic_io import atomic_write
 
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_output_dir", "source_digest",
-    "quality_dir", "up_to_date", "render_job", "scene_config", "concat_lecture", "load_scene", "media_cache_dir",
+    "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture", "load_scene", "media_cache_dir",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
                    "dvisvgm fonts-noto-cjk")
-KEY_VERSION = 1  # bump when the meaning of a render key changes
+KEY_VERSION = 2  # bump when the meaning of a render key changes (2: beats, a video per beat)
 RECORD_SUFFIX = ".render.json"
 TEMP_PREFIX = ".render-"  # private media folders: .render-<pid>-<random>, inside the output folder
 LECTURE_NAME = "lecture"
@@ -359,7 +359,8 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
             "media_dir": str(tmp), "video_dir": str(tmp / "video"), "images_dir": str(tmp / "images"),
             "log_dir": str(tmp / "logs"), "tex_dir": str(tmp / "tex_dir"), "text_dir": str(tmp / "text_dir"),
             "partial_movie_dir": str(tmp / "partial_movie_dir"), "input_file": "", "output_file": "",
-            "log_to_file": False, "save_sections": False, "preview": False, "dry_run": False,
+            "log_to_file": False, "save_sections": job.format in BEAT_FORMATS, "sections_dir": str(tmp / "sections"),
+            "preview": False, "dry_run": False,
             "disable_caching": False, "max_files_cached": -1, "write_all": False,
             "verbosity": "INFO" if job.verbose else "WARNING", "progress_bar": "display" if progress else "none",
         }
@@ -388,16 +389,35 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
 
             prune_segment_cache(shared_segments, max(100, 2 * len(segments)))
         moves = [(produced, job.primary)]
-        for suffix in (".srt", ".numbers.json"):
+        for suffix in (".srt", ".numbers.json", ".beats.json"):
             side = produced.with_suffix(suffix)
             if side.is_file():
                 moves.append((side, final_dir / f"{job.scene}{suffix}"))
+        moves += _beat_videos(tmp / "sections", final_dir, job)
         # Side files first, the record last: a run stopped in between leaves a stale record, never a
         # record that vouches for a file it did not see.
         for src, dst in reversed(moves):
             os.replace(src, dst)
     files = [dst for _, dst in moves]
     return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
+
+
+BEAT_FORMATS = ("mp4", "webm")  # formats Manim saves sections for
+
+
+def _beat_videos(sections: Path, final_dir: Path, job: RenderJob) -> list[tuple[Path, Path]]:
+    """(Manim's section video, its final path ``<Scene>.beat-NN.<format>``) for every saved section, in order."""
+    index = sections / f"{job.scene}.json"
+    if not index.is_file():
+        return []
+    entries = json.loads(index.read_text(encoding="utf-8"))
+    return [(sections / entry["video"], final_dir / beat_video_name(job.scene, i, job.format))
+            for i, entry in enumerate(entries)]
+
+
+def beat_video_name(scene: str, index: int, fmt: str = "mp4") -> str:
+    """File name of beat ``index`` of ``scene``'s video: ``IdentityHighway.beat-03.mp4``."""
+    return f"{scene}.beat-{index:02d}.{fmt}"
 
 
 _QUALITY_NAMES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}

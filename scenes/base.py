@@ -28,6 +28,7 @@ from simulation.experiments import build_runs
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
+from scenes.beats import BeatLog
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
 
@@ -59,6 +60,7 @@ class LectureScene(Scene):
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {}}
         self.traces: dict[str, Trace] = {}
         self.layout_log: list[str] = []
+        self.beats = BeatLog(self)
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
@@ -92,7 +94,10 @@ class LectureScene(Scene):
     def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
         """Subcaption (written to the .srt beside the video) starting now, for ``duration`` seconds.
 
-        A new line ends the one before it, so a player never shows two lines at once."""
+        A new line ends the one before it, so a player never shows two lines at once. Each call also
+        starts a beat (a slide stop; see :mod:`scenes.beats`)."""
+        self.beats.begin(key, {lang: self.strings.get(key, COMMON_STRINGS.get(key, {})).get(lang, "").format(**fmt)
+                               for lang in ("en", "zh")})
         self.add_subcaption(self.t(key, **fmt), duration=duration)
         subcaptions = self.renderer.file_writer.subcaptions
         if len(subcaptions) >= 2 and subcaptions[-2].end > subcaptions[-1].start:
@@ -117,6 +122,7 @@ class LectureScene(Scene):
         """Format ``value`` for the screen and record it under ``key`` in the numbers JSON."""
         value = float(value)
         self.numbers["values"][key] = value if math.isfinite(value) else str(value)
+        self.beats.record_number(key, self.numbers["values"][key])
         return format_number(value, digits)
 
     def tear_down(self) -> None:
@@ -132,6 +138,9 @@ class LectureScene(Scene):
         path = target.with_suffix(".numbers.json")
         with atomic_write(path) as tmp:
             tmp.write_text(json.dumps(self.numbers, indent=2, sort_keys=True, default=_jsonable))
+        if movie:
+            with atomic_write(target.with_suffix(".beats.json")) as tmp:
+                tmp.write_text(json.dumps(self.beats.to_dict(), indent=2, ensure_ascii=False, default=_jsonable))
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,172 @@
+"""The lecture page: every clip in order on one static HTML page, with subtitles, numbers, parameters and traces.
+
+Example::
+
+    python render.py page -o out          # out/480p15/en/page/lecture.html; copy the page/ folder to any web server
+
+The folder holds everything the page needs (web-ready videos, WebVTT subtitles in English and Chinese, one
+JSON trace summary per clip); it opens from ``file://`` with no network and no framework. Reads what
+``render.py render`` wrote; never trains, never draws.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cli.deck import Clip, format_value, staged_dir, web_ready
+from cli.media import RenderError
+
+__all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES"]
+
+LANG_NAMES = {"en": "English", "zh": "中文"}
+
+
+def _seconds(value: timedelta) -> float:
+    return value.total_seconds()
+
+
+def subtitles_vtt(clip: Clip, lang: str) -> str:
+    """WebVTT text of ``clip``'s subtitles in ``lang``. The rendered language comes from the ``.srt`` (webvtt-py);
+    the other takes the ``.srt``'s cue times and each beat's narration in that language (from the beat record):
+    cue for cue where a beat has as many cues as lines, else one cue over the beat's cues."""
+    import srt
+    import webvtt
+
+    if clip.subtitles is None:
+        return "WEBVTT\n"
+    if lang == clip.beats.get("lang"):
+        return webvtt.from_srt(str(clip.subtitles)).content
+    try:
+        cues = list(srt.parse(clip.subtitles.read_text(encoding="utf-8")))
+    except (srt.SRTParseError, ValueError) as exc:
+        raise RenderError(f"subtitle file {clip.subtitles} is corrupt: {exc}") from None
+    captions = []
+    beats = clip.beats["beats"]
+    for i, beat in enumerate(beats):
+        last = i + 1 == len(beats)
+        inside = [c for c in cues if beat["start"] - 1e-6 <= _seconds(c.start) and (last or _seconds(c.start) < beat["end"] - 1e-6)]
+        lines = [line for line in beat["narration"].get(lang, []) if line]
+        if not inside or not lines:
+            continue
+        if len(inside) == len(lines):
+            pairs = [(c.start, c.end, line) for c, line in zip(inside, lines)]
+        else:
+            pairs = [(inside[0].start, inside[-1].end, "\n".join(lines))]
+        captions += [webvtt.Caption(_stamp(start), _stamp(end), text) for start, end, text in pairs]
+    return webvtt.WebVTT(captions=captions).content
+
+
+def _stamp(value: timedelta) -> str:
+    ms = round(value.total_seconds() * 1000)
+    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
+
+
+def trace_summaries(clip: Clip) -> dict[str, Any]:
+    """{run name: {"digest", "trace", "meta", "summary"}} of every trace the clip read (from the trace cache)."""
+    from simulation.cache import cache_dir
+    from simulation.summary import summarize
+    from simulation.trace import Trace, TraceError
+
+    out = {}
+    for name, digest in sorted(clip.record.get("inputs", {}).get("traces", {}).items()):
+        path = cache_dir() / f"{digest}.npz"
+        try:
+            trace = Trace.load(path)
+            out[name] = {"digest": digest, "trace": str(path), "meta": trace.meta, "summary": summarize(trace)}
+        except (OSError, TraceError, KeyError, IndexError, ValueError, TypeError) as exc:
+            out[name] = {"digest": digest, "trace": str(path), "error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+def _data_url(text: str, mime: str) -> str:
+    return f"data:{mime};charset=utf-8;base64," + base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _table(rows: list[tuple[str, str]], empty: str) -> str:
+    if not rows:
+        return f"<p class=\"muted\">{html.escape(empty)}</p>"
+    body = "".join(f"<tr><th><code>{html.escape(k)}</code></th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+_STYLE = """
+body { font-family: "Noto Sans", "Noto Sans CJK SC", sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       background: #111; color: #eee; line-height: 1.45; }
+a { color: #56b4e9; } video { width: 100%; background: #000; } .muted { color: #aaa; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
+th, td { text-align: left; padding: .15rem .8rem .15rem 0; border-bottom: 1px solid #333; }
+section.clip { margin: 2.5rem 0; } nav ol { columns: 2; } .beats button { margin: .1rem; }
+"""
+
+_SCRIPT = """
+// Beat buttons seek their clip; keeps the page free of any framework.
+document.querySelectorAll('.beats button').forEach(b => b.addEventListener('click', () => {
+  const v = document.getElementById(b.dataset.video); v.currentTime = parseFloat(b.dataset.start); v.play();
+}));
+"""
+
+
+def write_page(clips: list[Clip], target: Path, lang: str) -> list[Path]:
+    """The folder ``target``: ``lecture.html``, ``media/<Scene>.mp4`` (web-ready), ``subtitles/<Scene>.<lang>.vtt``
+    for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
+    ``traces/<Scene>.json``. Returns the files written."""
+    if not clips:
+        raise RenderError("no clips for the page")
+    nav, sections = [], []
+    with staged_dir(target) as stage:
+        for sub in ("media", "subtitles", "traces"):
+            (stage / sub).mkdir()
+        for n, clip in enumerate(clips, 1):
+            scene = html.escape(clip.scene)
+            web_ready(clip.video, stage / "media" / f"{clip.scene}.mp4")
+            tracks = []
+            for track_lang in ("en", "zh"):
+                vtt = subtitles_vtt(clip, track_lang)
+                (stage / "subtitles" / f"{clip.scene}.{track_lang}.vtt").write_text(vtt, encoding="utf-8")
+                default = " default" if track_lang == lang else ""
+                tracks.append(f'<track kind="subtitles" srclang="{track_lang}" label="{LANG_NAMES[track_lang]}"'
+                              f' src="{_data_url(vtt, "text/vtt")}"{default}>')
+            summary = trace_summaries(clip)
+            (stage / "traces" / f"{clip.scene}.json").write_text(
+                json.dumps({"scene": clip.scene, "runs": summary}, indent=2, ensure_ascii=False, default=str),
+                encoding="utf-8")
+            values = clip.numbers.get("values", {})
+            inputs = clip.record.get("inputs", {})
+            params = [(k, json.dumps(v, ensure_ascii=False)) for k, v in sorted(inputs.get("params", {}).items())]
+            params += [(f"{clip.scene}.{k}", json.dumps(v, ensure_ascii=False)) for k, v in sorted(inputs.get("attrs", {}).items())]
+            params += [(k, str(inputs[k])) for k in ("quality", "lang") if k in inputs]
+            traces = [(name, html.escape(info["digest"])) for name, info in summary.items()]
+            beats = "".join(
+                f'<button data-video="v-{scene}" data-start="{b["start"]:.3f}">{b["index"] + 1}. '
+                f'{html.escape(" ".join(b["narration"].get(lang, [])[:1])[:60] or "—")}</button>'
+                for b in clip.beats.get("beats", []))
+            title = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
+            nav.append(f'<li><a href="#{scene}">{scene}</a></li>')
+            sections.append(
+                f'<section class="clip" id="{scene}">\n<h2>{n}. {scene}</h2>\n'
+                f'<video id="v-{scene}" controls preload="metadata" src="media/{scene}.mp4">\n  ' + "\n  ".join(tracks) +
+                '\n</video>\n'
+                f'<p class="beats">{beats}</p>\n'
+                + (f'<p>{html.escape(title[0])}</p>\n' if title and title[0] else "") +
+                '<h3>Numbers shown (from the recorded runs)</h3>\n'
+                + _table([(k, format_value(v)) for k, v in sorted(values.items())], "This clip shows no measured numbers.")
+                + '<h3>Parameters that made it</h3>\n' + _table(params, "Defaults only.")
+                + (('<h3>Traces</h3>\n' + _table(traces, "") ) if traces else "")
+                + f'<p><a class="trace-summary" href="traces/{scene}.json">Trace summary (JSON)</a> · '
+                  f'subtitles: <a href="subtitles/{scene}.en.vtt">English</a>, <a href="subtitles/{scene}.zh.vtt">中文</a></p>\n'
+                '</section>')
+        heading = "Residual connections" if lang == "en" else "残差连接"
+        page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
+                f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading}</title>\n'
+                f'<link rel="icon" href="data:,">\n<style>{_STYLE}</style>\n</head>\n<body>\n<h1>{heading}</h1>\n'
+                '<p class="muted">Every number on screen comes from a real, recorded training run; the tables under each '
+                'clip list them with the parameters that made the clip.</p>\n'
+                '<nav><h2>Chapters</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
+                f'\n<script>{_SCRIPT}</script>\n</body>\n</html>\n')
+        (stage / "lecture.html").write_text(page, encoding="utf-8")
+    return [target / "lecture.html", target / "media", target / "subtitles", target / "traces"]
