@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk)
+APT_PACKAGES+=(chromium)  # the deck and page tests drive it headless (Playwright, executable_path)
 VENV=${VENV:-.venv}
 TORCH_VERSION=2.13.0  # keep in step with pyproject.toml
 PY=${PYTHON:-python3}
@@ -67,10 +68,31 @@ install_python() {
     echo "$want" > "$stamp"
 }
 
+install_web() {
+    # reveal.js for the offline html deck (render.py slides), pinned in web/package.json and web/package-lock.json.
+    local want=5.2.1 have=""  # keep in step with web/package.json and cli/deck.py
+    have=$(sed -n 's/^ *"version": "\(.*\)",*$/\1/p' web/node_modules/reveal.js/package.json 2>/dev/null | head -1)
+    if [ "$have" = "$want" ]; then
+        say "reveal.js $want: present"
+        return
+    fi
+    if ! command -v npm >/dev/null; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm >/dev/null
+        else
+            say "npm is missing; run as root: sudo apt-get install -y npm"
+            exit 1
+        fi
+    fi
+    say "installing reveal.js $want (npm ci in web/)"
+    npm ci --prefix web --no-audit --no-fund >/dev/null
+}
+
 job=${1:-setup}
 shift || true
 install_apt
 install_python
+install_web
 case "$job" in
     setup) say "set-up done" ;;
     lecture) exec "$VENV/bin/python" render.py all --quality l "$@" ;;

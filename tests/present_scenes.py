@@ -12,7 +12,7 @@ from manim import Circle, Create, FadeIn, FadeOut, Square, Triangle
 from scenes.base import LectureScene
 from scenes.style import make_text
 
-__all__ = ["TinyBeats", "TinyBeatsTwo"]
+__all__ = ["TinyBeats", "TinyBeatsTwo", "TinySilent"]
 
 
 class TinyBeats(LectureScene):
@@ -52,3 +52,10 @@ class TinyBeatsTwo(LectureScene):
         self.play(Create(Circle()), run_time=0.6)
         self.narrate("b", 0.5)
         self.play(FadeOut(Circle()), run_time=0.6)
+
+
+class TinySilent(LectureScene):
+    """No narration at all: the whole scene is one beat."""
+
+    def construct(self) -> None:
+        self.play(Create(Circle()), run_time=0.4)

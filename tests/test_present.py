@@ -1,0 +1,300 @@
+"""Beats, decks, the lecture page and the notebook, checked in a real headless browser (Debian's chromium).
+
+The renders are the tiny scenes of tests/present_scenes.py and tests/cli_scenes.py (a few seconds in all);
+the deck of a real lecture scene is in the slow test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import av
+import pytest
+from click.testing import CliRunner
+
+from cli.deck import staged_dir
+from render import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
+TINY = ["--set", "steps=20", "--set", "depth=3"]  # TinyTrace's chain_rule runs: well under a second
+BEATS = {"TinyBeats": 3, "TinyBeatsTwo": 2}  # what tests/present_scenes.py's docstrings promise
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """The tiny scenes rendered once, with the html deck, the pptx, the pdf and the page; {name: folder}."""
+    out = tmp_path_factory.mktemp("present")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RESIDUAL_CACHE", str(tmp_path_factory.mktemp("present-cache")))
+        for fmt in ("html", "pptx", "pdf"):
+            result = invoke("slides", *SCENES, "--format", fmt, "-o", out)
+            assert result.exit_code == 0, result.output
+        result = invoke("page", *SCENES, "cli_scenes:TinyTrace", *TINY, "-o", out)
+        assert result.exit_code == 0, result.output
+    return out / "480p15" / "en"
+
+
+def mp4_boxes(path: Path) -> list[str]:
+    """Top-level ISO-BMFF box types of ``path``, in file order (read here, independently of PyAV)."""
+    kinds = []
+    with path.open("rb") as f:
+        while header := f.read(8):
+            size, kind = struct.unpack(">I4s", header)
+            kinds.append(kind.decode("latin-1"))
+            if size == 1:
+                size = struct.unpack(">Q", f.read(8))[0] - 8
+            elif size == 0:
+                break
+            f.seek(size - 8, 1)
+    return kinds
+
+
+def duration(path: Path) -> float:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        return float(stream.frames / stream.average_rate)
+
+
+# -- beats ------------------------------------------------------------------------------------
+
+def test_beats_follow_the_narration(rendered):
+    record = json.loads((rendered / "TinyBeats.beats.json").read_text(encoding="utf-8"))
+    beats = record["beats"]
+    assert [b["keys"] for b in beats] == [["one"], ["two", "two_more"], ["three", "end"]]
+    assert beats[1]["narration"] == {"en": ["then a circle", "with a number beside it"], "zh": ["再画一个圆", "旁边有一个数"]}
+    assert beats[1]["numbers"] == {"answer": 42.0} and beats[0]["numbers"] == beats[2]["numbers"] == {}
+    assert beats[0]["start"] == 0.0
+    assert all(a["end"] == b["start"] for a, b in zip(beats, beats[1:]))
+    whole = duration(rendered / "TinyBeats.mp4")
+    assert beats[-1]["end"] == pytest.approx(whole, abs=1 / 15)
+    # Each beat's own video lasts as long as its stretch of the scene (to a frame), and they add up to the whole.
+    parts = [duration(rendered / f"TinyBeats.beat-{b['index']:02d}.mp4") for b in beats]
+    for beat, part in zip(beats, parts):
+        assert part == pytest.approx(beat["end"] - beat["start"], abs=1 / 15 + 1e-6)
+    assert sum(parts) == pytest.approx(whole, abs=1 / 15)
+
+
+def test_a_scene_without_narration_is_one_beat(tmp_path):
+    result = invoke("render", "present_scenes:TinySilent", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "480p15" / "en"
+    record = json.loads((folder / "TinySilent.beats.json").read_text(encoding="utf-8"))
+    assert len(record["beats"]) == 1 and record["beats"][0]["keys"] == []
+    assert duration(folder / "TinySilent.beat-00.mp4") == pytest.approx(duration(folder / "TinySilent.mp4"))
+
+
+# -- web-ready videos -------------------------------------------------------------------------
+
+def test_deck_and_page_videos_put_the_index_before_the_media(rendered):
+    copies = [*(rendered / "slides" / "media").glob("*.mp4"), *(rendered / "page" / "media").glob("*.mp4")]
+    assert len(copies) == sum(BEATS.values()) + 3
+    for path in copies:
+        boxes = mp4_boxes(path)
+        assert boxes.index("moov") < boxes.index("mdat"), (path, boxes)
+    # The box reader can tell: Manim's own file has its index at the end.
+    raw = mp4_boxes(rendered / "TinyBeats.mp4")
+    assert raw.index("moov") > raw.index("mdat")
+
+
+# -- html deck in a browser -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).is_file():
+        pytest.skip("chromium is not installed (bash bootstrap.sh setup installs it)")
+    with playwright.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+def open_logged(browser, url: str):
+    """A new page at ``url`` with its request log and console errors: (page, requests, errors)."""
+    page = browser.new_page()
+    requests, errors = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
+    page.goto(url)
+    return page, requests, errors
+
+
+CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('video');
+  return {src: v.getAttribute('src'), time: v.currentTime, duration: v.duration, paused: v.paused, ended: v.ended}; }"""
+
+
+def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
+    deck = rendered / "slides" / "index.html"
+    page, requests, errors = open_logged(browser, deck.as_uri())
+    page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
+    assert page.evaluate("Reveal.getTotalSlides()") == sum(BEATS.values())
+    index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
+    # Notes hold the narration and the numbers of each beat.
+    notes = page.evaluate("Array.from(document.querySelectorAll('.slides > section')).map(s => Reveal.getSlideNotes(s))")
+    for note, beat in zip(notes, index):
+        for line in beat["narration"]["en"]:
+            assert line in note
+    assert "answer" in notes[1] and "42" in notes[1]
+    # -> advances; the beat's video plays from its start to its end and stops there.
+    for key, expected in (("ArrowRight", 1), ("Space", 2)):
+        page.keyboard.press(key)
+        assert page.evaluate("Reveal.getIndices().h") == expected
+        page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=10_000)
+        state = page.evaluate(CURRENT_VIDEO)
+        assert state["src"] == index[expected]["video"]
+        assert state["paused"] and state["time"] == pytest.approx(state["duration"], abs=0.01)
+        assert state["duration"] == pytest.approx(index[expected]["end"] - index[expected]["start"], abs=1 / 15 + 1e-6)
+        page.wait_for_timeout(300)
+        assert page.evaluate(CURRENT_VIDEO)["time"] == pytest.approx(state["duration"], abs=0.01)  # no loop
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("Reveal.getIndices().h") == 1
+    page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=10_000)
+    assert errors == []
+    assert requests and all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+    page.close()
+
+
+def test_deck_files_are_all_inside_the_folder(rendered):
+    html = (rendered / "slides" / "index.html").read_text(encoding="utf-8")
+    assert "http://" not in html and "https://" not in html
+    for path in (rendered / "slides" / "reveal").rglob("*.css"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert "url(http" not in text and "@import url(http" not in text, path
+
+
+# -- pptx, pdf --------------------------------------------------------------------------------
+
+def test_pptx_has_a_slide_with_video_and_notes_per_beat(rendered):
+    from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
+    prs = Presentation(str(rendered / "slides.pptx"))
+    assert len(prs.slides) == sum(BEATS.values()) == len(index)
+    for slide, beat in zip(prs.slides, index):
+        assert [s.shape_type for s in slide.shapes].count(MSO_SHAPE_TYPE.MEDIA) == 1
+        notes = slide.notes_slide.notes_text_frame.text
+        assert all(line in notes for line in beat["narration"]["en"])
+    videos = [p for p in prs.part.package.iter_parts() if p.content_type == "video/mp4"]
+    assert len(videos) == len(index)
+
+
+def test_pdf_has_a_page_per_beat(rendered):
+    from pypdf import PdfReader
+
+    assert len(PdfReader(str(rendered / "slides.pdf")).pages) == sum(BEATS.values())
+
+
+# -- the page in a browser --------------------------------------------------------------------
+
+def test_page_lists_every_clip_with_loading_videos_and_both_subtitle_tracks(rendered, browser):
+    page, requests, errors = open_logged(browser, (rendered / "page" / "lecture.html").as_uri())
+    clips = ["TinyBeats", "TinyBeatsTwo", "TinyTrace"]
+    assert page.evaluate("Array.from(document.querySelectorAll('section.clip')).map(s => s.id)") == clips
+    assert page.evaluate("Array.from(document.querySelectorAll('nav a')).map(a => a.getAttribute('href'))") == \
+        [f"#{c}" for c in clips]
+    page.wait_for_function("Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 1)")
+    assert page.evaluate("Array.from(document.querySelectorAll('video')).map(v => v.error)") == [None] * 3
+    page.evaluate("document.querySelectorAll('video').forEach(v => Array.from(v.textTracks).forEach(t => t.mode = 'showing'))")
+    page.wait_for_function("Array.from(document.querySelectorAll('track')).every(t => t.readyState === 2)")
+    tracks = page.evaluate("""Array.from(document.querySelectorAll('video')).map(v =>
+        Array.from(v.querySelectorAll('track')).map(t => [t.srclang, t.track.cues.length, t.track.cues[0].text]))""")
+    assert [[t[0] for t in v] for v in tracks] == [["en", "zh"]] * 3
+    assert tracks[0][0][1:] == [4, "first, a square"] and tracks[0][1][1:] == [4, "先画一个正方形"]
+    # A cue shows while its time plays.
+    page.evaluate("(() => { const v = document.getElementById('v-TinyBeats'); v.currentTime = 0.5; })()")
+    page.wait_for_function("document.getElementById('v-TinyBeats').textTracks[1].activeCues.length > 0")
+    assert page.evaluate("document.getElementById('v-TinyBeats').textTracks[1].activeCues[0].text") == "先画一个正方形"
+    assert errors == []
+    assert requests and all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+    page.close()
+
+
+def test_page_tables_and_trace_summary(rendered):
+    html = (rendered / "page" / "lecture.html").read_text(encoding="utf-8")
+    assert "<code>answer</code></th><td>42</td>" in html  # TinyBeats' number
+    summary = json.loads((rendered / "page" / "traces" / "TinyTrace.json").read_text(encoding="utf-8"))
+    numbers = json.loads((rendered / "TinyTrace.numbers.json").read_text(encoding="utf-8"))
+    assert set(summary["runs"]) == set(numbers["traces"])
+    for name, run in summary["runs"].items():
+        assert run["digest"] == numbers["traces"][name] and "final_loss" in run["summary"]
+    assert 'href="traces/TinyTrace.json"' in html and "<code>steps</code></th><td>&quot;20&quot;</td>" in html
+
+
+# -- bad input and atomic folders -------------------------------------------------------------
+
+def test_slides_without_reveal_is_refused_before_any_render(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESIDUAL_REVEAL_DIR", str(tmp_path / "nowhere"))
+    result = invoke("slides", *SCENES, "-o", tmp_path / "out")
+    assert result.exit_code == 1 and "reveal.js is not installed" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_deck_format_is_a_usage_error(tmp_path):
+    result = invoke("slides", *SCENES, "--format", "mp4", "-o", tmp_path)
+    assert result.exit_code == 2 and not any(tmp_path.iterdir())
+
+
+def test_a_failed_build_leaves_the_previous_folder(tmp_path):
+    target = tmp_path / "slides"
+    with staged_dir(target) as stage:
+        (stage / "index.html").write_text("first")
+    with pytest.raises(RuntimeError):
+        with staged_dir(target) as stage:
+            (stage / "index.html").write_text("half")
+            raise RuntimeError("stopped")
+    assert (target / "index.html").read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["slides"]
+
+
+# -- the notebook -----------------------------------------------------------------------------
+
+def test_notebook_runs_headless_and_shows_a_video(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(ROOT / "notebooks" / "lecture.ipynb", as_version=4)
+    (parameters,) = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    # Papermill's convention: a cell after the tagged one overrides its values (here: a tiny scene and run).
+    override = nbformat.v4.new_code_cell('SCENE = "cli_scenes:TinyTrace"\nEXPERIMENT = "chain_rule"\n'
+                                         f'SETS = {{"steps": 20, "depth": 3}}\nOUTPUT = {str(tmp_path)!r}')
+    notebook.cells.insert(notebook.cells.index(parameters) + 1, override)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "plain" in text and "final loss" in text
+    videos = [o for o in outputs if "<video" in o.get("data", {}).get("text/html", "")]
+    assert len(videos) == 1 and "data:video/mp4;base64," in videos[0]["data"]["text/html"]
+    assert (tmp_path / "480p15" / "en" / "TinyTrace.mp4").is_file()
+
+
+# -- a real lecture scene ---------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_real_scene_deck_in_the_browser(tmp_path, browser):
+    result = invoke("slides", "IdentityHighway", "--set", "steps=30", "--quality", "l", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "480p15" / "en"
+    record = json.loads((folder / "IdentityHighway.beats.json").read_text(encoding="utf-8"))
+    page, requests, errors = open_logged(browser, (folder / "slides" / "index.html").as_uri())
+    page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
+    assert page.evaluate("Reveal.getTotalSlides()") == len(record["beats"]) >= 5
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=30_000)
+    assert errors == [] and all(url.startswith(("file:", "data:")) for url in requests)
