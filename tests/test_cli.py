@@ -271,7 +271,7 @@ def test_no_op_rerun_renders_nothing_and_changes_render_only_what_changed(tmp_pa
     assert "traces: 2 to train, 0 from the cache" in first.stderr
     folder = out / "480p15" / "en"
     expected = {f"{s}{ext}" for s in ("TinySquare", "TinyTrace")
-                for ext in (".mp4", ".srt", ".numbers.json", ".mp4.render.json")}
+                for ext in (".mp4", ".srt", ".numbers.json", ".mp4.render.json", ".beats.json", ".beat-00.mp4")}
     assert {p.name for p in folder.iterdir()} == expected
     stamps = {p: p.stat().st_mtime_ns for p in folder.iterdir()}
 
