@@ -133,6 +133,11 @@ def open_logged(browser, url: str):
     return page, requests, errors
 
 
+def remote(requests: list[str]) -> list[str]:
+    """The requests that left the machine's files (anything but file:, data: and blob: URLs)."""
+    return [url for url in requests if not url.startswith(("file:", "data:", "blob:"))]
+
+
 CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('video');
   return {src: v.getAttribute('src'), time: v.currentTime, duration: v.duration, paused: v.paused, ended: v.ended}; }"""
 
@@ -164,7 +169,21 @@ def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     assert page.evaluate("Reveal.getIndices().h") == 1
     page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=10_000)
     assert errors == []
-    assert requests and all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+    assert requests and remote(requests) == []
+    page.close()
+
+
+def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_path):
+    """Tamper twin of the offline check: the same deck with one stylesheet from the network fails it."""
+    deck = tmp_path / "slides"
+    shutil.copytree(rendered / "slides", deck)
+    html = (deck / "index.html").read_text(encoding="utf-8")
+    (deck / "index.html").write_text(html.replace("</head>", '<link rel="stylesheet" href="http://127.0.0.1:9/x.css">\n</head>'),
+                                     encoding="utf-8")
+    page, requests, errors = open_logged(browser, (deck / "index.html").as_uri())
+    page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
+    page.wait_for_timeout(300)
+    assert remote(requests) == ["http://127.0.0.1:9/x.css"] and errors
     page.close()
 
 
@@ -220,7 +239,7 @@ def test_page_lists_every_clip_with_loading_videos_and_both_subtitle_tracks(rend
     page.wait_for_function("document.getElementById('v-TinyBeats').textTracks[1].activeCues.length > 0")
     assert page.evaluate("document.getElementById('v-TinyBeats').textTracks[1].activeCues[0].text") == "先画一个正方形"
     assert errors == []
-    assert requests and all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+    assert requests and remote(requests) == []
     page.close()
 
 
@@ -297,4 +316,4 @@ def test_real_scene_deck_in_the_browser(tmp_path, browser):
     assert page.evaluate("Reveal.getTotalSlides()") == len(record["beats"]) >= 5
     page.keyboard.press("ArrowRight")
     page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=30_000)
-    assert errors == [] and all(url.startswith(("file:", "data:")) for url in requests)
+    assert errors == [] and remote(requests) == []
