@@ -173,6 +173,25 @@ def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     page.close()
 
 
+def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
+    context = browser.new_context()
+    requests = []
+    context.on("request", lambda r: requests.append(r.url))
+    page = context.new_page()
+    page.goto((rendered / "slides" / "index.html").as_uri())
+    page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
+    with context.expect_page() as opened:
+        page.keyboard.press("s")
+    notes = opened.value
+    notes.wait_for_function("document.querySelector('.speaker-controls-notes') &&"
+                            " document.querySelector('.speaker-controls-notes').innerText.includes('first, a square')")
+    page.keyboard.press("ArrowRight")
+    notes.wait_for_function("document.querySelector('.speaker-controls-notes').innerText.includes('answer = 42')")
+    assert "then a circle" in notes.evaluate("document.querySelector('.speaker-controls-notes').innerText")
+    assert requests and remote(requests) == []
+    context.close()
+
+
 def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_path):
     """Tamper twin of the offline check: the same deck with one stylesheet from the network fails it."""
     deck = tmp_path / "slides"
