@@ -26,7 +26,7 @@ from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
 __all__ = ["Clip", "load_clip", "web_ready", "last_frame", "reveal_dir", "write_html_deck", "write_pptx",
-           "write_pdf", "beat_notes", "REVEAL_VERSION", "staged_dir", "format_value"]
+           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value"]
 
 REVEAL_VERSION = "5.2.1"  # keep in step with web/package.json
 _ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +47,10 @@ class Clip:
 
     def beat_video(self, index: int) -> Path:
         return self.video.with_name(beat_video_name(self.scene, index, self.video.suffix.lstrip(".")))
+
+    def beat_sound(self, beat: dict[str, Any]) -> tuple[Path, float, float]:
+        """Where a beat's sound is: the whole clip, from the beat's start to its end (seconds)."""
+        return self.video, float(beat["start"]), float(beat["end"])
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -73,9 +77,12 @@ def load_clip(video: Path) -> Clip:
 
 # -- media ------------------------------------------------------------------------------------
 
-def web_ready(src: Path, dst: Path) -> None:
+def web_ready(src: Path, dst: Path, sound: tuple[Path, float, float] | None = None) -> None:
     """Copy the mp4 ``src`` to ``dst`` with its index (``moov``) before the media data (``mdat``), so a
-    browser starts playing before the download ends. Streams are copied, not re-encoded (PyAV, ``faststart``)."""
+    browser starts playing before the download ends. Streams are copied, not re-encoded (PyAV, ``faststart``).
+
+    ``sound=(video, start, end)``: ``src`` is a beat (Manim saves sections without sound) and gets the sound of
+    ``video`` from ``start`` to ``end`` seconds, re-encoded as AAC; nothing is added when ``video`` is silent."""
     import av
 
     try:
@@ -83,13 +90,71 @@ def web_ready(src: Path, dst: Path) -> None:
                                                   options={"movflags": "+faststart"}) as sink:
             streams = [s for s in source.streams if s.type in ("video", "audio")]
             outs = {s.index: sink.add_stream_from_template(template=s) for s in streams}
+            span = sound_span(*sound) if sound is not None and not source.streams.audio else None
+            audio = _sound_stream(sink, span) if span is not None else None  # every stream before the first packet
             for packet in source.demux(streams):
                 if packet.dts is None:  # the demuxer's flushing packets
                     continue
                 packet.stream = outs[packet.stream.index]
                 sink.mux(packet)
+            if audio is not None:
+                _mux_sound(sink, audio, span)
     except av.error.FFmpegError as exc:
         raise RenderError(f"cannot copy {src}: {exc}") from None
+
+
+def sound_span(video: Path, start: float, end: float):
+    """(samples float32 [channels, n], sample rate, layout name) of ``video``'s sound from ``start`` to ``end``
+    seconds; None when it has no sound."""
+    import av
+    import numpy as np
+
+    with av.open(str(video)) as container:
+        if not container.streams.audio:
+            return None
+        stream = container.streams.audio[0]
+        rate, layout = stream.codec_context.sample_rate, stream.codec_context.layout.name
+        resampler = av.AudioResampler(format="fltp", layout=layout, rate=rate)
+        chunks, first = [], None
+        for frame in container.decode(stream):
+            for plain in resampler.resample(frame):
+                if first is None:
+                    first = round(float(plain.time or 0.0) * rate)
+                chunks.append(plain.to_ndarray())
+    if not chunks:
+        return None
+    samples = np.concatenate(chunks, axis=1)
+    lo, hi = (max(0, round(t * rate) - first) for t in (start, end))
+    return samples[:, lo:hi].astype(np.float32), rate, layout
+
+
+def _sound_stream(sink, span):
+    from fractions import Fraction
+
+    samples, rate, layout = span
+    if samples.shape[1] == 0:
+        return None
+    stream = sink.add_stream("aac", rate=rate, layout=layout)
+    stream.time_base = Fraction(1, rate)
+    return stream
+
+
+def _mux_sound(sink, stream, span) -> None:
+    from fractions import Fraction
+
+    import av
+    import numpy as np
+
+    samples, rate, layout = span
+    step = 1024  # AAC's frame size
+    for offset in range(0, samples.shape[1], step):
+        chunk = np.ascontiguousarray(samples[:, offset:offset + step])
+        if chunk.shape[1] < step:
+            chunk = np.pad(chunk, ((0, 0), (0, step - chunk.shape[1])))
+        frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=layout)
+        frame.sample_rate, frame.pts, frame.time_base = rate, offset, Fraction(1, rate)
+        sink.mux(stream.encode(frame))
+    sink.mux(stream.encode(None))
 
 
 def last_frame(video: Path):
@@ -212,7 +277,7 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
         for clip in clips:
             for beat in clip.beats["beats"]:
                 name = clip.beat_video(beat["section"]).name
-                web_ready(clip.beat_video(beat["section"]), stage / "media" / name)
+                web_ready(clip.beat_video(beat["section"]), stage / "media" / name, clip.beat_sound(beat))
                 lines, numbers = beat_notes(clip, beat, lang)
                 notes = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
                 if numbers:
@@ -265,7 +330,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
         for clip in clips:
             for beat in clip.beats["beats"]:
                 video = Path(tmp) / clip.beat_video(beat["section"]).name
-                web_ready(clip.beat_video(beat["section"]), video)
+                web_ready(clip.beat_video(beat["section"]), video, clip.beat_sound(beat))
                 poster = video.with_suffix(".png")
                 last_frame(video).save(poster)
                 slide = prs.slides.add_slide(blank)

@@ -7,12 +7,18 @@ Example::
 
 from __future__ import annotations
 
+import tempfile
+import wave
+from pathlib import Path
+
+import numpy as np
+
 from manim import Circle, Create, FadeIn, FadeOut, Square, Triangle
 
 from scenes.base import LectureScene
 from scenes.style import make_text
 
-__all__ = ["TinyBeats", "TinyBeatsTwo", "TinySilent"]
+__all__ = ["TinyBeats", "TinyBeatsTwo", "TinySilent", "TinyVoiced"]
 
 
 class TinyBeats(LectureScene):
@@ -59,3 +65,29 @@ class TinySilent(LectureScene):
 
     def construct(self) -> None:
         self.play(Create(Circle()), run_time=0.4)
+
+
+class TinyVoiced(LectureScene):
+    """Two beats with sound: a 440 Hz tone in the first, a 660 Hz tone in the second (Manim's add_sound)."""
+
+    strings = {"a": {"en": "a low tone", "zh": "低音"}, "b": {"en": "a high tone", "zh": "高音"}}
+
+    def construct(self) -> None:
+        for key, pitch in (("a", 440.0), ("b", 660.0)):
+            self.narrate(key, 0.5)
+            self.add_sound(str(tone(pitch, 0.8)))
+            self.play(Create(Circle()), run_time=0.8)
+
+
+def tone(pitch: float, seconds: float, rate: int = 48_000) -> Path:
+    """A mono 16-bit wav of a sine tone, written once into the system's temporary folder."""
+    path = Path(tempfile.gettempdir()) / f"present-tone-{pitch:g}-{seconds:g}.wav"
+    if not path.is_file():
+        t = np.arange(round(seconds * rate)) / rate
+        data = (0.5 * np.sin(2 * np.pi * pitch * t) * 32767).astype("<i2")
+        with wave.open(str(path), "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(rate)
+            out.writeframes(data.tobytes())
+    return path

@@ -108,6 +108,28 @@ def test_deck_and_page_videos_put_the_index_before_the_media(rendered):
     assert raw.index("moov") > raw.index("mdat")
 
 
+def test_beat_videos_in_the_deck_carry_their_stretch_of_the_sound(tmp_path):
+    """Manim saves sections without sound; the deck's copy of each beat gets the clip's sound of that beat.
+    TinyVoiced plays 440 Hz in beat 0 and 660 Hz in beat 1: the loudest frequency of each copy says which."""
+    import numpy as np
+
+    from cli.deck import sound_span
+
+    result = invoke("slides", "present_scenes:TinyVoiced", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "480p15" / "en"
+    assert sound_span(folder / "TinyVoiced.beat-00.mp4", 0, 10) is None  # Manim's section: silent
+    for index, pitch in ((0, 440), (1, 660)):
+        copy = folder / "slides" / "media" / f"TinyVoiced.beat-{index:02d}.mp4"
+        samples, rate, _ = sound_span(copy, 0, 10)
+        mono = samples.mean(axis=0)
+        assert len(mono) / rate == pytest.approx(duration(copy), abs=0.05)
+        peak = np.fft.rfftfreq(len(mono), 1 / rate)[np.argmax(np.abs(np.fft.rfft(mono)))]
+        assert peak == pytest.approx(pitch, abs=5)
+        boxes = mp4_boxes(copy)
+        assert boxes.index("moov") < boxes.index("mdat")
+
+
 # -- html deck in a browser -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
