@@ -203,6 +203,9 @@ def format_value(value: Any) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
 
 
+_NUMBERS_SHOWN = {"en": "Numbers shown:", "zh": "画面上的数："}
+
+
 def beat_notes(clip: Clip, beat: dict[str, Any], lang: str) -> tuple[list[str], list[tuple[str, str]]]:
     """(narration lines in ``lang``, [(number key, formatted value)]) of one beat: the speaker notes."""
     lines = [line for line in beat["narration"].get(lang, []) if line]
@@ -281,7 +284,7 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 lines, numbers = beat_notes(clip, beat, lang)
                 notes = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
                 if numbers:
-                    notes += "<p>Numbers shown:</p><ul>" + "".join(
+                    notes += f"<p>{_NUMBERS_SHOWN[lang]}</p><ul>" + "".join(
                         f"<li><code>{html.escape(k)}</code> = {html.escape(v)}</li>" for k, v in numbers) + "</ul>"
                 notes += f"<p><small>{html.escape(clip.scene)}, beat {beat['index'] + 1} of {len(clip.beats['beats'])}</small></p>"
                 slides.append(f'<section data-scene="{html.escape(clip.scene)}" data-beat="{beat["index"]}">\n'
@@ -339,7 +342,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
                 lines, numbers = beat_notes(clip, beat, lang)
                 notes = "\n".join(lines) or f"({clip.scene})"
                 if numbers:
-                    notes += "\n\nNumbers shown:\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
+                    notes += f"\n\n{_NUMBERS_SHOWN[lang]}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
                 slide.notes_slide.notes_text_frame.text = notes
         with atomic_write(target, suffix=".pptx") as out:
             prs.save(str(out))

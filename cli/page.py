@@ -21,9 +21,23 @@ from typing import Any
 from cli.deck import Clip, format_value, staged_dir, web_ready
 from cli.media import RenderError
 
-__all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES"]
+__all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES", "LABELS"]
 
 LANG_NAMES = {"en": "English", "zh": "中文"}
+LABELS = {  # the page's own words, in the language it is written in
+    "title": {"en": "Residual connections", "zh": "残差连接"},
+    "intro": {"en": "Every number on screen comes from a real, recorded training run; the tables under each clip "
+                    "list them with the parameters that made the clip.",
+              "zh": "画面上的每个数都来自真实记录的训练；每段视频下的表格列出这些数和生成视频的参数。"},
+    "chapters": {"en": "Chapters", "zh": "章节"},
+    "numbers": {"en": "Numbers shown (from the recorded runs)", "zh": "画面上的数（来自记录的训练）"},
+    "no_numbers": {"en": "This clip shows no measured numbers.", "zh": "这段视频没有显示测量的数。"},
+    "params": {"en": "Parameters that made it", "zh": "生成它的参数"},
+    "defaults": {"en": "Defaults only.", "zh": "全部为默认值。"},
+    "traces": {"en": "Traces", "zh": "训练记录"},
+    "summary": {"en": "Trace summary (JSON)", "zh": "训练记录摘要（JSON）"},
+    "subtitles": {"en": "subtitles", "zh": "字幕"},
+}
 
 
 def _seconds(value: timedelta) -> float:
@@ -118,6 +132,7 @@ def write_page(clips: list[Clip], target: Path, lang: str) -> list[Path]:
     if not clips:
         raise RenderError("no clips for the page")
     nav, sections = [], []
+    L = {key: html.escape(words[lang]) for key, words in LABELS.items()}
     with staged_dir(target) as stage:
         for sub in ("media", "subtitles", "traces"):
             (stage / sub).mkdir()
@@ -153,20 +168,19 @@ def write_page(clips: list[Clip], target: Path, lang: str) -> list[Path]:
                 '\n</video>\n'
                 f'<p class="beats">{beats}</p>\n'
                 + (f'<p>{html.escape(title[0])}</p>\n' if title and title[0] else "") +
-                '<h3>Numbers shown (from the recorded runs)</h3>\n'
-                + _table([(k, format_value(v)) for k, v in sorted(values.items())], "This clip shows no measured numbers.")
-                + '<h3>Parameters that made it</h3>\n' + _table(params, "Defaults only.")
-                + (('<h3>Traces</h3>\n' + _table(traces, "") ) if traces else "")
-                + f'<p><a class="trace-summary" href="traces/{scene}.json">Trace summary (JSON)</a> · '
-                  f'subtitles: <a href="subtitles/{scene}.en.vtt">English</a>, <a href="subtitles/{scene}.zh.vtt">中文</a></p>\n'
+                f'<h3>{L["numbers"]}</h3>\n'
+                + _table([(k, format_value(v)) for k, v in sorted(values.items())], L["no_numbers"])
+                + f'<h3>{L["params"]}</h3>\n' + _table(params, L["defaults"])
+                + ((f'<h3>{L["traces"]}</h3>\n' + _table(traces, "")) if traces else "")
+                + f'<p><a class="trace-summary" href="traces/{scene}.json">{L["summary"]}</a> · '
+                  f'{L["subtitles"]}: <a href="subtitles/{scene}.en.vtt">English</a>, <a href="subtitles/{scene}.zh.vtt">中文</a></p>\n'
                 '</section>')
-        heading = "Residual connections" if lang == "en" else "残差连接"
+        heading = L["title"]
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading}</title>\n'
                 f'<link rel="icon" href="data:,">\n<style>{_STYLE}</style>\n</head>\n<body>\n<h1>{heading}</h1>\n'
-                '<p class="muted">Every number on screen comes from a real, recorded training run; the tables under each '
-                'clip list them with the parameters that made the clip.</p>\n'
-                '<nav><h2>Chapters</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
+                f'<p class="muted">{L["intro"]}</p>\n'
+                f'<nav><h2>{L["chapters"]}</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
                 f'\n<script>{_SCRIPT}</script>\n</body>\n</html>\n')
         (stage / "lecture.html").write_text(page, encoding="utf-8")
     return [target / "lecture.html", target / "media", target / "subtitles", target / "traces"]
