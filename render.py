@@ -462,8 +462,9 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     with _user_errors():
         clips = [load_clip(job.primary) for job in jobs]
         folder = jobs[0].final_dir
+        light = ctx.params.get("theme") == "light"  # --theme, where the render options have it
         if deck_format == "html":
-            written += write_html_deck(clips, folder / "slides", jobs[0].lang)
+            written += write_html_deck(clips, folder / "slides", jobs[0].lang, theme="white" if light else "black")
         elif deck_format == "pptx":
             written.append(write_pptx(clips, folder / "slides.pptx", jobs[0].lang))
         else:
@@ -487,7 +488,8 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
         scenes = _scenes_or_lecture(scene_names)
     jobs, written, unchanged = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
     with _user_errors():
-        written += write_page([load_clip(job.primary) for job in jobs], jobs[0].final_dir / "page", jobs[0].lang)
+        written += write_page([load_clip(job.primary) for job in jobs], jobs[0].final_dir / "page", jobs[0].lang,
+                              light=ctx.params.get("theme") == "light")
     _report(written, unchanged)
 
 

@@ -117,6 +117,10 @@ th, td { text-align: left; padding: .15rem .8rem .15rem 0; border-bottom: 1px so
 section.clip { margin: 2.5rem 0; } nav ol { columns: 2; } .beats button { margin: .1rem; }
 """
 
+_LIGHT = """
+body { background: #fff; color: #111; } a { color: #0061a3; } .muted { color: #555; } th, td { border-color: #ccc; }
+"""
+
 _SCRIPT = """
 // Beat buttons seek their clip; keeps the page free of any framework.
 document.querySelectorAll('.beats button').forEach(b => b.addEventListener('click', () => {
@@ -125,10 +129,11 @@ document.querySelectorAll('.beats button').forEach(b => b.addEventListener('clic
 """
 
 
-def write_page(clips: list[Clip], target: Path, lang: str) -> list[Path]:
+def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False) -> list[Path]:
     """The folder ``target``: ``lecture.html``, ``media/<Scene>.mp4`` (web-ready), ``subtitles/<Scene>.<lang>.vtt``
     for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
-    ``traces/<Scene>.json``. Returns the files written."""
+    ``traces/<Scene>.json``. ``light``: dark text on white (for clips rendered with the light theme).
+    Returns the files written."""
     if not clips:
         raise RenderError("no clips for the page")
     nav, sections = [], []
@@ -178,7 +183,7 @@ def write_page(clips: list[Clip], target: Path, lang: str) -> list[Path]:
         heading = L["title"]
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading}</title>\n'
-                f'<link rel="icon" href="data:,">\n<style>{_STYLE}</style>\n</head>\n<body>\n<h1>{heading}</h1>\n'
+                f'<link rel="icon" href="data:,">\n<style>{_STYLE}{_LIGHT if light else ""}</style>\n</head>\n<body>\n<h1>{heading}</h1>\n'
                 f'<p class="muted">{L["intro"]}</p>\n'
                 f'<nav><h2>{L["chapters"]}</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
                 f'\n<script>{_SCRIPT}</script>\n</body>\n</html>\n')

@@ -228,6 +228,20 @@ def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_
     page.close()
 
 
+def test_the_stop_check_catches_a_deck_whose_beats_loop(rendered, browser, tmp_path):
+    """Tamper twin of 'plays to its beat end and stops': with looping videos no beat ever ends."""
+    deck = tmp_path / "slides"
+    shutil.copytree(rendered / "slides", deck)
+    html = (deck / "index.html").read_text(encoding="utf-8")
+    (deck / "index.html").write_text(html.replace("<video playsinline", "<video loop playsinline"), encoding="utf-8")
+    page, _, _ = open_logged(browser, (deck / "index.html").as_uri())
+    page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
+    page.keyboard.press("ArrowRight")
+    with pytest.raises(Exception, match="Timeout"):
+        page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=3_000)
+    page.close()
+
+
 def test_deck_files_are_all_inside_the_folder(rendered):
     html = (rendered / "slides" / "index.html").read_text(encoding="utf-8")
     assert "http://" not in html and "https://" not in html
