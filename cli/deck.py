@@ -273,7 +273,10 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
     """The folder ``target``: ``index.html`` (a slide per beat whose video plays once and stops at the
     beat's end), ``media/`` (web-ready beat videos), ``reveal/`` (reveal.js, copied) and ``beats.json``.
     Opens from ``file://`` with no network. Returns the files written."""
-    slides, index, width, height = [], [], 854, 480
+    if not clips:
+        raise RenderError("no clips for the deck")
+    slides, index = [], []
+    width, height = _video_size(clips[0].video)  # reveal.js scales this size to the screen
     with staged_dir(target) as stage:
         _copy_reveal(stage)
         (stage / "media").mkdir()
@@ -293,7 +296,6 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 index.append({"scene": clip.scene, "beat": beat["index"], "video": f"media/{name}",
                               "start": beat["start"], "end": beat["end"], "narration": beat["narration"],
                               "numbers": beat.get("numbers", {})})
-            width, height = _video_size(clip.video) if clips else (width, height)
         title = "Residual connections" if lang == "en" else "残差连接"
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
