@@ -25,7 +25,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
 TINY = ["--set", "steps=20", "--set", "depth=3"]  # TinyTrace's chain_rule runs: well under a second
-BEATS = {"TinyBeats": 3, "TinyBeatsTwo": 2}  # what tests/present_scenes.py's docstrings promise
+NARRATION = {"TinyBeats": ["one", "two", "two_more", "three", "end"], "TinyBeatsTwo": ["a", "b"]}  # in order
 
 
 def invoke(*args: str):
@@ -44,6 +44,12 @@ def rendered(tmp_path_factory):
         result = invoke("page", *SCENES, "cli_scenes:TinyTrace", *TINY, "-o", out)
         assert result.exit_code == 0, result.output
     return out / "480p15" / "en"
+
+
+def beat_count(folder: Path) -> int:
+    """Beats of the deck's scenes, from their beat records."""
+    return sum(len(json.loads((folder / f"{scene}.beats.json").read_text(encoding="utf-8"))["beats"])
+               for scene in NARRATION)
 
 
 def mp4_boxes(path: Path) -> list[str]:
@@ -72,9 +78,14 @@ def duration(path: Path) -> float:
 def test_beats_follow_the_narration(rendered):
     record = json.loads((rendered / "TinyBeats.beats.json").read_text(encoding="utf-8"))
     beats = record["beats"]
-    assert [b["keys"] for b in beats] == [["one"], ["two", "two_more"], ["three", "end"]]
-    assert beats[1]["narration"] == {"en": ["then a circle", "with a number beside it"], "zh": ["再画一个圆", "旁边有一个数"]}
-    assert beats[1]["numbers"] == {"answer": 42.0} and beats[0]["numbers"] == beats[2]["numbers"] == {}
+    # Every narration line lands in exactly one beat, in order; a beat starts with a line.
+    assert [key for b in beats for key in b["keys"]] == NARRATION["TinyBeats"]
+    assert [b["keys"][0] for b in beats][:2] == ["one", "two"] and 3 <= len(beats) <= 5
+    (with_number,) = [b for b in beats if b["numbers"]]
+    assert "two_more" in with_number["keys"] and with_number["numbers"] == {"answer": 42.0}
+    line = with_number["keys"].index("two_more")
+    assert (with_number["narration"]["en"][line], with_number["narration"]["zh"][line]) == \
+        ("with a number beside it", "旁边有一个数")
     assert beats[0]["start"] == 0.0
     assert all(a["end"] == b["start"] for a, b in zip(beats, beats[1:]))
     whole = duration(rendered / "TinyBeats.mp4")
@@ -84,6 +95,61 @@ def test_beats_follow_the_narration(rendered):
     for beat, part in zip(beats, parts):
         assert part == pytest.approx(beat["end"] - beat["start"], abs=1 / 15 + 1e-6)
     assert sum(parts) == pytest.approx(whole, abs=1 / 15)
+
+
+class FakeSection:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def is_empty(self) -> bool:
+        return self.frames == 0
+
+
+class FakeScene:
+    """What BeatLog reads of a Manim scene: its clock, its language and its file writer's sections."""
+
+    lang = "en"
+
+    def __init__(self) -> None:
+        self.time = 0.0
+        self.renderer = type("Renderer", (), {})()
+        self.renderer.file_writer = type("Writer", (), {"sections": [FakeSection()]})()
+
+    def next_section(self, name: str) -> None:
+        self.renderer.file_writer.sections.append(FakeSection())
+
+    def animate(self, seconds: float) -> None:
+        self.time += seconds
+        self.renderer.file_writer.sections[-1].frames += round(seconds * 15)
+
+
+def test_beat_rules_on_a_fake_scene():
+    """The rules of scenes/beats.py, one by one: a lead-in joins beat 0, lines with no frames between them are
+    one beat, a last line after the last frame joins the beat before, numbers go to the beat they are shown in."""
+    from scenes.beats import BeatLog
+
+    scene = FakeScene()
+    log = BeatLog(scene)
+    log.record_number("lead_in", 1.0)
+    scene.animate(0.5)                                    # drawn before any narration
+    log.begin("a", {"en": "A", "zh": "甲"})
+    scene.animate(1.0)
+    log.begin("b", {"en": "B", "zh": "乙"})
+    log.begin("c", {"en": "C", "zh": "丙"})               # no frame since "b"
+    log.record_number("x", 2.0)
+    scene.animate(2.0)
+    log.begin("d", {"en": "D", "zh": "丁"})               # nothing follows
+    record = log.to_dict()
+    beats = record["beats"]
+    assert [b["keys"] for b in beats] == [["a"], ["b", "c", "d"]]
+    assert beats[1]["narration"] == {"en": ["B", "C", "D"], "zh": ["乙", "丙", "丁"]}
+    assert [b["numbers"] for b in beats] == [{"lead_in": 1.0}, {"x": 2.0}]
+    assert [(b["start"], b["end"]) for b in beats] == [(0.0, 1.5), (1.5, 3.5)] and record["duration"] == 3.5
+    assert len(scene.renderer.file_writer.sections) == 3  # the last, empty one is the one Manim drops
+    # No narration at all: one beat over the whole scene.
+    silent = FakeScene()
+    silent.animate(1.0)
+    assert [(b["keys"], b["start"], b["end"]) for b in BeatLog(silent).to_dict()["beats"]] == [([], 0.0, 1.0)]
 
 
 def test_a_scene_without_narration_is_one_beat(tmp_path):
@@ -99,7 +165,7 @@ def test_a_scene_without_narration_is_one_beat(tmp_path):
 
 def test_deck_and_page_videos_put_the_index_before_the_media(rendered):
     copies = [*(rendered / "slides" / "media").glob("*.mp4"), *(rendered / "page" / "media").glob("*.mp4")]
-    assert len(copies) == sum(BEATS.values()) + 3
+    assert len(copies) == beat_count(rendered) + 3
     for path in copies:
         boxes = mp4_boxes(path)
         assert boxes.index("moov") < boxes.index("mdat"), (path, boxes)
@@ -170,16 +236,17 @@ CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('vid
 
 def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     deck = rendered / "slides" / "index.html"
+    index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
     page, requests, errors = open_logged(browser, deck.as_uri())
     page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
-    assert page.evaluate("Reveal.getTotalSlides()") == sum(BEATS.values())
-    index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
+    assert page.evaluate("Reveal.getTotalSlides()") == beat_count(rendered) == len(index)
     # Notes hold the narration and the numbers of each beat.
     notes = page.evaluate("Array.from(document.querySelectorAll('.slides > section')).map(s => Reveal.getSlideNotes(s))")
     for note, beat in zip(notes, index):
         for line in beat["narration"]["en"]:
             assert line in note
-    assert "answer" in notes[1] and "42" in notes[1]
+    for note, beat in zip(notes, index):
+        assert ("<code>answer</code> = 42" in note) == ("answer" in beat["numbers"])
     # -> advances; the beat's video plays from its start to its end and stops there.
     for key, expected in (("ArrowRight", 1), ("Space", 2)):
         page.keyboard.press(key)
@@ -212,8 +279,12 @@ def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
     notes.wait_for_function("document.querySelector('.speaker-controls-notes') &&"
                             " document.querySelector('.speaker-controls-notes').innerText.includes('first, a square')")
     page.keyboard.press("ArrowRight")
+    notes.wait_for_function("document.querySelector('.speaker-controls-notes').innerText.includes('then a circle')")
+    index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
+    (numbered,) = [i for i, beat in enumerate(index) if beat["numbers"]]
+    for _ in range(numbered - 1):
+        page.keyboard.press("ArrowRight")
     notes.wait_for_function("document.querySelector('.speaker-controls-notes').innerText.includes('answer = 42')")
-    assert "then a circle" in notes.evaluate("document.querySelector('.speaker-controls-notes').innerText")
     assert requests and remote(requests) == []
     context.close()
 
@@ -262,7 +333,7 @@ def test_pptx_has_a_slide_with_video_and_notes_per_beat(rendered):
 
     index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
     prs = Presentation(str(rendered / "slides.pptx"))
-    assert len(prs.slides) == sum(BEATS.values()) == len(index)
+    assert len(prs.slides) == beat_count(rendered) == len(index)
     for slide, beat in zip(prs.slides, index):
         assert [s.shape_type for s in slide.shapes].count(MSO_SHAPE_TYPE.MEDIA) == 1
         notes = slide.notes_slide.notes_text_frame.text
@@ -274,7 +345,7 @@ def test_pptx_has_a_slide_with_video_and_notes_per_beat(rendered):
 def test_pdf_has_a_page_per_beat(rendered):
     from pypdf import PdfReader
 
-    assert len(PdfReader(str(rendered / "slides.pdf")).pages) == sum(BEATS.values())
+    assert len(PdfReader(str(rendered / "slides.pdf")).pages) == beat_count(rendered)
 
 
 # -- the page in a browser --------------------------------------------------------------------
@@ -292,7 +363,10 @@ def test_page_lists_every_clip_with_loading_videos_and_both_subtitle_tracks(rend
     tracks = page.evaluate("""Array.from(document.querySelectorAll('video')).map(v =>
         Array.from(v.querySelectorAll('track')).map(t => [t.srclang, t.track.cues.length, t.track.cues[0].text]))""")
     assert [[t[0] for t in v] for v in tracks] == [["en", "zh"]] * 3
-    assert tracks[0][0][1:] == [4, "first, a square"] and tracks[0][1][1:] == [4, "先画一个正方形"]
+    import srt
+
+    cues = len(list(srt.parse((rendered / "TinyBeats.srt").read_text(encoding="utf-8"))))
+    assert tracks[0][0][1:] == [cues, "first, a square"] and tracks[0][1][1:] == [cues, "先画一个正方形"]
     # A cue shows while its time plays.
     page.evaluate("(() => { const v = document.getElementById('v-TinyBeats'); v.currentTime = 0.5; })()")
     page.wait_for_function("document.getElementById('v-TinyBeats').textTracks[1].activeCues.length > 0")
