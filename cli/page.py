@@ -59,11 +59,15 @@ def subtitles_vtt(clip: Clip, lang: str) -> str:
         cues = list(srt.parse(clip.subtitles.read_text(encoding="utf-8")))
     except (srt.SRTParseError, ValueError) as exc:
         raise RenderError(f"subtitle file {clip.subtitles} is corrupt: {exc}") from None
-    captions = []
     beats = clip.beats["beats"]
-    for i, beat in enumerate(beats):
-        last = i + 1 == len(beats)
-        inside = [c for c in cues if beat["start"] - 1e-6 <= _seconds(c.start) and (last or _seconds(c.start) < beat["end"] - 1e-6)]
+    # A cue belongs to the last beat that starts before it (the .srt keeps milliseconds: allow 1.5 ms).
+    groups: list[list] = [[] for _ in beats]
+    for cue in cues:
+        starts = [i for i, beat in enumerate(beats) if beat["start"] <= _seconds(cue.start) + 0.0015]
+        if starts:
+            groups[starts[-1]].append(cue)
+    captions = []
+    for beat, inside in zip(beats, groups):
         lines = [line for line in beat["narration"].get(lang, []) if line]
         if not inside or not lines:
             continue

@@ -376,6 +376,31 @@ def test_page_lists_every_clip_with_loading_videos_and_both_subtitle_tracks(rend
     page.close()
 
 
+@pytest.mark.parametrize("fps", [15, 30, 60])
+def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
+    """Beats start on frames (k / fps s); the .srt rounds to milliseconds, often just before the beat's start.
+    Every Chinese cue must still take its own beat's line, for every frame index up to a minute."""
+    import random
+
+    import srt
+
+    from cli.deck import Clip
+    from cli.page import subtitles_vtt
+
+    rng = random.Random(fps)
+    frames = sorted(rng.sample(range(1, 60 * fps), 40))
+    starts = [0, *frames]
+    beats = [{"index": i, "section": i, "keys": [f"k{i}"], "start": k / fps, "numbers": {},
+              "end": (starts[i + 1] / fps if i + 1 < len(starts) else 61.0),
+              "narration": {"en": [f"line {i}"], "zh": [f"第{i}句"]}} for i, k in enumerate(starts)]
+    cues = [srt.Subtitle(i, srt.timedelta(seconds=round(b["start"], 3)), srt.timedelta(seconds=round(b["end"], 3)),
+                         f"line {i}") for i, b in enumerate(beats)]
+    (tmp_path / "S.srt").write_text(srt.compose(cues), encoding="utf-8")
+    clip = Clip("S", tmp_path / "S.mp4", {"lang": "en", "beats": beats}, {}, {}, tmp_path / "S.srt")
+    vtt = subtitles_vtt(clip, "zh")
+    assert [line for line in vtt.splitlines() if line.startswith("第")] == [f"第{i}句" for i in range(len(beats))]
+
+
 def test_page_tables_and_trace_summary(rendered):
     html = (rendered / "page" / "lecture.html").read_text(encoding="utf-8")
     assert "<code>answer</code></th><td>42</td>" in html  # TinyBeats' number
