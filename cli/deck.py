@@ -178,6 +178,7 @@ def staged_dir(target: Path) -> Iterator[Path]:
     """A fresh folder beside ``target`` to build in; on success it replaces ``target`` (the old one is removed
     afterwards), on failure it is removed and ``target`` stays as it was."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_stages(target)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}-{os.getpid()}-", dir=target.parent))
     try:
         yield stage
@@ -192,6 +193,16 @@ def staged_dir(target: Path) -> Iterator[Path]:
     os.replace(stage, target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_stale_stages(target: Path) -> None:
+    """Build folders of ``target`` left by processes that no longer exist (killed with SIGKILL)."""
+    from cli.media import _alive
+
+    for path in target.parent.glob(f".{target.name}-*"):
+        pid = path.name[len(target.name) + 2:].split("-")[0]
+        if path.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 # -- notes ------------------------------------------------------------------------------------

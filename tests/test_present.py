@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -436,6 +438,14 @@ def test_a_failed_build_leaves_the_previous_folder(tmp_path):
             raise RuntimeError("stopped")
     assert (target / "index.html").read_text() == "first"
     assert [p.name for p in tmp_path.iterdir()] == ["slides"]
+    # What a process killed mid-build (SIGKILL: no clean-up) leaves is removed by the next build; a live one's stays.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f".slides-{dead.pid}-abc").mkdir()
+    (tmp_path / f".slides-{os.getpid()}-live").mkdir()
+    with staged_dir(target) as stage:
+        (stage / "index.html").write_text("second")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".slides-{os.getpid()}-live", "slides"]
 
 
 # -- the notebook -----------------------------------------------------------------------------
