@@ -22,7 +22,7 @@ import numpy as np
 
 from simulation.atomic_io import atomic_write
 
-__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write"]
+__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
@@ -32,8 +32,24 @@ class TraceError(ValueError):
     """A trace file is missing, corrupt, truncated or of another schema version."""
 
 
+class ReadAsMapping:
+    """Read access by key for a dataclass record (``record["diverged"]``, ``record.get(...)``, ``in``), so
+    code written against the older free dicts keeps working; new code reads attributes."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.__dataclass_fields__ else default
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.to_dict()
+
+
 @dataclass(frozen=True)
-class TraceMeta:
+class TraceMeta(ReadAsMapping):
     """What a trace says about the run that made it: the contract between trainers and scenes.
 
     Read it as attributes (``meta.diverged``); ``meta["diverged"]`` and ``meta.get(...)`` work too, for code
@@ -63,14 +79,6 @@ class TraceMeta:
         if unknown:
             raise TraceError(f"trace metadata has unknown key(s) {', '.join(unknown)}; written by another version")
         return cls(**data)
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default) if key in self.__dataclass_fields__ else default
 
 
 @dataclass
@@ -175,5 +183,5 @@ class Trace:
             raise TraceError(f"trace {path} has corrupt metadata (not a JSON object)")
         try:
             return cls(meta=TraceMeta.from_dict(meta), arrays=arrays)
-        except TypeError as exc:
-            raise TraceError(f"trace {path} has corrupt metadata ({exc})") from None
+        except (TypeError, TraceError) as exc:
+            raise TraceError(f"trace {path} has unreadable metadata ({exc})") from None
