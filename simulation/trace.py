@@ -139,7 +139,7 @@ class Trace:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically: a temporary file in the same folder, then ``os.replace``."""
-        meta = {**self.meta.to_dict(), "schema": SCHEMA_VERSION}
+        meta = self.meta.to_dict()  # schema: SCHEMA_VERSION unless the meta says otherwise
         payload = {_META_KEY: np.array(json.dumps(meta, sort_keys=True))}
         for key, value in self.arrays.items():
             if key == _META_KEY:
