@@ -150,9 +150,50 @@ def check_memory(config: RunConfig | TransformerConfig, budget: int | None = Non
     return needed
 
 
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def measure_peak(config: RunConfig | TransformerConfig) -> int:
+    """Peak resident memory, in bytes, that training ``config`` adds to this process (Linux only).
+
+    Trains a tiny run of the same kind first, so that torch's one-off allocations (kernels, thread pools)
+    are not counted, then resets the peak (``/proc/self/clear_refs``) and reads ``VmHWM - VmRSS`` around
+    the real run. Imports torch: call it in a subprocess (``python -m simulation.memory --measure CONFIG``)."""
+    import gc
+
+    from .cache import _trainer
+
+    run = _trainer(config)
+    run(config.replace(depth=1, steps=2, record_every=1), progress=False)
+    gc.collect()
+    try:  # give freed heap pages back, so that an earlier run's leftovers do not hide this one's peak
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    before = _rss_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+        fh.write("5")  # reset VmHWM to the current RSS
+    run(config, progress=False)
+    return (_rss_kib("VmHWM") - before) * 1024
+
+
 def main(argv: list[str]) -> int:
-    for arg in argv:
-        print(estimate(config_from_dict(json.loads(arg))).describe())
+    """``python -m simulation.memory [--measure] CONFIG_JSON ...``: the estimate of each config (and, with
+    ``--measure``, its measured peak in bytes, as JSON)."""
+    measure = argv[:1] == ["--measure"]
+    for arg in argv[measure:]:
+        config = config_from_dict(json.loads(arg))
+        if measure:
+            print(json.dumps({"estimate": estimate(config).total, "peak": measure_peak(config)}))
+        else:
+            print(estimate(config).describe())
     return 0
 
 
