@@ -12,9 +12,8 @@ parameters and returns ``{run_name: RunConfig}``; the run names are the constant
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
 from .config import (ACTIVATIONS, MAX_DEPTH, ConfigError, Range, RunConfig, TransformerConfig, parse_value,
                      shown)
