@@ -108,7 +108,7 @@ class Task(Generic[C]):
         """Arrays measured after training (NaN-filled after a divergence)."""
         return {}
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self, recorder: HookRecorder) -> dict[str, Any]:
         """Task-specific :class:`TraceMeta` fields (e.g. ``block_widths``, ``sublayers``)."""
         return {}
 
@@ -194,19 +194,20 @@ def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace
         diverged_step=None if diverged is None else diverged.step,
         diverged_layer=None if diverged is None else diverged.layer,
         diverged_pass=None if diverged is None else diverged.pass_,
-        **task.meta(),
+        **task.meta(rec),
     )
     log.info("trained %s %s in %.1f s", task.label, config.digest(), time.perf_counter() - started)
     return Trace(meta=meta, arrays=arrays)
 
 
-def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | None = None) -> int:
+def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | None = None, prog: str | None = None
+         ) -> int:
     """``python -m simulation.<trainer> [--set key=value ...]``: train one run, print its summary as JSON.
 
     A bad parameter, or a run that would not fit in memory, prints one line and returns 1."""
     from .summary import summarize
 
-    parser = argparse.ArgumentParser(prog=f"python -m {task_class.__module__}",
+    parser = argparse.ArgumentParser(prog=prog,
                                      description=f"Train one {config_class.__name__} and print its summary.")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)

@@ -11,7 +11,6 @@ beyond torch's thread count, which it restores. The same config gives a bit-iden
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import sys
 
@@ -30,8 +29,6 @@ from .trace import Trace
 
 __all__ = ["run", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
            "AUTOCORR_LAGS"]
-
-log = logging.getLogger(__name__)
 
 SWEEP_POINTS = 256  # inputs of the gradient sweep (Balduzzi et al. 2017 use 256 points on [-2, 2])
 AUTOCORR_LAGS = 64  # lags 0..63 of the sweep gradient's autocorrelation
@@ -190,16 +187,16 @@ class MLPTask(Task[RunConfig]):
             self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
         else:
             arrays["final_test_error"] = np.float32(np.nan)
-            arrays["lesion_test_error"] = np.full(self.config.depth, np.nan, dtype=np.float32)
+            arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
         arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
         arrays["input_grad"] = self.input_grads
         arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
         if self.config.arch == "residual":
-            arrays["path_length_fraction"] = path_length_fraction(self.config.depth)
+            arrays["path_length_fraction"] = path_length_fraction(len(self.model.blocks))
         return arrays
 
-    def meta(self) -> dict[str, object]:
-        return {"block_widths": [list(w) for w in self.config.block_widths()]}
+    def meta(self, recorder: Recorder) -> dict[str, object]:
+        return {"block_widths": [list(w) for w in self.config.block_widths()], "blocks": len(self.model.blocks)}
 
 
 def run(config: RunConfig, progress: bool | None = None) -> Trace:
@@ -248,7 +245,7 @@ def _diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
     return -1, "stem_or_head"
 
 
-main = functools.partial(loop_main, MLPTask, RunConfig)
+main = functools.partial(loop_main, MLPTask, RunConfig, prog="python -m simulation.train")
 
 
 if __name__ == "__main__":

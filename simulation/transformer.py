@@ -21,7 +21,6 @@ during training, the loss of every step and the learning-rate schedule (linear w
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import sys
 
@@ -40,8 +39,6 @@ __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
     "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "BOS", "record_steps",
 ]
-
-log = logging.getLogger(__name__)
 
 BOS = 0  # token 0 starts every decoder input; symbols are 1..vocab
 
@@ -409,8 +406,8 @@ class TransformerTask(Task[TransformerConfig]):
         return {"init_grad_norm": np.stack([r["grad_norm"] for r in self.init_rows]),
                 "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in self.init_rows])}
 
-    def meta(self) -> dict[str, object]:
-        return {"sublayers": TransformerRecorder(self.model).names("branch")}
+    def meta(self, recorder: TransformerRecorder) -> dict[str, object]:
+        return {"sublayers": recorder.names("branch")}
 
 
 def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
@@ -436,7 +433,7 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
     return train(TransformerTask, config, progress)
 
 
-main = functools.partial(loop_main, TransformerTask, TransformerConfig)
+main = functools.partial(loop_main, TransformerTask, TransformerConfig, prog="python -m simulation.transformer")
 
 
 if __name__ == "__main__":
