@@ -13,29 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ConfigError, RunConfig, TransformerConfig, parse_value
+from .config import ConfigError, RunConfig, TransformerConfig
+from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params"]
-
-
-def _int_list(text: str | list | tuple) -> tuple[int, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one integer")
-    return out
 
 
 @dataclass(frozen=True)
 class Experiment:
     """``build(base, extra) -> {run_name: RunConfig}``; ``extra`` holds the experiment's own
-    parameters (defaults in ``extra_defaults``, converters in ``extra_types``)."""
+    parameters (defaults in ``extra_defaults``; values typed like their default by the one parser,
+    :func:`simulation.values.convert_value`)."""
 
     name: str
     description: str  # one line for `render.py list`
@@ -43,7 +31,6 @@ class Experiment:
     base: RunConfig
     build: Callable[[RunConfig, dict[str, Any]], dict[str, RunConfig]]
     extra_defaults: dict[str, Any] = field(default_factory=dict)
-    extra_types: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
 
     def params(self) -> dict[str, tuple[Any, str]]:
         """Every parameter with its default and type name, for `render.py list`."""
@@ -60,9 +47,9 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Run
     base_changes, extra = {}, dict(experiment.extra_defaults)
     for key, value in overrides.items():
         if key in run_keys:
-            base_changes[key] = parse_value(key, value, type(experiment.base)) if isinstance(value, str) else value
+            base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
         elif key in experiment.extra_defaults:
-            extra[key] = experiment.extra_types.get(key, type(experiment.extra_defaults[key]))(value)
+            extra[key] = convert_value(key, experiment.extra_defaults[key], value)
         else:
             known = sorted(set(run_keys) | set(experiment.extra_defaults))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
@@ -83,27 +70,6 @@ def get_experiment(name: str) -> Experiment:
 
 
 # -- the experiments --------------------------------------------------------------------------
-
-def _float_list(text: str | list | tuple) -> tuple[float, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(float(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of numbers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one number")
-    return out
-
-
-def _float(text: str | float) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a number, got {text!r}") from None
-
 
 def _name(value: float) -> str:
     """A number as it appears in a run name: 2.5 -> "2p5" (dots separate trace keys)."""
@@ -166,7 +132,6 @@ _register(Experiment(
     base=RunConfig(steps=200),
     build=_vanishing,
     extra_defaults={"depths": (8, 20, 56), "activations": "sigmoid,tanh"},
-    extra_types={"depths": _int_list, "activations": str},
 ))
 _register(Experiment(
     name="exploding",
@@ -176,7 +141,6 @@ _register(Experiment(
     base=RunConfig(activation="relu", depth=20, steps=100, lr=0.01, init_gain=2.0),
     build=_exploding,
     extra_defaults={"gains": (1.0, 2.0, 3.0), "large_lr": 1.0},
-    extra_types={"gains": _float_list, "large_lr": _float},
 ))
 _register(Experiment(
     name="degradation",
@@ -186,7 +150,6 @@ _register(Experiment(
     base=RunConfig(activation="relu", norm="batchnorm", steps=200, batch_size=128, lr=0.05),
     build=_by_depth,
     extra_defaults={"depths": (8, 20, 56)},
-    extra_types={"depths": _int_list},
 ))
 _register(Experiment(
     name="residual_response",
@@ -212,7 +175,6 @@ _register(Experiment(
                    batch_size=128, lr=0.05),
     build=_by_depth,
     extra_defaults={"depths": (2, 24, 50)},
-    extra_types={"depths": _int_list},
 ))
 _register(Experiment(
     name="projection",
