@@ -71,10 +71,13 @@ class LectureScene(Scene):
             runs = build_runs(self.experiment, dict(self.params))
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))
+        self._trace_has_nan = False
         if self.traces:
             absent = fill_missing_arrays(self.traces)  # drawn as gaps, like NaN
             if absent:
                 self.numbers["missing_arrays"] = absent
+            self._trace_has_nan = any(np.isnan(a).any() for t in self.traces.values() for a in t.arrays.values()
+                                      if a.dtype.kind == "f")
         if self.experiment:
             self.numbers["experiment"] = self.experiment
             self.numbers["traces"] = {name: t.meta["digest"] for name, t in self.traces.items()}
@@ -126,15 +129,19 @@ class LectureScene(Scene):
     def _note_gaps(self) -> None:
         """Count the labelled gaps on screen (a GapMark in a chart, or a text that says "missing" where
         a number would be); the numbers JSON says how many were shown."""
-        if not (self.numbers["missing"] or self.numbers.get("missing_arrays")):
+        if not (self.numbers["missing"] or self.numbers.get("missing_arrays") or self._trace_has_nan):
             return  # nothing is missing: no gap can be on screen, and the walk is skipped
         from scenes.widgets import GapMark
 
         word = self.t("missing")
         seen = self.__dict__.setdefault("_gaps_seen", set())
         for mob in self.mobjects:
-            seen.update(id(m) for m in mob.get_family()
-                        if isinstance(m, GapMark) or (isinstance(m, Text) and word in getattr(m, "text", "")))
+            for m in mob.get_family():
+                if isinstance(m, GapMark) or (isinstance(m, Text) and word in getattr(m, "text", "")):
+                    seen.add(id(m))
+                    what = getattr(m, "what", "")
+                    if what and what not in self.numbers.setdefault("gaps", []):
+                        self.numbers["gaps"].append(what)  # e.g. "post_ln.loss_curve[5..14]"
         self.numbers["gaps_shown"] = len(seen)
 
     # -- numbers ----------------------------------------------------------------------------

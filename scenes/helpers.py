@@ -19,10 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from simulation.summary import tail_mean
-
-__all__ = ["MISSING_WORDS", "is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "log_range",
-           "finite_runs", "missing_runs", "fill_missing_arrays", "running_mean"]
+__all__ = ["MISSING_WORDS", "is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
+           "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "running_mean"]
 
 # The label of a gap, in every language of scenes.style.LANGS.
 MISSING_WORDS = {"en": "missing", "zh": "缺失"}
@@ -50,6 +48,33 @@ def compare(a: float, b: float, margin: float = 0.0) -> bool | None:
     if is_missing(a) or is_missing(b):
         return None
     return bool(float(a) > float(b) + margin)
+
+
+def steps_run(trace: Any, length: int) -> int:
+    """How many of a per-step curve's ``length`` steps ran: all, or those before the divergence the
+    trace's metadata records (NaN after it means "never run", not "missing")."""
+    meta = trace.meta
+    if meta.get("diverged") and isinstance(meta.get("diverged_step"), int):
+        return max(0, min(length, meta["diverged_step"]))
+    return length
+
+
+def tail_mean(curve: np.ndarray | Sequence[float], fraction: float = 0.1, stop: int | None = None) -> float:
+    """Mean of the last ``fraction`` (at least one step) of ``curve[:stop]``: the steps run before a
+    divergence (``stop``, see :func:`steps_run`). NaN when a value in that tail is missing or nothing
+    ran: the figure is never computed from part of its window."""
+    curve = np.asarray(curve, dtype=np.float64)[:stop]
+    if not len(curve):
+        return float("nan")
+    window = max(1, int(round(len(curve) * fraction)))
+    return float(curve[-window:].mean())
+
+
+def finite_max(values: np.ndarray | Sequence[float], default: float = 1.0) -> float:
+    """The largest finite value (for the top of an axis); ``default`` when there is none."""
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    arr = arr[np.isfinite(arr)]
+    return float(arr.max()) if arr.size else float(default)
 
 
 def percent_value(fraction: float) -> float:

@@ -129,7 +129,8 @@ def _axes_gap(axes: Axes, xs: Sequence[float], start: int, stop: int, what: str)
     left = axes.c2p(xs[max(start - 1, 0)] if start > 0 else xs[start], axes.y_range[0])
     right = axes.c2p(xs[min(stop, len(xs) - 1)] if stop < len(xs) else xs[stop - 1], axes.y_range[0])
     height = axes.y_length * 0.5 if hasattr(axes, "y_length") and axes.y_length else 1.0
-    mark = GapMark(abs(right[0] - left[0]), height, what)
+    label = f"{what}[{xs[start]:g}..{xs[stop - 1]:g}]" if what else ""
+    mark = GapMark(abs(right[0] - left[0]), height, label)
     return mark.move_to([(left[0] + right[0]) / 2, left[1] + mark.height / 2, 0])
 
 

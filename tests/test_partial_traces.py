@@ -32,7 +32,7 @@ DAMAGE = {
     "Degradation": (("plain_d6", "error_curve", (5,)), ("residual_d3", "error_curve")),
     "ResidualResponse": (("residual", "branch_norm", (-1, 1)), ("plain", "branch_std")),
     "IdentityHighway": (("residual", "input_norm", (-1, 1)), ("residual", "branch_norm")),
-    "TransformerAddNorm": (("post_ln", "branch_norm", (-1, 0)), ("post_ln", "out_norm")),
+    "TransformerAddNorm": (("post_ln_warmup", "branch_norm", (-1, 0)), ("post_ln_warmup", "out_norm")),
     "PostLNvsPreLN": (("post_ln", "loss_curve", (5,)), ("pre_ln", "lr_curve")),
     "PathEnsemble": (("residual", "lesion_test_error", (1,)), ("plain", "final_test_error")),
     "ShatteredGradients": (("plain_d6", "input_grad_autocorr", (0, 1)), ("residual_d2", "input_grad")),
@@ -63,7 +63,7 @@ def _damaged(files: dict[str, str], run: str, change, folder) -> dict[str, str]:
 def _build(scene_name: str, files: dict[str, str], tmp_path):
     scene = BY_NAME[scene_name]
     if scene_name == "TransformerAddNorm":
-        assert scene.shown_run == "post_ln"
+        assert scene.shown_run == "post_ln_warmup"  # the run DAMAGE changes is the one it shows
     built = dry_run(type(scene_name, (scene,), {"trace_files": files, "lang": "en"}), tmp_path / "media")
     assert built.renderer.num_plays > 0
     numbers = json.loads(json.dumps(built.numbers))  # what tear_down writes: plain JSON
@@ -84,8 +84,15 @@ def test_a_nan_value_is_a_labelled_gap_and_marked_missing(scene_name, tmp_path, 
     files = _files(BY_NAME[scene_name].experiment, tmp_path_factory)
     assert np.isfinite(np.asarray(Trace.load(files[run])[array], np.float64)[index]), "damage a value that was there"
     built, numbers = _build(scene_name, _damaged(files, run, _set_nan(array, index), tmp_path), tmp_path)
-    assert numbers["missing"], "no value was marked missing"
+    _assert_marked(numbers)
+
+
+def _assert_marked(numbers: dict) -> None:
+    """Something shown is marked missing: a number (null in ``values``, listed in ``missing``) or a
+    curve's gap (listed in ``gaps``); and a labelled gap was on screen."""
+    assert numbers["missing"] or numbers.get("gaps"), "the numbers JSON marks nothing missing"
     assert all(numbers["values"][key] is None for key in numbers["missing"])
+    assert all(value is None or value == value for value in numbers["values"].values())  # no NaN recorded
     assert numbers.get("gaps_shown", 0) >= 1, "no labelled gap was drawn"
 
 
@@ -95,11 +102,11 @@ def test_a_missing_array_is_a_labelled_gap_and_marked_missing(scene_name, tmp_pa
     files = _files(BY_NAME[scene_name].experiment, tmp_path_factory)
     built, numbers = _build(scene_name, _damaged(files, run, lambda t: t.arrays.pop(array), tmp_path), tmp_path)
     assert numbers["missing_arrays"] == {run: [array]}
-    assert numbers["missing"] and all(numbers["values"][key] is None for key in numbers["missing"])
-    assert numbers.get("gaps_shown", 0) >= 1, "no labelled gap was drawn"
+    _assert_marked(numbers)
 
 
 def test_intact_traces_mark_nothing_missing(tmp_path, tmp_path_factory):
     """The checks above can fail: the same scene from intact traces has no gap and no missing value."""
     built, numbers = _build("ChainRuleProduct", _files("chain_rule", tmp_path_factory), tmp_path)
-    assert numbers["missing"] == [] and "missing_arrays" not in numbers and "gaps_shown" not in numbers
+    assert numbers["missing"] == [] and "missing_arrays" not in numbers and "gaps" not in numbers
+    assert "gaps_shown" not in numbers
