@@ -338,6 +338,8 @@ def inspect(trace_file: str) -> None:
 
 def _render_options(func):
     func = _param_options(func)
+    func = click.option("--check", is_flag=True,
+                        help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
     func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
@@ -457,6 +459,10 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         # 4. Train what the scenes to render need and the cache lacks.
         configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))
         fresh = [c for c in configs if not trace_path(c).is_file()]
+        if ctx.params.get("check"):
+            click.echo(f"check: the input is valid; {len(todo)} of {len(jobs)} scenes would be rendered, "
+                       f"{len(fresh)} of {len(configs)} traces trained")
+            return
         if configs:
             _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
             get_traces(configs)

@@ -28,7 +28,7 @@ from simulation.experiments import build_runs
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
-from scenes.helpers import compare, fill_missing_arrays, is_missing, percent_value
+from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
 
@@ -40,7 +40,7 @@ COMMON_STRINGS = {
     "residual": {"en": "residual", "zh": "残差网络"},
     "layer": {"en": "layer", "zh": "层"},
     "block": {"en": "block", "zh": "块"},
-    "missing": {"en": "missing", "zh": "缺失"},  # a value the trace lacks (NaN or an absent array)
+    "missing": MISSING_WORDS,  # a value the trace lacks (NaN or an absent array)
     "no_verdict": {"en": "A value this comparison needs is missing from the trace: no verdict.",
                    "zh": "轨迹缺少这项比较所需的数值：无法下结论。"},
 }

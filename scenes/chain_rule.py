@@ -64,6 +64,7 @@ class ChainRuleProduct(LectureScene):
     _runs = ("plain", "residual")  # the two runs compared, in the order they are drawn
     _colors = ("plain", "residual")  # PALETTE roles of the two runs
     _axes_box = (-1.05, 3.3)  # centre y and height of the log axes (scene units)
+    _narrations = ("n_plain", "n_residual")  # string keys said while each run's curve is drawn
 
     def construct(self) -> None:
         names = self.pick_runs()
@@ -106,7 +107,7 @@ class ChainRuleProduct(LectureScene):
             self.add(label, readout)
         for row, name in enumerate(names):
             label, readout, color, factor, product = rows[name]
-            self.narrate(self.narration(row), 0.35 * depth + 1)
+            self.narrate(self._narrations[row], 0.35 * depth + 1)
             points = [axes.point(l + 1, product[l]) for l in range(depth)]  # None where missing
             blocks = np.arange(1, depth + 1)
             curve = axes.polyline(blocks[-1:], product[-1:], color, what=f"{name}.out_grad_norm")
@@ -141,9 +142,6 @@ class ChainRuleProduct(LectureScene):
     def run_label(self, name: str) -> str:
         return self.t(name)
 
-    def narration(self, row: int) -> str:
-        return ("n_plain", "n_residual")[row]
-
     def get_summary(self, names: tuple[str, str]):
         """||dL/dW|| of the first block over the last block's at step 0, for both runs."""
         shown = [self.number(f"{name}.first_over_last_grad_norm",
@@ -161,6 +159,7 @@ class ChainRuleExploding(ChainRuleProduct):
     experiment = "exploding"
     _colors = ("grad", "warn")
     _axes_box = (-0.5, 2.5)  # shorter than the base's: two lines about divergence go below
+    _narrations = ("n_low", "n_high")
     _source = "Glorot & Bengio 2010; He et al. 2015 (PReLU), §2.2"
     strings = {
         **ChainRuleProduct.strings,
@@ -193,9 +192,6 @@ class ChainRuleExploding(ChainRuleProduct):
 
     def run_label(self, name: str) -> str:
         return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].config["init_gain"]))
-
-    def narration(self, row: int) -> str:
-        return ("n_low", "n_high")[row]
 
     def get_summary(self, names: tuple[str, str]):
         """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""

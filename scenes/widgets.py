@@ -14,7 +14,7 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
                    Rectangle, RoundedRectangle, VGroup, VMobject)
 
-from scenes.helpers import MISSING_WORDS, finite_runs, missing_runs
+from scenes.helpers import MISSING_WORDS, finite_runs, log_range, missing_runs
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
@@ -196,10 +196,9 @@ def log_floor_exponent(values: np.ndarray | Sequence[float], margin: int = 1, lo
     """Integer exponent just below the smallest positive finite value of ``values`` (for LogAxes);
     ``lowest`` when nothing is positive (every value underflowed)."""
     arr = np.asarray(values, dtype=np.float64)
-    positive = arr[np.isfinite(arr) & (arr > 0)]
-    if positive.size == 0:
+    if not (np.isfinite(arr) & (arr > 0)).any():
         return lowest
-    return max(int(np.floor(np.log10(positive.min()))) - margin, lowest)
+    return log_range(arr, margin=margin, lowest=lowest)[0]
 
 
 def make_log_bars(axes: LogAxes, values: np.ndarray | Sequence[float], color, x_offset: float = 0.0,
