@@ -126,6 +126,16 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 # -- parameters -------------------------------------------------------------------------------
 
+class _Path(click.Path):
+    """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
+    [render] output can hold one, a command line cannot)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            self.fail("a file or folder name cannot contain a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 # TOML [render] keys -> the names of the click parameters they give defaults to.
 _RENDER_PARAMS = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
                   "output": "output", "jobs": "jobs", "concat": "concat"}
@@ -154,7 +164,7 @@ def _param_options(func):
     func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                         help="Set a parameter: name (every experiment that has it), experiment.name or "
                              "Scene.name. Repeatable; wins over --config.")(func)
-    func = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, is_eager=True,
+    func = click.option("--config", "config_file", type=_Path(dir_okay=False), default=None, is_eager=True,
                         callback=_read_config, expose_value=True,
                         help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] tables.")(func)
     return func
@@ -318,7 +328,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 @cli.command()
-@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.argument("trace_file", type=_Path(dir_okay=False))
 def inspect(trace_file: str) -> None:
     """Print a trace's metadata, array shapes and summary as JSON."""
     from simulation.summary import summarize
@@ -342,7 +352,7 @@ def _render_options(func):
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
-    func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
+    func = click.option("--output", "-o", type=_Path(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
     func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
                         help="Transparent background (webm, gif, png).")(func)
