@@ -27,6 +27,7 @@ SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
+MAX_SEED = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed both take 0 .. 2**32 - 1 from every platform
 
 
 class ConfigError(ValueError):
@@ -149,8 +150,14 @@ def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
     return cls().replace(**changes)
 
 
+def _check_seed(cfg: _Config) -> None:
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise ConfigError(f"seed must be between 0 and {MAX_SEED}; got {cfg.seed}")
+
+
 def _validate(cfg: RunConfig) -> None:
     _check_types(cfg)
+    _check_seed(cfg)
     _choice("arch", cfg.arch, ARCHS)
     _choice("activation", cfg.activation, ACTIVATIONS)
     _choice("norm", cfg.norm, NORMS)
@@ -235,6 +242,7 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
 
 def _validate_transformer(cfg: TransformerConfig) -> None:
     _check_types(cfg)
+    _check_seed(cfg)
     _choice("kind", cfg.kind, ("transformer",))
     _choice("arch", cfg.arch, TRANSFORMER_ARCHS)
     _choice("norm", cfg.norm, LN_PLACEMENTS)

@@ -88,6 +88,8 @@ BAD_INPUTS = [
     ("NaN lr", [*R, "--set", "lr=nan"], 1, "lr must be a finite number > 0; got nan"),
     ("absurd width", [*R, "--set", "width=10000000"], 1, "width must be between 1 and"),
     ("zero steps", [*R, "--set", "steps=0"], 1, "steps must be >= 1"),
+    ("negative seed", ["train", "chain_rule", "--set", "seed=-1"], 1, "seed must be between 0 and"),
+    ("huge seed", ["train", "layernorm", "--set", "seed=99999999999999999999"], 1, "seed must be between 0 and"),
     ("momentum 1", [*R, "--set", "momentum=1"], 1, "momentum must be in [0, 1)"),
     ("unknown activation", [*R, "--set", "activation=softmax"], 1, "activation must be one of"),
     ("empty list", [*R, "--set", "vanishing.depths=,"], 1, "expected at least one integer"),
