@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 
+from simulation.experiments import PLAIN, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
 from scenes.helpers import compare, finite_max, is_missing, strict_mean
@@ -76,7 +78,7 @@ class PathEnsemble(LectureScene):
     }
 
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
+        plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth = int(residual.config["depth"])
         fraction = np.asarray(residual["path_length_fraction"], dtype=np.float64)
         for k, share in enumerate(fraction):

@@ -64,14 +64,12 @@ def convert_value(label: str, default: Any, value: Any, finite: bool = False) ->
         else:
             items = [value]
         kind = type(default[0])
-        noun = {int: "integer", float: "number"}.get(kind, kind.__name__)
         if not items:
-            raise _error(f"{label}: expected at least one {noun}; got {_show(value)}")
+            raise _error(f"{label} must hold at least one value; got {_show(value)}")
         try:
             return tuple(convert_value(label, default[0], item, finite) for item in items)
         except Exception:
-            plural = {int: "integers", float: "numbers"}.get(kind, f"{kind.__name__} values")
-            raise _error(f"{label}: expected a comma-separated list of {plural}, got {_show(value)}") from None
+            raise _error(f"{label} must be list[{kind.__name__}] (comma-separated), got {_show(value)}") from None
     kind = type(default)
     if kind not in SIMPLE_TYPES:
         raise _error(f"{label} cannot be set (its default is a {kind.__name__})")
@@ -85,6 +83,8 @@ def convert_value(label: str, default: Any, value: Any, finite: bool = False) ->
             else:
                 value = kind(text)  # int("4300 digits and more") raises ValueError too
         except (ValueError, OverflowError):
+            if kind in (int, float) and "," in text:  # a list where one number belongs
+                raise _error(f"{label} must be one {kind.__name__}; got {_show(text)}") from None
             raise _error(f"{label} must be {kind.__name__}, got {_show(text)}") from None
     elif isinstance(value, str):
         value = value.strip()
