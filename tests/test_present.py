@@ -428,6 +428,15 @@ def test_unknown_deck_format_is_a_usage_error(tmp_path):
     assert result.exit_code == 2 and not any(tmp_path.iterdir())
 
 
+def test_slides_check_and_a_config_file_written_for_render(tmp_path):
+    """--check writes nothing; a [render] table's format = "mp4" (render's) does not break slides."""
+    config = tmp_path / "lecture.toml"
+    config.write_text('[render]\nformat = "mp4"\nquality = "l"\n', encoding="utf-8")
+    result = invoke("slides", *SCENES, "--config", config, "--check", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "check: the input is valid" in result.output and not (tmp_path / "out").exists()
+
+
 def test_a_failed_build_leaves_the_previous_folder(tmp_path):
     target = tmp_path / "slides"
     with staged_dir(target) as stage:
