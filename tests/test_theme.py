@@ -270,11 +270,34 @@ def tiny_traces(tmp_path_factory):
     return get
 
 
+TEXT_TYPES = (manim.Text, manim.MarkupText, manim.SingleStringMathTex)  # MathTex and Tex derive from the last
+
+
+def low_contrast_texts(mobjects, theme: Theme, minimum: float = 4.5) -> set[str]:
+    """Fully opaque glyphs whose colour has less than ``minimum`` WCAG contrast with the background
+    (text faded on purpose, opacity < 1, is decoration in WCAG's sense and not checked)."""
+    found = set()
+    background = theme["background"].to_hex()
+    for mob in mobjects:
+        for text in (m for m in mob.get_family() if isinstance(m, TEXT_TYPES)):
+            for glyph in text.get_family():
+                for rgba in glyph.fill_rgbas if len(glyph.points) else ():
+                    if rgba[3] >= 0.99 and wcag_ratio(hex_of(rgba), background) < minimum:
+                        found.add(f"{type(text).__name__} {getattr(text, 'text', '')!r}: {hex_of(rgba)}")
+    return found
+
+
+def hex_of(rgba) -> str:
+    return "#" + "".join(f"{round(float(c) * 255):02X}" for c in rgba[:3])
+
+
 def colour_checked(scene: type, theme: str, trace_files: dict[str, str] | None) -> type:
-    """A variant of ``scene`` in ``theme`` that records foreign colours after every play and wait."""
+    """A variant of ``scene`` in ``theme`` that records, after every play and wait, foreign colours
+    (``colour_log``) and opaque text below 4.5:1 against the background (``contrast_log``)."""
 
     def check(self):
         self.colour_log |= foreign_colours(self.mobjects, THEMES[self.theme])
+        self.contrast_log |= low_contrast_texts(self.mobjects, THEMES[self.theme])
 
     def play(self, *args, **kwargs):
         super(variant, self).play(*args, **kwargs)
@@ -286,7 +309,7 @@ def colour_checked(scene: type, theme: str, trace_files: dict[str, str] | None) 
 
     def setup(self):
         super(variant, self).setup()
-        self.colour_log = set()
+        self.colour_log, self.contrast_log = set(), set()
 
     attrs = {"theme": theme, "play": play, "wait": wait, "setup": setup}
     if trace_files is not None:
@@ -295,24 +318,29 @@ def colour_checked(scene: type, theme: str, trace_files: dict[str, str] | None) 
     return variant
 
 
+@pytest.mark.parametrize("theme", [pytest.param("light"), pytest.param("dark", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
-def test_scene_draws_only_theme_colours(scene, tiny_traces, tmp_path):
+def test_scene_draws_only_theme_colours_and_readable_text(scene, theme, tiny_traces, tmp_path):
     files = tiny_traces(scene.experiment) if scene.experiment else None
-    built = dry_run(colour_checked(scene, "light", files), tmp_path)
-    assert built.camera.background_color.to_hex() == THEMES["light"].background
+    built = dry_run(colour_checked(scene, theme, files), tmp_path)
+    assert built.camera.background_color.to_hex() == THEMES[theme].background
     assert built.colour_log == set(), f"{scene.__name__} draws colours that are not the theme's"
+    assert built.contrast_log == set(), f"{scene.__name__} shows text below 4.5:1 against the background"
 
 
 def test_theme_colour_check_catches_a_default_white(tmp_path):
-    """The twin: a scene that leaves one MathTex in Manim's default colour fails the check."""
-    from scenes.highway import IdentityHighway
+    """The twins: a MathTex left in Manim's default white is a foreign colour, and on the light
+    background it is unreadable; a muted label faded on purpose is neither."""
+    from scenes.base import LectureScene
 
-    class Tampered(IdentityHighway):
+    class Tampered(LectureScene):
         def construct(self):
             self.play(manim.FadeIn(manim.MathTex("x")))
+            self.play(manim.FadeIn(manim.Text("faded", color=PALETTE["muted"]).set_opacity(0.3)))
 
     built = dry_run(colour_checked(Tampered, "light", None), tmp_path)
     assert built.colour_log and all("#FFFFFF" in entry for entry in built.colour_log)
+    assert built.contrast_log and all("#FFFFFF" in entry for entry in built.contrast_log)
 
 
 # -- the theme is chosen per scene and read on every access ----------------------------------------------
