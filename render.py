@@ -5,6 +5,7 @@ Example::
     python render.py list
     python render.py render IdentityHighway ChainRuleProduct --quality l --set depth=12
     python render.py all --config lecture.toml --format webm --concat --jobs 2
+    python render.py render IdentityHighway --theme light --format png
     python render.py train vanishing --set depths=8,20 --json
     python render.py inspect .cache/traces/<digest>.npz
 
@@ -29,7 +30,7 @@ from typing import Any, Iterator
 
 import click
 
-from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS
+from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 
 __all__ = ["cli"]
 
@@ -138,8 +139,8 @@ class _Path(click.Path):
 
 
 # TOML [render] keys -> the names of the click parameters they give defaults to.
-_RENDER_PARAMS = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
-                  "output": "output", "jobs": "jobs", "concat": "concat"}
+_RENDER_PARAMS = {"quality": "quality", "lang": "lang", "theme": "theme", "format": "fmt",
+                  "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat"}
 
 
 def _read_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -350,10 +351,21 @@ def inspect(trace_file: str) -> None:
 
 # -- render -----------------------------------------------------------------------------------
 
+def _scene_options(func):
+    """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
+    --set/--config, --quality, --lang and --theme."""
+    func = _param_options(func)
+    func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
+                        help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
+    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
+    func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
+                        show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
+    return func
+
+
 def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
                     format_help: str = "png = a still of the last frame."):
     """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
-    func = _param_options(func)
     func = click.option("--check", is_flag=True,
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
@@ -364,10 +376,7 @@ def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: st
                         help="Transparent background (webm, gif, png).")(func)
     func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
                         show_default=True, help=format_help)(func)
-    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
-    func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
-                        show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
-    return func
+    return _scene_options(func)
 
 
 def _options(ctx: click.Context) -> dict[str, Any]:
@@ -466,7 +475,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
             job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
                             attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
                             source=source_digest(scene), quality=options["quality"], lang=options["lang"],
-                            format=options["format"],
+                            theme=options["theme"], format=options["format"],
                             transparent=options["transparent"], output=str(output), verbose=verbose)
             jobs.append(job)
             runs_of[job.scene] = list(runs.values())

@@ -11,7 +11,7 @@ a shared cache (``$RESIDUAL_CACHE/manim``) before the render and the new entries
 atomic rename each, only after the render succeeded: Manim's own cache serves partial re-renders and
 never sees a file that a killed process left half-written. Beside each output a ``<file>.render.json``
 records the key of everything that made it (scene source, parameters, trace digests, quality, language,
-format); a re-run whose key matches renders nothing.
+theme, format); a re-run whose key matches renders nothing.
 """
 
 from __future__ import annotations
@@ -174,6 +174,7 @@ class RenderJob:
     transparent: bool
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
+    theme: str = "dark"  # dark | light (scenes/theme.py): the colours and the background
 
     @property
     def final_dir(self) -> Path:
@@ -347,7 +348,7 @@ def make_variant(scene: type, job: RenderJob) -> type:
     """A subclass of ``scene`` carrying the job's language, experiment overrides and attributes; the
     class itself is never modified, so nothing carries over to the next scene."""
     namespace = {"__module__": scene.__module__, "__qualname__": scene.__qualname__, "lang": job.lang,
-                 "params": dict(job.params), **job.attrs}
+                 "theme": job.theme, "params": dict(job.params), **job.attrs}
     return type(scene.__name__, (scene,), namespace)
 
 
@@ -365,6 +366,7 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
             _link_in(shared, tmp / key, suffixes)
         settings = {
             "quality": _QUALITY_NAMES[job.quality], "format": job.format, "transparent": job.transparent,
+            "background_color": _theme_background(job.theme),
             "media_dir": str(tmp), "video_dir": str(tmp / "video"), "images_dir": str(tmp / "images"),
             "log_dir": str(tmp / "logs"), "tex_dir": str(tmp / "tex_dir"), "text_dir": str(tmp / "text_dir"),
             "partial_movie_dir": str(tmp / "partial_movie_dir"), "input_file": "", "output_file": "",
@@ -427,6 +429,14 @@ def _beat_videos(sections: Path, final_dir: Path, job: RenderJob) -> list[tuple[
 def beat_video_name(scene: str, index: int, fmt: str = "mp4") -> str:
     """File name of beat ``index`` of ``scene``'s video: ``IdentityHighway.beat-03.mp4``."""
     return f"{scene}.beat-{index:02d}.{fmt}"
+
+
+def _theme_background(theme: str) -> str:
+    """The theme's background for Manim's ``background_color``: scenes of your own (module:Class) that
+    do not derive from LectureScene get it too."""
+    from scenes.theme import get_theme
+
+    return get_theme(theme).background
 
 
 _QUALITY_NAMES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}

@@ -8,7 +8,7 @@ Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every exper
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
 A TOML file has up to four tables::
 
-    [render]                    # command-line options: quality, lang, format, transparent, output, jobs, concat
+    [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat
     quality = "m"
     [params]                    # like --set name=value
     steps = 200
@@ -32,6 +32,7 @@ from simulation.values import convert_value, type_name
 
 __all__ = [
     "Layer", "parse_sets", "load_config", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
+    "THEMES",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value",
 ]
@@ -39,13 +40,14 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
+THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
     "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": 1,
-    "concat": False,
+    "concat": False, "theme": "dark",
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
-RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "strings", "check_layout", "trace_files"})
+RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files"})
 
 
 @dataclass
@@ -140,7 +142,7 @@ def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[s
 
 def check_render_options(options: Mapping[str, Any], origin: str = "command line") -> None:
     """Validate render options (a subset of RENDER_DEFAULTS' keys) and their combinations."""
-    choices = {"quality": tuple(QUALITIES), "lang": LANGS, "format": FORMATS}
+    choices = {"quality": tuple(QUALITIES), "lang": LANGS, "theme": THEMES, "format": FORMATS}
     for key, allowed in choices.items():
         if key in options and options[key] not in allowed:
             raise ConfigError(f"{origin}: {key} must be one of {', '.join(allowed)}; got {options[key]!r}")

@@ -2,8 +2,8 @@
 
 Example::
 
-    manim -ql scenes/highway.py IdentityHighway          # English, default parameters
-    RESIDUAL_LANG=zh manim -ql scenes/highway.py IdentityHighway
+    manim -ql scenes/highway.py IdentityHighway          # English, dark theme, default parameters
+    RESIDUAL_LANG=zh RESIDUAL_THEME=light manim -ql scenes/highway.py IdentityHighway
 
 A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and ``strings``
 (``{key: {"en": ..., "zh": ...}}``). ``setup`` loads the experiment's traces from the cache, training
@@ -32,6 +32,7 @@ from scenes.beats import BeatLog
 from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
+from scenes.theme import set_theme
 
 __all__ = ["LectureScene"]
 
@@ -53,6 +54,7 @@ class LectureScene(Scene):
     experiment: str | None = None  # simulation experiment whose traces this scene shows
     params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
+    theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
@@ -60,6 +62,7 @@ class LectureScene(Scene):
     def setup(self) -> None:
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
         set_language(self.lang)
+        self.theme = set_theme(self.theme).name
         self.camera.background_color = PALETTE["background"]
         # values: key -> the number shown (null when missing); missing: keys shown as a gap, in order.
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {},

@@ -153,9 +153,9 @@ class IdentityHighway(LectureScene):
     def get_diagram(self) -> tuple[VGroup, VMobject, VMobject, VGroup]:
         """Block diagram: x -> {identity, Linear-act-Linear} -> ⊕ -> H(x). Returns (group, paths, node)."""
         y, top = 0.35, 1.55
-        x_label = MathTex("x", font_size=40).move_to([-6.2, y, 0])
+        x_label = MathTex("x", font_size=40, color=PALETTE["text"]).move_to([-6.2, y, 0])
         add_node = make_add_node().move_to([3.6, y, 0])
-        out_label = MathTex("H(x)", font_size=40).move_to([5.6, y, 0])
+        out_label = MathTex("H(x)", font_size=40, color=PALETTE["text"]).move_to([5.6, y, 0])
         boxes = VGroup(make_box("Linear"), make_box(self.t("act"), width=1.0), make_box("Linear")).arrange(RIGHT, buff=0.45)
         boxes.move_to([-0.6, top, 0])
         start, split = np.array([-5.9, y, 0]), np.array([-4.6, y, 0])
@@ -194,9 +194,9 @@ class IdentityHighway(LectureScene):
         formula = MathTex(r"y = F(x) + W_s\,x", font_size=40, color=PALETTE["text"])
         formula.move_to(anchor)
         y, top = 0.35, 1.55
-        x_label = MathTex(rf"x \in \mathbb{{R}}^{{{n_in}}}", font_size=34).move_to([-5.7, y, 0])
+        x_label = MathTex(rf"x \in \mathbb{{R}}^{{{n_in}}}", font_size=34, color=PALETTE["text"]).move_to([-5.7, y, 0])
         add_node = make_add_node().move_to([3.0, y, 0])
-        out_label = MathTex(rf"y \in \mathbb{{R}}^{{{n_out}}}", font_size=34).move_to([5.4, y, 0])
+        out_label = MathTex(rf"y \in \mathbb{{R}}^{{{n_out}}}", font_size=34, color=PALETTE["text"]).move_to([5.4, y, 0])
         boxes = VGroup(make_box(rf"{n_out}\times{n_in}", width=1.4, math=True), make_box(self.t("act"), width=1.0),
                        make_box(rf"{n_out}\times{n_out}", width=1.4, math=True)).arrange(RIGHT, buff=0.45)
         boxes.move_to([-0.6, top, 0])

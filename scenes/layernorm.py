@@ -23,14 +23,14 @@ from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
 from scenes.base import LectureScene
 from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
                             nice_ticks)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "RISE"]
 
 RISE = 1.5  # a last/first layer ratio above this counts as "grows toward the output" in the verdict
-RUN_COLORS = {"post_ln": PALETTE["plain"], "post_ln_warmup": PALETTE["warn"], "pre_ln": PALETTE["residual"]}
+RUN_COLORS = RoleColors(post_ln="plain", post_ln_warmup="warn", pre_ln="residual")
 
 
 def init_ffn_grad_norm(trace) -> np.ndarray:
@@ -103,8 +103,8 @@ class PostLNvsPreLN(LectureScene):
         self.play(FadeIn(title))
         post_diagram = self.get_placement("post_ln").move_to([-3.5, 1.0, 0])
         pre_diagram = self.get_placement("pre_ln").move_to([3.5, 1.0, 0])
-        post_tex = MathTex(r"x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big)", font_size=34).next_to(post_diagram, DOWN, buff=0.3)
-        pre_tex = MathTex(r"x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big)", font_size=34).next_to(pre_diagram, DOWN, buff=0.3)
+        post_tex = MathTex(r"x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(post_diagram, DOWN, buff=0.3)
+        pre_tex = MathTex(r"x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(pre_diagram, DOWN, buff=0.3)
         post_name = self.text("post", size=SIZE_LABEL, color=RUN_COLORS["post_ln"]).next_to(post_diagram, UP, buff=0.2)
         pre_name = self.text("pre", size=SIZE_LABEL, color=RUN_COLORS["pre_ln"]).next_to(pre_diagram, UP, buff=0.2)
         self.play(Create(post_diagram), Create(pre_diagram), FadeIn(post_name), FadeIn(pre_name), run_time=2)
@@ -112,9 +112,9 @@ class PostLNvsPreLN(LectureScene):
         post_note = self.text("post_note", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(post_tex, DOWN, buff=0.2)
         pre_note = self.text("pre_note", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(pre_tex, DOWN, buff=0.2)
         post_jac = MathTex(r"\frac{\partial x_{l+1}}{\partial x_l} = J_{\mathrm{LN}}\Big(I + \frac{\partial F}{\partial x_l}\Big)",
-                           font_size=32).next_to(post_note, DOWN, buff=0.45)
+                           font_size=32, color=PALETTE["text"]).next_to(post_note, DOWN, buff=0.45)
         pre_jac = MathTex(r"\frac{\partial x_{l+1}}{\partial x_l} = I + \frac{\partial F(\mathrm{LN}(x_l))}{\partial x_l}",
-                          font_size=32).next_to(pre_note, DOWN, buff=0.45)
+                          font_size=32, color=PALETTE["text"]).next_to(pre_note, DOWN, buff=0.45)
         self.narrate("n_paths", 5)
         self.play(FadeIn(post_note), FadeIn(pre_note), Write(post_jac), Write(pre_jac), run_time=1.5)
         # The backward pass along the main line: through the LN in Post-LN, around it in Pre-LN.
@@ -247,5 +247,5 @@ class PostLNvsPreLN(LectureScene):
                                 max_tip_length_to_length_ratio=0.3)
         parts.identity = identity  # submobjects: both follow the group when it is scaled and moved
         parts.add(parts.out_arrow)
-        parts.add(MathTex("x_l", font_size=30).next_to(start, LEFT, buff=0.1))
+        parts.add(MathTex("x_l", font_size=30, color=PALETTE["text"]).next_to(start, LEFT, buff=0.1))
         return parts

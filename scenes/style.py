@@ -1,4 +1,4 @@
-"""Palette, fonts, sizes and text helpers shared by every scene.
+"""Palette (the current theme's), fonts, sizes and text helpers shared by every scene.
 
 Example::
 
@@ -9,29 +9,62 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
+from scenes.theme import ROLES, current_theme
+
 __all__ = [
-    "PALETTE", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL", "make_text",
-    "format_number", "value_to_color", "LANGS", "current_language",
+    "PALETTE", "RoleColors", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL",
+    "make_text", "format_number", "value_to_color", "LANGS", "current_language",
 ]
 
 LANGS = ("en", "zh")
 
-# One colour per role, used the same way in every scene.
-PALETTE = {
-    "background": ManimColor("#101319"),
-    "text": ManimColor("#ECEFF4"),
-    "muted": ManimColor("#8A93A6"),
-    "plain": ManimColor("#E8685F"),  # plain network: no shortcut
-    "residual": ManimColor("#4FB8C4"),  # residual network
-    "identity": ManimColor("#F2C14E"),  # the identity path / highway
-    "branch": ManimColor("#A58BE0"),  # the residual branch F(x)
-    "grad": ManimColor("#7BD88F"),  # gradients flowing backwards
-    "warn": ManimColor("#FF9F43"),
-}
+
+class _ThemePalette(Mapping):
+    """``PALETTE[role]``: the role's colour in the current theme (:mod:`scenes.theme`), looked up on
+    every access, so a scene drawn after ``set_theme("light")`` is light throughout."""
+
+    def __getitem__(self, role: str) -> ManimColor:
+        return current_theme()[role]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ROLES)
+
+    def __len__(self) -> int:
+        return len(ROLES)
+
+    def __repr__(self) -> str:
+        return f"PALETTE(theme={current_theme().name!r})"
+
+
+# One colour per role, used the same way in every scene; the theme decides which colour that is.
+PALETTE = _ThemePalette()
+
+
+class RoleColors(Mapping):
+    """``{key: role}`` read as ``{key: colour of that role in the current theme}``, resolved on each
+    access (a module-level table of colours would freeze the theme that was current at import).
+
+    Example: ``RUN_COLORS = RoleColors(post_ln="plain", pre_ln="residual")``."""
+
+    def __init__(self, **roles: str) -> None:
+        unknown = sorted(set(roles.values()) - set(ROLES))
+        if unknown:
+            raise KeyError(f"no colour role {', '.join(unknown)}; roles: {', '.join(ROLES)}")
+        self.roles = dict(roles)
+
+    def __getitem__(self, key: str) -> ManimColor:
+        return PALETTE[self.roles[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.roles)
+
+    def __len__(self) -> int:
+        return len(self.roles)
 
 # One font per language; Noto Sans CJK SC (Debian fonts-noto-cjk) has the Chinese glyphs.
 FONTS = {"en": "DejaVu Sans", "zh": "Noto Sans CJK SC"}

@@ -75,7 +75,7 @@ class Summary(LectureScene):
         main, ramp = make_highway_icon(length=9.0, ramp_height=1.0, lane_width=12, ramp_width=5)
         road = VGroup(main, ramp).move_to([0, -0.2, 0])
         x_in = MathTex("x", font_size=40, color=PALETTE["identity"]).next_to(main, LEFT, buff=0.2)
-        h_out = MathTex("x + F(x)", font_size=40).next_to(main, RIGHT, buff=0.2)
+        h_out = MathTex("x + F(x)", font_size=40, color=PALETTE["text"]).next_to(main, RIGHT, buff=0.2)
         lane_label = self.text("lane_label", size=SIZE_SMALL, color=PALETTE["identity"])
         lane_label.next_to(main, DOWN, buff=0.2)
         road_label = self.text("road_label", size=SIZE_SMALL, color=PALETTE["branch"])

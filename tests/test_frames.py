@@ -9,7 +9,8 @@ Each scene reads the tiny traces under ``tests/data/<experiment>/`` (made by
 ``tests/data/make_traces.py``) through ``LectureScene.trace_files``, so the frames depend on those
 files only. Manim's ``frames_comparison`` compares the last frame (854x480) with the committed control
 frame. The ``*_fails_on_tampered_trace`` twin changes one recorded array and shows that the same
-comparison then raises: the frame really is drawn from the trace.
+comparison then raises: the frame really is drawn from the trace. Every scene is compared in both
+themes (``<name>.npz`` dark, ``<name>_light.npz`` light), each with its tamper twin.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def same_cairo_as_control_data(monkeypatch):
     monkeypatch.setattr(manim_frames, "MIN_CAIRO_VERSION", 0)
 
 
-def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en") -> type:
-    """``scene`` reading ``trace_files`` instead of the cache, in ``lang``."""
-    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang})
+def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en", theme: str = "dark") -> type:
+    """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` and ``theme``."""
+    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang, "theme": theme})
 
 
 def committed_traces(scene: type) -> dict[str, str]:
@@ -72,9 +73,10 @@ def committed_traces(scene: type) -> dict[str, str]:
     return files
 
 
-def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en"):
+def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en",
+                    theme: str = "dark"):
     """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``."""
-    variant = scene_variant(scene, trace_files or committed_traces(scene), lang)
+    variant = scene_variant(scene, trace_files or committed_traces(scene), lang, theme)
 
     def construct(scene):  # frames_comparison needs an argument called exactly "scene"
         variant.construct(scene)
@@ -84,7 +86,8 @@ def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None =
 
 
 def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
-                               tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en") -> None:
+                               tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en",
+                               theme: str = "dark") -> None:
     """Copy the committed traces, apply ``tamper`` to ``run``'s array ``key``, and expect the frame
     comparison against the untampered control data to fail."""
     if request.config.getoption("--set_test"):
@@ -99,7 +102,7 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
     trace.arrays[key] = tamper(original).astype(original.dtype)
     assert not np.array_equal(trace.arrays[key], original), "the tamper changed nothing"
     trace.save(files[run])
-    check = make_frame_test(scene, name, trace_files=files, lang=lang)
+    check = make_frame_test(scene, name, trace_files=files, lang=lang, theme=theme)
     scratch = tmp_path / "manim"  # Manim cleans its tex folder: keep the traces out of it
     scratch.mkdir()
     with pytest.raises(AssertionError, match="Frame no"):
@@ -280,3 +283,34 @@ for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
 @pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), FRAME_SCENES, ids=[m[1] for m in FRAME_SCENES])
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
+
+
+# -- The light theme (--theme light): the same table, control data <name>_light.npz ----------------------
+# Four scenes that together use every widget run in the default test run; the rest are marked slow.
+LIGHT_DEFAULT = {"chain_rule_product", "degradation", "path_ensemble", "summary"}
+LIGHT_SCENES = [pytest.param(*case, id=f"{case[1]}_light", marks=() if case[1] in LIGHT_DEFAULT else pytest.mark.slow)
+                for case in FRAME_SCENES]
+for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
+    _test = make_frame_test(_scene, f"{_name}_light", theme="light")
+    globals()[f"test_{_name}_light"] = _test if _name in LIGHT_DEFAULT else pytest.mark.slow(_test)
+
+
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), LIGHT_SCENES)
+def test_light_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
+    assert_fails_when_tampered(request, tmp_path, scene, f"{name}_light", run=run, key=key, tamper=tamper,
+                               theme="light")
+
+
+def test_light_and_dark_control_frames_differ():
+    """The themes really are applied: each light control frame has the light background in its corner,
+    each dark one the dark background, and no pair of frames is equal."""
+    from scenes.theme import THEMES
+
+    folder = Path(__file__).parent / "control_data" / "scenes"
+    for _, name, *_ in FRAME_SCENES:
+        dark, light = (np.load(folder / f"{stem}.npz")["frame_data"] for stem in (name, f"{name}_light"))
+        assert dark.shape == light.shape and not np.array_equal(dark, light), name
+        for frame, theme in ((dark, "dark"), (light, "light")):
+            corner = frame[0, 2, 2, :3] / 255  # frames are stored as [1, height, width, RGBA]
+            expected = np.array(THEMES[theme]["background"].to_rgb())
+            assert np.abs(corner - expected).max() < 2 / 255, (name, theme)
