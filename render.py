@@ -180,6 +180,7 @@ def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) 
                 "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
                            for k, (d, t) in exp.params().items()},
             }
+    listing["voices"] = _voices()
     if as_json:
         click.echo(json.dumps(listing, indent=2, default=list))
         return
@@ -194,6 +195,18 @@ def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) 
         click.echo(f"  {name:<24} {exp['description']}")
         click.echo(f"  {'':<24} source: {exp['source']}")
         _echo_params(exp["params"])
+    click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
+    for name, v in listing["voices"].items():
+        click.echo(f"  {name:<24} {v['lang']}: {v['description']}")
+        click.echo(f"  {'':<24} licence: {v['licence']}")
+        click.echo(f"  {'':<24} {'installed' if not v['missing'] else 'missing: ' + v['missing']}")
+
+
+def _voices() -> dict[str, dict[str, Any]]:
+    from scenes.voice import VOICES, missing_voice
+
+    return {name: {"lang": e.lang, "description": e.description, "licence": e.licence,
+                   "missing": missing_voice(name)} for name, e in VOICES.items()}
 
 
 def _show(value: Any) -> str:
@@ -278,8 +291,16 @@ def inspect(trace_file: str) -> None:
 
 # -- render -----------------------------------------------------------------------------------
 
+def _voice_option(func):
+    """``--voice [NAME]``, shared by every command that renders (render, all, slides)."""
+    return click.option("--voice", default=None, metavar="NAME", is_flag=False, flag_value="auto",
+                        help="Speak the narration with an offline voice (`render.py list` names them: en-piper, "
+                             "zh-espeak); a bare --voice picks the language's own. Off by default.")(func)
+
+
 def _render_options(func):
     func = _param_options(func)
+    func = _voice_option(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
     func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
@@ -297,7 +318,7 @@ def _render_options(func):
 def _options(ctx: click.Context, file_render: dict[str, Any]) -> dict[str, Any]:
     """Render options with precedence default < file < command line."""
     names = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
-             "output": "output", "jobs": "jobs", "concat": "concat"}
+             "output": "output", "jobs": "jobs", "concat": "concat", "voice": "voice"}
     out = dict(RENDER_DEFAULTS)
     out.update(file_render)
     for key, param in names.items():
@@ -349,8 +370,8 @@ def all_command(ctx: click.Context, **_: Any) -> None:
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> None:
     import scenes as scene_package
-    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
-                           missing_tools, render_job, source_digest, up_to_date)
+    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, check_voice,
+                           concat_lecture, missing_tools, render_job, source_digest, up_to_date)
     from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
     from simulation.cache import get_traces, trace_path
     from simulation.config import ConfigError
@@ -372,10 +393,11 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
                 active[scene.experiment] = list(get_experiment(scene.experiment).params())
         check_common_keys(layers, active, _all_params(), scenes)
         _validate_scoped(layers, by_name)
-        # 2. Tools Manim needs, and the output folder.
+        # 2. Tools Manim needs (and the voice), and the output folder.
         missing = missing_tools(options["lang"])
         if missing:
             raise RenderError(f"missing {', '.join(missing)}; install with: {INSTALL_COMMAND}")
+        options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
         output = Path(options["output"]).expanduser().absolute()
         check_output_dir(output)
         # 3. One job per scene; its key says whether the files on disk are still current.
@@ -390,7 +412,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
             job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
                             attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
                             source=source_digest(scene), quality=options["quality"], lang=options["lang"],
-                            format=options["format"],
+                            format=options["format"], voice=options["voice"],
                             transparent=options["transparent"], output=str(output), verbose=verbose)
             jobs.append(job)
             runs_of[job.scene] = list(runs.values())

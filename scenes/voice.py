@@ -45,7 +45,7 @@ __all__ = [
     "SAMPLE_RATE", "TARGET_LUFS", "PEAK_CEILING_DB", "READING_RATE", "VoiceError", "SpeechEngine",
     "PiperEngine", "EspeakPinyinEngine", "VOICES", "get_voice", "default_voice", "missing_voice",
     "reading_time", "cue_chars", "frames_of", "speak", "split_zh", "to_pinyin", "chinese_number", "spoken_formula",
-    "normalize_track", "build_track", "loudness", "voiced_intervals", "alignment_problems", "read_audio",
+    "PHRASES", "normalize_track", "build_track", "loudness", "voiced_intervals", "alignment_problems", "read_audio",
     "mux_audio", "add_narration", "video_duration",
 ]
 
@@ -304,9 +304,25 @@ def _chinese_group(n: int) -> str:
     return out
 
 
+# Readings pypinyin's phrase dictionary gets wrong in this lecture's lines (差 chā in 残差, 标准差; 更 gèng
+# before an adjective; 得 as a particle), in TONE3 form.
+PHRASES = {"残差": "can2 cha1", "标准差": "biao1 zhun3 cha1", "更深": "geng4 shen1", "得更": "de5 geng4",
+           "得慢": "de5 man4", "得动": "de5 dong4"}
+
+
+@functools.lru_cache(maxsize=1)
+def _load_phrases() -> None:
+    from pypinyin import load_phrases_dict
+    from pypinyin.contrib.tone_convert import to_tone
+
+    load_phrases_dict({word: [[to_tone(p)] for p in tones.split()] for word, tones in PHRASES.items()})
+
+
 def to_pinyin(chinese: str) -> str:
-    """Tone-numbered pinyin for espeak-ng (``"残差，"`` -> ``"can2 cha1 ,"``); tone 5 for neutral."""
+    """Tone-numbered pinyin for espeak-ng (``"残差，"`` -> ``"can2 cha1"``); tone 5 for neutral."""
     from pypinyin import Style, lazy_pinyin
+
+    _load_phrases()
 
     syllables = lazy_pinyin(chinese, style=Style.TONE3, neutral_tone_with_five=True, errors=lambda s: list(s))
     words = []
