@@ -14,6 +14,7 @@ and the spread (min-max) over rounds. Nothing is written to the cache.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -23,6 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenes import SCENES_IN_ORDER  # noqa: E402
 from scenes.voice import SAMPLE_RATE, VOICES  # noqa: E402
+
+
+def _cpu() -> float:
+    """CPU seconds of this process (all threads) and of its finished children (espeak-ng runs)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def lecture_lines(lang: str, count: int) -> list[str]:
@@ -48,17 +55,17 @@ def main() -> None:
     speech: dict[str, float] = {}
     for _ in range(args.rounds):
         for name, engine in engines.items():
-            start, cpu, seconds = time.perf_counter(), time.process_time(), 0.0
+            start, cpu, seconds = time.perf_counter(), _cpu(), 0.0
             for line in lines[name]:
                 seconds += len(engine.synthesize(line)) / SAMPLE_RATE
             ratios[name].append(seconds / (time.perf_counter() - start))
-            per_cpu[name].append(seconds / max(1e-9, time.process_time() - cpu))  # espeak-ng's own process not counted
+            per_cpu[name].append(seconds / max(1e-9, _cpu() - cpu))
             speech[name] = seconds
     print(f"{'voice':<12} {'lines':>5} {'speech s':>9} {'speech s / wall s':>24} {'speech s / CPU s':>11}")
     for name, values in ratios.items():
         print(f"{name:<12} {len(lines[name]):>5} {speech[name]:>9.1f} {statistics.median(values):>10.1f} "
               f"(min-max {min(values):.1f}-{max(values):.1f}) {statistics.median(per_cpu[name]):>8.1f}")
-    print(f"median over {args.rounds} interleaved rounds; CPU s is this process's (all threads)")
+    print(f"median over {args.rounds} interleaved rounds; CPU s: this process (all threads) and espeak-ng's")
 
 
 if __name__ == "__main__":

@@ -574,6 +574,8 @@ def _write_muxed(video: Path, audio: np.ndarray, target: Path, out_rate: int, bi
     with av.open(str(video)) as source, av.open(str(target), mode="w", format=_container_format(video)) as sink:
         v_in = source.streams.video[0]
         v_out = sink.add_stream_from_template(template=v_in)
+        if v_in.metadata.get("alpha_mode") == "1":  # VP9 with alpha: the muxer writes AlphaMode for yuva420p
+            v_out.pix_fmt = "yuva420p"
         a_out = sink.add_stream(codec, rate=out_rate, layout="mono")
         a_out.bit_rate = bit_rate
         for packet in source.demux(v_in):

@@ -334,9 +334,16 @@ def test_concat_gives_one_continuous_track(voiced):
 @needs_zh
 @pytest.mark.parametrize("fmt", ["mp4", "webm"])
 def test_a_chinese_voiced_render_is_aligned_and_on_target(fmt, tmp_path):
-    result = invoke("render", "voice_scenes:VoicedLines", "--lang", "zh", "--voice", "--format", fmt, "-o", tmp_path)
+    alpha = ["--transparent"] if fmt == "webm" else []
+    result = invoke("render", "voice_scenes:VoicedLines", "--lang", "zh", "--voice", "--format", fmt, *alpha,
+                    "-o", tmp_path)
     assert result.exit_code == 0, result.output
     video = tmp_path / f"480p15/zh/VoicedLines.{fmt}"
+    if alpha:  # the muxed copy keeps the transparent video's alpha channel
+        import av
+
+        with av.open(str(video)) as container:
+            assert container.streams.video[0].metadata.get("alpha_mode") == "1"
     assert audio_duration_problem(video) is None
     audio, rate = voice.read_audio(video)
     assert voice.alignment_problems(audio, rate, cues_of(video.with_suffix(".srt"))) == []
