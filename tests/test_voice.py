@@ -348,3 +348,16 @@ def test_a_chinese_voiced_render_is_aligned_and_on_target(fmt, tmp_path):
     audio, rate = voice.read_audio(video)
     assert voice.alignment_problems(audio, rate, cues_of(video.with_suffix(".srt"))) == []
     assert loudness_ok(audio, rate)
+
+
+def test_list_names_the_voices_and_a_config_file_can_choose_one(tmp_path):
+    import json
+
+    listing = json.loads(invoke("list", "--json").output)
+    assert set(listing["voices"]) == set(voice.VOICES)
+    assert listing["voices"]["zh-espeak"]["lang"] == "zh" and "GPL" in listing["voices"]["zh-espeak"]["licence"]
+    config = tmp_path / "lecture.toml"
+    config.write_text('[render]\nvoice = "en-piper"\nlang = "zh"\n')
+    result = invoke("render", "cli_scenes:TinySquare", "--config", config, "-o", tmp_path / "out")
+    assert result.exit_code == 1 and "voice en-piper speaks en, not --lang zh" in result.output
+    assert not (tmp_path / "out").exists()
