@@ -26,16 +26,17 @@ added after a cached animation (manim issues #4005, #4751).
 from __future__ import annotations
 
 import functools
-from fractions import Fraction
 import hashlib
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import wave
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -46,7 +47,7 @@ __all__ = [
     "PiperEngine", "EspeakPinyinEngine", "VOICES", "get_voice", "default_voice", "missing_voice",
     "reading_time", "cue_chars", "frames_of", "speak", "split_zh", "to_pinyin", "chinese_number", "spoken_formula",
     "PHRASES", "normalize_track", "build_track", "loudness", "voiced_intervals", "alignment_problems", "read_audio",
-    "mux_audio", "add_narration", "video_duration",
+    "mux_audio", "add_narration", "video_duration", "LINE_GAP",
 ]
 
 SAMPLE_RATE = 22050  # Hz: Piper's medium voices and espeak-ng both synthesise at this rate
@@ -54,7 +55,7 @@ TARGET_LUFS = -16.0  # integrated loudness of every clip (the usual target for s
 PEAK_CEILING_DB = -1.5  # sample peak after limiting, dBFS; headroom for the AAC/Opus encoder's overshoot
 READING_RATE = {"en": 17.0, "zh": 9.0}  # characters per second a subtitle reader keeps up with
 LINE_GAP = 0.6  # s of quiet after a spoken line before the next may start
-_SILENCE_DB = -40.0  # dB below a line's peak RMS that counts as silence when trimming and aligning
+_SILENCE_DB = -40.0  # dB below a line's loudest 20 ms that counts as silence when trimming it
 _FRAME = 0.02  # s: RMS analysis window
 
 
@@ -334,7 +335,7 @@ def to_pinyin(chinese: str) -> str:
     return re.sub(r"\s*([,.])(\s*[,.])*", r" \1", " ".join(words)).strip(" ,")
 
 
-_FORMULA_WORDS = [("=", " equals "), ("+", " plus "), ("−", " minus "), ("×", " times "), ("·", " times "),
+_FORMULA_WORDS = [(" - ", " minus "), ("=", " equals "), ("+", " plus "), ("−", " minus "), ("×", " times "), ("·", " times "),
                   ("&", " and "), ("σ", " sigma "), ("ε", " epsilon "), ("α", " alpha "), ("λ", " lambda "),
                   ("_", " "), ("(", " of "), (")", " "), ("^", " to the power ")]
 
@@ -343,7 +344,6 @@ def spoken_formula(latin: str) -> str:
     """A Latin run as English speech: operators and Greek letters as words (``F(x)`` -> ``F of x``)."""
     for symbol, word in _FORMULA_WORDS:
         latin = latin.replace(symbol, word)
-    latin = re.sub(r"(?<=\w)\s*-\s*(?=[A-Za-z])", " minus ", latin) if re.search(r"\s-\s", latin) else latin
     return re.sub(r"\s+", " ", latin).strip()
 
 
@@ -599,8 +599,6 @@ def _write_muxed(video: Path, audio: np.ndarray, target: Path, out_rate: int, bi
 def add_narration(scene) -> Path | None:
     """Mux the lines ``scene`` spoke (``scene.spoken``: [(start_s, samples)]) into its finished video, in
     place (a temporary file, then ``os.replace``). None when the scene wrote no mp4/webm/mov."""
-    import os
-
     writer = getattr(scene.renderer, "file_writer", None)
     movie = Path(getattr(writer, "movie_file_path", "") or "")
     if not movie.name or movie.suffix not in (".mp4", ".webm", ".mov") or not movie.is_file():
