@@ -220,7 +220,7 @@ def test_missing_engine_is_reported_before_any_work_with_the_install_command(tmp
     monkeypatch.setattr(voice.shutil, "which", lambda name: None if name == "espeak-ng" else shutil.which(name))
     out = tmp_path / "out"
     result = invoke("render", "cli_scenes:TinyTrace", "--lang", "zh", "--voice", "-o", out,
-                    "--set", "steps=5", "--set", "depth=2")
+                    "--set", "steps=20", "--set", "depth=3")
     assert result.exit_code == 1
     assert "voice zh-espeak needs espeak-ng" in result.output
     assert "apt-get install -y --no-install-recommends espeak-ng" in result.output
