@@ -140,7 +140,8 @@ class _Path(click.Path):
 
 # TOML [render] keys -> the names of the click parameters they give defaults to.
 _RENDER_PARAMS = {"quality": "quality", "lang": "lang", "theme": "theme", "format": "fmt",
-                  "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat"}
+                  "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat",
+                  "voice": "voice"}
 
 
 def _read_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -251,6 +252,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
                 "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
                            for k, (d, t) in exp.params().items()},
             }
+    listing["voices"] = _voices()
     if as_json:
         click.echo(json.dumps(listing, indent=2, default=list))
         return
@@ -265,6 +267,18 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
         click.echo(f"  {name:<24} {exp['description']}")
         click.echo(f"  {'':<24} source: {exp['source']}")
         _echo_params(exp["params"])
+    click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
+    for name, v in listing["voices"].items():
+        click.echo(f"  {name:<24} {v['lang']}: {v['description']}")
+        click.echo(f"  {'':<24} licence: {v['licence']}")
+        click.echo(f"  {'':<24} {'installed' if not v['missing'] else 'missing: ' + v['missing']}")
+
+
+def _voices() -> dict[str, dict[str, Any]]:
+    from scenes.voice import VOICES, missing_voice
+
+    return {name: {"lang": e.lang, "description": e.description, "licence": e.licence,
+                   "missing": missing_voice(name)} for name, e in VOICES.items()}
 
 
 def _show(value: Any) -> str:
@@ -363,9 +377,17 @@ def _scene_options(func):
     return func
 
 
+def _voice_option(func):
+    """``--voice [NAME]``, shared by every command that renders (render, all, slides)."""
+    return click.option("--voice", default=None, metavar="NAME", is_flag=False, flag_value="auto",
+                        help="Speak the narration with an offline voice (`render.py list` names them: en-piper, "
+                             "zh-espeak); a bare --voice picks the language's own. Off by default.")(func)
+
+
 def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
                     format_help: str = "png = a still of the last frame."):
     """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
+    func = _voice_option(func)
     func = click.option("--check", is_flag=True,
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
@@ -433,8 +455,8 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     """Render ``scenes`` with the context's options; returns (jobs, written, unchanged), None after --check. ``video_only``: mp4,
     opaque, whatever --format and the file say (decks and the page play the videos)."""
     import scenes as scene_package
-    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, concat_lecture,
-                           missing_tools, render_job, source_digest, up_to_date)
+    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, check_voice,
+                           concat_lecture, missing_tools, render_job, source_digest, up_to_date)
     from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
     from simulation.cache import get_traces, trace_path
     from simulation.config import ConfigError
@@ -457,10 +479,11 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 active[scene.experiment] = list(get_experiment(scene.experiment).params())
         check_common_keys(layers, active, _all_params(), scenes)
         _validate_scoped(layers, by_name)
-        # 2. Tools Manim needs, and the output folder.
+        # 2. Tools Manim needs (and the voice), and the output folder.
         missing = missing_tools(options["lang"])
         if missing:
             raise RenderError(f"missing {', '.join(missing)}; install with: {INSTALL_COMMAND}")
+        options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
         output = Path(options["output"]).expanduser().absolute()
         check_output_dir(output)
         # 3. One job per scene; its key says whether the files on disk are still current.
@@ -475,7 +498,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
             job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
                             attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
                             source=source_digest(scene), quality=options["quality"], lang=options["lang"],
-                            theme=options["theme"], format=options["format"],
+                            theme=options["theme"], format=options["format"], voice=options["voice"],
                             transparent=options["transparent"], output=str(output), verbose=verbose)
             jobs.append(job)
             runs_of[job.scene] = list(runs.values())

@@ -38,8 +38,9 @@ from simulation.cache import cache_dir
 from simulation.atomic_io import atomic_write
 
 __all__ = [
-    "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_output_dir", "source_digest",
-    "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture", "load_scene", "media_cache_dir",
+    "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
+    "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
+    "load_scene", "media_cache_dir",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
@@ -72,6 +73,29 @@ def missing_tools(lang: str, which: Callable[[str], str | None] = shutil.which) 
         if not fc_list or not _prints_something([fc_list, ":lang=zh", "family"]):
             missing.append("a Chinese (CJK) font")
     return missing
+
+
+def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
+    """The voice name a render uses (``"auto"`` -> the language's own, None -> silent); RenderError, before
+    any work, for an unknown voice, one of another language, a format without sound (gif, png), or an engine
+    this machine lacks (with the exact install command)."""
+    if voice is None:
+        return None
+    from scenes.voice import VoiceError, default_voice, get_voice, missing_voice
+
+    name = default_voice(lang) if voice == "auto" else voice
+    try:
+        engine = get_voice(name)
+    except VoiceError as exc:
+        raise RenderError(str(exc)) from None
+    if engine.lang != lang:
+        raise RenderError(f"voice {name} speaks {engine.lang}, not --lang {lang}; use --voice {default_voice(lang)}")
+    if fmt not in ("mp4", "webm"):
+        raise RenderError(f"--voice needs a video with sound: use --format mp4 or webm, not {fmt}")
+    problem = missing_voice(name)
+    if problem:
+        raise RenderError(problem)
+    return name
 
 
 def _prints_something(command: list[str]) -> bool:
@@ -175,6 +199,7 @@ class RenderJob:
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
     theme: str = "dark"  # dark | light (scenes/theme.py): the colours and the background
+    voice: str | None = None  # a name from scenes.voice.VOICES: the narration is spoken and muxed in
 
     @property
     def final_dir(self) -> Path:
@@ -185,7 +210,11 @@ class RenderJob:
         return self.final_dir / f"{self.scene}.{self.format}"
 
     def key_inputs(self) -> dict[str, Any]:
-        inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose")}
+        inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose", "voice")}
+        if self.voice:  # absent when silent, so silent renders keep the keys they had before voices existed
+            from scenes.voice import get_voice
+
+            inputs["voice"] = [self.voice, get_voice(self.voice).version()]
         return {"key_version": KEY_VERSION, "manim": importlib.metadata.version("manim"), **inputs}
 
     def key(self) -> str:
@@ -348,7 +377,7 @@ def make_variant(scene: type, job: RenderJob) -> type:
     """A subclass of ``scene`` carrying the job's language, experiment overrides and attributes; the
     class itself is never modified, so nothing carries over to the next scene."""
     namespace = {"__module__": scene.__module__, "__qualname__": scene.__qualname__, "lang": job.lang,
-                 "theme": job.theme, "params": dict(job.params), **job.attrs}
+                 "theme": job.theme, "params": dict(job.params), "voice": job.voice, **job.attrs}
     return type(scene.__name__, (scene,), namespace)
 
 
@@ -464,6 +493,16 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
     durations = [_duration(v) for v in videos]
     with atomic_write(target, suffix=target.suffix) as tmp:
         _concat_videos(videos, tmp, alpha=first.transparent and first.format == "webm")
+        track = _joined_audio(videos, durations)
+        if track is not None:  # one continuous track: each clip's sound (or silence) for its whole length
+            from scenes.voice import mux_audio, normalize_track
+
+            silent = tmp.with_name(f".silent-{tmp.name}")
+            os.replace(tmp, silent)
+            try:
+                mux_audio(silent, normalize_track(track, rate=_CONCAT_RATE), tmp, rate=_CONCAT_RATE)
+            finally:
+                silent.unlink(missing_ok=True)
     files = [target]
     subtitles = _shifted_subtitles(videos, durations)
     if subtitles is not None:
@@ -471,6 +510,31 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
             tmp.write_text(subtitles, encoding="utf-8")
         files.append(target.with_suffix(".srt"))
     return [*files, _write_record(target, key, inputs, files)], True
+
+
+_CONCAT_RATE = 48000  # Hz: the rate the clips' audio is encoded at (scenes.voice.mux_audio)
+
+
+def _joined_audio(videos: list[Path], durations: list[float]):
+    """The clips' sound end to end, each cut or padded to its length in the joined video (the concat
+    demuxer starts each clip at the sum of the ones before: the times the subtitles are shifted by too);
+    None if no clip has sound."""
+    import numpy as np
+
+    from scenes.voice import VoiceError, read_audio
+
+    parts, found = [], False
+    for video, duration in zip(videos, durations):
+        length = int(round(duration * _CONCAT_RATE))
+        try:
+            audio, rate = read_audio(video)
+            found = True
+        except VoiceError:
+            audio, rate = np.zeros(0, np.float32), _CONCAT_RATE
+        if rate != _CONCAT_RATE:
+            raise RenderError(f"{video}: audio at {rate} Hz, expected {_CONCAT_RATE}")
+        parts.append(np.pad(audio, (0, max(0, length - len(audio))))[:length])
+    return np.concatenate(parts) if found else None
 
 
 def _duration(video: Path) -> float:

@@ -8,7 +8,7 @@ Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every exper
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
 A TOML file has up to four tables::
 
-    [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat
+    [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat, voice
     quality = "m"
     [params]                    # like --set name=value
     steps = 200
@@ -44,10 +44,11 @@ THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test check
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
     "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": 1,
-    "concat": False, "theme": "dark",
+    "concat": False, "theme": "dark", "voice": None,
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
-RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files"})
+RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
+                                  "voice"})
 
 
 @dataclass
@@ -151,6 +152,9 @@ def check_render_options(options: Mapping[str, Any], origin: str = "command line
             raise ConfigError(f"{origin}: {key} must be true or false; got {options[key]!r}")
     if "output" in options and (not isinstance(options["output"], str) or not options["output"].strip()):
         raise ConfigError(f"{origin}: output must be a folder name; got {options['output']!r}")
+    voice = options.get("voice")
+    if voice is not None and (not isinstance(voice, str) or not voice.strip()):
+        raise ConfigError(f"{origin}: voice must be a voice name (render.py list) or \"auto\"; got {voice!r}")
     jobs = options.get("jobs", 1)
     if type(jobs) is not int or not 1 <= jobs <= MAX_JOBS:
         raise ConfigError(f"{origin}: jobs must be an integer from 1 to {MAX_JOBS}; got {jobs!r}")

@@ -10,6 +10,8 @@ A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and `
 missing runs in a subprocess, so a scene never imports torch; a variant that sets ``trace_files``
 (``{run_name: path}``) reads those files instead (tests use small committed traces). Every number drawn goes through
 :meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
+:meth:`LectureScene.narrate` times each line: spoken with ``voice`` (:mod:`scenes.voice`), or held long
+enough to read; the scene waits before the next line until the current one is over.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
 from scenes.beats import BeatLog
+from scenes import voice as speech
 from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
@@ -58,6 +61,7 @@ class LectureScene(Scene):
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
+    voice: str | None = None  # a name from scenes.voice.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
@@ -70,6 +74,9 @@ class LectureScene(Scene):
         self.traces: dict[str, Trace] = {}
         self.layout_log: list[str] = []
         self.beats = BeatLog(self)
+        self.voice = self.voice or os.environ.get("RESIDUAL_VOICE") or None
+        self.spoken: list[tuple[float, np.ndarray]] = []  # (start s, samples) of every line spoken
+        self._line_end = 0.0  # scene time (s) before which the next line may not start
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
@@ -108,20 +115,42 @@ class LectureScene(Scene):
         return label
 
     def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
-        """Subcaption (written to the .srt beside the video) starting now, for ``duration`` seconds.
+        """Subcaption (written to the .srt beside the video) starting now; the scene holds it at least
+        ``duration`` seconds.
 
-        A new line ends the one before it, so a player never shows two lines at once. Each call also
-        starts a beat (a slide stop; see :mod:`scenes.beats`)."""
+        With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
+        as long as reading takes (``scenes.voice.READING_RATE``: 17 characters/s English, 9 Chinese).
+        The line before is waited out first, so lines never overlap and never run faster than speech.
+        Each call also starts a beat (a slide stop; see :mod:`scenes.beats`)."""
+        text = self.t(key, **fmt)
+        self.finish_narration()
         self.beats.begin(key, {lang: self.strings.get(key, COMMON_STRINGS.get(key, {})).get(lang, "").format(**fmt)
                                for lang in ("en", "zh")})
-        self.add_subcaption(self.t(key, **fmt), duration=duration)
-        subcaptions = self.renderer.file_writer.subcaptions
-        if len(subcaptions) >= 2 and subcaptions[-2].end > subcaptions[-1].start:
-            subcaptions[-2].end = subcaptions[-1].start
+        if self.voice:
+            audio = speech.speak(text, self.voice)
+            shown = len(audio) / speech.SAMPLE_RATE
+            self.spoken.append((self.time, audio))
+            hold = max(duration, shown + speech.LINE_GAP)
+        else:
+            shown = hold = max(duration, speech.reading_time(text, self.lang))
+        self.add_subcaption(text, duration=shown)
+        self._line_end = self.time + hold
+
+    def finish_narration(self) -> None:
+        """Wait (whole frames) until the current line is spoken or readable; called before each line and at the end."""
+        remaining = self._line_end - self.time
+        if remaining > 1e-6:
+            frames = math.ceil(remaining * config.frame_rate - 1e-6)
+            self.wait(frames / config.frame_rate + 1e-6)
 
     # -- layout -----------------------------------------------------------------------------
     def play(self, *args: Any, **kwargs: Any) -> None:
+        start = self.renderer.time
         super().play(*args, **kwargs)
+        # Manim's clock advances by the frames written, but by the run time when a segment comes from
+        # its cache (or is skipped): set it to the frames either way, so subtitles and speech land on the
+        # same frame in a fresh, a cached and a dry run.
+        self.renderer.time = start + speech.frames_of(self) / config.frame_rate
         self._check_layout()
 
     def wait(self, *args: Any, **kwargs: Any) -> None:
@@ -169,6 +198,12 @@ class LectureScene(Scene):
         self.beats.record_number(key, self.numbers["values"][key])
         return format_number(value, digits)
 
+    def render(self, preview: bool = False) -> bool:
+        rerun = super().render(preview)
+        if self.spoken and not config.dry_run and not rerun:
+            speech.add_narration(self)
+        return rerun
+
     def percent(self, key: str, fraction: float | None, digits: int = 2) -> str:
         """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
         shown = self.number(f"{key}_pct", None if is_missing(fraction) else percent_value(fraction), digits)
@@ -181,6 +216,7 @@ class LectureScene(Scene):
         return "no_verdict" if outcome is None else (if_greater if outcome else otherwise)
 
     def tear_down(self) -> None:
+        self.finish_narration()
         if config.dry_run or not getattr(self.renderer, "file_writer", None):
             return
         movie = getattr(self.renderer.file_writer, "movie_file_path", None)

@@ -6,7 +6,8 @@ Example::
 
 Scenes read the tiny committed traces of ``tests/data/<experiment>/`` when they exist; for an
 experiment without them (one added after the data were made) the tiny runs are trained once per
-session into a temporary folder. ``check_layout`` records every text outside the frame and every
+session into a temporary folder. Every subtitle cue, written as .srt and read back, must be readable at
+17 characters/s (English) or 9 (Chinese). ``check_layout`` records every text outside the frame and every
 pair of overlapping texts after each step; the layout log must stay empty. The last tests prove the
 checker itself catches both faults.
 """
@@ -22,6 +23,7 @@ from scenes.style import LANGS
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
 from dry_run import dry_run
+from subtitles import as_srt_cues, too_fast
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +55,8 @@ def test_scene_builds_with_clean_layout(scene, lang, trace_files, tmp_path):
     built = dry_run(type(scene.__name__, (scene,), attrs), tmp_path)
     assert built.layout_log == []
     assert built.renderer.num_plays > 0, "the scene played nothing"
+    cues = as_srt_cues(built.renderer.file_writer.subcaptions)
+    assert cues and too_fast(cues, lang) == [], "subtitles faster than reading (issue 9)"
 
 
 @pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
