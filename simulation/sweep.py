@@ -95,11 +95,13 @@ def _store(config: Config, payload: bytes, path: Path) -> Trace:
 
 
 def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress: bool | None = None,
-              retries: int = 2, workers: int | None = None, connect_timeout: float = 10.0) -> list[Trace]:
+              retries: int = 2, workers: int | None = None, connect_timeout: float = 10.0,
+              here: bool | None = None) -> list[Trace]:
     """Traces of ``configs`` in order: cached ones loaded, missing ones trained (see the module docstring
     for where) and cached. ``workers``: local cluster size (default: the cores this process may use).
     ``progress=None`` shows a bar over runs on a terminal only; ``connect_timeout``: seconds to wait for a
-    scheduler. Raises SweepError or ConfigError."""
+    scheduler; ``here``: True runs in this process, False on a (local) cluster, None decides by the work
+    (:data:`LOCAL_MAX_WORK`). Raises SweepError or ConfigError."""
     from .cache import _try_load, trace_path
 
     configs = list(configs)
@@ -109,8 +111,8 @@ def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress:
     address = scheduler_address(scheduler)
     if missing:
         show = sys.stderr.isatty() if progress is None else progress
-        local = address == "local" or (address is None and
-                                       (len(missing) == 1 or sum(map(sweep_work, missing)) < LOCAL_MAX_WORK))
+        small = len(missing) == 1 or sum(map(sweep_work, missing)) < LOCAL_MAX_WORK
+        local = address == "local" or (address is None and (small if here is None else here))
         started = time.perf_counter()
         if local:
             traces.update(_run_here(missing, show))

@@ -93,4 +93,4 @@ def test_the_full_depth_sweep_has_ten_depths_from_2_to_110_for_each_model():
     assert min(c.depth for c in runs.values() if c.model == "mlp") == 2
     assert {c.seed for c in runs.values()} == set(range(5))
     conv = [c for c in runs.values() if c.model == "conv"]
-    assert {(c.activation, c.norm, c.width) for c in conv} == {("relu", "batchnorm", 16)}
+    assert {(c.activation, c.norm, c.width, c.shortcut) for c in conv} == {("relu", "batchnorm", 16, "zero_pad")}
