@@ -206,7 +206,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        overrides = dict(pair.split("=", 1) for pair in args.sets)
+        overrides = {}
+        for pair in args.sets:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value.strip()
         runs = build_runs(args.experiment, overrides)
         run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
     except ValueError as exc:  # ConfigError, or a --set without '='
