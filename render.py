@@ -50,10 +50,19 @@ def _user_errors() -> Iterator[None]:
     from simulation.config import ConfigError
     from simulation.trace import TraceError
 
+    from simulation.sweep import SweepError
+
     try:
         yield
-    except (ConfigError, TraceError, RenderError) as exc:
+    except (ConfigError, TraceError, RenderError, SweepError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _scheduler_option(func):
+    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
+    return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="Train missing runs on this running `dask scheduler` (default: "
+                             "$DASK_SCHEDULER_ADDRESS, else a local cluster, or this process for a small set).")(func)
 
 
 def _note(message: str) -> None:
@@ -306,9 +315,10 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 @_param_options
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@_scheduler_option
 @click.pass_context
 def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None,
-          as_json: bool) -> None:
+          as_json: bool, scheduler: str | None) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
@@ -325,10 +335,13 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
         fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
-        traces = get_traces(list(runs.values()))
+        traces = get_traces(list(runs.values()), scheduler=scheduler)
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t).to_dict()} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
-        click.echo(json.dumps({"experiment": experiment, "runs": summary}, indent=2))
+        from simulation.seeds import summarize_seeds
+
+        click.echo(json.dumps({"experiment": experiment, "runs": summary, "seeds": summarize_seeds(summary)},
+                              indent=2))
     else:
         for name, s in summary.items():
             status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"
@@ -388,6 +401,7 @@ def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: st
                     format_help: str = "png = a still of the last frame."):
     """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
     func = _voice_option(func)
+    func = _scheduler_option(func)
     func = click.option("--check", is_flag=True,
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
@@ -518,7 +532,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
             return
         if configs:
             _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
-            get_traces(configs)
+            get_traces(configs, scheduler=ctx.params.get("scheduler"))
         # 5. Render, then join.
         _note(f"scenes: {len(todo)} to render, {len(jobs) - len(todo)} up to date")
         written: list[Path] = []

@@ -32,6 +32,7 @@ NORMS = ("none", "batchnorm")
 DATASETS = ("digits", "bands")
 SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
+MODELS = ("mlp", "conv")
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
 MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
@@ -125,6 +126,7 @@ class _Config:
 class RunConfig(_Config):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
+    model: str = _one_of("mlp", MODELS)  # "mlp": blocks of Linear layers; "conv": He et al. 2015 §4.2 conv net
     arch: str = _one_of("plain", ARCHS)  # "plain": h = F(h); "residual": h = h + F(h) (clean identity path)
     depth: int = _in(10, 1, MAX_DEPTH)  # number of blocks between the stem and the head
     width: int = _in(32, 1, MAX_WIDTH)  # hidden units of the blocks of the first stage (input and output of F)
@@ -148,12 +150,23 @@ class RunConfig(_Config):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
         if self.stages > self.depth:
             raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
-        if self.width * 2 ** (self.stages - 1) > MAX_WIDTH:
+        if self.model == "conv":  # He et al. 2015 §4.2: 6n + 2 layers, three stages w, 2w, 4w (``stages`` unused)
+            if self.depth < 8 or (self.depth - 2) % 6:
+                raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {self.depth}")
+            if self.dataset != "digits":
+                raise ConfigError(f"model conv needs images: dataset must be digits; got {self.dataset!r}")
+            if self.width * 4 > MAX_WIDTH:
+                raise ConfigError(f"conv width * 4 must be at most {MAX_WIDTH}; got width {self.width}")
+        elif self.width * 2 ** (self.stages - 1) > MAX_WIDTH:
             raise ConfigError(f"width * 2**(stages - 1) must be at most {MAX_WIDTH}; got {self.width} and "
                               f"{self.stages} stages")
 
     def block_widths(self) -> list[tuple[int, int]]:
-        """(width in, width out) of every block; see :func:`block_widths`."""
+        """(width in, width out) of every block; see :func:`block_widths`. For ``model="conv"``: channels
+        in and out of each of the 3n blocks (``depth`` = 6n + 2 layers, stages w, 2w, 4w; ``stages`` unused)."""
+        if self.model == "conv":
+            n = (self.depth - 2) // 6
+            return [(self.width * 2 ** max(s - (i == 0), 0), self.width * 2 ** s) for s in range(3) for i in range(n)]
         return block_widths(self.width, self.depth, self.stages)
 
 

@@ -8,6 +8,10 @@ An experiment turns its parameters (every :class:`RunConfig` field plus its own,
 :class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
 parameters and returns ``{run_name: RunConfig}``; the run names are the constants and functions exported here
 (``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to look their traces up.
+
+Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): the first seed keeps the run names, the others
+are ``NAME@seed{s}`` (:func:`seed_key`; formats in docs/sweep.md). ``model=conv`` switches the experiments
+marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill what the user did not set).
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ACTIVATIONS, MAX_DEPTH, ConfigError, Range, RunConfig, TransformerConfig, shown
+from .config import ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, Range, RunConfig, TransformerConfig, shown
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
-           "depth_run", "vanishing_run", "gain_run"]
+           "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
+           "DepthSweepParams", "FULL_SWEEP"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -50,6 +55,24 @@ def vanishing_run(arch: str, activation: str, depth: int) -> str:
 def gain_run(gain: float) -> str:
     """``plain_gain2p5``: exploding."""
     return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+
+
+def sweep_run(model: str, arch: str, depth: int) -> str:
+    """``conv_plain_d56``: depth_sweep."""
+    return f"{model}_{arch}_d{depth}"
+
+
+SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
+
+
+def seed_key(name: str, seed: int, first: bool) -> str:
+    """The run key of ``name`` at ``seed``: ``name`` for the first seed of ``seeds``, else ``name@seed{s}``."""
+    return name if first else f"{name}{SEED_MARK}{seed}"
+
+
+# Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width and option A
+# shortcuts, and a depth of the form 6n + 2 (ResNet-20) in place of an MLP depth a conv net cannot have.
+CONV_DEFAULTS = {"width": 16, "depth": 20, "shortcut": "zero_pad"}
 
 
 # -- an experiment's own parameters, typed once --------------------------------------------------
@@ -114,6 +137,35 @@ class ExplodingParams(ExperimentParams):
 
 
 @dataclass(frozen=True)
+class DepthSweepParams(ExperimentParams):
+    mlp_depths: tuple[int, ...] = field(default=(2, 8, 20, 56), metadata={"range": _DEPTHS})  # blocks
+    conv_depths: tuple[int, ...] = field(default=(8, 20), metadata={"range": Range(8, MAX_DEPTH)})  # 6n + 2 layers
+    models: tuple[str, ...] = field(default=("mlp", "conv"), metadata={"choices": MODELS})
+
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
+    if isinstance(value, (list, tuple)):
+        items = tuple(value)
+    elif isinstance(value, str):
+        items = tuple(part.strip() for part in value.split(",") if part.strip())
+    else:
+        items = () if value is None else (value,)
+    seeds = []
+    for item in items:
+        try:
+            if isinstance(item, (bool, float)):
+                raise ValueError
+            seeds.append(int(item.strip() if isinstance(item, str) else item))
+        except (TypeError, ValueError):
+            raise ConfigError(f"seeds must be a comma-separated list of integers; got {shown(value)}") from None
+        Range(0, MAX_SEED).check("seeds", seeds[-1])
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds must be distinct; got {shown(value)}")
+    return tuple(seeds)
+
+
+@dataclass(frozen=True)
 class Experiment:
     """``build(base, params) -> {run_name: config}``; ``params`` is an instance of ``params_type``, the
     experiment's own parameters."""
@@ -124,6 +176,7 @@ class Experiment:
     base: RunConfig | TransformerConfig
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
+    conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
 
     @property
     def extra_defaults(self) -> dict[str, Any]:
@@ -134,6 +187,7 @@ class Experiment:
         out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
         for key, value in self.extra_defaults.items():
             out[key] = (value, self.params_type.type_name(key))
+        out["seeds"] = ((), "list[int]")  # empty: the one seed given by ``seed``
         return out
 
 
@@ -141,15 +195,23 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, experiment.params_type.defaults()
+    base_changes, extra = {}, {**experiment.params_type.defaults(), "seeds": ()}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
+        elif key == "seeds":
+            extra["seeds"] = _seeds(value)
         elif key in extra:
             extra[key] = experiment.params_type.convert(key, value)
         else:
             known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
+        if not experiment.conv:
+            with_conv = ", ".join(name for name, e in EXPERIMENTS.items() if e.conv)
+            raise ConfigError(f"experiment {experiment.name!r} has no conv variant; model=conv works for {with_conv}")
+        for key, value in CONV_DEFAULTS.items():
+            base_changes.setdefault(key, value)
     return experiment.base.replace(**base_changes), extra
 
 
@@ -157,7 +219,13 @@ def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, 
     """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
     experiment = get_experiment(name)
     base, extra = split_params(experiment, overrides or {})
-    return experiment.build(base, experiment.params_type(**extra))
+    seeds = extra.pop("seeds") or (base.seed,)
+    params = experiment.params_type(**extra)
+    runs: dict[str, Any] = {}
+    for index, seed in enumerate(seeds):
+        for run_name, config in experiment.build(base.replace(seed=seed), params).items():
+            runs[seed_key(run_name, seed, index == 0)] = config
+    return runs
 
 
 def get_experiment(name: str) -> Experiment:
@@ -223,6 +291,7 @@ _register(Experiment(
     source="He et al. 2015 §1; Glorot & Bengio 2010; sigma' <= 1/4",
     base=RunConfig(steps=200),
     build=_vanishing,
+    conv=True,
     params_type=VanishingParams,
 ))
 _register(Experiment(
@@ -241,6 +310,7 @@ _register(Experiment(
     source="He et al. 2015, Fig. 1 and Fig. 6 (and §4.1: not vanishing gradients)",
     base=RunConfig(activation="relu", norm="batchnorm", steps=200, batch_size=128, lr=0.05),
     build=_by_depth,
+    conv=True,
     params_type=DepthParams,
 ))
 _register(Experiment(
@@ -249,6 +319,7 @@ _register(Experiment(
     source="He et al. 2015, Fig. 7",
     base=_TRAINED_BN,
     build=_plain_vs_residual,
+    conv=True,
 ))
 _register(Experiment(
     name="paths",
@@ -257,6 +328,7 @@ _register(Experiment(
     source="Veit et al. 2016, Fig. 3 (lesion) and Fig. 6a (path lengths)",
     base=_TRAINED_BN,
     build=_plain_vs_residual,
+    conv=True,
 ))
 _register(Experiment(
     name="shattered",
@@ -276,6 +348,7 @@ _register(Experiment(
     base=RunConfig(activation="relu", norm="batchnorm", depth=12, width=16, stages=3, steps=200,
                    batch_size=128, lr=0.05),
     build=_projection,
+    conv=True,
 ))
 
 def _layernorm(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
@@ -292,4 +365,38 @@ _register(Experiment(
     source="Xiong et al. 2020, Fig. 2 (warm-up), Fig. 3 (gradient norms at init); Vaswani et al. 2017, Fig. 1",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_layernorm,
+))
+
+
+def _depth_sweep(base: RunConfig, params: DepthSweepParams) -> dict[str, RunConfig]:
+    """``{model}_{arch}_d{depth}``: MLPs with the base config; conv nets with ReLU + BatchNorm, option A
+    shortcuts and He et al. 2015 §4.2's stage widths (16/32/64), both with the base training budget."""
+    runs: dict[str, RunConfig] = {}
+    if "mlp" in params.models:
+        mlp = base.replace(model="mlp")
+        for depth in sorted(set(params.mlp_depths)):
+            for arch in (PLAIN, RESIDUAL):
+                runs[sweep_run("mlp", arch, depth)] = mlp.replace(arch=arch, depth=depth)
+    if "conv" in params.models:
+        conv = base.replace(model="conv", activation="relu", norm="batchnorm", width=16, depth=20,
+                            shortcut="zero_pad")
+        for depth in sorted(set(params.conv_depths)):
+            for arch in (PLAIN, RESIDUAL):
+                runs[sweep_run("conv", arch, depth)] = conv.replace(arch=arch, depth=depth)
+    return runs
+
+
+# The full sweep of README / docs/sweep.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
+FULL_SWEEP = {"mlp_depths": "2,4,6,8,12,16,20,32,44,56,80,110",
+              "conv_depths": "8,14,20,26,32,44,56,74,92,110", "seeds": "0,1,2,3,4"}
+
+_register(Experiment(
+    name="depth_sweep",
+    description="plain vs residual, MLP (sigmoid) and conv (ReLU + BN), across depths x seeds: first/last "
+                "gradient ratio at step 0 and final training error",
+    source="He et al. 2015, Fig. 1, Fig. 6 and §4.2 (CIFAR-10 nets of 6n + 2 layers); Glorot & Bengio 2010",
+    base=RunConfig(activation="sigmoid", steps=300, batch_size=128, lr=0.1, momentum=0.9, record_every=50),
+    build=_depth_sweep,
+    params_type=DepthSweepParams,
+    conv=True,
 ))

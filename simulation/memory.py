@@ -84,6 +84,27 @@ def _mlp(config: RunConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
 
 
+def _conv(config: RunConfig) -> MemoryEstimate:
+    """He et al. 2015 §4.2 nets (simulation.conv): 3x3 convs on 8x8, 4x4, 2x2 maps of w, 2w, 4w channels."""
+    n_in, n_out = DATA_SHAPES[config.dataset]
+    bn = config.norm == "batchnorm"
+    side = int(round(n_in ** 0.5))  # 8x8 digits
+    w = config.width
+    params = 9 * w + 2 * w + 4 * w * n_out + n_out
+    activations = n_in + 3 * w * side * side  # the image, the stem's conv, BN and activation
+    # Per block and example: two convs, two BNs, the sum and two activations (7 maps), and the recorder's dL/dh.
+    per_map = (5 + 2 * bn) + 1
+    for w_in, w_out in config.block_widths():
+        params += 9 * w_in * w_out + 9 * w_out * w_out + 4 * w_out
+        if config.arch == "residual" and w_in != w_out and config.shortcut == "projection":
+            params += w_in * w_out + 2 * w_out
+        maps = side // (2 if w_out > w else 1) // (2 if w_out > 2 * w else 1)
+        activations += per_map * w_out * maps * maps
+    state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
+    batch = max(config.batch_size, SWEEP_POINTS)
+    return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
+
+
 def _transformer(config: TransformerConfig) -> MemoryEstimate:
     w, f, v, t, h = config.width, config.ffn_width, config.vocab + 1, config.seq_len, config.heads
     attn, ffn, ln = 4 * w * w + 4 * w, 2 * w * f + w + f, 2 * w
@@ -101,6 +122,8 @@ def estimate(config: RunConfig | TransformerConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see the module docstring for what is counted)."""
     if isinstance(config, TransformerConfig):
         return _transformer(config)
+    if config.model == "conv":
+        return _conv(config)
     return _mlp(config)
 
 

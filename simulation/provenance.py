@@ -25,7 +25,8 @@ from pathlib import Path
 __all__ = ["source_hash", "run_sources", "NOT_RUN_SHAPING", "code_fingerprint"]
 
 PACKAGE = Path(__file__).resolve().parent
-NOT_RUN_SHAPING = frozenset({"__init__.py", "atomic_io.py", "cache.py", "experiments.py", "memory.py", "sweep.py"})
+NOT_RUN_SHAPING = frozenset({"__init__.py", "atomic_io.py", "cache.py", "experiments.py", "memory.py", "seeds.py",
+                             "sweep.py"})
 
 
 def run_sources(package: Path = PACKAGE) -> list[Path]:

@@ -87,7 +87,7 @@ class Trace:
     """One run's recorded statistics.
 
     ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train` (T records,
-    ``steps`` optimiser steps, ``depth`` blocks, P = 256 sweep points):
+    ``steps`` optimiser steps, ``depth`` blocks (3n for a conv net), P = 256 sweep points):
 
     - ``step``: int64 [T], the optimiser step of each record (step 0 = before any update).
     - ``loss``, ``error``: float32 [T], training loss (cross-entropy, nats) and error (fraction
@@ -118,7 +118,8 @@ class Trace:
     - ``path_length_fraction`` (residual runs only): float64 [depth + 1], C(depth, k) / 2**depth.
 
     ``meta`` is a :class:`TraceMeta` (a dict given here is converted). A trace holds at least one record:
-    :meth:`load` refuses one whose ``step`` array is missing or empty.
+    :meth:`load` refuses one whose ``step`` array is missing or empty. A conv net of ``depth`` = 6n + 2 layers
+    has ``meta.blocks`` = 3n, the length of its per-block arrays (docs/sweep.md).
     """
 
     meta: TraceMeta

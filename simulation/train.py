@@ -22,7 +22,7 @@ from .config import RunConfig
 from .data import BANDS_RANGE, Dataset, load_dataset
 from .loop import Divergence, StepResult, Task, record_steps, train
 from .loop import main as loop_main
-from .models import MLP, ResidualBlock, build_model
+from .models import MLP, build_model
 from .record import Recorder
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
@@ -86,8 +86,9 @@ def lesion_test_errors(model: MLP, data: Dataset) -> np.ndarray:
         with torch.inference_mode():
             h = model.stem(data.x_test)  # the input of block ``index``
             for index, block in enumerate(model.blocks):
-                if isinstance(block, ResidualBlock) or block.width_in == block.width_out:
-                    g = block.shortcut(h) if isinstance(block, ResidualBlock) else h  # block deleted
+                residual = hasattr(block, "shortcut")  # an MLP or conv residual block
+                if residual or (block.width_in == block.width_out and getattr(block, "stride", 1) == 1):
+                    g = block.shortcut(h) if residual else h  # block deleted
                     for later in model.blocks[index + 1:]:
                         g = later(g)
                     out[index] = _error(model.head(g), data.y_test)
@@ -199,10 +200,22 @@ class MLPTask(Task[RunConfig]):
         return {"block_widths": [list(w) for w in self.config.block_widths()], "blocks": len(self.model.blocks)}
 
 
+class ConvTask(MLPTask):
+    """He et al. 2015 §4.2's conv nets (:mod:`simulation.conv`) on digits seen as 1x8x8 images (the net
+    views its flat input as an image); data, optimiser, recorder, lesions and input sweep as for the MLP."""
+
+    def build_model(self) -> nn.Module:
+        from .conv import build_conv_net
+
+        c, d = self.config, self.data
+        return build_conv_net(c.arch, c.depth, c.width, d.n_classes, c.activation, c.norm, c.shortcut, c.init_gain)
+
+
 def run(config: RunConfig, progress: bool | None = None) -> Trace:
     """Train ``config`` and return its :class:`Trace` (see its docstring for the keys and shapes); see
-    :func:`simulation.loop.train` for the record schedule, divergence handling and the memory guard."""
-    return train(MLPTask, config, progress)
+    :func:`simulation.loop.train` for the record schedule, divergence handling and the memory guard.
+    ``config.model == "conv"`` trains a conv net (:class:`ConvTask`), else an MLP."""
+    return train(ConvTask if config.model == "conv" else MLPTask, config, progress)
 
 
 def _flat_gradients(params: list[nn.Parameter]) -> torch.Tensor:
