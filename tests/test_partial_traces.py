@@ -2,7 +2,8 @@
 
 Example::
 
-    pytest tests/test_partial_traces.py -k Degradation
+    pytest tests/test_partial_traces.py -k Degradation     # two scenes by default
+    pytest tests/test_partial_traces.py -m slow             # every trace-driven scene
 
 Every trace-driven scene is built (Manim dry run) from the tiny committed traces with one value set
 to NaN, and again with one array deleted from one run's file. Each must build, show at least one
@@ -41,6 +42,9 @@ DAMAGE = {
 # Scenes with an experiment that draw none of its arrays (only its config): nothing to leave a gap in.
 CONFIG_ONLY = {"HighwayDenseNetResidual"}
 BY_NAME = {scene.__name__: scene for scene in SCENES_IN_ORDER}
+# The default run builds two scenes (a log-scale curve, a line chart); the slow set builds every one.
+FAST = {"ChainRuleProduct", "Degradation"}
+DAMAGED = [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in sorted(DAMAGE)]
 
 
 def test_every_trace_driven_scene_is_damaged_here():
@@ -78,7 +82,7 @@ def _set_nan(array: str, index):
     return change
 
 
-@pytest.mark.parametrize("scene_name", sorted(DAMAGE))
+@pytest.mark.parametrize("scene_name", DAMAGED)
 def test_a_nan_value_is_a_labelled_gap_and_marked_missing(scene_name, tmp_path, tmp_path_factory):
     (run, array, index), _ = DAMAGE[scene_name]
     files = _files(BY_NAME[scene_name].experiment, tmp_path_factory)
@@ -96,7 +100,7 @@ def _assert_marked(numbers: dict) -> None:
     assert numbers.get("gaps_shown", 0) >= 1, "no labelled gap was drawn"
 
 
-@pytest.mark.parametrize("scene_name", sorted(DAMAGE))
+@pytest.mark.parametrize("scene_name", DAMAGED)
 def test_a_missing_array_is_a_labelled_gap_and_marked_missing(scene_name, tmp_path, tmp_path_factory):
     _, (run, array) = DAMAGE[scene_name]
     files = _files(BY_NAME[scene_name].experiment, tmp_path_factory)
