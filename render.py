@@ -559,6 +559,22 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
 DECK_FORMATS = ("html", "pptx", "pdf")
 
 
+def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
+    """Render what is missing of SCENE... (default: the lecture) as web-ready mp4 for a deck or the page;
+    (jobs, clips, written, unchanged), or None after --check."""
+    from cli.deck import load_clip
+
+    with _user_errors():
+        scenes = _scenes_or_lecture(scene_names)
+    rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    if rendered is None:
+        return None
+    jobs, written, unchanged = rendered
+    with _user_errors():
+        clips = [load_clip(job.primary) for job in jobs]
+    return jobs, clips, written, unchanged
+
+
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
 @functools.partial(_render_options, formats=DECK_FORMATS, default_format="html",
@@ -569,19 +585,17 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
     Renders what is missing first (mp4), then writes OUTPUT/<480p15>/<lang>/slides/index.html (html),
     slides.pptx or slides.pdf. Keys in the html deck: -> / space next, <- back, S speaker notes, F full screen."""
-    from cli.deck import load_clip, reveal_dir, write_html_deck, write_pdf, write_pptx
+    from cli.deck import reveal_dir, write_html_deck, write_pdf, write_pptx
 
     deck_format = ctx.params["fmt"]
     with _user_errors():
         if deck_format == "html":
             reveal_dir()  # before any render: reveal.js is installed
-        scenes = _scenes_or_lecture(scene_names)
-    rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    rendered = _render_clips(ctx, scene_names)
     if rendered is None:  # --check: nothing is written
         return
-    jobs, written, unchanged = rendered
+    jobs, clips, written, unchanged = rendered
     with _user_errors():
-        clips = [load_clip(job.primary) for job in jobs]
         folder = jobs[0].final_dir
         light = ctx.params.get("theme") == "light"  # --theme, where the render options have it
         if deck_format == "html":
@@ -602,17 +616,14 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     English and Chinese, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it."""
-    from cli.deck import load_clip
     from cli.page import write_page
 
-    with _user_errors():
-        scenes = _scenes_or_lecture(scene_names)
-    rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    rendered = _render_clips(ctx, scene_names)
     if rendered is None:  # --check: nothing is written
         return
-    jobs, written, unchanged = rendered
+    jobs, clips, written, unchanged = rendered
     with _user_errors():
-        written += write_page([load_clip(job.primary) for job in jobs], jobs[0].final_dir / "page", jobs[0].lang,
+        written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
                               light=ctx.params.get("theme") == "light")
     _report(written, unchanged)
 

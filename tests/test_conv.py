@@ -14,6 +14,8 @@ from simulation.experiments import build_runs
 from simulation.record import Recorder
 from simulation.train import run
 
+from autograd_ref import manual_forward as _manual_forward
+
 
 @pytest.mark.parametrize("depth, n", [(8, 1), (20, 3), (56, 9), (110, 18)])
 def test_depth_is_six_n_plus_two_weighted_layers(depth, n):
@@ -70,15 +72,6 @@ def test_widths_and_maps_per_stage_and_option_a_pads_zeros():
     projection = build_conv_net("residual", 20, 16, 10, shortcut="projection")
     kinds = [b.shortcut[0].kernel_size for b in projection.blocks if not isinstance(b.shortcut, nn.Identity)]
     assert kinds == [(1, 1), (1, 1)]
-
-
-def _manual_forward(model, x):
-    outputs = []
-    h = model.stem(x)
-    for block in model.blocks:
-        h = block(h)
-        outputs.append(h)
-    return model.head(h), outputs
 
 
 @pytest.mark.parametrize("arch", ["plain", "residual"])

@@ -9,15 +9,7 @@ from torch import nn
 from simulation.models import build_model
 from simulation.record import Recorder
 
-
-def _manual_forward(model, x):
-    """Forward that keeps every block output so autograd can differentiate with respect to them."""
-    outputs = []
-    h = model.stem(x)
-    for block in model.blocks:
-        h = block(h)
-        outputs.append(h)
-    return model.head(h), outputs
+from autograd_ref import manual_forward as _manual_forward
 
 
 @pytest.mark.parametrize("arch", ["plain", "residual"])
