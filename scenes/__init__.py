@@ -7,6 +7,8 @@ from .analogies import Analogies
 from .chain_rule import ChainRuleExploding, ChainRuleProduct
 from .compare import HighwayDenseNetResidual
 from .degradation import Degradation
+from .depth_sweep import DepthSweep
+from .gradient_flow import GradientFlowOverTraining
 from .highway import IdentityHighway
 from .layernorm import PostLNvsPreLN
 from .nested import NestedFunctionClasses
@@ -21,7 +23,8 @@ __all__ = ["SCENES_IN_ORDER", "get_scene"]
 
 # The lecture, in the order the story is told.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   Degradation, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
+                   GradientFlowOverTraining,
+                   Degradation, DepthSweep, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
                    HighwayDenseNetResidual, PathEnsemble, ShatteredGradients, Summary]
 
 
