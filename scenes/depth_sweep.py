@@ -177,7 +177,7 @@ class DepthSweep(SeedSpread, LectureScene):
         self.narrate("n_grow", 4)
         medians = {arch: {} for arch in ARCHS}
         curves = {(arch, panel): None for arch in ARCHS for panel in ("ratio", "error")}
-        per_depth = min(1.4, 12.0 / len(depths))
+        per_depth = min(3.2, 14.0 / len(depths))  # the slider phase lasts about 10-14 s whatever the depths
         for depth in depths:
             new_label = self.text("slider", size=SIZE_SMALL, depth=depth).next_to([to_x(depth), track_y, 0], DOWN,
                                                                                  buff=0.23)
@@ -253,4 +253,4 @@ class DepthSweep(SeedSpread, LectureScene):
         self.narrate("n_verdict", 4)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1)
         self.cite(self._source)
-        self.wait(4)
+        self.wait(5)

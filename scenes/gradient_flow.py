@@ -295,7 +295,7 @@ class GradientFlowOverTraining(LectureScene):
             level = value_along(levels, xs, x)
             radius = 0.05 + 0.2 * level
             for circle, (grow, alpha) in zip(group, ((2.6, 0.16), (1.7, 0.35), (1.0, 0.95))):
-                circle.set_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)
+                circle.scale_to_fit_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)
             self._light(row, levels, x)
 
         follow(glow)

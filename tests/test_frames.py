@@ -35,6 +35,9 @@ from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
 from scenes.degradation import Degradation
+from scenes.depth_sweep import DepthSweep
+from scenes.gradient_flow import GradientFlowOverTraining
+from scenes.seeds import SeedSpread
 from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
@@ -42,7 +45,7 @@ from scenes.shattered import ShatteredGradients
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_trace_files
+from data.make_traces import tiny_seed_trace_files, tiny_trace_files
 from dry_run import dry_run
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -62,8 +65,12 @@ def same_cairo_as_control_data(monkeypatch):
 
 
 def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en") -> type:
-    """``scene`` reading ``trace_files`` instead of the cache, in ``lang``."""
-    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang})
+    """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` (a scene that draws the seed
+    spread also reads the committed extra seeds)."""
+    attrs = {"trace_files": trace_files, "lang": lang}
+    if issubclass(scene, SeedSpread):
+        attrs["seed_trace_files"] = tiny_seed_trace_files(scene.experiment)
+    return type(scene.__name__, (scene,), attrs)
 
 
 def committed_traces(scene: type) -> dict[str, str]:
@@ -272,6 +279,9 @@ FRAME_SCENES = [
     (ShatteredGradients, "shattered_gradients", "residual_d6", "input_grad",
      lambda v: v + np.sin(np.arange(v.shape[-1]))),
     (Summary, "summary", "plain", "loss", times_two),
+    (GradientFlowOverTraining, "gradient_flow_over_training", "residual_sigmoid_d8", "out_grad_norm",
+     lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
+    (DepthSweep, "depth_sweep", "plain_sigmoid_d8", "error_curve", lambda v: v * 0.5),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
