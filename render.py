@@ -241,7 +241,10 @@ def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed:
         traces = get_traces(list(runs.values()))
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t)} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
-        click.echo(json.dumps({"experiment": experiment, "runs": summary}, indent=2))
+        from simulation.seeds import summarize_seeds
+
+        click.echo(json.dumps({"experiment": experiment, "runs": summary, "seeds": summarize_seeds(summary)},
+                              indent=2))
     else:
         for name, s in summary.items():
             status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"

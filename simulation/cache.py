@@ -41,8 +41,10 @@ def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = Non
 
 
 def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
-               in_subprocess: bool = False, log_hits: bool = True) -> list[Trace]:
-    """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again).
+               in_subprocess: bool = False, log_hits: bool = True, scheduler: str | None = None) -> list[Trace]:
+    """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again); several
+    missing runs go through :func:`simulation.sweep.run_sweep` (a Dask cluster at ``scheduler`` or
+    ``$DASK_SCHEDULER_ADDRESS``, else a local one, else this process when the work is small).
 
     ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
     ``log_hits=False`` logs cache hits at debug level only (a scene loading what render.py just checked).
@@ -57,11 +59,17 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
         payload = [json.dumps(c.to_dict()) for c in missing]
         subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
+    elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        config = missing[0]
+        log.info("training %s (%s)", config.digest(), _describe(config))
+        traces[config] = _trainer(config)(config, progress=progress)
+        traces[config].save(trace_path(config))
     elif missing:
+        from .sweep import run_sweep
+
         for config in missing:
             log.info("training %s (%s)", config.digest(), _describe(config))
-            traces[config] = _trainer(config)(config, progress=progress)
-            traces[config].save(trace_path(config))
+        traces.update(zip(missing, run_sweep(missing, scheduler=scheduler)))
     return [traces[c] for c in configs]
 
 

@@ -25,6 +25,7 @@ NORMS = ("none", "batchnorm")
 DATASETS = ("digits", "bands")
 SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
+MODELS = ("mlp", "conv")
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
 
@@ -65,6 +66,7 @@ class _Config:
 class RunConfig(_Config):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
+    model: str = "mlp"  # "mlp": blocks of Linear layers; "conv": He et al. 2015 §4.2 conv net (simulation.conv)
     arch: str = "plain"  # "plain": h = F(h); "residual": h = h + F(h) (clean identity path)
     depth: int = 10  # number of blocks between the stem and the head
     width: int = 32  # hidden units of the blocks of the first stage (input and output of F)
@@ -87,7 +89,11 @@ class RunConfig(_Config):
         _validate(self)
 
     def block_widths(self) -> list[tuple[int, int]]:
-        """(width in, width out) of every block; see :func:`block_widths`."""
+        """(width in, width out) of every block; see :func:`block_widths`. For ``model="conv"``: channels
+        in and out of each of the 3n blocks (``depth`` = 6n + 2 layers, stages w, 2w, 4w; ``stages`` unused)."""
+        if self.model == "conv":
+            n = (self.depth - 2) // 6
+            return [(self.width * 2 ** max(s - (i == 0), 0), self.width * 2 ** s) for s in range(3) for i in range(n)]
         return block_widths(self.width, self.depth, self.stages)
 
 
@@ -162,6 +168,7 @@ def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
 
 def _validate(cfg: RunConfig) -> None:
     _check_types(cfg)
+    _choice("model", cfg.model, MODELS)
     _choice("arch", cfg.arch, ARCHS)
     _choice("activation", cfg.activation, ACTIVATIONS)
     _choice("norm", cfg.norm, NORMS)
@@ -174,7 +181,14 @@ def _validate(cfg: RunConfig) -> None:
         raise ConfigError(f"width must be between 1 and {MAX_WIDTH}; got {cfg.width}")
     if not 1 <= cfg.stages <= cfg.depth:
         raise ConfigError(f"stages must be between 1 and depth ({cfg.depth}); got {cfg.stages}")
-    if cfg.width * 2 ** (cfg.stages - 1) > MAX_WIDTH:
+    if cfg.model == "conv":
+        if cfg.depth < 8 or (cfg.depth - 2) % 6:
+            raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {cfg.depth}")
+        if cfg.dataset != "digits":
+            raise ConfigError(f"model conv needs images: dataset must be digits; got {cfg.dataset!r}")
+        if cfg.width * 4 > MAX_WIDTH:
+            raise ConfigError(f"conv width * 4 must be at most {MAX_WIDTH}; got width {cfg.width}")
+    elif cfg.width * 2 ** (cfg.stages - 1) > MAX_WIDTH:
         raise ConfigError(f"width * 2**(stages - 1) must be at most {MAX_WIDTH}; got {cfg.width} and {cfg.stages} stages")
     for name in ("lr", "init_gain"):
         value = getattr(cfg, name)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .config import ConfigError, RunConfig, TransformerConfig, parse_value
 
-__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params"]
+__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "seed_key", "SEED_MARK", "CONV_DEFAULTS"]
 
 
 def _int_list(text: str | list | tuple) -> tuple[int, ...]:
@@ -44,36 +44,74 @@ class Experiment:
     build: Callable[[RunConfig, dict[str, Any]], dict[str, RunConfig]]
     extra_defaults: dict[str, Any] = field(default_factory=dict)
     extra_types: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
 
     def params(self) -> dict[str, tuple[Any, str]]:
         """Every parameter with its default and type name, for `render.py list`."""
         out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
         for key, value in self.extra_defaults.items():
             out[key] = (value, f"list[{type(value[0]).__name__}]" if isinstance(value, tuple) else type(value).__name__)
+        out["seeds"] = ((), "list[int]")  # empty: the one seed given by ``seed``
         return out
+
+
+# Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width, and a depth of the form
+# 6n + 2 (ResNet-20) in place of an MLP depth that a conv net cannot have.
+CONV_DEFAULTS = {"width": 16, "depth": 20}
+SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
+
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    """``seeds`` from the command line: a comma-separated list of distinct ints, or empty."""
+    if value in ((), [], "", None):
+        return ()
+    seeds = _int_list(value)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds must be distinct; got {value!r}")
+    if any(s < 0 for s in seeds):
+        raise ConfigError(f"seeds must be >= 0; got {value!r}")
+    return seeds
 
 
 def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, dict(experiment.extra_defaults)
+    base_changes, extra = {}, {**experiment.extra_defaults, "seeds": ()}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = parse_value(key, value, type(experiment.base)) if isinstance(value, str) else value
+        elif key == "seeds":
+            extra["seeds"] = _seeds(value)
         elif key in experiment.extra_defaults:
             extra[key] = experiment.extra_types.get(key, type(experiment.extra_defaults[key]))(value)
         else:
-            known = sorted(set(run_keys) | set(experiment.extra_defaults))
+            known = sorted(set(run_keys) | set(experiment.extra_defaults) | {"seeds"})
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
+        if not experiment.conv:
+            with_conv = ", ".join(name for name, e in EXPERIMENTS.items() if e.conv)
+            raise ConfigError(f"experiment {experiment.name!r} has no conv variant; model=conv works for {with_conv}")
+        for key, value in CONV_DEFAULTS.items():
+            base_changes.setdefault(key, value)
     return experiment.base.replace(**base_changes), extra
+
+
+def seed_key(name: str, seed: int, first: bool) -> str:
+    """The run key of ``name`` at ``seed``: ``name`` for the first seed of ``seeds``, else ``name@seed{s}``."""
+    return name if first else f"{name}{SEED_MARK}{seed}"
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, RunConfig]:
     """The validated runs of experiment ``name`` with ``overrides`` applied."""
     experiment = get_experiment(name)
     base, extra = split_params(experiment, overrides or {})
-    return experiment.build(base, extra)
+    seeds = extra.pop("seeds") or (base.seed,)
+    runs: dict[str, RunConfig] = {}
+    for index, seed in enumerate(seeds):
+        for run_name, config in experiment.build(base.replace(seed=seed), extra).items():
+            runs[seed_key(run_name, seed, index == 0)] = config
+    return runs
 
 
 def get_experiment(name: str) -> Experiment:
@@ -165,6 +203,7 @@ _register(Experiment(
     source="He et al. 2015 §1; Glorot & Bengio 2010; sigma' <= 1/4",
     base=RunConfig(steps=200),
     build=_vanishing,
+    conv=True,
     extra_defaults={"depths": (8, 20, 56), "activations": "sigmoid,tanh"},
     extra_types={"depths": _int_list, "activations": str},
 ))
@@ -185,6 +224,7 @@ _register(Experiment(
     source="He et al. 2015, Fig. 1 and Fig. 6 (and §4.1: not vanishing gradients)",
     base=RunConfig(activation="relu", norm="batchnorm", steps=200, batch_size=128, lr=0.05),
     build=_by_depth,
+    conv=True,
     extra_defaults={"depths": (8, 20, 56)},
     extra_types={"depths": _int_list},
 ))
@@ -194,6 +234,7 @@ _register(Experiment(
     source="He et al. 2015, Fig. 7",
     base=_TRAINED_BN,
     build=_plain_vs_residual,
+    conv=True,
 ))
 _register(Experiment(
     name="paths",
@@ -202,6 +243,7 @@ _register(Experiment(
     source="Veit et al. 2016, Fig. 3 (lesion) and Fig. 6a (path lengths)",
     base=_TRAINED_BN,
     build=_plain_vs_residual,
+    conv=True,
 ))
 _register(Experiment(
     name="shattered",
@@ -222,6 +264,7 @@ _register(Experiment(
     base=RunConfig(activation="relu", norm="batchnorm", depth=12, width=16, stages=3, steps=200,
                    batch_size=128, lr=0.05),
     build=_projection,
+    conv=True,
 ))
 
 def _layernorm(base: TransformerConfig, extra: dict[str, Any]) -> dict[str, TransformerConfig]:
@@ -238,4 +281,46 @@ _register(Experiment(
     source="Xiong et al. 2020, Fig. 2 (warm-up), Fig. 3 (gradient norms at init); Vaswani et al. 2017, Fig. 1",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_layernorm,
+))
+
+
+def _models(text: str) -> str:
+    models = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
+    if not models or any(m not in ("mlp", "conv") for m in models):
+        raise ConfigError(f"models must be a comma-separated subset of mlp, conv; got {text!r}")
+    return ",".join(models)
+
+
+def _depth_sweep(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+    """``{model}_{arch}_d{depth}``: MLPs with the base config; conv nets with ReLU + BatchNorm and
+    He et al. 2015 §4.2's stage widths (16/32/64), both with the base training budget."""
+    runs: dict[str, RunConfig] = {}
+    models = extra["models"].split(",")
+    if "mlp" in models:
+        mlp = base.replace(model="mlp")
+        for depth in sorted(set(extra["mlp_depths"])):
+            for arch in ("plain", "residual"):
+                runs[f"mlp_{arch}_d{depth}"] = mlp.replace(arch=arch, depth=depth)
+    if "conv" in models:
+        conv = base.replace(model="conv", activation="relu", norm="batchnorm", width=16, depth=20)
+        for depth in sorted(set(extra["conv_depths"])):
+            for arch in ("plain", "residual"):
+                runs[f"conv_{arch}_d{depth}"] = conv.replace(arch=arch, depth=depth)
+    return runs
+
+
+# The full sweep of README / docs/sweep.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
+FULL_SWEEP = {"mlp_depths": "2,4,6,8,12,16,20,32,44,56,80,110",
+              "conv_depths": "8,14,20,26,32,44,56,74,92,110", "seeds": "0,1,2,3,4"}
+
+_register(Experiment(
+    name="depth_sweep",
+    description="plain vs residual, MLP (sigmoid) and conv (ReLU + BN), across depths x seeds: first/last "
+                "gradient ratio at step 0 and final training error",
+    source="He et al. 2015, Fig. 1, Fig. 6 and §4.2 (CIFAR-10 nets of 6n + 2 layers); Glorot & Bengio 2010",
+    base=RunConfig(activation="sigmoid", steps=300, batch_size=128, lr=0.1, momentum=0.9, record_every=50),
+    build=_depth_sweep,
+    extra_defaults={"mlp_depths": (2, 8, 20, 56), "conv_depths": (8, 20), "models": "mlp,conv"},
+    extra_types={"mlp_depths": _int_list, "conv_depths": _int_list, "models": _models},
+    conv=True,
 ))

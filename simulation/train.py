@@ -97,8 +97,9 @@ def lesion_test_errors(model: MLP, data: Dataset) -> np.ndarray:
         with torch.inference_mode():
             h = model.stem(data.x_test)  # the input of block ``index``
             for index, block in enumerate(model.blocks):
-                if isinstance(block, ResidualBlock) or block.width_in == block.width_out:
-                    g = block.shortcut(h) if isinstance(block, ResidualBlock) else h  # block deleted
+                residual = hasattr(block, "shortcut")  # an MLP or conv residual block
+                if residual or (block.width_in == block.width_out and getattr(block, "stride", 1) == 1):
+                    g = block.shortcut(h) if residual else h  # block deleted
                     for later in model.blocks[index + 1:]:
                         g = later(g)
                     out[index] = _error(model.head(g), data.y_test)
@@ -176,12 +177,22 @@ def _diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
     return -1, "stem_or_head"
 
 
+def _build(config: RunConfig, data: Dataset) -> nn.Module:
+    """The model ``config.model`` names: an MLP (simulation.models) or a conv net (simulation.conv)."""
+    if config.model == "conv":
+        from .conv import build_conv_net
+
+        return build_conv_net(config.arch, config.depth, config.width, data.n_classes, config.activation,
+                              config.norm, config.shortcut, config.init_gain)
+    return build_model(config.arch, data.n_features, config.width, config.depth, data.n_classes,
+                       config.activation, config.norm, config.init_gain, config.stages, config.shortcut)
+
+
 def _run(config: RunConfig, progress: bool | None) -> Trace:
     started = time.perf_counter()
     torch.manual_seed(config.seed)
     data = load_dataset(config.dataset, seed=config.seed)
-    model = build_model(config.arch, data.n_features, config.width, config.depth, data.n_classes,
-                        config.activation, config.norm, config.init_gain, config.stages, config.shortcut)
+    model = _build(config, data)
     params = list(model.parameters())
     grads = _flat_gradients(params)
     opt = make_optimizer(config, params)
@@ -270,12 +281,12 @@ def _run(config: RunConfig, progress: bool | None) -> Trace:
         input_grads[1] = input_gradient(model, sweep, direction)
     else:
         arrays["final_test_error"] = np.float32(np.nan)
-        arrays["lesion_test_error"] = np.full(config.depth, np.nan, dtype=np.float32)
+        arrays["lesion_test_error"] = np.full(len(model.blocks), np.nan, dtype=np.float32)
     arrays["input_sweep"] = sweep.numpy().astype(np.float32)
     arrays["input_grad"] = input_grads
     arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in input_grads])
     if config.arch == "residual":
-        arrays["path_length_fraction"] = path_length_fraction(config.depth)
+        arrays["path_length_fraction"] = path_length_fraction(len(model.blocks))
 
     meta = {
         "config": config.to_dict(),
@@ -283,6 +294,7 @@ def _run(config: RunConfig, progress: bool | None) -> Trace:
         "seed": config.seed,
         "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
         "block_widths": [list(w) for w in config.block_widths()],
+        "blocks": len(model.blocks),
         "diverged": diverged is not None,
         "diverged_step": None if diverged is None else diverged["step"],
         "diverged_layer": None if diverged is None else diverged["layer"],
