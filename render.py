@@ -385,7 +385,10 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         jobs, runs_of = [], {}
         for scene in scenes:
             experiment = getattr(scene, "experiment", None)
-            params = experiment_overrides(layers, experiment, active[experiment]) if experiment else {}
+            params = {}
+            if experiment:  # the scene's defaults for its experiment's parameters, under the user's
+                params = {**getattr(scene, "experiment_defaults", {}),
+                          **experiment_overrides(layers, experiment, active[experiment])}
             try:
                 runs = _build(experiment, params) if experiment else {}
             except ConfigError as exc:

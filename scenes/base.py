@@ -47,6 +47,7 @@ class LectureScene(Scene):
 
     experiment: str | None = None  # simulation experiment whose traces this scene shows
     params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
+    experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
@@ -62,6 +63,7 @@ class LectureScene(Scene):
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
+            self.params = {**self.experiment_defaults, **self.params}
             runs = build_runs(self.experiment, dict(self.params))
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))

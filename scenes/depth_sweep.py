@@ -2,9 +2,10 @@
 
 Example::
 
-    python render.py render DepthSweep                                   # the small cached set
-    python render.py render DepthSweep --set depths=2,4,8,14,20,32,44,56,80,110 \\
-        --set DepthSweep.seeds=0,1,2,3,4                                 # the full sweep (opt-in)
+    python render.py render DepthSweep                                   # the small default set, 3 seeds
+    python render.py render DepthSweep --set mlp_depths=2,4,6,8,12,16,20,32,44,56,80,110 \\
+        --set seeds=0,1,2,3,4                                            # the full MLP sweep (opt-in)
+    python render.py render scenes.depth_sweep:DepthSweepConv           # He et al.'s conv nets
 
 Left: the first block's ||dL/dW|| over the last block's at step 0 (log axis); right: the final training
 error (mean of the last tenth of the steps), both against depth, for plain and residual nets. Each depth
@@ -12,8 +13,10 @@ shows a dot per seed, a bar over the seeds' range and a curve through their medi
 count the seeds that show each claim. Source: He et al. 2015, §1 and Fig. 1 (deeper plain nets: vanishing
 signal, higher training error); He et al. 2016, eq. 5 (the identity keeps the ratio near 1).
 
-Until the ``depth_sweep`` experiment lands, the runs come from ``vanishing`` (depths x plain/residual,
-filtered to one activation) through :func:`sweep_points`, which only reads each trace's config and arrays.
+The runs are the ``depth_sweep`` experiment's (docs/sweep.md); :func:`sweep_points` reads only each
+trace's config and arrays, so any run set of plain and residual nets at several depths works (the
+``vanishing`` experiment's too). A run that diverged has no final error: it is drawn as a cross at the top
+of the error panel and counted as training worse.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LinearAxes, LogAxes, log_floor_exponent, nice_ticks, safe_log10
 from simulation.summary import tail_mean
 
-__all__ = ["DepthSweep", "sweep_points", "first_over_last", "decades_per_block"]
+__all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "first_over_last", "trains_worse", "decades_per_block"]
 
 ARCHS = ("plain", "residual")
 
@@ -42,27 +45,40 @@ def first_over_last(trace) -> float:
         return float(g[0] / g[-1])
 
 
-def sweep_points(seed_traces: dict[int, dict], activation: str | None = None) -> dict[str, dict[int, dict[int, dict]]]:
-    """``{arch: {depth: {seed: {"ratio": ..., "error": ...}}}}`` from ``{seed: {run_name: Trace}}``.
+def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, dict[int, dict[int, dict]]]:
+    """``{arch: {depth: {seed: {"ratio": ..., "error": ..., "diverged": ...}}}}`` from
+    ``{seed: {run_name: Trace}}``, for the runs of ``model`` ("mlp" | "conv"; a trace without the field is
+    an MLP).
 
-    ``ratio`` is :func:`first_over_last`, ``error`` the final training error (``tail_mean`` of
-    ``error_curve``). Runs of another ``activation`` (when given) are skipped. Raises ValueError when an
+    ``ratio`` is :func:`first_over_last`; ``error`` the final training error (``tail_mean`` of
+    ``error_curve``, NaN for a run that diverged); ``diverged`` 1.0 or 0.0. Raises ValueError when an
     architecture has no run, or two runs of one seed share an architecture and depth."""
     out: dict[str, dict[int, dict[int, dict]]] = {arch: {} for arch in ARCHS}
     for seed, traces in seed_traces.items():
         for name, trace in traces.items():
             cfg = trace.config
-            if cfg.get("arch") not in out or (activation and cfg.get("activation") != activation):
+            if cfg.get("arch") not in out or cfg.get("model", "mlp") != model:
                 continue
             cell = out[cfg["arch"]].setdefault(int(cfg["depth"]), {})
             if seed in cell:
                 raise ValueError(f"two {cfg['arch']} runs of depth {cfg['depth']} for seed {seed} (one is {name!r})")
-            cell[seed] = {"ratio": first_over_last(trace), "error": tail_mean(trace["error_curve"])}
+            diverged = bool(trace.meta.get("diverged"))
+            cell[seed] = {"ratio": first_over_last(trace),
+                          "error": float("nan") if diverged else tail_mean(trace["error_curve"]),
+                          "diverged": float(diverged)}
     for arch, depths in out.items():
         if not depths:
-            raise ValueError(f"no {arch} run{f' with {activation}' if activation else ''} to sweep")
+            raise ValueError(f"no {model} {arch} run to sweep; got {sorted(n for t in seed_traces.values() for n in t)}")
         out[arch] = dict(sorted(depths.items()))
     return out
+
+
+def trains_worse(deep: dict, shallow: dict, margin: float = MARGIN) -> bool:
+    """Whether the deeper run of one seed trains worse than the shallower: its final error is higher by
+    more than ``margin``, or it diverged while the shallower did not."""
+    if deep["diverged"] or shallow["diverged"]:
+        return bool(deep["diverged"]) and not shallow["diverged"]
+    return bool(deep["error"] > shallow["error"] + margin)
 
 
 def decades_per_block(depths: list[int], ratios: list[float]) -> float:
@@ -79,13 +95,16 @@ def decades_per_block(depths: list[int], ratios: list[float]) -> float:
 class DepthSweep(SeedSpread, LectureScene):
     """Gradient ratio and training error against depth, plain vs residual, grown depth by depth with every seed."""
 
-    experiment = "vanishing"
-    activation: str = "sigmoid"  # the sweep's nonlinearity (vanishing also runs tanh)
+    experiment = "depth_sweep"
+    model: str = "mlp"  # which nets of the sweep: "mlp" (sigmoid MLPs) | "conv" (He et al. 2015 §4.2 ResNets)
+    experiment_defaults = {"seeds": "0,1,2", "models": "mlp"}  # train only the nets drawn
     strings = {
         "title": {"en": "Deeper and deeper", "zh": "越来越深"},
-        "subtitle": {"en": "{act} MLPs on digits, {steps} steps each; a dot per seed ({seeds} seeds), the line "
-                           "through their medians",
-                     "zh": "{act} MLP，手写数字，每个训练 {steps} 步；每个种子一个点（共 {seeds} 个），线连接中位数"},
+        "subtitle": {"en": "{nets}, digits, {steps} steps; a dot per seed ({seeds} seeds), a line through the medians",
+                     "zh": "{nets}，手写数字，{steps} 步；每个种子一个点（共 {seeds} 个），线连接中位数"},
+        "nets_mlp": {"en": "{act} MLPs", "zh": "{act} MLP"},
+        "nets_conv": {"en": "conv nets ({act} + BN, 6n+2 layers)", "zh": "卷积网络（{act} + BN，6n+2 层）"},
+        "diverged": {"en": "×: diverged (counted as worse)", "zh": "×：训练发散（算作更差）"},
         "ratio_axis": {"en": "first / last block ‖∂L/∂W‖ at step 0", "zh": "第 0 步第一块 / 最后一块的 ‖∂L/∂W‖"},
         "error_axis": {"en": "final training error", "zh": "最终训练误差"},
         "slider": {"en": "depth {depth}", "zh": "深度 {depth}"},
@@ -114,16 +133,18 @@ class DepthSweep(SeedSpread, LectureScene):
     _track_y = -1.45  # the depth slider's track (scene units)
 
     @staticmethod
+    def _cross(point: np.ndarray, arch: str, size: float = 0.07) -> VGroup:
+        return VGroup(Line(point + size * (UP + LEFT), point + size * (DOWN + RIGHT)),
+                      Line(point + size * (UP + RIGHT), point + size * (DOWN + LEFT))).set_stroke(PALETTE[arch], 3)
+
+    @staticmethod
     def _seed_dot(point: np.ndarray, arch: str, hollow: bool = False) -> Dot:
         """One seed's value; hollow where the ratio underflowed to 0 (drawn on the axis floor)."""
         dot = Dot(point, radius=0.05, color=PALETTE[arch], fill_opacity=0.0 if hollow else 0.85)
         return dot.set_stroke(PALETTE[arch], width=2 if hollow else 0)
 
-    def wants_run(self, name: str) -> bool:
-        return f"_{self.activation}_" in name
-
     def construct(self) -> None:
-        points = sweep_points(self.seed_traces, self.activation)
+        points = sweep_points(self.seed_traces, self.model)
         depths = sorted(set(points["plain"]) | set(points["residual"]))
         seeds = sorted(self.seed_traces)
         for arch, by_depth in points.items():
@@ -131,13 +152,15 @@ class DepthSweep(SeedSpread, LectureScene):
                 for seed, cell in cells.items():
                     for key, value in cell.items():
                         self.number(f"{arch}.d{depth}.seed.{seed}.{key}", value)
-        any_trace = next(iter(self.seed_traces[seeds[0]].values()))
+        any_trace = next(t for t in self.seed_traces[seeds[0]].values() if t.config.get("model", "mlp") == self.model)
         steps = int(any_trace.config["steps"])
+        nets = self.t(f"nets_{self.model}", act=any_trace.config["activation"])
 
         # 1. Title and the two empty panels, sized to every run of the sweep.
         title = self.title("title")
-        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], act=self.activation, steps=steps,
-                             seeds=len(seeds)).next_to(title, DOWN, buff=0.12)
+        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], nets=nets, steps=steps,
+                             seeds=len(seeds))
+        subtitle.scale_to_fit_width(min(subtitle.width, 13.6)).next_to(title, DOWN, buff=0.12)
         ratios = [c["ratio"] for by in points.values() for cells in by.values() for c in cells.values()]
         positive = np.asarray([r for r in ratios if math.isfinite(r) and r > 0], dtype=np.float64)
         exp_min = min(-1, log_floor_exponent(positive)) if positive.size else -1  # an underflow (0) sits on the floor
@@ -159,6 +182,8 @@ class DepthSweep(SeedSpread, LectureScene):
         legend = VGroup(*[self.text(f"legend_{arch}", size=SIZE_SMALL, color=PALETTE[arch]) for arch in ARCHS])
         if any(r == 0 for r in ratios):  # a float32 gradient that underflowed: no point on a log axis
             legend.add(self.text("underflow", size=SIZE_SMALL, color=PALETTE["muted"]))
+        if any(c["diverged"] for by in points.values() for cells in by.values() for c in cells.values()):
+            legend.add(self.text("diverged", size=SIZE_SMALL, color=PALETTE["muted"]))
         legend.arrange(RIGHT, buff=0.4).next_to(subtitle, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(subtitle), FadeIn(legend), run_time=1)
@@ -199,6 +224,9 @@ class DepthSweep(SeedSpread, LectureScene):
                     nudge = np.array([shift * axes.axes.x_axis.get_unit_size() * d_max / 60, 0, 0])
                     dots = VGroup(*[self._seed_dot(where(depth, v) + nudge, arch, hollow=v == 0 and panel == "ratio")
                                     for v in values if math.isfinite(v)])
+                    if panel == "error":  # a diverged run has no error: a cross at the top of the panel
+                        dots.add(*[self._cross(error_axes.point(depth, 1.0) + nudge, arch)
+                                   for s in sorted(cells) if cells[s]["diverged"]])
                     if math.isfinite(low):
                         bar = Line(where(depth, low) + nudge, where(depth, high) + nudge, color=PALETTE[arch],
                                    stroke_width=2, stroke_opacity=0.6)
@@ -221,10 +249,9 @@ class DepthSweep(SeedSpread, LectureScene):
                                  for s in points["plain"][deep] if s in points["plain"][shallow])
         residual_holds = count_true(all(0.1 <= points["residual"][d][s]["ratio"] <= 10 for d in points["residual"]
                                         if s in points["residual"][d]) for s in seeds)
-        plain_worse = count_true(points["plain"][deep][s]["error"] > points["plain"][shallow][s]["error"] + MARGIN
-                                 for s in points["plain"][deep] if s in points["plain"][shallow])
-        residual_worse = count_true(points["residual"][deep][s]["error"] > points["residual"][shallow][s]["error"]
-                                    + MARGIN for s in points["residual"][deep] if s in points["residual"][shallow])
+        plain_worse, residual_worse = (count_true(trains_worse(points[a][deep][s], points[a][shallow][s])
+                                                  for s in points[a][deep] if s in points[a][shallow])
+                                       for a in ARCHS)
         slope = decades_per_block(*zip(*medians["plain"]["ratio"]))
         for key, (n, total) in (("plain.ratio_falls", plain_falls), ("residual.ratio_within_decade", residual_holds),
                                 ("plain.deeper_worse", plain_worse), ("residual.deeper_worse", residual_worse)):
@@ -254,3 +281,11 @@ class DepthSweep(SeedSpread, LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1)
         self.cite(self._source)
         self.wait(5)
+
+
+class DepthSweepConv(DepthSweep):
+    """The same sweep for He et al. 2015 §4.2's conv nets (6n+2 layers, ReLU + BatchNorm), plain vs residual."""
+
+    model = "conv"
+    experiment_defaults = {"seeds": "0,1,2", "models": "conv"}
+    _source = "He et al. 2015, §4.2, Fig. 6"

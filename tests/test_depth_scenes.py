@@ -6,7 +6,8 @@ Example::
 
 Pure helpers against independent computations; each scene in a Manim dry run in both languages (clean
 layout, 15-40 s, narrated) showing exactly the numbers recomputed here from the tiny committed traces
-(``tests/data/vanishing/``, extra seeds under ``seed<k>/``); each numbers test has a tamper twin.
+(``tests/data/vanishing/`` and ``tests/data/depth_sweep/``, extra seeds under ``seed<k>/``); each numbers test
+has a tamper twin.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ import math
 import numpy as np
 import pytest
 
-from scenes.depth_sweep import DepthSweep, decades_per_block, first_over_last, sweep_points
+from scenes.depth_sweep import DepthSweep, DepthSweepConv, decades_per_block, sweep_points, trains_worse
 from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
 from scenes.seeds import count_true, seed_range
 from scenes.style import LANGS
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_seed_trace_files, tiny_trace_files
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
 
-SCENES = [GradientFlowOverTraining, DepthSweep]
+SCENES = [GradientFlowOverTraining, DepthSweep, DepthSweepConv]
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------
@@ -78,38 +79,57 @@ def test_decades_per_block_is_the_slope_of_log10():
     assert math.isnan(decades_per_block([2, 10], [1e-3, 0.0]))  # an underflow is no point
 
 
-def _seed_traces():
-    base = tiny_trace_files("vanishing")
-    assert base is not None, "run python tests/data/make_traces.py vanishing"
-    out = {0: {n: Trace.load(p) for n, p in base.items()}}
-    for seed, files in tiny_seed_trace_files("vanishing").items():
-        out[seed] = {n: Trace.load(p) for n, p in files.items()}
-    assert len(out) >= 3, "run python tests/data/make_traces.py --seeds vanishing"
+def _seed_traces(files: dict[str, str] | None = None) -> dict[int, dict[str, Trace]]:
+    """``{seed: {NAME: Trace}}`` of the tiny depth sweep (or of ``files``, run keys ``NAME@seed{s}``)."""
+    files = files or tiny_trace_files_with_seeds("depth_sweep")
+    assert files is not None, "run python tests/data/make_traces.py depth_sweep"
+    out: dict[int, dict[str, Trace]] = {}
+    for key, path in files.items():
+        name, _, seed = key.partition("@seed")
+        out.setdefault(int(seed or 0), {})[name] = Trace.load(path)
+    assert len(out) >= 3, "run python tests/data/make_traces.py --seeds depth_sweep"
     return out
 
 
-def test_sweep_points_read_every_seed_and_depth():
+@pytest.mark.parametrize("model", ["mlp", "conv"])
+def test_sweep_points_read_every_seed_and_depth(model):
     seed_traces = _seed_traces()
-    points = sweep_points(seed_traces, "sigmoid")
+    points = sweep_points(seed_traces, model)
+    seen = 0
     for seed, traces in seed_traces.items():
         for name, trace in traces.items():
+            if not name.startswith(model + "_"):
+                continue
             cell = points[trace.config["arch"]][trace.config["depth"]][seed]
             g = trace["grad_norm"][0]
             assert cell["ratio"] == pytest.approx(float(g[0]) / float(g[-1]), rel=1e-12)
             assert cell["error"] == pytest.approx(tail_mean(trace["error_curve"]), rel=1e-12)
-    with pytest.raises(ValueError, match="no plain run with tanh"):
-        sweep_points(seed_traces, "tanh")
-    twice = {0: {**seed_traces[0], "copy": seed_traces[0]["plain_sigmoid_d4"]}}
+            seen += 1
+    assert seen == sum(len(cells) for by in points.values() for cells in by.values())
+    with pytest.raises(ValueError, match="no transformer plain run"):
+        sweep_points(seed_traces, "transformer")
+    twice = {0: {**seed_traces[0], "copy": seed_traces[0]["mlp_plain_d4"]}}
     with pytest.raises(ValueError, match="two plain runs of depth 4"):
         sweep_points(twice)
 
 
+def test_a_diverged_run_has_no_error_and_trains_worse():
+    traces = _seed_traces()[0]
+    traces["mlp_plain_d8"].meta["diverged"] = True
+    cell = sweep_points({0: traces})["plain"][8][0]
+    assert math.isnan(cell["error"]) and cell["diverged"] == 1.0
+    fine = {"error": 0.5, "diverged": 0.0}
+    assert trains_worse(cell, fine) and not trains_worse(fine, cell)
+    assert trains_worse({"error": 0.52, "diverged": 0.0}, fine) and not trains_worse({"error": 0.505, "diverged": 0.0},
+                                                                                     fine)
+
+
 # -- the scenes in a dry run ------------------------------------------------------------------------
 
-def variant(scene: type, lang: str = "en", files: dict | None = None, seed_files: dict | None = None) -> type:
-    attrs = {"lang": lang, "check_layout": True, "trace_files": files or tiny_trace_files(scene.experiment),
-             "seed_trace_files": tiny_seed_trace_files(scene.experiment) if seed_files is None else seed_files}
-    return type(scene.__name__, (scene,), attrs)
+def variant(scene: type, lang: str = "en", files: dict | None = None) -> type:
+    files = files or (tiny_trace_files_with_seeds if scene.experiment == "depth_sweep" else tiny_trace_files)(
+        scene.experiment)
+    return type(scene.__name__, (scene,), {"lang": lang, "check_layout": True, "trace_files": files})
 
 
 @pytest.fixture(scope="module")
@@ -174,49 +194,61 @@ def test_gradient_flow_numbers_when_tampered(tmp_path):
     assert s.numbers["values"] == pytest.approx(gradient_flow_numbers(s.traces), rel=1e-9)
 
 
-def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]]) -> dict[str, float]:
-    """Every seed's ratio and final error, per-depth medians, the seed counts of the claims."""
+def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "mlp") -> dict[str, float]:
+    """Every seed's ratio, final error and divergence, per-depth medians, the seed counts of the claims."""
     out, cells = {}, {}
     for seed, traces in seed_traces.items():
-        for t in traces.values():
+        for name, t in traces.items():
+            if not name.startswith(model + "_"):
+                continue
             arch, depth = t.config["arch"], t.config["depth"]
             g = t["grad_norm"][0]
-            ratio, error = float(g[0] / g[-1]), tail_mean(t["error_curve"])
+            diverged = bool(t.meta.get("diverged"))
+            ratio, error = float(g[0] / g[-1]), math.nan if diverged else tail_mean(t["error_curve"])
             out[f"{arch}.d{depth}.seed.{seed}.ratio"], out[f"{arch}.d{depth}.seed.{seed}.error"] = ratio, error
+            out[f"{arch}.d{depth}.seed.{seed}.diverged"] = float(diverged)
             cells.setdefault((arch, depth), []).append((ratio, error))
     depths = sorted({d for _, d in cells})
     for (arch, depth), values in cells.items():
+        errors = [e for _, e in values if math.isfinite(e)]
         out[f"{arch}.d{depth}.median_ratio"] = float(np.median([r for r, _ in values]))
-        out[f"{arch}.d{depth}.median_error"] = float(np.median([e for _, e in values]))
+        out[f"{arch}.d{depth}.median_error"] = float(np.median(errors)) if errors else "nan"
     lo, hi, seeds = depths[0], depths[-1], sorted(seed_traces)
     v = lambda arch, d, s, k: out[f"{arch}.d{d}.seed.{s}.{k}"]  # noqa: E731
+
+    def worse(arch, s):
+        deep, shallow = v(arch, hi, s, "diverged"), v(arch, lo, s, "diverged")
+        return bool(deep and not shallow) if deep or shallow else v(arch, hi, s, "error") > v(arch, lo, s, "error") + 0.01
+
     counts = {"plain.ratio_falls": sum(v("plain", hi, s, "ratio") < 0.1 * v("plain", lo, s, "ratio") for s in seeds),
               "residual.ratio_within_decade": sum(all(0.1 <= v("residual", d, s, "ratio") <= 10 for d in depths)
                                                   for s in seeds),
-              "plain.deeper_worse": sum(v("plain", hi, s, "error") > v("plain", lo, s, "error") + 0.01 for s in seeds),
-              "residual.deeper_worse": sum(v("residual", hi, s, "error") > v("residual", lo, s, "error") + 0.01
-                                           for s in seeds)}
+              "plain.deeper_worse": sum(worse("plain", s) for s in seeds),
+              "residual.deeper_worse": sum(worse("residual", s) for s in seeds)}
     for key, n in counts.items():
         out[f"{key}.seeds"], out[f"{key}.of"] = n, len(seeds)
-    medians = [out[f"plain.d{d}.median_ratio"] for d in depths]
-    out["plain.decades_per_block"] = float(np.polyfit(depths, np.log10(medians), 1)[0])
+    medians = np.array([out[f"plain.d{d}.median_ratio"] for d in depths])
+    ok = medians > 0
+    out["plain.decades_per_block"] = float(np.polyfit(np.array(depths)[ok], np.log10(medians[ok]), 1)[0])
     out["error_margin_points"] = 1.0
     return out
 
 
-def test_depth_sweep_numbers_equal_every_seed(built):
-    s = built(DepthSweep, "en")
+@pytest.mark.parametrize("scene", [DepthSweep, DepthSweepConv], ids=lambda s: s.__name__)
+def test_depth_sweep_numbers_equal_every_seed(scene, built):
+    s = built(scene, "en")
     assert sorted(s.seed_traces) == [0, 1, 2] and s.numbers["seeds"] == [0, 1, 2]
-    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces()), rel=1e-9)
+    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(), scene.model), rel=1e-9)
 
 
 def test_depth_sweep_numbers_when_tampered(tmp_path):
-    """The twin: seed 2's deep plain net recorded three times its error: the scene reports it."""
-    seed_files = {k: dict(v) for k, v in tiny_seed_trace_files("vanishing").items()}
-    trace = Trace.load(seed_files[2]["plain_sigmoid_d8"])
+    """The twin: seed 2's deep plain net recorded three times its error and a million times smaller first
+    gradient: the scene reports both."""
+    files = dict(tiny_trace_files_with_seeds("depth_sweep"))
+    trace = Trace.load(files["mlp_plain_d8@seed2"])
     trace.arrays["error_curve"] = np.minimum(trace.arrays["error_curve"] * 3, 1.0)
     trace.arrays["grad_norm"] = trace.arrays["grad_norm"] * np.where(np.arange(8) == 0, 1e-6, 1.0)
-    seed_files[2]["plain_sigmoid_d8"] = str(trace.save(tmp_path / "tampered.npz"))
-    s = dry_run(variant(DepthSweep, seed_files=seed_files), tmp_path)
+    files["mlp_plain_d8@seed2"] = str(trace.save(tmp_path / "tampered.npz"))
+    s = dry_run(variant(DepthSweep, files=files), tmp_path)
     assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces()), rel=1e-9)
-    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(s.seed_traces), rel=1e-9)
+    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files)), rel=1e-9)

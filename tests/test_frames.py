@@ -45,7 +45,7 @@ from scenes.shattered import ShatteredGradients
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_seed_trace_files, tiny_trace_files
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -65,16 +65,14 @@ def same_cairo_as_control_data(monkeypatch):
 
 
 def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en") -> type:
-    """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` (a scene that draws the seed
-    spread also reads the committed extra seeds)."""
-    attrs = {"trace_files": trace_files, "lang": lang}
-    if issubclass(scene, SeedSpread):
-        attrs["seed_trace_files"] = tiny_seed_trace_files(scene.experiment)
-    return type(scene.__name__, (scene,), attrs)
+    """``scene`` reading ``trace_files`` instead of the cache, in ``lang``."""
+    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang})
 
 
 def committed_traces(scene: type) -> dict[str, str]:
-    files = tiny_trace_files(scene.experiment)
+    """The tiny traces of ``scene``'s experiment; a scene that draws the seed spread also gets the extra
+    seeds' (run keys ``NAME@seed{s}``)."""
+    files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
     assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
     return files
 
@@ -98,7 +96,7 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
         pytest.skip("writing control data: a tampered run must not overwrite it")
     files = {}
     for run_name, path in committed_traces(scene).items():
-        files[run_name] = str(tmp_path / "traces" / Path(path).name)
+        files[run_name] = str(tmp_path / "traces" / f"{run_name}.npz")  # seeds share file names: use the key
         Path(files[run_name]).parent.mkdir(exist_ok=True)
         shutil.copy(path, files[run_name])
     trace = Trace.load(files[run])
@@ -281,7 +279,7 @@ FRAME_SCENES = [
     (Summary, "summary", "plain", "loss", times_two),
     (GradientFlowOverTraining, "gradient_flow_over_training", "residual_sigmoid_d8", "out_grad_norm",
      lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
-    (DepthSweep, "depth_sweep", "plain_sigmoid_d8", "error_curve", lambda v: v * 0.5),
+    (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz

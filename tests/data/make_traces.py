@@ -27,7 +27,7 @@ from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import EXPERIMENTS, build_runs, get_experiment  # noqa: E402
 
 __all__ = ["DATA_DIR", "TINY", "TINY_SEEDS", "tiny_overrides", "tiny_trace_files", "tiny_seed_trace_files",
-           "write_tiny_traces"]
+           "tiny_trace_files_with_seeds", "write_tiny_traces"]
 
 DATA_DIR = Path(__file__).resolve().parent
 
@@ -39,10 +39,11 @@ TINY: dict[str, dict] = {
     "degradation": {"depths": "3,6", "steps": 30},
     "shattered": {"depths": "2,6"},
     "exploding": {"gains": "1,3"},
+    "depth_sweep": {"mlp_depths": "2,4,8", "conv_depths": "8,14"},
 }
 
 # Extra seeds (besides the base seed 0) of the experiments whose scenes draw the spread across seeds.
-TINY_SEEDS: dict[str, tuple[int, ...]] = {"vanishing": (1, 2), "chain_rule": (1, 2), "degradation": (1, 2)}
+TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (1, 2), "depth_sweep": (1, 2)}
 
 
 def tiny_overrides(experiment: str) -> dict:
@@ -68,6 +69,17 @@ def tiny_seed_trace_files(experiment: str, folder: Path = DATA_DIR) -> dict[int,
     are all on disk; empty for an experiment without extra seeds."""
     found = {seed: tiny_trace_files(experiment, folder, seed) for seed in TINY_SEEDS.get(experiment, ())}
     return {seed: files for seed, files in found.items() if files is not None}
+
+
+def tiny_trace_files_with_seeds(experiment: str, folder: Path = DATA_DIR) -> dict[str, str] | None:
+    """The base seed's files and the extra seeds' under their ``NAME@seed{s}`` run keys (docs/sweep.md),
+    as ``build_runs`` with ``seeds`` names them; None if the base seed's files are missing."""
+    files = tiny_trace_files(experiment, folder)
+    if files is None:
+        return None
+    for seed, extra in tiny_seed_trace_files(experiment, folder).items():
+        files.update({f"{name}@seed{seed}": path for name, path in extra.items()})
+    return files
 
 
 def _with_seed(overrides: dict, seed: int | None) -> dict:
