@@ -20,10 +20,11 @@ import math
 
 import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, Line, Rectangle, RoundedRectangle,
-                   Transform, ValueTracker, VGroup, linear)
+                   Transform, ValueTracker, VGroup, VMobject, linear)
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LogAxes, log_floor_exponent
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
 
@@ -92,6 +93,7 @@ class GradientFlowOverTraining(LectureScene):
         "scale": {"en": "‖∂L/∂h_l‖, one log scale for both nets", "zh": "‖∂L/∂h_l‖，两个网络共用一个对数刻度"},
         "ratio": {"en": "input end / loss end: {value}", "zh": "输入端 / 损失端：{value}"},
         "step": {"en": "training step {step} of {last}", "zh": "训练第 {step} 步（共 {last} 步）"},
+        "history": {"en": "input end / loss end at each recorded step", "zh": "每个记录步的 输入端 / 损失端"},
         "n_intro": {"en": "Two nets of the same depth, drawn block by block; the residual one has an identity lane.",
                     "zh": "两个同样深的网络，一块一块画出来；残差网络旁边多了一条恒等通道。"},
         "n_plain_fades": {"en": "At step zero the gradient leaves the loss. In the plain net it fades within a few "
@@ -112,7 +114,7 @@ class GradientFlowOverTraining(LectureScene):
                               "zh": "训练到最后，普通网络靠前的块也收到了梯度。"},
     }
 
-    _row_y = {"plain": 0.95, "residual": -0.9}  # centre y of each row's blocks (scene units)
+    _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
     _lane_drop = 0.78  # the residual row's identity lane runs this far below its blocks
     _x_span = (-5.0, 5.2)  # x of the first block's left edge and the last block's right edge
     _source = "He et al. 2015, §1; He et al. 2016, eq. 4-5"
@@ -161,8 +163,9 @@ class GradientFlowOverTraining(LectureScene):
         counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps["plain"][0]),
                             last=self.number("last_step", last))
         counter.next_to(subtitle, DOWN, buff=0.15)
+        history = self._make_history(ratios, steps, records)
         self.narrate("n_training", 3)
-        self.play(FadeIn(counter), run_time=0.5)
+        self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
         per_record = min(0.45, 9.0 / max(records - 1, 1))
         for k in range(1, records):
             step = int(steps["plain"][k])
@@ -170,6 +173,7 @@ class GradientFlowOverTraining(LectureScene):
                                     last=last).move_to(counter)
             new_readouts = {arch: self._readout(arch, names[arch], ratios[arch][k], step) for arch in rows}
             targets = [m for arch in rows for m in self._lit_targets(rows[arch], levels[arch][k])]
+            self._grow_history(history, ratios, steps, k)
             self.play(*targets, Transform(counter, new_counter),
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
@@ -228,6 +232,34 @@ class GradientFlowOverTraining(LectureScene):
         frame.add(fills)  # inside the blocks
         return {"arch": arch, "frame": frame, "fills": fills, "segments": segments, "xs": xs, "path_y": path_y,
                 "in_x": in_x, "out_x": out_x}
+
+    def _make_history(self, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray], records: int) -> dict:
+        """A small log chart (bottom right) of each net's input-end / loss-end ratio against the step;
+        its curves grow with the step counter. Underflows (0) sit on the floor."""
+        values = np.concatenate([r[:records] for r in ratios.values()])
+        exp_min = min(-1, log_floor_exponent(values, margin=0))
+        exp_max = max(1, int(np.ceil(np.log10(np.nanmax(np.where(values > 0, values, np.nan)))))) \
+            if np.any(values > 0) else 1
+        last = float(max(int(steps["plain"][records - 1]), 1))
+        chart = LogAxes((0, last, last), (exp_min, exp_max), width=4.4, height=1.0)
+        labels = list(chart.ticks)[0::2]  # LogAxes.ticks: label, grid line, label, grid line ...
+        chart.ticks.remove(*labels[1:-1])  # the bottom and top labels only: the chart is small
+        chart.move_to([1.7, -2.85, 0])
+        caption = self.text("history", size=SIZE_SMALL, color=PALETTE["muted"])
+        caption.next_to(chart.axes, UP, buff=0.1).align_to(chart.axes, LEFT)
+        curves = {arch: VMobject(color=PALETTE[arch], stroke_width=3) for arch in ratios}
+        for arch, curve in curves.items():
+            point = chart.point(0, ratios[arch][0])
+            curve.set_points_as_corners([point, point])
+        frame = VGroup(chart, caption, *curves.values())
+        return {"frame": frame, "chart": chart, "curves": curves}
+
+    def _grow_history(self, history: dict, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray],
+                      k: int) -> None:
+        """Extend each curve of the history chart to record ``k``."""
+        for arch, curve in history["curves"].items():
+            points = [history["chart"].point(float(steps[arch][j]), ratios[arch][j]) for j in range(k + 1)]
+            curve.set_points_as_corners(points)
 
     def _end_node(self, key: str, x: float, y: float, side) -> VGroup:
         dot = Dot([x, y, 0], radius=0.07, color=PALETTE["text"])

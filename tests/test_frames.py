@@ -149,19 +149,30 @@ def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 
 
 def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean."""
-    out, final = {}, {}
-    for name, t in traces.items():
+    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean. Runs
+    keyed ``NAME@seed{s}`` are the other seeds: their final errors and the seed counts."""
+    out, final, by_seed = {}, {}, {}
+    for key, t in traces.items():
+        name, _, seed = key.partition("@seed")
+        by_seed.setdefault(name, {})[int(seed) if seed else int(t.meta["seed"])] = tail_mean(t["error_curve"])
+        if seed:
+            continue
         curve = t["error_curve"].astype(np.float64)
         window = max(1, round(len(curve) * 0.1))
         for i in np.unique(np.linspace(0, len(curve) - 1, min(100, len(curve))).round().astype(int)):
             out[f"{name}.step.{i}.smoothed_error"] = float(curve[max(0, i - window + 1): i + 1].mean())
         final[name] = tail_mean(curve)
         out[f"{name}.final_error_pct"] = 100 * final[name]
+    for name, errors in by_seed.items():
+        out.update({f"{name}.seed.{seed}.final_error_pct": 100 * e for seed, e in errors.items()})
     for arch in ("plain", "residual"):
-        by_depth = sorted((t.config["depth"], name) for name, t in traces.items() if t.config["arch"] == arch)
+        by_depth = sorted((t.config["depth"], name) for name, t in traces.items()
+                          if t.config["arch"] == arch and "@" not in name)
         out[f"{arch}.shallowest_final_error_pct"] = 100 * final[by_depth[0][1]]
         out[f"{arch}.deepest_final_error_pct"] = 100 * final[by_depth[-1][1]]
+        deep, shallow = by_seed[by_depth[-1][1]], by_seed[by_depth[0][1]]
+        out[f"{arch}.deeper_worse.seeds"] = sum(deep[s] > shallow[s] + 0.01 for s in deep)
+        out[f"{arch}.deeper_worse.of"] = len(deep)
     return out
 
 
@@ -226,7 +237,7 @@ def test_numbers_equal_the_trace_when_tampered(name, tmp_path):
     scene, expected, keys = NUMBER_CASES[name]
     files = dict(committed_traces(scene))
     traces = {k: Trace.load(v) for k, v in files.items()}
-    run = sorted(files)[-1]
+    run = sorted(k for k in files if "@" not in k)[-1]  # a run of the seed drawn in full
     for key in keys:
         traces[run].arrays[key] = traces[run].arrays[key] * 3
     files[run] = str(traces[run].save(tmp_path / "tampered.npz"))
