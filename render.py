@@ -48,10 +48,19 @@ def _user_errors() -> Iterator[None]:
     from simulation.config import ConfigError
     from simulation.trace import TraceError
 
+    from simulation.sweep import SweepError
+
     try:
         yield
-    except (ConfigError, TraceError, RenderError) as exc:
+    except (ConfigError, TraceError, RenderError, SweepError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _scheduler_option(func):
+    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
+    return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="Train missing runs on this running `dask scheduler` (default: "
+                             "$DASK_SCHEDULER_ADDRESS, else a local cluster, or this process for a small set).")(func)
 
 
 def _note(message: str) -> None:
@@ -221,7 +230,9 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 @_param_options
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
+@_scheduler_option
+def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None, as_json: bool,
+          scheduler: str | None) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
@@ -238,7 +249,7 @@ def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed:
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
         fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
-        traces = get_traces(list(runs.values()))
+        traces = get_traces(list(runs.values()), scheduler=scheduler)
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t)} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
         from simulation.seeds import summarize_seeds
@@ -283,6 +294,7 @@ def inspect(trace_file: str) -> None:
 
 def _render_options(func):
     func = _param_options(func)
+    func = _scheduler_option(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
     func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
@@ -412,7 +424,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         fresh = [c for c in configs if not trace_path(c).is_file()]
         if configs:
             _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
-            get_traces(configs)
+            get_traces(configs, scheduler=ctx.params.get("scheduler"))
         # 5. Render, then join.
         _note(f"scenes: {len(todo)} to render, {len(jobs) - len(todo)} up to date")
         written: list[Path] = []

@@ -69,7 +69,7 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
 
         for config in missing:
             log.info("training %s (%s)", config.digest(), _describe(config))
-        traces.update(zip(missing, run_sweep(missing, scheduler=scheduler)))
+        traces.update(zip(missing, run_sweep(missing, scheduler=scheduler, progress=progress)))
     return [traces[c] for c in configs]
 
 

@@ -55,9 +55,9 @@ class Experiment:
         return out
 
 
-# Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width, and a depth of the form
-# 6n + 2 (ResNet-20) in place of an MLP depth that a conv net cannot have.
-CONV_DEFAULTS = {"width": 16, "depth": 20}
+# Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width and option A
+# shortcuts, and a depth of the form 6n + 2 (ResNet-20) in place of an MLP depth a conv net cannot have.
+CONV_DEFAULTS = {"width": 16, "depth": 20, "shortcut": "zero_pad"}
 SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
 
 
@@ -292,8 +292,8 @@ def _models(text: str) -> str:
 
 
 def _depth_sweep(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    """``{model}_{arch}_d{depth}``: MLPs with the base config; conv nets with ReLU + BatchNorm and
-    He et al. 2015 §4.2's stage widths (16/32/64), both with the base training budget."""
+    """``{model}_{arch}_d{depth}``: MLPs with the base config; conv nets with ReLU + BatchNorm, option A
+    shortcuts and He et al. 2015 §4.2's stage widths (16/32/64), both with the base training budget."""
     runs: dict[str, RunConfig] = {}
     models = extra["models"].split(",")
     if "mlp" in models:
@@ -302,7 +302,8 @@ def _depth_sweep(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]
             for arch in ("plain", "residual"):
                 runs[f"mlp_{arch}_d{depth}"] = mlp.replace(arch=arch, depth=depth)
     if "conv" in models:
-        conv = base.replace(model="conv", activation="relu", norm="batchnorm", width=16, depth=20)
+        conv = base.replace(model="conv", activation="relu", norm="batchnorm", width=16, depth=20,
+                            shortcut="zero_pad")
         for depth in sorted(set(extra["conv_depths"])):
             for arch in ("plain", "residual"):
                 runs[f"conv_{arch}_d{depth}"] = conv.replace(arch=arch, depth=depth)

@@ -17,6 +17,9 @@ Traces come back as bytes, are checked (readable, the config's digest) and writt
 cache as each run finishes, so an interrupted sweep keeps every finished run. A run that diverges comes
 back as a diverged trace (``meta["diverged"]``), as it does locally. A worker that dies mid-run has its
 runs rescheduled by Dask (``retries`` covers runs that raise).
+
+A local cluster starts its workers with multiprocessing's "spawn": a script that calls :func:`run_sweep`
+needs the usual ``if __name__ == "__main__":`` guard (render.py and ``python -m simulation.sweep`` have it).
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ log = logging.getLogger(__name__)
 
 Config = RunConfig | TransformerConfig
 
-# Below this much work (sum over runs of steps x blocks, see sweep_work) a sweep runs in this process:
-# measured on 2 cores, a local cluster's start (two worker processes importing torch) costs ~3-5 s,
-# which a sweep of this size does not win back (benchmarks/bench_sweep.py).
-LOCAL_MAX_WORK = 20_000
+# Below this much work (sum over runs of sweep_work, ~0.2 ms of one core per unit) a sweep runs in this
+# process: on 2 cores a local cluster's start (two worker processes importing torch, ~3-5 s) and its
+# at most 2x speed-up only pay off above ~10 s of training (benchmarks/bench_sweep.py).
+LOCAL_MAX_WORK = 50_000
 
 
 class SweepError(RuntimeError):
@@ -64,9 +67,11 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
 
 
 def sweep_work(config: Config) -> int:
-    """A rough cost of one run: optimiser steps x blocks (conv blocks count 4, they cost about that)."""
-    blocks = config.depth if getattr(config, "model", "mlp") == "mlp" else 4 * (config.depth - 2) // 2
-    return config.steps * max(blocks, 1)
+    """A rough cost of one run in MLP block-steps (~0.2 ms of one core each at batch 128, width 32):
+    steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured)."""
+    if getattr(config, "model", "mlp") == "conv":
+        return config.steps * 20 * (config.depth - 2) // 2
+    return config.steps * max(config.depth, 1)
 
 
 def scheduler_address(scheduler: str | None = None) -> str | None:
@@ -95,11 +100,13 @@ def _store(config: Config, payload: bytes, path: Path) -> Trace:
 
 
 def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress: bool | None = None,
-              retries: int = 2, workers: int | None = None, connect_timeout: float = 10.0) -> list[Trace]:
+              retries: int = 2, workers: int | None = None, connect_timeout: float = 10.0,
+              here: bool | None = None) -> list[Trace]:
     """Traces of ``configs`` in order: cached ones loaded, missing ones trained (see the module docstring
     for where) and cached. ``workers``: local cluster size (default: the cores this process may use).
     ``progress=None`` shows a bar over runs on a terminal only; ``connect_timeout``: seconds to wait for a
-    scheduler. Raises SweepError or ConfigError."""
+    scheduler; ``here``: True runs in this process, False on a (local) cluster, None decides by the work
+    (:data:`LOCAL_MAX_WORK`). Raises SweepError or ConfigError."""
     from .cache import _try_load, trace_path
 
     configs = list(configs)
@@ -109,8 +116,8 @@ def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress:
     address = scheduler_address(scheduler)
     if missing:
         show = sys.stderr.isatty() if progress is None else progress
-        local = address == "local" or (address is None and
-                                       (len(missing) == 1 or sum(map(sweep_work, missing)) < LOCAL_MAX_WORK))
+        small = len(missing) == 1 or sum(map(sweep_work, missing)) < LOCAL_MAX_WORK
+        local = address == "local" or (address is None and (small if here is None else here))
         started = time.perf_counter()
         if local:
             traces.update(_run_here(missing, show))
@@ -144,6 +151,9 @@ def _run_on_dask(missing: list[Config], address: str | None, show: bool, retries
 
     from .cache import trace_path
 
+    distributed_log = logging.getLogger("distributed")
+    if distributed_log.level == logging.NOTSET:  # its INFO lines (every worker start) would bury ours
+        distributed_log.setLevel(logging.WARNING)
     cluster = None
     try:
         if address is None:
@@ -196,7 +206,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        overrides = dict(pair.split("=", 1) for pair in args.sets)
+        overrides = {}
+        for pair in args.sets:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value.strip()
         runs = build_runs(args.experiment, overrides)
         run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
     except ValueError as exc:  # ConfigError, or a --set without '='

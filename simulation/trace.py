@@ -36,7 +36,7 @@ class Trace:
     """One run's recorded statistics.
 
     ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train` (T records,
-    ``steps`` optimiser steps, ``depth`` blocks, P = 256 sweep points):
+    ``steps`` optimiser steps, ``depth`` blocks (3n for a conv net), P = 256 sweep points):
 
     - ``step``: int64 [T], the optimiser step of each record (step 0 = before any update).
     - ``loss``, ``error``: float32 [T], training loss (cross-entropy, nats) and error (fraction
@@ -67,7 +67,9 @@ class Trace:
     - ``path_length_fraction`` (residual runs only): float64 [depth + 1], C(depth, k) / 2**depth.
 
     ``meta`` holds ``schema``, ``config`` (the full RunConfig as a dict), ``digest``, ``seed``,
-    ``versions`` (torch, numpy, python), ``block_widths`` ([depth][2]) and ``diverged`` with
+    ``versions`` (torch, numpy, python), ``block_widths`` ([blocks][2]), ``blocks`` (the number of blocks:
+    ``depth`` for an MLP, 3n for a conv net of ``depth`` = 6n + 2 layers, whose arrays are [T, 3n]; see
+    docs/sweep.md) and ``diverged`` with
     ``diverged_step``, ``diverged_layer`` (-1: stem, head or loss) and ``diverged_pass``
     ("forward" | "backward" | "stem_or_head"), all null for a finite run.
     """

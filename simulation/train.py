@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from .config import ConfigError, RunConfig, config_from_sets
 from .data import BANDS_RANGE, Dataset, load_dataset
-from .models import MLP, ResidualBlock, build_model
+from .models import MLP, build_model
 from .record import COUNT_KEYS, STAT_KEYS, Recorder
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace

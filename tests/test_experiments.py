@@ -34,7 +34,8 @@ def _another_value(name: str, value):
     """A valid value different from ``value`` for RunConfig field ``name``."""
     choices = {"arch": simulation.config.ARCHS, "activation": simulation.config.ACTIVATIONS,
                "norm": simulation.config.NORMS, "dataset": simulation.config.DATASETS,
-               "optimizer": simulation.config.OPTIMIZERS, "shortcut": simulation.config.SHORTCUTS}
+               "optimizer": simulation.config.OPTIMIZERS, "shortcut": simulation.config.SHORTCUTS,
+               "model": simulation.config.MODELS}
     if name in choices:
         return next(c for c in choices[name] if c != value)
     if name == "momentum":
@@ -53,7 +54,8 @@ def test_digest_changes_with_every_field_and_the_sim_version(monkeypatch):
     original = base.digest()
     digests = {}
     for f in dataclasses.fields(RunConfig):
-        changed = base.replace(**{f.name: _another_value(f.name, getattr(base, f.name))})
+        extra = {"depth": 20} if f.name == "model" else {}  # a conv net has 6n + 2 layers
+        changed = base.replace(**{f.name: _another_value(f.name, getattr(base, f.name))}, **extra)
         digests[f.name] = changed.digest()
     assert len(set(digests.values())) == len(digests), "two fields map to the same digest"
     assert original not in digests.values()

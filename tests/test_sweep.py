@@ -20,7 +20,7 @@ from simulation.sweep import SweepError, run_sweep, run_to_bytes, scheduler_addr
 from simulation.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DASK = [sys.executable, "-m", "distributed.cli.dask_"]
+PYTHON_M = [sys.executable, "-m"]  # `dask scheduler` / `dask worker` are these modules
 
 
 def _free_port() -> int:
@@ -43,24 +43,30 @@ class Cluster:
     def __init__(self, tmp: Path, n: int = 2) -> None:
         port = _free_port()
         self.address = f"tcp://127.0.0.1:{port}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env.pop("DASK_SCHEDULER_ADDRESS", None)
         logs = tmp / "dask-logs"
         logs.mkdir(exist_ok=True)
         self.procs: list[subprocess.Popen] = []
-        self.scheduler = self._start(DASK[:-1] + ["distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+        self.workers: list[subprocess.Popen] = []
+        self.scheduler = self._start(PYTHON_M + ["distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                                   "--port", str(port), "--no-dashboard"], env, logs / "scheduler")
-        self.workers = [self._start(DASK[:-1] + ["distributed.cli.dask_worker", self.address, "--nthreads", "1",
+        self.workers = [self._start(PYTHON_M + ["distributed.cli.dask_worker", self.address, "--nthreads", "1",
                                                  "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
                                                  "--local-directory", str(tmp / f"w{i}")],
                                     env, logs / f"worker{i}") for i in range(n)]
         from distributed import Client
 
-        with Client(self.address, timeout=20) as client:
-            client.wait_for_workers(n, timeout=20)
+        try:
+            with Client(self.address, timeout=30) as client:
+                client.wait_for_workers(n, timeout=30)
+        except BaseException:
+            self.stop()  # never leave processes behind
+            raise
 
     def _start(self, cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=open(f"{log}.out", "wb"), stderr=subprocess.STDOUT)
+        with open(f"{log}.out", "wb") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
 
@@ -185,3 +191,29 @@ def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster
     local = _sweep_in(tmp_path / "local", monkeypatch, configs, scheduler="local")
     for a, b in zip(local, remote):
         _same(a, b)
+
+
+def test_a_small_run_set_trains_in_this_process_and_a_large_one_is_sent(tmp_path, monkeypatch):
+    import simulation.sweep as sweep
+
+    sent = []
+    monkeypatch.setattr(sweep, "_run_on_dask", lambda missing, *args: sent.extend(missing) or
+                        {c: f"sent {c.seed}" for c in missing})
+    small = [RunConfig(depth=2, width=4, steps=2, seed=s) for s in range(3)]
+    assert sum(map(sweep.sweep_work, small)) < sweep.LOCAL_MAX_WORK
+    traces = _sweep_in(tmp_path, monkeypatch, small)
+    assert not sent and [t.meta["seed"] for t in traces] == [0, 1, 2]
+    large = [RunConfig(depth=56, steps=1000, seed=s) for s in range(2)]
+    assert sum(map(sweep.sweep_work, large)) >= sweep.LOCAL_MAX_WORK
+    assert _sweep_in(tmp_path, monkeypatch, large) == ["sent 0", "sent 1"]
+    assert sorted(sent, key=lambda c: c.seed) == large
+
+
+def test_the_sweep_command_refuses_bad_input_with_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RESIDUAL_CACHE": str(tmp_path)}
+    for args, message in ((["nosuch"], "unknown experiment"), (["vanishing", "--set", "seeds=1,1"], "distinct"),
+                          (["vanishing", "--set", "depths"], "expected")):
+        done = subprocess.run([sys.executable, "-m", "simulation.sweep", *args], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
+    assert not list(tmp_path.iterdir())
