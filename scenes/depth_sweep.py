@@ -130,7 +130,7 @@ class DepthSweep(SeedSpread, LectureScene):
     }
 
     _source = "He et al. 2015, §1, Fig. 1; He et al. 2016, eq. 5"
-    _track_y = -1.45  # the depth slider's track (scene units)
+    _track_y = -1.6  # the depth slider's track (scene units)
 
     @staticmethod
     def _cross(point: np.ndarray, arch: str, size: float = 0.07) -> VGroup:
@@ -168,10 +168,10 @@ class DepthSweep(SeedSpread, LectureScene):
         d_max = float(max(depths))
         x_ticks = [t for t in nice_ticks(0, d_max, 5) if t <= d_max]
         ratio_axes = LogAxes((0, d_max, max(1.0, d_max / 10)), (exp_min, exp_max), width=5.2, height=2.3)
-        ratio_axes.move_to([-3.35, 0.75, 0])
+        ratio_axes.move_to([-3.35, 0.55, 0])
         error_axes = LinearAxes((0, d_max), (0, 1), width=5.2, height=2.3, x_ticks=x_ticks,
                                y_format=lambda v: f"{v * 100:g}%")
-        error_axes.move_to([3.75, 0.75, 0])
+        error_axes.move_to([3.75, 0.55, 0])
         for tick in x_ticks:  # LogAxes draws no x labels: the same depth ticks as the error panel
             label = make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"])
             ratio_axes.ticks.add(label.next_to(ratio_axes.axes.c2p(tick, 0), DOWN, buff=0.1))

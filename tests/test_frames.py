@@ -299,3 +299,14 @@ for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
 @pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), FRAME_SCENES, ids=[m[1] for m in FRAME_SCENES])
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
+
+
+# -- the issue-10 scenes in Chinese too: same traces, zh strings, their own control frames --------------------
+ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep)]
+for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
+    globals()[f"test_{_name}_zh"] = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
+
+
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), ZH_FRAME_SCENES, ids=[m[1] for m in ZH_FRAME_SCENES])
+def test_frame_fails_on_tampered_trace_zh(request, tmp_path, scene, name, run, key, tamper):
+    assert_fails_when_tampered(request, tmp_path, scene, f"{name}_zh", run=run, key=key, tamper=tamper, lang="zh")
