@@ -4,8 +4,14 @@ Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
 
-An experiment turns its parameters (every :class:`RunConfig` field plus its own, such as ``depths``)
-into named runs. ``build_runs`` validates the parameters and returns ``{run_name: RunConfig}``.
+An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
+:class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
+parameters and returns ``{run_name: RunConfig}``; the run names are the constants and functions exported here
+(``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to look their traces up.
+
+Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): the first seed keeps the run names, the others
+are ``NAME@seed{s}`` (:func:`seed_key`; formats in docs/sweep.md). ``model=conv`` switches the experiments
+marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill what the user did not set).
 """
 
 from __future__ import annotations
@@ -13,80 +19,206 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ConfigError, RunConfig, TransformerConfig, parse_value
+from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, Range, RunConfig, TransformerConfig,
+                     parse_value, shown)
 
-__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "seed_key", "SEED_MARK", "CONV_DEFAULTS"]
+__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
+           "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
+           "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
+           "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
+           "DepthSweepParams", "FULL_SWEEP"]
+
+# -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
+
+PLAIN, RESIDUAL = "plain", "residual"  # chain_rule, residual_response, paths, projection
+RESIDUAL_ZERO_PAD = "residual_zero_pad"  # projection: the option-A shortcut
+PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
+POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
+GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
-def _int_list(text: str | list | tuple) -> tuple[int, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one integer")
-    return out
+def _number(value: float) -> str:
+    """A number as it appears in a run name: 2.5 -> "2p5" (dots separate trace keys)."""
+    return f"{value:g}".replace(".", "p").replace("-", "m")
 
 
-@dataclass(frozen=True)
-class Experiment:
-    """``build(base, extra) -> {run_name: RunConfig}``; ``extra`` holds the experiment's own
-    parameters (defaults in ``extra_defaults``, converters in ``extra_types``)."""
+def depth_run(arch: str, depth: int) -> str:
+    """``plain_d20``: degradation and shattered."""
+    return f"{arch}_d{depth}"
 
-    name: str
-    description: str  # one line for `render.py list`
-    source: str  # paper and figure whose claim this reproduces
-    base: RunConfig
-    build: Callable[[RunConfig, dict[str, Any]], dict[str, RunConfig]]
-    extra_defaults: dict[str, Any] = field(default_factory=dict)
-    extra_types: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
 
-    def params(self) -> dict[str, tuple[Any, str]]:
-        """Every parameter with its default and type name, for `render.py list`."""
-        out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
-        for key, value in self.extra_defaults.items():
-            out[key] = (value, f"list[{type(value[0]).__name__}]" if isinstance(value, tuple) else type(value).__name__)
-        out["seeds"] = ((), "list[int]")  # empty: the one seed given by ``seed``
-        return out
+def vanishing_run(arch: str, activation: str, depth: int) -> str:
+    """``plain_sigmoid_d20``: vanishing."""
+    return f"{arch}_{activation}_d{depth}"
+
+
+def gain_run(gain: float) -> str:
+    """``plain_gain2p5``: exploding."""
+    return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+
+
+def sweep_run(model: str, arch: str, depth: int) -> str:
+    """``conv_plain_d56``: depth_sweep."""
+    return f"{model}_{arch}_d{depth}"
+
+
+SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
+
+
+def seed_key(name: str, seed: int, first: bool) -> str:
+    """The run key of ``name`` at ``seed``: ``name`` for the first seed of ``seeds``, else ``name@seed{s}``."""
+    return name if first else f"{name}{SEED_MARK}{seed}"
 
 
 # Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width and option A
 # shortcuts, and a depth of the form 6n + 2 (ResNet-20) in place of an MLP depth a conv net cannot have.
 CONV_DEFAULTS = {"width": 16, "depth": 20, "shortcut": "zero_pad"}
-SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
+
+
+# -- an experiment's own parameters, typed once --------------------------------------------------
+
+def _items(value: Any) -> tuple[Any, ...]:
+    """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return (value,)
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """Base of an experiment's own parameters (beyond the config fields): each field is a tuple of ints,
+    floats or strings, or a float, with its allowed :class:`~simulation.config.Range` or choices in its
+    metadata. :meth:`from_values` converts command-line strings, TOML lists and numbers, and checks them."""
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default for f in fields(cls)}
+
+    @classmethod
+    def type_name(cls, name: str) -> str:
+        default = cls.defaults()[name]
+        return f"list[{type(default[0]).__name__}]" if isinstance(default, tuple) else type(default).__name__
+
+    @classmethod
+    def convert(cls, name: str, value: Any) -> Any:
+        """``value`` as the type of field ``name``, checked; ConfigError (one line) otherwise."""
+        f = {f.name: f for f in fields(cls)}[name]
+        kind = type(f.default[0]) if isinstance(f.default, tuple) else type(f.default)
+        items = _items(value)
+        if not items:
+            raise ConfigError(f"{name} must hold at least one value; got {shown(value)}")
+        if not isinstance(f.default, tuple) and len(items) != 1:
+            raise ConfigError(f"{name} must be one {kind.__name__}; got {shown(value)}")
+        out = []
+        for item in items:
+            try:
+                if isinstance(item, bool) or (kind is int and isinstance(item, float)):
+                    raise ValueError
+                out.append(kind(item.strip() if isinstance(item, str) else item))
+            except (TypeError, ValueError, OverflowError):
+                raise ConfigError(f"{name} must be {cls.type_name(name)}, got {shown(value)}") from None
+            if "range" in f.metadata:
+                f.metadata["range"].check(name, out[-1])
+            if "choices" in f.metadata and out[-1] not in f.metadata["choices"]:
+                raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(out[-1])}")
+        return tuple(out) if isinstance(f.default, tuple) else out[0]
+
+
+@dataclass(frozen=True)
+class NoParams(ExperimentParams):
+    """No parameters beyond the config's."""
+
+
+_DEPTHS = Range(1, MAX_DEPTH)
+
+
+@dataclass(frozen=True)
+class DepthParams(ExperimentParams):
+    depths: tuple[int, ...] = field(default=(8, 20, 56), metadata={"range": _DEPTHS})  # one plain, one residual each
+
+
+@dataclass(frozen=True)
+class ShatteredParams(DepthParams):
+    depths: tuple[int, ...] = field(default=(2, 24, 50), metadata={"range": _DEPTHS})
+
+
+@dataclass(frozen=True)
+class VanishingParams(ExperimentParams):
+    depths: tuple[int, ...] = field(default=(8, 20, 56), metadata={"range": _DEPTHS})
+    activations: tuple[str, ...] = field(default=("sigmoid", "tanh"), metadata={"choices": ACTIVATIONS})
+
+
+@dataclass(frozen=True)
+class ExplodingParams(ExperimentParams):
+    gains: tuple[float, ...] = field(default=(1.0, 2.0, 3.0), metadata={"range": Range(0.0, 100.0, open_low=True)})
+    large_lr: float = field(default=1.0, metadata={"range": Range(0.0, 1e6, open_low=True)})
+
+
+@dataclass(frozen=True)
+class DepthSweepParams(ExperimentParams):
+    mlp_depths: tuple[int, ...] = field(default=(2, 8, 20, 56), metadata={"range": _DEPTHS})  # blocks
+    conv_depths: tuple[int, ...] = field(default=(8, 20), metadata={"range": Range(8, MAX_DEPTH)})  # 6n + 2 layers
+    models: tuple[str, ...] = field(default=("mlp", "conv"), metadata={"choices": MODELS})
 
 
 def _seeds(value: Any) -> tuple[int, ...]:
-    """``seeds`` from the command line: a comma-separated list of distinct ints, or empty."""
-    if value in ((), [], "", None):
-        return ()
-    seeds = _int_list(value)
+    """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
+    seeds = []
+    for item in () if value is None else _items(value):
+        try:
+            if isinstance(item, (bool, float)):
+                raise ValueError
+            seeds.append(int(item.strip() if isinstance(item, str) else item))
+        except (TypeError, ValueError):
+            raise ConfigError(f"seeds must be a comma-separated list of integers; got {shown(value)}") from None
+        Range(0, MAX_SEED).check("seeds", seeds[-1])
     if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds must be distinct; got {value!r}")
-    if any(s < 0 for s in seeds):
-        raise ConfigError(f"seeds must be >= 0; got {value!r}")
-    return seeds
+        raise ConfigError(f"seeds must be distinct; got {shown(value)}")
+    return tuple(seeds)
 
 
-def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
+@dataclass(frozen=True)
+class Experiment:
+    """``build(base, params) -> {run_name: config}``; ``params`` is an instance of ``params_type``, the
+    experiment's own parameters."""
+
+    name: str
+    description: str  # one line for `render.py list`
+    source: str  # paper and figure whose claim this reproduces
+    base: RunConfig | TransformerConfig
+    build: Callable[[Any, Any], dict[str, Any]]
+    params_type: type[ExperimentParams] = NoParams
+    conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
+
+    @property
+    def extra_defaults(self) -> dict[str, Any]:
+        return self.params_type.defaults()
+
+    def params(self) -> dict[str, tuple[Any, str]]:
+        """Every parameter with its default and type name, for `render.py list`."""
+        out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
+        for key, value in self.extra_defaults.items():
+            out[key] = (value, self.params_type.type_name(key))
+        out["seeds"] = ((), "list[int]")  # empty: the one seed given by ``seed``
+        return out
+
+
+def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, {**experiment.extra_defaults, "seeds": ()}
+    base_changes, extra = {}, {**experiment.params_type.defaults(), "seeds": ()}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = parse_value(key, value, type(experiment.base)) if isinstance(value, str) else value
         elif key == "seeds":
             extra["seeds"] = _seeds(value)
-        elif key in experiment.extra_defaults:
-            extra[key] = experiment.extra_types.get(key, type(experiment.extra_defaults[key]))(value)
+        elif key in extra:
+            extra[key] = experiment.params_type.convert(key, value)
         else:
-            known = sorted(set(run_keys) | set(experiment.extra_defaults) | {"seeds"})
+            known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
     if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
         if not experiment.conv:
@@ -97,19 +229,15 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Run
     return experiment.base.replace(**base_changes), extra
 
 
-def seed_key(name: str, seed: int, first: bool) -> str:
-    """The run key of ``name`` at ``seed``: ``name`` for the first seed of ``seeds``, else ``name@seed{s}``."""
-    return name if first else f"{name}{SEED_MARK}{seed}"
-
-
-def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, RunConfig]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied."""
+def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
     experiment = get_experiment(name)
     base, extra = split_params(experiment, overrides or {})
     seeds = extra.pop("seeds") or (base.seed,)
-    runs: dict[str, RunConfig] = {}
+    params = experiment.params_type(**extra)
+    runs: dict[str, Any] = {}
     for index, seed in enumerate(seeds):
-        for run_name, config in experiment.build(base.replace(seed=seed), extra).items():
+        for run_name, config in experiment.build(base.replace(seed=seed), params).items():
             runs[seed_key(run_name, seed, index == 0)] = config
     return runs
 
@@ -122,61 +250,35 @@ def get_experiment(name: str) -> Experiment:
 
 # -- the experiments --------------------------------------------------------------------------
 
-def _float_list(text: str | list | tuple) -> tuple[float, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(float(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of numbers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one number")
-    return out
+def _plain_vs_residual(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
+    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
 
 
-def _float(text: str | float) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a number, got {text!r}") from None
+def _by_depth(base: RunConfig, params: DepthParams) -> dict[str, RunConfig]:
+    """``{arch}_d{depth}`` for plain and residual at every depth of ``params.depths``."""
+    return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
+            for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
 
 
-def _name(value: float) -> str:
-    """A number as it appears in a run name: 2.5 -> "2p5" (dots separate trace keys)."""
-    return f"{value:g}".replace(".", "p").replace("-", "m")
+def _vanishing(base: RunConfig, params: VanishingParams) -> dict[str, RunConfig]:
+    return {vanishing_run(arch, act, depth): base.replace(arch=arch, activation=act, depth=depth)
+            for act in dict.fromkeys(params.activations)
+            for depth in dict.fromkeys(params.depths)
+            for arch in (PLAIN, RESIDUAL)}
 
 
-def _plain_vs_residual(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    return {arch: base.replace(arch=arch) for arch in ("plain", "residual")}
-
-
-def _by_depth(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    """``{arch}_d{depth}`` for plain and residual at every depth of ``extra["depths"]``."""
-    return {f"{arch}_d{depth}": base.replace(arch=arch, depth=depth)
-            for depth in dict.fromkeys(extra["depths"]) for arch in ("plain", "residual")}
-
-
-def _vanishing(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    return {f"{arch}_{act}_d{depth}": base.replace(arch=arch, activation=act, depth=depth)
-            for act in dict.fromkeys(a.strip() for a in extra["activations"].split(","))
-            for depth in dict.fromkeys(extra["depths"])
-            for arch in ("plain", "residual")}
-
-
-def _exploding(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+def _exploding(base: RunConfig, params: ExplodingParams) -> dict[str, RunConfig]:
     """``plain_gain{g}`` for every init gain, and ``plain_large_lr``: the base gain at ``large_lr``."""
-    runs = {f"plain_gain{_name(gain)}": base.replace(arch="plain", init_gain=gain) for gain in extra["gains"]}
-    runs["plain_large_lr"] = base.replace(arch="plain", lr=extra["large_lr"])
+    runs = {gain_run(gain): base.replace(arch=PLAIN, init_gain=gain) for gain in params.gains}
+    runs[PLAIN_LARGE_LR] = base.replace(arch=PLAIN, lr=params.large_lr)
     return runs
 
 
-def _projection(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+def _projection(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
     """Plain, residual with projection shortcuts W_s, residual with zero-padded shortcuts."""
-    return {"plain": base.replace(arch="plain"),
-            "residual": base.replace(arch="residual", shortcut="projection"),
-            "residual_zero_pad": base.replace(arch="residual", shortcut="zero_pad")}
+    return {PLAIN: base.replace(arch=PLAIN),
+            RESIDUAL: base.replace(arch=RESIDUAL, shortcut="projection"),
+            RESIDUAL_ZERO_PAD: base.replace(arch=RESIDUAL, shortcut="zero_pad")}
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -204,8 +306,7 @@ _register(Experiment(
     base=RunConfig(steps=200),
     build=_vanishing,
     conv=True,
-    extra_defaults={"depths": (8, 20, 56), "activations": "sigmoid,tanh"},
-    extra_types={"depths": _int_list, "activations": str},
+    params_type=VanishingParams,
 ))
 _register(Experiment(
     name="exploding",
@@ -214,8 +315,7 @@ _register(Experiment(
     source="Glorot & Bengio 2010; He et al. 2015 (PReLU paper) §2.2: per-layer gain of a ReLU net",
     base=RunConfig(activation="relu", depth=20, steps=100, lr=0.01, init_gain=2.0),
     build=_exploding,
-    extra_defaults={"gains": (1.0, 2.0, 3.0), "large_lr": 1.0},
-    extra_types={"gains": _float_list, "large_lr": _float},
+    params_type=ExplodingParams,
 ))
 _register(Experiment(
     name="degradation",
@@ -225,8 +325,7 @@ _register(Experiment(
     base=RunConfig(activation="relu", norm="batchnorm", steps=200, batch_size=128, lr=0.05),
     build=_by_depth,
     conv=True,
-    extra_defaults={"depths": (8, 20, 56)},
-    extra_types={"depths": _int_list},
+    params_type=DepthParams,
 ))
 _register(Experiment(
     name="residual_response",
@@ -253,8 +352,7 @@ _register(Experiment(
     base=RunConfig(dataset="bands", activation="relu", norm="batchnorm", width=200, steps=100,
                    batch_size=128, lr=0.05),
     build=_by_depth,
-    extra_defaults={"depths": (2, 24, 50)},
-    extra_types={"depths": _int_list},
+    params_type=ShatteredParams,
 ))
 _register(Experiment(
     name="projection",
@@ -267,11 +365,11 @@ _register(Experiment(
     conv=True,
 ))
 
-def _layernorm(base: TransformerConfig, extra: dict[str, Any]) -> dict[str, TransformerConfig]:
+def _layernorm(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
     """Post-LN without and with warm-up, Pre-LN without: all at the same (high) peak lr."""
-    return {"post_ln": base.replace(norm="post_ln", warmup_steps=0),
-            "post_ln_warmup": base.replace(norm="post_ln"),
-            "pre_ln": base.replace(norm="pre_ln", warmup_steps=0)}
+    return {POST_LN: base.replace(norm="post_ln", warmup_steps=0),
+            POST_LN_WARMUP: base.replace(norm="post_ln"),
+            PRE_LN: base.replace(norm="pre_ln", warmup_steps=0)}
 
 
 _register(Experiment(
@@ -284,29 +382,21 @@ _register(Experiment(
 ))
 
 
-def _models(text: str) -> str:
-    models = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
-    if not models or any(m not in ("mlp", "conv") for m in models):
-        raise ConfigError(f"models must be a comma-separated subset of mlp, conv; got {text!r}")
-    return ",".join(models)
-
-
-def _depth_sweep(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+def _depth_sweep(base: RunConfig, params: DepthSweepParams) -> dict[str, RunConfig]:
     """``{model}_{arch}_d{depth}``: MLPs with the base config; conv nets with ReLU + BatchNorm, option A
     shortcuts and He et al. 2015 §4.2's stage widths (16/32/64), both with the base training budget."""
     runs: dict[str, RunConfig] = {}
-    models = extra["models"].split(",")
-    if "mlp" in models:
+    if "mlp" in params.models:
         mlp = base.replace(model="mlp")
-        for depth in sorted(set(extra["mlp_depths"])):
-            for arch in ("plain", "residual"):
-                runs[f"mlp_{arch}_d{depth}"] = mlp.replace(arch=arch, depth=depth)
-    if "conv" in models:
+        for depth in sorted(set(params.mlp_depths)):
+            for arch in (PLAIN, RESIDUAL):
+                runs[sweep_run("mlp", arch, depth)] = mlp.replace(arch=arch, depth=depth)
+    if "conv" in params.models:
         conv = base.replace(model="conv", activation="relu", norm="batchnorm", width=16, depth=20,
                             shortcut="zero_pad")
-        for depth in sorted(set(extra["conv_depths"])):
-            for arch in ("plain", "residual"):
-                runs[f"conv_{arch}_d{depth}"] = conv.replace(arch=arch, depth=depth)
+        for depth in sorted(set(params.conv_depths)):
+            for arch in (PLAIN, RESIDUAL):
+                runs[sweep_run("conv", arch, depth)] = conv.replace(arch=arch, depth=depth)
     return runs
 
 
@@ -321,7 +411,6 @@ _register(Experiment(
     source="He et al. 2015, Fig. 1, Fig. 6 and §4.2 (CIFAR-10 nets of 6n + 2 layers); Glorot & Bengio 2010",
     base=RunConfig(activation="sigmoid", steps=300, batch_size=128, lr=0.1, momentum=0.9, record_every=50),
     build=_depth_sweep,
-    extra_defaults={"mlp_depths": (2, 8, 20, 56), "conv_depths": (8, 20), "models": "mlp,conv"},
-    extra_types={"mlp_depths": _int_list, "conv_depths": _int_list, "models": _models},
+    params_type=DepthSweepParams,
     conv=True,
 ))

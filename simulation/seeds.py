@@ -57,10 +57,11 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float))
 
 
-def summarize_seeds(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
-    """``{run key: summarize(trace)}`` -> ``{NAME: {"seeds": [...], figure: [one value per seed]}}`` for
+def summarize_seeds(summaries: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
+    """``{run key: summarize(trace)}`` (RunSummary or its dict) -> ``{NAME: {"seeds": [...], figure: [one value per seed]}}`` for
     every scalar figure (None stays None: a list always has one entry per seed)."""
     out: dict[str, dict[str, list[Any]]] = {}
+    summaries = {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in summaries.items()}  # RunSummary
     for name, by_seed in group_by_seed(summaries).items():
         figures = [k for k, v in next(iter(by_seed.values())).items() if k != "config" and _scalar(v)]
         entry: dict[str, list[Any]] = {"seeds": list(by_seed)}

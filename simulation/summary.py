@@ -8,14 +8,16 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .trace import Trace
+from .trace import ReadAsMapping, Trace
 
-__all__ = ["summarize", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean"]
+__all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean"]
 
 
 def _f(value: Any) -> float | None:
@@ -83,7 +85,58 @@ def tail_mean(curve: np.ndarray, fraction: float = 0.1) -> float:
     return float(done[-window:].mean())
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
+def _only(kind: str) -> Any:
+    """A summary field that only some runs have (``kind`` says which); None and left out of to_dict otherwise."""
+    return field(default=None, metadata={"only": kind})
+
+
+Floats = list[float | None]
+
+
+@dataclass(frozen=True)
+class RunSummary(ReadAsMapping):
+    """The figures the scenes and ``render.py train`` show for one run; NaN and inf are None (JSON null).
+
+    See :func:`summarize` for what each figure is. :meth:`to_dict` leaves out the fields a run of this kind
+    does not have (or could not measure, such as ``lesion_mean_increase`` after a divergence)."""
+
+    config: dict[str, Any]
+    final_step: int
+    final_loss: float | None
+    final_error: float | None
+    final_train_loss_avg: float | None
+    final_train_error_avg: float | None
+    final_test_error: float | None
+    grad_norm_step0: Floats
+    grad_norm_final: Floats
+    log10_grad_norm_step0: Floats
+    grad_underflow_blocks_step0: int
+    grad_ratio_step0: float | None
+    grad_ratio_final: float | None
+    branch_ratio_final: Floats
+    branch_std_final: Floats
+    diverged: bool
+    diverged_step: int | None
+    diverged_layer: int | None
+    diverged_pass: str | None
+    nonfinite_per_layer: list[int]
+    shortcut_norm_final: Floats | None = _only("MLP")
+    lesion_test_error: Floats | None = _only("MLP")
+    lesion_mean_increase: float | None = _only("MLP")
+    input_grad_autocorr_lag1: Floats | None = _only("MLP")
+    path_length_fraction: Floats | None = _only("residual MLP")
+    layers: list[str] | None = _only("Transformer")
+    init_ffn_grad_norm: Floats | None = _only("Transformer")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if "only" in f.metadata and out[f.name] is None:
+                del out[f.name]
+        return out
+
+
+def summarize(trace: Trace) -> RunSummary:
     """The figures the scenes show, for one run. NaN/inf become null (JSON has neither).
 
     - ``final_loss``, ``final_error``: training loss (nats) and error on the last recorded batch;
@@ -126,10 +179,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "grad_ratio_final": _f(grad[-1, 0] / grad[-1, -1]) if grad[-1, -1] else None,
         "branch_ratio_final": _list(branch_ratio),
         "branch_std_final": _list(trace["branch_std"][-1]),
-        "diverged": bool(trace.meta.get("diverged")),
-        "diverged_step": trace.meta.get("diverged_step"),
-        "diverged_layer": trace.meta.get("diverged_layer"),
-        "diverged_pass": trace.meta.get("diverged_pass"),
+        "diverged": bool(trace.meta.diverged),
+        "diverged_step": trace.meta.diverged_step,
+        "diverged_layer": trace.meta.diverged_layer,
+        "diverged_pass": trace.meta.diverged_pass,
         "nonfinite_per_layer": [int(v) for v in trace["nonfinite"].sum(0)],
     }
     if "shortcut_norm" in a:
@@ -145,6 +198,6 @@ def summarize(trace: Trace) -> dict[str, Any]:
     if "path_length_fraction" in a:
         out["path_length_fraction"] = _list(a["path_length_fraction"])
     if "init_ffn_grad_norm" in a:  # Transformer runs (experiment layernorm): Xiong et al. 2020, Fig. 3
-        out["layers"] = trace.meta.get("layers")
+        out["layers"] = trace.meta.layers
         out["init_ffn_grad_norm"] = _list(a["init_ffn_grad_norm"].mean(0))
-    return out
+    return RunSummary(**out)
