@@ -19,6 +19,7 @@ from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 from scenes.base import LectureScene
 from scenes.seeds import SeedSpread, count_true
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.helpers import compare, finite_max, running_mean, steps_run
 from scenes.widgets import LinearAxes, make_legend
 
 __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
@@ -26,19 +27,6 @@ __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
 # A deeper net "trains worse" when its final (smoothed) training error exceeds the shallower one's by
 # more than this: one percentage point, above the batch-to-batch noise of the smoothed curve.
 MARGIN = 0.01
-
-
-def running_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over the last ``window`` values (fewer at the start): float64 [T].
-
-    Each step's training error is measured on one batch, so it is noisy; a trailing mean only uses
-    what was known at that step, which keeps the curve honest while it is "drawn as it trains".
-    """
-    values = np.asarray(values, dtype=np.float64)
-    sums = np.cumsum(np.insert(values, 0, 0.0))
-    idx = np.arange(1, len(values) + 1)
-    lo = np.maximum(idx - window, 0)
-    return (sums[idx] - sums[lo]) / (idx - lo)
 
 
 def runs_by_depth(traces: dict, arch: str) -> list[tuple[int, str]]:
@@ -55,11 +43,14 @@ def smoothing_window(steps: int) -> int:
 def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """(steps, smoothed training error) of one run, at most ``points`` of them, float64.
 
-    ``error_curve`` holds every step's batch error; steps never run (NaN, after a divergence) are
-    dropped. The smoothing is :func:`running_mean` over :func:`smoothing_window` steps.
+    ``error_curve`` holds every step's batch error; steps never run (NaN after a divergence, which
+    the metadata records) are dropped; any other NaN is a missing value and stays NaN (a gap). The
+    smoothing is :func:`scenes.helpers.running_mean` over :func:`smoothing_window` steps.
     """
     curve = np.asarray(trace["error_curve"], dtype=np.float64)
-    done = int(np.flatnonzero(np.isfinite(curve))[-1]) + 1 if np.isfinite(curve).any() else 0
+    done = steps_run(trace, len(curve))
+    if done == 0:  # diverged at the first step: one missing point
+        return np.zeros(1), np.full(1, np.nan)
     smooth = running_mean(curve[:done], smoothing_window(done))
     keep = np.unique(np.linspace(0, done - 1, min(points, done)).round().astype(int))
     return keep.astype(np.float64), smooth[keep]
@@ -122,12 +113,15 @@ class Degradation(SeedSpread, LectureScene):
         for name, by_seed in seed_final.items():
             for seed, value in by_seed.items():
                 self.number(f"{name}.seed.{seed}.final_error_pct", 100 * value)
-        seed_worse = {arch: count_true(seed_final[runs[-1][1]][s] > seed_final[runs[0][1]][s] + MARGIN
-                                       for s in seed_final[runs[-1][1]] if s in seed_final[runs[0][1]])
-                      for arch, runs in (("plain", plain_runs), ("residual", residual_runs))}
-        worse = {arch: bool(final[runs[-1][1]] > final[runs[0][1]] + MARGIN)  # deepest vs shallowest
+        seed_worse = {}  # arch -> (seeds where the deepest trains worse, seeds with both values)
+        for arch, runs in (("plain", plain_runs), ("residual", residual_runs)):
+            deep, shallow = seed_final[runs[-1][1]], seed_final[runs[0][1]]
+            verdicts = [compare(deep[s], shallow[s], MARGIN) for s in deep if s in shallow]
+            seed_worse[arch] = count_true(v for v in verdicts if v is not None)
+        worse = {arch: compare(final[runs[-1][1]], final[runs[0][1]], MARGIN)  # deepest vs shallowest; None: missing
                  for arch, runs in (("plain", plain_runs), ("residual", residual_runs))}
-        y_top = min(1.0, float(np.ceil(max(np.nanmax(c[1]) for c in curves.values()) * 10 + 1e-9) / 10) or 0.1)
+        highest = finite_max(np.concatenate([c[1] for c in curves.values()]), default=0.1)
+        y_top = min(1.0, float(np.ceil(highest * 10 + 1e-9) / 10) or 0.1)
 
         # 1. Title and what is held fixed.
         title = self.title("title")
@@ -149,8 +143,8 @@ class Degradation(SeedSpread, LectureScene):
             x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
             shades = [color.interpolate(PALETTE["text"], 0.5 * (1 - k / max(len(runs) - 1, 1)))  # shallow: paler
                       for k in range(len(runs))]
-            lines = [chart.polyline(*curves[name], color=shade, stroke_width=3 + k) for k, ((_, name), shade)
-                     in enumerate(zip(runs, shades))]
+            lines = [chart.polyline(*curves[name], color=shade, stroke_width=3 + k, what=f"{name}.error_curve")
+                     for k, ((_, name), shade) in enumerate(zip(runs, shades))]
             legend = make_legend([(self.t("curve", depth=depth, error=self.percent(f"{name}.final_error",
                                                                                    curves[name][1][-1])), shade)
                                   for (depth, name), shade in zip(runs, shades)], size=SIZE_SMALL)
@@ -167,7 +161,7 @@ class Degradation(SeedSpread, LectureScene):
             bands = VGroup(*[self.seed_band(chart, name, shade) for (_, name), shade in zip(runs, shades)])
             self.play(FadeIn(legend), FadeIn(bands), run_time=0.8)
             if arch == "plain":
-                self.narrate("n_not_overfit" if worse["plain"] else "n_no_gap", 4)
+                self.narrate({True: "n_not_overfit", False: "n_no_gap", None: "no_verdict"}[worse["plain"]], 4)
                 self.wait(3)
 
         # 4. The verdict, computed from the runs.
@@ -175,7 +169,8 @@ class Degradation(SeedSpread, LectureScene):
         for arch, runs in (("plain", plain_runs), ("residual", residual_runs)):
             shallow, deep = final[runs[0][1]], final[runs[-1][1]]
             key = {"plain": ("plain_no_degrade", "plain_degrades"),
-                   "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]]
+                   "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]] \
+                if worse[arch] is not None else "no_verdict"
             k, n = seed_worse[arch]
             self.number(f"{arch}.deeper_worse.seeds", k)
             self.number(f"{arch}.deeper_worse.of", n)
@@ -193,16 +188,16 @@ class Degradation(SeedSpread, LectureScene):
         self.wait(4)
 
     def seed_band(self, chart, name: str, color) -> VMobject:
-        """The range over seeds of run ``name``'s smoothed error curve, as a faint band on ``chart``."""
+        """The range over seeds of run ``name``'s smoothed error curve, as a faint band on ``chart``
+        (steps where a seed has no value are left out)."""
         rows = [error_curve(traces[name]) for traces in self.seed_traces.values() if name in traces]
         length = min(len(steps) for steps, _ in rows)
         steps, values = rows[0][0][:length], np.array([v[:length] for _, v in rows])
-        low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+        ok = np.isfinite(values).all(axis=0)
+        steps, low, high = steps[ok], values[:, ok].min(axis=0), values[:, ok].max(axis=0)
+        band = VMobject(stroke_width=0, fill_color=color, fill_opacity=0.2 if len(rows) > 1 and len(steps) > 1 else 0.0)
+        if len(steps) < 2:
+            return band.set_points_as_corners([chart.point(0, 0)] * 2)
         outline = [chart.point(x, y) for x, y in zip(steps, high)] + \
             [chart.point(x, y) for x, y in zip(steps[::-1], low[::-1])]
-        band = VMobject(stroke_width=0, fill_color=color, fill_opacity=0.2 if len(rows) > 1 else 0.0)
         return band.set_points_as_corners(outline + outline[:1])
-
-    def percent(self, key: str, fraction: float) -> str:
-        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
-        return self.number(f"{key}_pct", 100 * float(fraction)) + "%"
