@@ -12,6 +12,7 @@ has a tamper twin.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -115,7 +116,8 @@ def test_sweep_points_read_every_seed_and_depth(model):
 
 def test_a_diverged_run_has_no_error_and_trains_worse():
     traces = _seed_traces()[0]
-    traces["mlp_plain_d8"].meta["diverged"] = True
+    trace = traces["mlp_plain_d8"]
+    trace.meta = dataclasses.replace(trace.meta, diverged=True, diverged_step=3)
     cell = sweep_points({0: traces})["plain"][8][0]
     assert math.isnan(cell["error"]) and cell["diverged"] == 1.0
     fine = {"error": 0.5, "diverged": 0.0}
