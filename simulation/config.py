@@ -17,7 +17,7 @@ from typing import Any, Self
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
 
 # Bump when a change to simulation code changes what a run records: it invalidates every cached trace.
-SIM_VERSION = 3
+SIM_VERSION = 4  # 4: transformer traces record input_cos
 
 ARCHS = ("plain", "residual")
 ACTIVATIONS = ("sigmoid", "tanh", "relu")
@@ -237,8 +237,10 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
     kind = data.get("kind", "mlp")
     if kind == "transformer":
         return TransformerConfig.from_dict(data)
+    if kind == "identity_fit":
+        return IdentityFitConfig.from_dict(data)
     if kind != "mlp":
-        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer")
+        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit")
     if "kind" not in RunConfig.field_types():
         data = {k: v for k, v in data.items() if k != "kind"}
     return RunConfig.from_dict(data)
@@ -265,4 +267,39 @@ def _validate_transformer(cfg: TransformerConfig) -> None:
         raise ConfigError(f"lr must be a finite number > 0; got {cfg.lr}")
 
 
-__all__ += ["TransformerConfig", "config_from_dict"]
+# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
+
+@dataclass(frozen=True)
+class IdentityFitConfig(_Config):
+    """One block trained to output its own input (H(x) = x) on the digits features; the cache key."""
+
+    kind: str = "identity_fit"  # which trainer runs this config; always "identity_fit"
+    arch: str = "plain"  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
+    activation: str = "relu"  # nonlinearity inside F: sigmoid | tanh | relu
+    steps: int = 1500  # optimiser steps, each on the whole training split (full batch)
+    optimizer: str = "adam"  # sgd (with momentum) | adam
+    lr: float = 1e-3  # learning rate
+    momentum: float = 0.9  # SGD momentum; ignored by adam
+    tolerance: float = 0.01  # the fit counts as reached once ||h - x||^2 / ||x||^2 falls below this
+    record_every: int = 10  # record the test loss at step 0 and every k steps (and at the last step)
+    seed: int = 0  # seeds the data split and the init (plain and residual get the same weights)
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _choice("kind", self.kind, ("identity_fit",))
+        _choice("arch", self.arch, ARCHS)
+        _choice("activation", self.activation, ACTIVATIONS)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        if not 1 <= self.steps <= 10**6:
+            raise ConfigError(f"steps must be between 1 and 1000000; got {self.steps}")
+        if self.record_every < 1:
+            raise ConfigError(f"record_every must be >= 1; got {self.record_every}")
+        for name in ("lr", "tolerance"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a finite number > 0; got {value}")
+        if not math.isfinite(self.momentum) or not 0 <= self.momentum < 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+
+
+__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict"]

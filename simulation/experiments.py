@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ConfigError, RunConfig, TransformerConfig, parse_value
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, parse_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params"]
 
@@ -238,4 +238,59 @@ _register(Experiment(
     source="Xiong et al. 2020, Fig. 2 (warm-up), Fig. 3 (gradient norms at init); Vaswani et al. 2017, Fig. 1",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_layernorm,
+))
+
+
+# -- the study note's questions (issue 13) ------------------------------------------------------
+
+def _seeds(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+    """``residual_seed{k}``: the residual run at seeds seed, seed + 1, ..., seed + seeds - 1."""
+    if extra["seeds"] < 1:
+        raise ConfigError(f"seeds must be >= 1; got {extra['seeds']}")
+    return {f"residual_seed{k}": base.replace(arch="residual", seed=base.seed + k) for k in range(extra["seeds"])}
+
+
+_register(Experiment(
+    name="does_it_copy",
+    description="Does a residual net only learn to copy? ||F(x)|| / ||x|| per block over training beside the "
+                "loss, on several seeds (the residual runs of residual_response)",
+    source="He et al. 2015, §3.1 and Fig. 7; the study note's question 2 of section 6",
+    base=_TRAINED_BN,
+    build=_seeds,
+    extra_defaults={"seeds": 5},
+    extra_types={"seeds": int},
+))
+
+
+def _identity_fit(base: IdentityFitConfig, extra: dict[str, Any]) -> dict[str, IdentityFitConfig]:
+    return {arch: base.replace(arch=arch) for arch in ("plain", "residual")}
+
+
+_register(Experiment(
+    name="identity_fit",
+    description="Is 'keep as is' easy? One plain and one residual block (same widths, init, optimiser) trained "
+                "to output their input on the digits features: relative error over steps, step reaching tolerance",
+    source="He et al. 2015, §3.1 (pushing the residual to zero vs fitting an identity with nonlinear layers)",
+    base=IdentityFitConfig(),
+    build=_identity_fit,
+))
+
+
+def _seeded_layernorm(base: TransformerConfig, extra: dict[str, Any]) -> dict[str, TransformerConfig]:
+    """``{norm}_seed{k}``: Post-LN (with warm-up) and Pre-LN at seeds seed .. seed + seeds - 1."""
+    if extra["seeds"] < 1:
+        raise ConfigError(f"seeds must be >= 1; got {extra['seeds']}")
+    return {f"{norm}_seed{k}": base.replace(norm=norm, seed=base.seed + k)
+            for k in range(extra["seeds"]) for norm in ("post_ln", "pre_ln")}
+
+
+_register(Experiment(
+    name="conveyor_belt",
+    description="The residual stream as a conveyor belt: cosine similarity of each token's vector at the input "
+                "of the stack and after every layer, Post-LN vs Pre-LN, at init and after training, on several seeds",
+    source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
+    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
+    build=_seeded_layernorm,
+    extra_defaults={"seeds": 5},
+    extra_types={"seeds": int},
 ))

@@ -15,7 +15,8 @@ import numpy as np
 
 from .trace import Trace
 
-__all__ = ["summarize", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean"]
+__all__ = ["summarize", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean", "first_step_below",
+           "ratio_course", "COURSES"]
 
 
 def _f(value: Any) -> float | None:
@@ -83,6 +84,45 @@ def tail_mean(curve: np.ndarray, fraction: float = 0.1) -> float:
     return float(done[-window:].mean())
 
 
+def first_step_below(curve: Any, tolerance: float) -> int:
+    """Index of the first value of ``curve`` [n] strictly below ``tolerance``; -1 if none is (NaN never is)."""
+    below = np.flatnonzero(np.asarray(curve, dtype=np.float64) < tolerance)
+    return int(below[0]) if len(below) else -1
+
+
+# How a curve moves: down by more than the margin and up again, only down, only up, or neither.
+COURSES = ("shrinks_then_grows", "shrinks", "grows", "flat")
+
+
+def ratio_course(values: Any, margin: float = 0.2) -> dict[str, Any]:
+    """The course of ``values`` [T] (e.g. the mean over blocks of ||F(x)|| / ||x|| at each record).
+
+    ``start``, ``low`` (the smallest value) at index ``low_index``, ``end``; ``settle_index``: the first
+    index within ``margin`` of ``low`` (value <= low * (1 + margin)); ``course``, one of :data:`COURSES`:
+    it "shrinks" when low < start * (1 - margin), "then grows" when moreover end > low * (1 + margin),
+    "grows" when it did not shrink and end > start * (1 + margin), else "flat". Raises ValueError for
+    fewer than two finite values."""
+    v = np.asarray(values, dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(v))
+    if len(finite) < 2:
+        raise ValueError(f"a course needs at least two finite values; got {len(finite)} of {len(v)}")
+    v = v[: finite[-1] + 1]
+    start, end = float(v[finite[0]]), float(v[finite[-1]])
+    low_index = int(np.nanargmin(v))
+    low = float(v[low_index])
+    shrank = low < start * (1 - margin)
+    if shrank and end > low * (1 + margin):
+        course = "shrinks_then_grows"
+    elif shrank:
+        course = "shrinks"
+    elif end > start * (1 + margin):
+        course = "grows"
+    else:
+        course = "flat"
+    settle = int(np.flatnonzero(np.nan_to_num(v, nan=np.inf) <= low * (1 + margin))[0])
+    return {"start": start, "low": low, "low_index": low_index, "end": end, "settle_index": settle, "course": course}
+
+
 def summarize(trace: Trace) -> dict[str, Any]:
     """The figures the scenes show, for one run. NaN/inf become null (JSON has neither).
 
@@ -101,8 +141,17 @@ def summarize(trace: Trace) -> dict[str, Any]:
       training] (Balduzzi et al. 2017).
     - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
     - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
+
+    An identity-fit run (``config["kind"] == "identity_fit"``) has its own few figures: the relative error
+    at the first and last step, the held-out one at the last record, and ``tolerance_step``.
     """
     a = trace.arrays
+    if trace.config.get("kind") == "identity_fit":
+        return {"config": trace.config, "initial_loss": _f(a["loss_curve"][0]), "final_loss": _f(a["loss_curve"][-1]),
+                "final_test_loss": _f(a["test_loss"][-1]), "tolerance_step": int(a["tolerance_step"]),
+                "diverged": bool(trace.meta.get("diverged")), "diverged_step": None, "diverged_layer": None,
+                # the classifier figures render.py's table prints do not apply: n/a
+                "final_error": None, "final_test_error": None, "grad_ratio_step0": None}
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
     final_test = a.get("final_test_error")

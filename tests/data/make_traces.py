@@ -36,6 +36,9 @@ TINY: dict[str, dict] = {
     "degradation": {"depths": "3,6", "steps": 30},
     "shattered": {"depths": "2,6"},
     "exploding": {"gains": "1,3"},
+    "does_it_copy": {"seeds": 3, "steps": 40},
+    "identity_fit": {"steps": 200, "lr": 0.01},
+    "conveyor_belt": {"seeds": 2},
 }
 
 
