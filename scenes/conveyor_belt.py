@@ -54,7 +54,7 @@ class ConveyorBelt(LectureScene):
         "trained": {"en": "solid: after {step} steps", "zh": "实线：训练 {step} 步后"},
         "top": {"en": "After {layers} layers a token keeps cos {pre} of its input with Pre-LN, {post} with Post-LN "
                       "(at initialisation {pre0} and {post0}).",
-                "zh": "经过 {layers} 层后，Pre-LN 下一个词元与输入的余弦为 {pre}，Post-LN 为 {post}"
+                "zh": "经过 {layers} 层后，一个词元与其输入的余弦：Pre-LN 为 {pre}，Post-LN 为 {post}"
                       "（初始化时为 {pre0} 和 {post0}）。"},
         "pre_keeps": {"en": "Pre-LN kept more of the input at the top on {n} of {total} seeds.",
                       "zh": "{total} 个随机种子中有 {n} 个：Pre-LN 在顶层保留了更多输入。"},
@@ -100,7 +100,7 @@ class ConveyorBelt(LectureScene):
         # 2. cos(x_0, x_l) layer by layer: dashed at init, solid after training.
         low = min(0.0, float(np.floor(min(np.nanmin(c) for pair in cos.values() for c in pair) * 10) / 10))
         chart = LinearAxes((0, depth), (low, 1.0), width=6.4, height=2.5, x_ticks=list(range(depth + 1)),
-                           x_format=lambda v: f"{v:g}").move_to([-2.2, -0.75, 0])
+                           x_format=lambda v: f"{v:g}").move_to([-2.0, -0.5, 0])
         x_label = self.text("axis_layer", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
         y_label = self.text("axis_cos", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, LEFT, buff=0.15)
         layers = np.arange(depth + 1, dtype=np.float64)

@@ -18,7 +18,7 @@ import numpy as np
 from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LinearAxes, LogAxes, make_legend
 from simulation.summary import ratio_course
 
@@ -126,7 +126,11 @@ class DoesItOnlyCopy(LectureScene):
             exp_range = (exp_range[0] - 1, exp_range[1])
         loss_chart = LogAxes((0, last, last), exp_range, width=4.6, height=2.7).move_to([3.9, 0.45, 0])
         loss_heading = self.text("loss_panel", size=SIZE_LABEL).next_to(loss_chart, UP, buff=0.2)
-        loss_x = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(loss_chart, DOWN, buff=0.08)
+        loss_x = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"])
+        for tick in (0.0, last):  # LogAxes labels only its y axis
+            loss_chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
+                loss_chart.point(tick, 10.0 ** exp_range[0]), DOWN, buff=0.1))
+        loss_x.next_to(loss_chart, DOWN, buff=0.08)
         pts = [loss_chart.point(s, v) for s, v in zip(steps, loss) if np.isfinite(v)]
         loss_line = VMobject(color=PALETTE["residual"], stroke_width=4).set_points_as_corners(pts if len(pts) > 1 else pts * 2)
         self.narrate("n_loss", 3)

@@ -17,7 +17,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write, linear
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
 
 __all__ = ["IdentityFit", "error_points"]
@@ -67,6 +67,11 @@ class IdentityFit(LectureScene):
         "n_verdict": {"en": "Here is how many steps each one needed.", "zh": "这是各自需要的步数。"},
     }
 
+    def number_value(self, key: str, value: float) -> float:
+        """Record ``value`` under ``key`` in the numbers JSON and return it (shown with its own format)."""
+        self.number(key, value)
+        return float(value)
+
     def construct(self) -> None:
         plain, residual = self.traces["plain"], self.traces["residual"]
         config = residual.config
@@ -82,7 +87,7 @@ class IdentityFit(LectureScene):
         title = self.title("title")
         setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta["width"],
                           opt=config["optimizer"].capitalize() if config["optimizer"] == "adam" else "SGD",
-                          lr=self.number("lr", config["lr"], 3)).next_to(title, DOWN, buff=0.15)
+                          lr=f"{self.number_value('lr', config['lr']):g}").next_to(title, DOWN, buff=0.15)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
         tex = VGroup(MathTex(r"H(x) = F(x) \;\to\; x", font_size=32, color=colors["plain"]),
@@ -98,6 +103,9 @@ class IdentityFit(LectureScene):
         low = min(float(values.min()), tol)
         exp_range = (int(np.floor(np.log10(low))), max(int(np.ceil(np.log10(values.max()))), 0))
         chart = LogAxes((0, steps - 1, max(steps - 1, 1)), exp_range, width=7.6, height=2.6).move_to([-1.6, -0.45, 0])
+        for tick in (0, steps - 1):  # LogAxes labels only its y axis
+            chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
+                chart.point(tick, 10.0 ** exp_range[0]), DOWN, buff=0.1))
         axis = self.text("axis", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
         level = make_dashed_polyline([chart.point(0, tol), chart.point(steps - 1, tol)], PALETTE["muted"], 2)
         level_label = self.text("tolerance", size=SIZE_SMALL, color=PALETTE["muted"],
@@ -108,7 +116,8 @@ class IdentityFit(LectureScene):
             pts = [chart.point(x, y) for x, y in zip(xs, ys)]
             lines[name] = line.set_points_as_corners(pts if len(pts) > 1 else pts * 2)
         legend = make_legend([(self.t("plain"), colors["plain"]), (self.t("residual"), colors["residual"])],
-                             size=SIZE_SMALL).next_to(chart, RIGHT, buff=0.35).align_to(chart, UP)
+                             size=SIZE_SMALL)
+        legend.arrange(RIGHT, buff=0.6).next_to(chart.axes, UP, buff=0.2).align_to(chart.axes, LEFT)
         self.narrate("n_curves", 4)
         self.play(Create(chart), FadeIn(axis), Create(level), FadeIn(level_label), FadeIn(legend), run_time=1.2)
         self.play(*[Create(line, rate_func=linear) for line in lines.values()], run_time=4)
@@ -122,7 +131,7 @@ class IdentityFit(LectureScene):
             dot = Dot(where, radius=0.08, color=colors[name])
             label = self.text("reached", size=SIZE_SMALL, color=colors[name],
                               step=self.number(f"{name}.tolerance_step", reached[name], 6))
-            label.next_to(dot, DOWN if k == 0 else UP, buff=0.12)
+            label.next_to(dot, UP + RIGHT * 0.5, buff=0.1)
             marks.add(dot, label)
         self.play(FadeIn(marks), run_time=0.8)
 
