@@ -239,7 +239,7 @@ def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed:
         runs = _build(experiment, overrides)
         fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
         traces = get_traces(list(runs.values()))
-    summary = {name: {"trace": str(trace_path(cfg)), **summarize(t)} for (name, cfg), t in zip(runs.items(), traces)}
+    summary = {name: {"trace": str(trace_path(cfg)), **summarize(t).to_dict()} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
         click.echo(json.dumps({"experiment": experiment, "runs": summary}, indent=2))
     else:
@@ -272,8 +272,8 @@ def inspect(trace_file: str) -> None:
             summary = summarize(trace)
         except (KeyError, IndexError, ValueError, TypeError) as exc:
             raise TraceError(f"trace {trace_file} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
-    click.echo(json.dumps({"meta": trace.meta, "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
-                           "summary": summary}, indent=2))
+    click.echo(json.dumps({"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
+                           "summary": summary.to_dict()}, indent=2))
 
 
 # -- render -----------------------------------------------------------------------------------

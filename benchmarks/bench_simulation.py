@@ -4,6 +4,7 @@ Example::
 
     python benchmarks/bench_simulation.py            # both figures (the full set trains for minutes)
     python benchmarks/bench_simulation.py --quick    # only the step-time ratio
+    python benchmarks/bench_simulation.py --memory   # only the memory guard: estimate vs measured peak
 
 The step-time ratio compares :func:`simulation.train.run` (recorder hooks on every block, loss, error
 and gradient-norm checks every step, full statistics and a test-set pass every ``record_every``
@@ -109,11 +110,39 @@ def full_experiment_set() -> tuple[float, dict[str, float], int]:
     return total, per_experiment, len(seen)
 
 
+# Sizes for the memory figure: each dominated by another part of simulation.memory.estimate.
+MEMORY_SIZES = [
+    {"width": 2048, "depth": 4, "steps": 2},
+    {"width": 256, "depth": 40, "norm": "batchnorm", "activation": "relu", "arch": "residual", "batch_size": 512,
+     "steps": 2},
+    {"width": 1024, "depth": 6, "optimizer": "adam", "arch": "residual", "steps": 2},
+    {"kind": "transformer", "width": 128, "depth": 3, "ffn_width": 512, "batch_size": 64, "seq_len": 32, "steps": 2,
+     "init_batches": 1},
+]
+
+
+def memory_figures() -> None:
+    """Estimate and measured peak RSS of each of MEMORY_SIZES, each in a fresh interpreter."""
+    import json
+    import subprocess
+
+    for config in MEMORY_SIZES:
+        out = subprocess.run([sys.executable, "-m", "simulation.memory", "--measure", json.dumps(config)],
+                             cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True)
+        f = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"memory {json.dumps(config):<110} estimate {f['estimate'] / 1e6:7.1f} MB  peak "
+              f"{f['peak'] / 1e6:7.1f} MB  ratio {f['estimate'] / f['peak']:.2f}  (target 0.5-2)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the step-time ratio")
+    parser.add_argument("--memory", action="store_true", help="only the memory estimate vs the measured peak")
     parser.add_argument("--repeats", type=int, default=5, help="measurements per figure (minimum is kept)")
     args = parser.parse_args()
+    if args.memory:
+        memory_figures()
+        return
 
     t = step_times(REPRESENTATIVE, short=20, long=220, repeats=args.repeats)
     print(f"config: {REPRESENTATIVE.arch} depth={REPRESENTATIVE.depth} width={REPRESENTATIVE.width} "

@@ -17,6 +17,8 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, Indicate, MathTex, MoveAlongPath, VGroup,
                    VMobject, Write)
 
+from simulation.experiments import POST_LN_WARMUP
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import make_box
@@ -77,7 +79,7 @@ class TransformerAddNorm(LectureScene):
     """An encoder layer (two Add & Norm) and a decoder layer (three), data flowing through (Vaswani 2017, Fig. 1)."""
 
     experiment = "layernorm"
-    shown_run = "post_ln_warmup"  # the Post-LN run that trained: Vaswani's placement
+    shown_run = POST_LN_WARMUP  # the Post-LN run that trained: Vaswani's placement
     strings = {
         "title": {"en": "Add & Norm: the residual inside the Transformer", "zh": "Add & Norm：Transformer 里的残差"},
         "encoder": {"en": "encoder layer", "zh": "编码器层"},

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, Transform, VGroup, VMobject, Write
 
+from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LogAxes, safe_log10
@@ -60,7 +62,7 @@ class ChainRuleProduct(LectureScene):
                        "zh": "有了捷径，每个因子是 1 加上一点：乘积得以保留。"},
     }
 
-    _runs = ("plain", "residual")  # the two runs compared, in the order they are drawn
+    _runs = (PLAIN, RESIDUAL)  # the two runs compared, in the order they are drawn
     _colors = ("plain", "residual")  # PALETTE roles of the two runs
     _axes_box = (-1.05, 3.3)  # centre y and height of the log axes (scene units)
 
@@ -184,7 +186,7 @@ class ChainRuleExploding(ChainRuleProduct):
 
     def pick_runs(self) -> tuple[str, str]:
         """The plain_gain* runs with the smallest and the largest init gain."""
-        gains = sorted((t.config["init_gain"], name) for name, t in self.traces.items() if name.startswith("plain_gain"))
+        gains = sorted((t.config["init_gain"], name) for name, t in self.traces.items() if name.startswith(GAIN_RUN_PREFIX))
         if len(gains) < 2:
             raise ValueError(f"{type(self).__name__} needs two plain_gain* runs; got {sorted(self.traces)}")
         return gains[0][1], gains[-1][1]
@@ -205,7 +207,7 @@ class ChainRuleExploding(ChainRuleProduct):
     def finish(self, names: tuple[str, str], summary) -> None:
         """Where training diverged: the large-gain run and the large-learning-rate run, from the trace metadata."""
         lines = VGroup()
-        for name in (names[1], "plain_large_lr"):
+        for name in (names[1], PLAIN_LARGE_LR):
             if name not in self.traces:
                 continue
             trace, cfg = self.traces[name], self.traces[name].config

@@ -22,6 +22,8 @@ from typing import Any
 
 from manim import DOWN, LEFT, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 
+from simulation.experiments import RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import make_bar_row
@@ -106,7 +108,7 @@ class HighwayDenseNetResidual(LectureScene):
     }
 
     def construct(self) -> None:
-        config = self.traces["residual"].config
+        config = self.traces[RESIDUAL].config
         width, depth, growth = int(config["width"]), int(config["depth"]), int(self.growth)
         costs = {kind: connection_costs(kind, width, depth, growth) for kind in KINDS}
         self.numbers["config"] = {"width": width, "depth": depth, "growth": growth}

@@ -17,6 +17,8 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, GrowFromEdge, Indicate, Line,
                    MathTex, Mobject, MoveAlongPath, Transform, VGroup, VMobject, Write)
 
+from simulation.experiments import RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import make_add_node, make_bar_pairs, make_box
@@ -78,7 +80,7 @@ class IdentityHighway(LectureScene):
     projection_factor = 2  # output width / input width of the projection block: ResNet doubles the width (He 2015 §3.3)
 
     def construct(self) -> None:
-        trace = self.traces["residual"]
+        trace = self.traces[RESIDUAL]
         depth = trace.config["depth"]
 
         # 1. Title and the block diagram.

@@ -85,7 +85,7 @@ class IdentityFit(LectureScene):
 
         # 1. Title, the task and what is held fixed.
         title = self.title("title")
-        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta["width"],
+        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta["block_widths"][0][0],
                           opt=config["optimizer"].capitalize() if config["optimizer"] == "adam" else "SGD",
                           lr=f"{self.number_value('lr', config['lr']):g}").next_to(title, DOWN, buff=0.15)
         self.narrate("n_intro", 3)

@@ -19,6 +19,8 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, GrowFromEdge, Line, MathTex,
                    MoveAlongPath, VGroup, VMobject, Write)
 
+from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
@@ -97,7 +99,7 @@ class PostLNvsPreLN(LectureScene):
     }
 
     def construct(self) -> None:
-        post, post_warm, pre = (self.traces[name] for name in ("post_ln", "post_ln_warmup", "pre_ln"))
+        post, post_warm, pre = (self.traces[name] for name in (POST_LN, POST_LN_WARMUP, PRE_LN))
         config = post_warm.config
 
         # 1. The two placements, side by side, with their one-line formulas.

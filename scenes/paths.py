@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 
+from simulation.experiments import PLAIN, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
@@ -75,7 +77,7 @@ class PathEnsemble(LectureScene):
     }
 
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
+        plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth = int(residual.config["depth"])
         fraction = np.asarray(residual["path_length_fraction"], dtype=np.float64)
         for k, share in enumerate(fraction):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, VGroup
 
+from simulation.experiments import PLAIN, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.chain_rule import running_product
 from scenes.sigmoid import geometric_mean_factor
@@ -49,7 +51,7 @@ class GradientPlusOne(LectureScene):
     }
 
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
+        plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth = plain.config["depth"]
         grads = {"plain": plain["grad_norm"][0], "residual": residual["grad_norm"][0]}  # [depth] each
         factors = {name: geometric_mean_factor(running_product(t["out_grad_norm"][0])[1])

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, Transform, VGroup, Write)
 
+from simulation.experiments import PLAIN, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
@@ -64,7 +66,7 @@ class ResidualResponse(LectureScene):
     }
 
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
+        plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth = residual.config["depth"]
         step = self.number("step", residual["step"][-1], digits=6)
         ratios = {name: (response_ratio(t, 0), response_ratio(t, -1)) for name, t in (("plain", plain),

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write)
 
+from simulation.experiments import PLAIN
+
 from scenes.base import LectureScene
 from scenes.chain_rule import running_product
 from scenes.style import PALETTE, SIZE_SMALL
@@ -79,7 +81,7 @@ class SigmoidDerivative(LectureScene):
     }
 
     def construct(self) -> None:
-        plain = self.traces["plain"]
+        plain = self.traces[PLAIN]
         depth = plain.config["depth"]
         _, product = running_product(plain["out_grad_norm"][0])  # [depth], 1 at the last block
         measured = product[::-1]  # measured[k]: after k blocks backwards from the last one

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, FadeOut, Line, MathTex, MoveAlongPath, VGroup
 
+from simulation.experiments import PLAIN, RESIDUAL
+
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
 from scenes.widgets import make_highway_icon
@@ -50,7 +52,7 @@ class Summary(LectureScene):
     }
 
     def construct(self) -> None:
-        plain, residual = self.traces["plain"], self.traces["residual"]
+        plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth, steps = plain.config["depth"], int(plain["step"][-1])
         ratios = {name: float(t["grad_norm"][0, 0] / t["grad_norm"][0, -1]) for name, t in
                   (("plain", plain), ("residual", residual))}

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+from .memory import check_memory
 from .trace import Trace, TraceError
 
 __all__ = ["cache_dir", "trace_path", "get_trace", "get_traces"]
@@ -42,13 +43,16 @@ def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = Non
 
 def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
                in_subprocess: bool = False, log_hits: bool = True) -> list[Trace]:
-    """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again).
+    """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again); before any
+    is, each must pass :func:`simulation.memory.check_memory` (ConfigError otherwise).
 
     ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
     ``log_hits=False`` logs cache hits at debug level only (a scene loading what render.py just checked).
     """
     traces = {c: _try_load(trace_path(c)) for c in configs}
     missing = [c for c, trace in traces.items() if trace is None]
+    for config in missing:  # every run that would be trained must fit before the first one starts
+        check_memory(config)
     for config, trace in traces.items():
         if trace is not None:
             log.log(logging.INFO if log_hits else logging.DEBUG,

@@ -1,8 +1,13 @@
-"""Frozen run configurations and their cache digest (torch-free).
+"""Frozen run configurations, their checked ranges and their cache digest (torch-free).
 
 Example::
 
     python -c "from simulation.config import RunConfig; print(RunConfig(depth=20).digest())"
+
+Every field carries its allowed range (:class:`Range`) or choices in its metadata, checked when a config is
+made, so a bad value fails before any work with one line (:class:`ConfigError`). The digest covers every field
+and :func:`simulation.provenance.source_hash`, a hash of the simulation code that shapes a run: editing that
+code re-keys every cached trace, with no version to bump by hand.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ import dataclasses
 import hashlib
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
-__all__ = ["config_from_sets", "RunConfig", "ConfigError", "SIM_VERSION", "parse_value", "block_widths"]
+from .provenance import source_hash
 
-# Bump when a change to simulation code changes what a run records: it invalidates every cached trace.
-SIM_VERSION = 4  # 4: transformer traces record input_cos
+__all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
+           "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "MAX_WIDTH", "MAX_DEPTH",
+           "MAX_SEED", "MAX_STEPS"]
 
+# The allowed values, defined once: models, data sets, experiments and the command line read them from here.
 ARCHS = ("plain", "residual")
 ACTIVATIONS = ("sigmoid", "tanh", "relu")
 NORMS = ("none", "batchnorm")
@@ -27,18 +34,71 @@ SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
+MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
+MAX_STEPS = 10**6
+MAX_BATCH = 10**5
 
 
 class ConfigError(ValueError):
     """A parameter has a wrong name, type or value; the message is one line for the user."""
 
 
+@dataclass(frozen=True)
+class Range:
+    """Closed interval [low, high] of a numeric parameter; ``open_low``: low itself is excluded."""
+
+    low: float
+    high: float
+    open_low: bool = False
+
+    def check(self, name: str, value: float) -> None:
+        """Raise ConfigError unless ``value`` is finite and inside the range."""
+        finite = not isinstance(value, float) or math.isfinite(value)  # a huge int is fine to compare
+        inside = finite and (value > self.low if self.open_low else value >= self.low) and value <= self.high
+        if not inside:
+            raise ConfigError(f"{name} must be {self}; got {shown(value)}")
+
+    def __str__(self) -> str:
+        low = f"> {self.low:g}" if self.open_low else f">= {self.low:g}"
+        return f"a finite number {low} and <= {self.high:g}" if isinstance(self.low, float) or self.open_low \
+            else f"between {self.low} and {self.high}"
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line messages about hostile values."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def _in(default: Any, low: float, high: float, open_low: bool = False) -> Any:
+    """A field with ``default`` whose values must lie in ``Range(low, high, open_low)``."""
+    return field(default=default, metadata={"range": Range(low, high, open_low)})
+
+
+def _one_of(default: str, choices: tuple[str, ...]) -> Any:
+    """A field with ``default`` whose values must be one of ``choices``."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def param_range(cls: type, name: str) -> Range | tuple[str, ...] | None:
+    """The :class:`Range` or the choices of field ``name`` of config class ``cls`` (None: unconstrained)."""
+    meta = {f.name: f.metadata for f in fields(cls)}[name]
+    return meta.get("range") or meta.get("choices")
+
+
 class _Config:
-    """What every run config shares: the cache digest, dict round trip, checked ``replace``."""
+    """What every run config shares: checked fields, the cache digest, dict round trip, checked ``replace``."""
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+        self._check()
+
+    def _check(self) -> None:
+        """Checks across fields (subclasses)."""
 
     def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field and ``SIM_VERSION``; stable across runs."""
-        payload = json.dumps({"sim_version": SIM_VERSION, **self.to_dict()}, sort_keys=True)
+        """16 hex chars of SHA-256 over every field and the run-shaping source hash; stable across runs."""
+        payload = json.dumps({"sources": source_hash(), **self.to_dict()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,31 +125,36 @@ class _Config:
 class RunConfig(_Config):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
-    arch: str = "plain"  # "plain": h = F(h); "residual": h = h + F(h) (clean identity path)
-    depth: int = 10  # number of blocks between the stem and the head
-    width: int = 32  # hidden units of the blocks of the first stage (input and output of F)
-    stages: int = 1  # width doubles at the first block of each later stage (He et al. 2015, §3.3)
-    shortcut: str = "projection"  # where the width changes: "projection" W_s x | "zero_pad" x (He 2015 options B | A)
-    activation: str = "sigmoid"  # nonlinearity inside F: sigmoid | tanh | relu
-    norm: str = "none"  # "batchnorm" puts BatchNorm1d after each Linear of F
-    dataset: str = "digits"  # "digits": sklearn's 1797 8x8 images, 10 classes; "bands": seeded scalar x, 2 classes
-    steps: int = 300  # optimiser steps
-    batch_size: int = 64  # examples per step, drawn from the training split
-    lr: float = 0.05  # learning rate
-    optimizer: str = "sgd"  # sgd (with momentum) | adam
-    momentum: float = 0.9  # SGD momentum; ignored by adam
-    weight_decay: float = 0.0  # L2 penalty on every parameter, as in torch.optim (He et al. 2015 use 1e-4)
-    init_gain: float = 1.0  # multiplies PyTorch's default init of every Linear weight in the blocks
-    record_every: int = 10  # record statistics at step 0 and every k steps (and at the last step)
-    seed: int = 0  # seeds data split, init and batch order
+    arch: str = _one_of("plain", ARCHS)  # "plain": h = F(h); "residual": h = h + F(h) (clean identity path)
+    depth: int = _in(10, 1, MAX_DEPTH)  # number of blocks between the stem and the head
+    width: int = _in(32, 1, MAX_WIDTH)  # hidden units of the blocks of the first stage (input and output of F)
+    stages: int = _in(1, 1, MAX_DEPTH)  # width doubles at the first block of each later stage (He et al. 2015, §3.3)
+    shortcut: str = _one_of("projection", SHORTCUTS)  # where the width changes: W_s x | zero-padded x (He 2015 B | A)
+    activation: str = _one_of("sigmoid", ACTIVATIONS)  # nonlinearity inside F
+    norm: str = _one_of("none", NORMS)  # "batchnorm" puts BatchNorm1d after each Linear of F
+    dataset: str = _one_of("digits", DATASETS)  # "digits": sklearn's 8x8 images, 10 classes; "bands": scalar x, 2
+    steps: int = _in(300, 1, MAX_STEPS)  # optimiser steps
+    batch_size: int = _in(64, 2, MAX_BATCH)  # examples per step, drawn from the training split
+    lr: float = _in(0.05, 0.0, 1e6, open_low=True)  # learning rate
+    optimizer: str = _one_of("sgd", OPTIMIZERS)  # sgd (with momentum) | adam
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim (He 2015: 1e-4)
+    init_gain: float = _in(1.0, 0.0, 100.0, open_low=True)  # multiplies PyTorch's default init of block weights
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
 
-    def __post_init__(self) -> None:
-        _validate(self)
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+        if self.stages > self.depth:
+            raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
+        if self.width * 2 ** (self.stages - 1) > MAX_WIDTH:
+            raise ConfigError(f"width * 2**(stages - 1) must be at most {MAX_WIDTH}; got {self.width} and "
+                              f"{self.stages} stages")
 
     def block_widths(self) -> list[tuple[int, int]]:
         """(width in, width out) of every block; see :func:`block_widths`."""
         return block_widths(self.width, self.depth, self.stages)
-
 
 
 def block_widths(width: int, depth: int, stages: int = 1) -> list[tuple[int, int]]:
@@ -128,23 +193,23 @@ def parse_value(key: str, text: str, cls: type | None = None) -> Any:
             return float(text)
         return str(text)
     except ValueError:
-        raise ConfigError(f"{key} must be {kind.__name__}, got {text!r}") from None
+        raise ConfigError(f"{key} must be {kind.__name__}, got {shown(text)}") from None
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _check_types(cfg: _Config) -> None:
-    """Every field holds the type of its default (an int where a float is expected is converted)."""
+def _check_fields(cfg: _Config) -> None:
+    """Every field holds the type of its default (an int where a float is expected is converted) and lies
+    in its range or among its choices."""
     for f in fields(cfg):
         value, expected = getattr(cfg, f.name), type(f.default)
         if expected is float and type(value) is int:
             value = float(value)  # TOML and JSON write 1 for 1.0
             object.__setattr__(cfg, f.name, value)
         if type(value) is not expected:
-            raise ConfigError(f"{f.name} must be {expected.__name__}, got {value!r}")
+            raise ConfigError(f"{f.name} must be {expected.__name__}, got {shown(value)}")
+        if "range" in f.metadata:
+            f.metadata["range"].check(f.name, value)
+        if "choices" in f.metadata and value not in f.metadata["choices"]:
+            raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
 
 
 def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
@@ -158,38 +223,6 @@ def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
             raise ConfigError(f"expected key=value, got {pair!r}")
         changes[key.strip()] = parse_value(key.strip(), value.strip(), cls)
     return cls().replace(**changes)
-
-
-def _validate(cfg: RunConfig) -> None:
-    _check_types(cfg)
-    _choice("arch", cfg.arch, ARCHS)
-    _choice("activation", cfg.activation, ACTIVATIONS)
-    _choice("norm", cfg.norm, NORMS)
-    _choice("dataset", cfg.dataset, DATASETS)
-    _choice("optimizer", cfg.optimizer, OPTIMIZERS)
-    _choice("shortcut", cfg.shortcut, SHORTCUTS)
-    if not 1 <= cfg.depth <= MAX_DEPTH:
-        raise ConfigError(f"depth must be between 1 and {MAX_DEPTH}; got {cfg.depth}")
-    if not 1 <= cfg.width <= MAX_WIDTH:
-        raise ConfigError(f"width must be between 1 and {MAX_WIDTH}; got {cfg.width}")
-    if not 1 <= cfg.stages <= cfg.depth:
-        raise ConfigError(f"stages must be between 1 and depth ({cfg.depth}); got {cfg.stages}")
-    if cfg.width * 2 ** (cfg.stages - 1) > MAX_WIDTH:
-        raise ConfigError(f"width * 2**(stages - 1) must be at most {MAX_WIDTH}; got {cfg.width} and {cfg.stages} stages")
-    for name in ("lr", "init_gain"):
-        value = getattr(cfg, name)
-        if not math.isfinite(value) or value <= 0:
-            raise ConfigError(f"{name} must be a finite number > 0; got {value}")
-    if not math.isfinite(cfg.weight_decay) or cfg.weight_decay < 0:
-        raise ConfigError(f"weight_decay must be a finite number >= 0; got {cfg.weight_decay}")
-    if not math.isfinite(cfg.momentum) or not 0 <= cfg.momentum < 1:
-        raise ConfigError(f"momentum must be in [0, 1); got {cfg.momentum}")
-    if cfg.steps < 1:
-        raise ConfigError(f"steps must be >= 1; got {cfg.steps}")
-    if cfg.batch_size < 2:
-        raise ConfigError(f"batch_size must be >= 2; got {cfg.batch_size}")
-    if cfg.record_every < 1:
-        raise ConfigError(f"record_every must be >= 1; got {cfg.record_every}")
 
 
 # -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
@@ -207,28 +240,28 @@ MAX_SEQ_LEN = 512
 class TransformerConfig(_Config):
     """A small Transformer on a toy sequence task; its :meth:`digest` is the trace cache key."""
 
-    kind: str = "transformer"  # which trainer runs this config; always "transformer" (see config_from_dict)
-    arch: str = "encoder_decoder"  # "encoder": encoder layers only; "encoder_decoder": + as many decoder layers
-    norm: str = "post_ln"  # "post_ln": x = LN(x + F(x)) (Vaswani 2017); "pre_ln": x = x + F(LN(x)) (Xiong 2020)
-    task: str = "reverse"  # target = the input sequence copied | reversed | sorted
-    depth: int = 6  # layers in the encoder, and in the decoder when there is one
-    width: int = 32  # d_model: width of the residual stream (even, divisible by heads)
-    heads: int = 4  # attention heads per attention sublayer
-    ffn_width: int = 128  # hidden units of each position-wise FFN (Vaswani: 4 x d_model)
-    vocab: int = 8  # distinct symbols in a sequence (token 0 is reserved for BOS)
-    seq_len: int = 8  # tokens per sequence
-    init: str = "xavier"  # Linear weights: "xavier" (Vaswani, fairseq, Xiong) | "pytorch" (nn.Linear default)
-    steps: int = 300  # optimiser steps (Adam, betas 0.9 / 0.98)
-    batch_size: int = 32  # sequences per step, freshly drawn from the seeded task
-    lr: float = 1e-3  # peak learning rate
-    warmup_steps: int = 0  # linear warm-up from lr / warmup_steps to lr over this many steps; 0: none
-    init_batches: int = 8  # batches whose gradient norms at initialisation are recorded (no update between)
-    record_every: int = 10  # record statistics at step 0 and every k steps (and at the last step)
-    seed: int = 0  # seeds init, the training batches and the held-out test set
+    kind: str = _one_of("transformer", ("transformer",))  # which trainer runs this config (see config_from_dict)
+    arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
+    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong)
+    task: str = _one_of("reverse", TASKS)  # target = the input sequence copied | reversed | sorted
+    depth: int = _in(6, 1, MAX_TRANSFORMER_DEPTH)  # layers in the encoder, and in the decoder when there is one
+    width: int = _in(32, 2, MAX_WIDTH)  # d_model: width of the residual stream (even, divisible by heads)
+    heads: int = _in(4, 1, MAX_WIDTH)  # attention heads per attention sublayer
+    ffn_width: int = _in(128, 1, 4 * MAX_WIDTH)  # hidden units of each position-wise FFN (Vaswani: 4 x d_model)
+    vocab: int = _in(8, 2, MAX_VOCAB)  # distinct symbols in a sequence (token 0 is reserved for BOS)
+    seq_len: int = _in(8, 2, MAX_SEQ_LEN)  # tokens per sequence
+    init: str = _one_of("xavier", INITS)  # Linear weights: "xavier" (Vaswani, fairseq, Xiong) | "pytorch" (default)
+    steps: int = _in(300, 1, MAX_STEPS)  # optimiser steps (Adam, betas 0.9 / 0.98)
+    batch_size: int = _in(32, 1, MAX_BATCH)  # sequences per step, freshly drawn from the seeded task
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # peak learning rate
+    warmup_steps: int = _in(0, 0, MAX_STEPS)  # linear warm-up from lr / warmup_steps to lr over this many steps
+    init_batches: int = _in(8, 1, 1000)  # batches whose gradient norms at initialisation are recorded
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds init, the training batches and the held-out test set
 
-    def __post_init__(self) -> None:
-        _validate_transformer(self)
-
+    def _check(self) -> None:
+        if self.width % 2 or self.width % self.heads:
+            raise ConfigError(f"width must be even and divisible by heads ({self.heads}); got {self.width}")
 
 
 def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
@@ -246,60 +279,27 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
     return RunConfig.from_dict(data)
 
 
-def _validate_transformer(cfg: TransformerConfig) -> None:
-    _check_types(cfg)
-    _choice("kind", cfg.kind, ("transformer",))
-    _choice("arch", cfg.arch, TRANSFORMER_ARCHS)
-    _choice("norm", cfg.norm, LN_PLACEMENTS)
-    _choice("task", cfg.task, TASKS)
-    _choice("init", cfg.init, INITS)
-    bounds = {"depth": (1, MAX_TRANSFORMER_DEPTH), "width": (2, MAX_WIDTH), "heads": (1, MAX_WIDTH),
-              "ffn_width": (1, 4 * MAX_WIDTH), "vocab": (2, MAX_VOCAB), "seq_len": (2, MAX_SEQ_LEN),
-              "steps": (1, 10**7), "batch_size": (1, 10**5), "init_batches": (1, 1000),
-              "record_every": (1, 10**7), "warmup_steps": (0, 10**7)}
-    for name, (low, high) in bounds.items():
-        value = getattr(cfg, name)
-        if not low <= value <= high:
-            raise ConfigError(f"{name} must be between {low} and {high}; got {value}")
-    if cfg.width % 2 or cfg.width % cfg.heads:
-        raise ConfigError(f"width must be even and divisible by heads ({cfg.heads}); got {cfg.width}")
-    if not math.isfinite(cfg.lr) or cfg.lr <= 0:
-        raise ConfigError(f"lr must be a finite number > 0; got {cfg.lr}")
-
-
 # -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
 
 @dataclass(frozen=True)
 class IdentityFitConfig(_Config):
     """One block trained to output its own input (H(x) = x) on the digits features; the cache key."""
 
-    kind: str = "identity_fit"  # which trainer runs this config; always "identity_fit"
-    arch: str = "plain"  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
-    activation: str = "relu"  # nonlinearity inside F: sigmoid | tanh | relu
-    steps: int = 1500  # optimiser steps, each on the whole training split (full batch)
-    optimizer: str = "adam"  # sgd (with momentum) | adam
-    lr: float = 1e-3  # learning rate
-    momentum: float = 0.9  # SGD momentum; ignored by adam
-    tolerance: float = 0.01  # the fit counts as reached once ||h - x||^2 / ||x||^2 falls below this
-    record_every: int = 10  # record the test loss at step 0 and every k steps (and at the last step)
-    seed: int = 0  # seeds the data split and the init (plain and residual get the same weights)
+    kind: str = _one_of("identity_fit", ("identity_fit",))  # which trainer runs this config (see config_from_dict)
+    arch: str = _one_of("plain", ARCHS)  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
+    activation: str = _one_of("relu", ACTIVATIONS)  # nonlinearity inside F
+    steps: int = _in(1500, 1, MAX_STEPS)  # optimiser steps, each on the whole training split (full batch)
+    optimizer: str = _one_of("adam", OPTIMIZERS)  # sgd (with momentum) | adam
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # learning rate
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    tolerance: float = _in(0.01, 0.0, 1e6, open_low=True)  # the fit is reached once ||h - x||^2 / ||x||^2 < this
+    record_every: int = _in(10, 1, MAX_STEPS)  # record the test error at step 0 and every k steps (and the last)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the data split and the init (plain and residual get the same weights)
 
-    def __post_init__(self) -> None:
-        _check_types(self)
-        _choice("kind", self.kind, ("identity_fit",))
-        _choice("arch", self.arch, ARCHS)
-        _choice("activation", self.activation, ACTIVATIONS)
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        if not 1 <= self.steps <= 10**6:
-            raise ConfigError(f"steps must be between 1 and 1000000; got {self.steps}")
-        if self.record_every < 1:
-            raise ConfigError(f"record_every must be >= 1; got {self.record_every}")
-        for name in ("lr", "tolerance"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a finite number > 0; got {value}")
-        if not math.isfinite(self.momentum) or not 0 <= self.momentum < 1:
+    def _check(self) -> None:
+        if self.momentum >= 1:
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict"]
+__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+            "TASKS", "INITS"]

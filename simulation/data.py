@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .config import DATASETS  # the allowed names are defined once, in simulation.config
+
 __all__ = ["Dataset", "load_dataset", "DATASETS", "BANDS_RANGE"]
 
-DATASETS = ("digits", "bands")
 BANDS_RANGE = (-2.0, 2.0)  # the scalar input of "bands" lies in this interval (Balduzzi et al. 2017, Fig. 1)
 BANDS_COUNT = 8  # alternating class bands of equal width across BANDS_RANGE
 

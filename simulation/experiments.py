@@ -4,8 +4,10 @@ Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
 
-An experiment turns its parameters (every :class:`RunConfig` field plus its own, such as ``depths``)
-into named runs. ``build_runs`` validates the parameters and returns ``{run_name: RunConfig}``.
+An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
+:class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
+parameters and returns ``{run_name: RunConfig}``; the run names are the constants and functions exported here
+(``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to look their traces up.
 """
 
 from __future__ import annotations
@@ -13,67 +15,169 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, parse_value
+from .config import (ACTIVATIONS, MAX_DEPTH, ConfigError, IdentityFitConfig, Range, RunConfig, TransformerConfig,
+                     parse_value, shown)
 
-__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params"]
+__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
+           "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
+           "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
+           "depth_run", "vanishing_run", "gain_run", "SeedsParams", "seed_run", "SEED_RUN_MARK"]
+
+# -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
+
+PLAIN, RESIDUAL = "plain", "residual"  # chain_rule, residual_response, paths, projection
+RESIDUAL_ZERO_PAD = "residual_zero_pad"  # projection: the option-A shortcut
+PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
+POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
+GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
-def _int_list(text: str | list | tuple) -> tuple[int, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one integer")
-    return out
+def _number(value: float) -> str:
+    """A number as it appears in a run name: 2.5 -> "2p5" (dots separate trace keys)."""
+    return f"{value:g}".replace(".", "p").replace("-", "m")
+
+
+def depth_run(arch: str, depth: int) -> str:
+    """``plain_d20``: degradation and shattered."""
+    return f"{arch}_d{depth}"
+
+
+def vanishing_run(arch: str, activation: str, depth: int) -> str:
+    """``plain_sigmoid_d20``: vanishing."""
+    return f"{arch}_{activation}_d{depth}"
+
+
+def gain_run(gain: float) -> str:
+    """``plain_gain2p5``: exploding."""
+    return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+
+
+# -- an experiment's own parameters, typed once --------------------------------------------------
+
+def _items(value: Any) -> tuple[Any, ...]:
+    """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return (value,)
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """Base of an experiment's own parameters (beyond the config fields): each field is a tuple of ints,
+    floats or strings, or a float, with its allowed :class:`~simulation.config.Range` or choices in its
+    metadata. :meth:`from_values` converts command-line strings, TOML lists and numbers, and checks them."""
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default for f in fields(cls)}
+
+    @classmethod
+    def type_name(cls, name: str) -> str:
+        default = cls.defaults()[name]
+        return f"list[{type(default[0]).__name__}]" if isinstance(default, tuple) else type(default).__name__
+
+    @classmethod
+    def convert(cls, name: str, value: Any) -> Any:
+        """``value`` as the type of field ``name``, checked; ConfigError (one line) otherwise."""
+        f = {f.name: f for f in fields(cls)}[name]
+        kind = type(f.default[0]) if isinstance(f.default, tuple) else type(f.default)
+        items = _items(value)
+        if not items:
+            raise ConfigError(f"{name} must hold at least one value; got {shown(value)}")
+        if not isinstance(f.default, tuple) and len(items) != 1:
+            raise ConfigError(f"{name} must be one {kind.__name__}; got {shown(value)}")
+        out = []
+        for item in items:
+            try:
+                if isinstance(item, bool) or (kind is int and isinstance(item, float)):
+                    raise ValueError
+                out.append(kind(item.strip() if isinstance(item, str) else item))
+            except (TypeError, ValueError, OverflowError):
+                raise ConfigError(f"{name} must be {cls.type_name(name)}, got {shown(value)}") from None
+            if "range" in f.metadata:
+                f.metadata["range"].check(name, out[-1])
+            if "choices" in f.metadata and out[-1] not in f.metadata["choices"]:
+                raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(out[-1])}")
+        return tuple(out) if isinstance(f.default, tuple) else out[0]
+
+
+@dataclass(frozen=True)
+class NoParams(ExperimentParams):
+    """No parameters beyond the config's."""
+
+
+_DEPTHS = Range(1, MAX_DEPTH)
+
+
+@dataclass(frozen=True)
+class DepthParams(ExperimentParams):
+    depths: tuple[int, ...] = field(default=(8, 20, 56), metadata={"range": _DEPTHS})  # one plain, one residual each
+
+
+@dataclass(frozen=True)
+class ShatteredParams(DepthParams):
+    depths: tuple[int, ...] = field(default=(2, 24, 50), metadata={"range": _DEPTHS})
+
+
+@dataclass(frozen=True)
+class VanishingParams(ExperimentParams):
+    depths: tuple[int, ...] = field(default=(8, 20, 56), metadata={"range": _DEPTHS})
+    activations: tuple[str, ...] = field(default=("sigmoid", "tanh"), metadata={"choices": ACTIVATIONS})
+
+
+@dataclass(frozen=True)
+class ExplodingParams(ExperimentParams):
+    gains: tuple[float, ...] = field(default=(1.0, 2.0, 3.0), metadata={"range": Range(0.0, 100.0, open_low=True)})
+    large_lr: float = field(default=1.0, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """``build(base, extra) -> {run_name: RunConfig}``; ``extra`` holds the experiment's own
-    parameters (defaults in ``extra_defaults``, converters in ``extra_types``)."""
+    """``build(base, params) -> {run_name: config}``; ``params`` is an instance of ``params_type``, the
+    experiment's own parameters."""
 
     name: str
     description: str  # one line for `render.py list`
     source: str  # paper and figure whose claim this reproduces
-    base: RunConfig
-    build: Callable[[RunConfig, dict[str, Any]], dict[str, RunConfig]]
-    extra_defaults: dict[str, Any] = field(default_factory=dict)
-    extra_types: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    base: RunConfig | TransformerConfig
+    build: Callable[[Any, Any], dict[str, Any]]
+    params_type: type[ExperimentParams] = NoParams
+
+    @property
+    def extra_defaults(self) -> dict[str, Any]:
+        return self.params_type.defaults()
 
     def params(self) -> dict[str, tuple[Any, str]]:
         """Every parameter with its default and type name, for `render.py list`."""
         out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
         for key, value in self.extra_defaults.items():
-            out[key] = (value, f"list[{type(value[0]).__name__}]" if isinstance(value, tuple) else type(value).__name__)
+            out[key] = (value, self.params_type.type_name(key))
         return out
 
 
-def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
+def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, dict(experiment.extra_defaults)
+    base_changes, extra = {}, experiment.params_type.defaults()
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = parse_value(key, value, type(experiment.base)) if isinstance(value, str) else value
-        elif key in experiment.extra_defaults:
-            extra[key] = experiment.extra_types.get(key, type(experiment.extra_defaults[key]))(value)
+        elif key in extra:
+            extra[key] = experiment.params_type.convert(key, value)
         else:
-            known = sorted(set(run_keys) | set(experiment.extra_defaults))
+            known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
     return experiment.base.replace(**base_changes), extra
 
 
-def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, RunConfig]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied."""
+def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
     experiment = get_experiment(name)
     base, extra = split_params(experiment, overrides or {})
-    return experiment.build(base, extra)
+    return experiment.build(base, experiment.params_type(**extra))
 
 
 def get_experiment(name: str) -> Experiment:
@@ -84,61 +188,35 @@ def get_experiment(name: str) -> Experiment:
 
 # -- the experiments --------------------------------------------------------------------------
 
-def _float_list(text: str | list | tuple) -> tuple[float, ...]:
-    if isinstance(text, (list, tuple)):
-        values = tuple(text)
-    else:
-        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
-    try:
-        out = tuple(float(v) for v in values)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a comma-separated list of numbers, got {text!r}") from None
-    if not out:
-        raise ConfigError("expected at least one number")
-    return out
+def _plain_vs_residual(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
+    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
 
 
-def _float(text: str | float) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a number, got {text!r}") from None
+def _by_depth(base: RunConfig, params: DepthParams) -> dict[str, RunConfig]:
+    """``{arch}_d{depth}`` for plain and residual at every depth of ``params.depths``."""
+    return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
+            for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
 
 
-def _name(value: float) -> str:
-    """A number as it appears in a run name: 2.5 -> "2p5" (dots separate trace keys)."""
-    return f"{value:g}".replace(".", "p").replace("-", "m")
+def _vanishing(base: RunConfig, params: VanishingParams) -> dict[str, RunConfig]:
+    return {vanishing_run(arch, act, depth): base.replace(arch=arch, activation=act, depth=depth)
+            for act in dict.fromkeys(params.activations)
+            for depth in dict.fromkeys(params.depths)
+            for arch in (PLAIN, RESIDUAL)}
 
 
-def _plain_vs_residual(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    return {arch: base.replace(arch=arch) for arch in ("plain", "residual")}
-
-
-def _by_depth(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    """``{arch}_d{depth}`` for plain and residual at every depth of ``extra["depths"]``."""
-    return {f"{arch}_d{depth}": base.replace(arch=arch, depth=depth)
-            for depth in dict.fromkeys(extra["depths"]) for arch in ("plain", "residual")}
-
-
-def _vanishing(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
-    return {f"{arch}_{act}_d{depth}": base.replace(arch=arch, activation=act, depth=depth)
-            for act in dict.fromkeys(a.strip() for a in extra["activations"].split(","))
-            for depth in dict.fromkeys(extra["depths"])
-            for arch in ("plain", "residual")}
-
-
-def _exploding(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+def _exploding(base: RunConfig, params: ExplodingParams) -> dict[str, RunConfig]:
     """``plain_gain{g}`` for every init gain, and ``plain_large_lr``: the base gain at ``large_lr``."""
-    runs = {f"plain_gain{_name(gain)}": base.replace(arch="plain", init_gain=gain) for gain in extra["gains"]}
-    runs["plain_large_lr"] = base.replace(arch="plain", lr=extra["large_lr"])
+    runs = {gain_run(gain): base.replace(arch=PLAIN, init_gain=gain) for gain in params.gains}
+    runs[PLAIN_LARGE_LR] = base.replace(arch=PLAIN, lr=params.large_lr)
     return runs
 
 
-def _projection(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+def _projection(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
     """Plain, residual with projection shortcuts W_s, residual with zero-padded shortcuts."""
-    return {"plain": base.replace(arch="plain"),
-            "residual": base.replace(arch="residual", shortcut="projection"),
-            "residual_zero_pad": base.replace(arch="residual", shortcut="zero_pad")}
+    return {PLAIN: base.replace(arch=PLAIN),
+            RESIDUAL: base.replace(arch=RESIDUAL, shortcut="projection"),
+            RESIDUAL_ZERO_PAD: base.replace(arch=RESIDUAL, shortcut="zero_pad")}
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -165,8 +243,7 @@ _register(Experiment(
     source="He et al. 2015 §1; Glorot & Bengio 2010; sigma' <= 1/4",
     base=RunConfig(steps=200),
     build=_vanishing,
-    extra_defaults={"depths": (8, 20, 56), "activations": "sigmoid,tanh"},
-    extra_types={"depths": _int_list, "activations": str},
+    params_type=VanishingParams,
 ))
 _register(Experiment(
     name="exploding",
@@ -175,8 +252,7 @@ _register(Experiment(
     source="Glorot & Bengio 2010; He et al. 2015 (PReLU paper) §2.2: per-layer gain of a ReLU net",
     base=RunConfig(activation="relu", depth=20, steps=100, lr=0.01, init_gain=2.0),
     build=_exploding,
-    extra_defaults={"gains": (1.0, 2.0, 3.0), "large_lr": 1.0},
-    extra_types={"gains": _float_list, "large_lr": _float},
+    params_type=ExplodingParams,
 ))
 _register(Experiment(
     name="degradation",
@@ -185,8 +261,7 @@ _register(Experiment(
     source="He et al. 2015, Fig. 1 and Fig. 6 (and §4.1: not vanishing gradients)",
     base=RunConfig(activation="relu", norm="batchnorm", steps=200, batch_size=128, lr=0.05),
     build=_by_depth,
-    extra_defaults={"depths": (8, 20, 56)},
-    extra_types={"depths": _int_list},
+    params_type=DepthParams,
 ))
 _register(Experiment(
     name="residual_response",
@@ -211,8 +286,7 @@ _register(Experiment(
     base=RunConfig(dataset="bands", activation="relu", norm="batchnorm", width=200, steps=100,
                    batch_size=128, lr=0.05),
     build=_by_depth,
-    extra_defaults={"depths": (2, 24, 50)},
-    extra_types={"depths": _int_list},
+    params_type=ShatteredParams,
 ))
 _register(Experiment(
     name="projection",
@@ -224,11 +298,11 @@ _register(Experiment(
     build=_projection,
 ))
 
-def _layernorm(base: TransformerConfig, extra: dict[str, Any]) -> dict[str, TransformerConfig]:
+def _layernorm(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
     """Post-LN without and with warm-up, Pre-LN without: all at the same (high) peak lr."""
-    return {"post_ln": base.replace(norm="post_ln", warmup_steps=0),
-            "post_ln_warmup": base.replace(norm="post_ln"),
-            "pre_ln": base.replace(norm="pre_ln", warmup_steps=0)}
+    return {POST_LN: base.replace(norm="post_ln", warmup_steps=0),
+            POST_LN_WARMUP: base.replace(norm="post_ln"),
+            PRE_LN: base.replace(norm="pre_ln", warmup_steps=0)}
 
 
 _register(Experiment(
@@ -243,11 +317,22 @@ _register(Experiment(
 
 # -- the study note's questions (issue 13) ------------------------------------------------------
 
-def _seeds(base: RunConfig, extra: dict[str, Any]) -> dict[str, RunConfig]:
+SEED_RUN_MARK = "_seed"  # does_it_copy, conveyor_belt: residual_seed0, pre_ln_seed3 ...
+
+
+def seed_run(name: str, k: int) -> str:
+    """``residual_seed2``: run ``name`` at the k-th seed (base seed + k)."""
+    return f"{name}{SEED_RUN_MARK}{k}"
+
+
+@dataclass(frozen=True)
+class SeedsParams(ExperimentParams):
+    seeds: int = field(default=5, metadata={"range": Range(1, 100)})  # runs at seed, seed + 1, ..., seed + seeds - 1
+
+
+def _seeds(base: RunConfig, params: SeedsParams) -> dict[str, RunConfig]:
     """``residual_seed{k}``: the residual run at seeds seed, seed + 1, ..., seed + seeds - 1."""
-    if extra["seeds"] < 1:
-        raise ConfigError(f"seeds must be >= 1; got {extra['seeds']}")
-    return {f"residual_seed{k}": base.replace(arch="residual", seed=base.seed + k) for k in range(extra["seeds"])}
+    return {seed_run(RESIDUAL, k): base.replace(arch=RESIDUAL, seed=base.seed + k) for k in range(params.seeds)}
 
 
 _register(Experiment(
@@ -257,13 +342,12 @@ _register(Experiment(
     source="He et al. 2015, §3.1 and Fig. 7; the study note's question 2 of section 6",
     base=_TRAINED_BN,
     build=_seeds,
-    extra_defaults={"seeds": 5},
-    extra_types={"seeds": int},
+    params_type=SeedsParams,
 ))
 
 
-def _identity_fit(base: IdentityFitConfig, extra: dict[str, Any]) -> dict[str, IdentityFitConfig]:
-    return {arch: base.replace(arch=arch) for arch in ("plain", "residual")}
+def _identity_fit(base: IdentityFitConfig, params: NoParams) -> dict[str, IdentityFitConfig]:
+    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
 
 
 _register(Experiment(
@@ -276,12 +360,10 @@ _register(Experiment(
 ))
 
 
-def _seeded_layernorm(base: TransformerConfig, extra: dict[str, Any]) -> dict[str, TransformerConfig]:
-    """``{norm}_seed{k}``: Post-LN (with warm-up) and Pre-LN at seeds seed .. seed + seeds - 1."""
-    if extra["seeds"] < 1:
-        raise ConfigError(f"seeds must be >= 1; got {extra['seeds']}")
-    return {f"{norm}_seed{k}": base.replace(norm=norm, seed=base.seed + k)
-            for k in range(extra["seeds"]) for norm in ("post_ln", "pre_ln")}
+def _seeded_layernorm(base: TransformerConfig, params: SeedsParams) -> dict[str, TransformerConfig]:
+    """``{norm}_seed{k}``: Post-LN and Pre-LN, both with the base warm-up, at seeds seed .. seed + seeds - 1."""
+    return {seed_run(norm, k): base.replace(norm=norm, seed=base.seed + k)
+            for k in range(params.seeds) for norm in (POST_LN, PRE_LN)}
 
 
 _register(Experiment(
@@ -291,6 +373,5 @@ _register(Experiment(
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_seeded_layernorm,
-    extra_defaults={"seeds": 5},
-    extra_types={"seeds": int},
+    params_type=SeedsParams,
 ))

@@ -104,7 +104,9 @@ def _run(config: IdentityFitConfig) -> Trace:
         "digest": config.digest(),
         "seed": config.seed,
         "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "width": data.n_features,
+        "layers": ["block.0"],
+        "blocks": 1,
+        "block_widths": [[data.n_features, data.n_features]],
         "diverged": not bool(np.isfinite(loss_curve).all()),
     }
     log.info("trained identity fit %s %s in %.1f s", config.arch, config.digest(), time.perf_counter() - started)

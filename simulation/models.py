@@ -17,12 +17,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import config
 from .config import block_widths
 
 __all__ = ["Block", "PlainBlock", "ResidualBlock", "MLP", "ZeroPad", "build_model", "make_branch", "ACTIVATIONS"]
 
-ACTIVATIONS = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu": nn.ReLU}
-SHORTCUTS = ("projection", "zero_pad")
+# The module of each allowed activation (the names are defined once, in simulation.config).
+ACTIVATIONS = dict(zip(config.ACTIVATIONS, (nn.Sigmoid, nn.Tanh, nn.ReLU), strict=True))
+SHORTCUTS = config.SHORTCUTS
 
 
 def make_branch(width_in: int, width_out: int, activation: str, norm: str) -> nn.Sequential:

@@ -8,7 +8,8 @@ Example::
         loss.backward()
         row = rec.collect()        # dict of float arrays [depth]
 
-Forward hooks read each block's input, branch output F(x), shortcut output and output h;
+Hook points are named (``block.3``, ``block.3.branch``, ``block.3.shortcut``; the Transformer recorder's
+``decoder.2.ffn``...). Forward hooks read each block's input, branch output F(x), shortcut output and output h;
 ``tensor.register_hook`` on h gives dL/dh during backward. Full backward hooks are avoided on purpose:
 they break on in-place ops such as ReLU(inplace=True) (pytorch#61519). Every handle is removed on exit,
 also after an exception. Only statistics are kept (a few floats per layer per record), never whole
@@ -19,14 +20,16 @@ with a few batched operations (tensors of one shape are stacked) and lets them g
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 from typing import Any, Self
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS"]
+__all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS"]
 
 # Statistics recorded per block, each one number per layer per record.
 STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
@@ -86,17 +89,68 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
 
 
+@dataclass(frozen=True)
+class HookPoint:
+    """A named place in a model where a recorder reads tensors, TransformerLens-style.
+
+    ``name`` is dotted, e.g. ``block.3.branch`` or ``decoder.2.ffn``; ``kind`` picks the recorder's handler
+    ``_on_<kind>(index, inputs, output)``; ``index`` is the position in the recorded arrays."""
+
+    name: str
+    module: nn.Module
+    kind: str
+    index: int
+
+
 class HookRecorder:
-    """Base of the recorders: a context manager that adds forward hooks on entry (``_register``) and
-    removes every one on exit, also after an exception or when adding them fails half-way.
-    Tensor hooks (``tensor.register_hook``) need no removal: they die with their tensors."""
+    """Base of the recorders: named hook points, the arm/collect cycle, hook lifetime, row stacking.
 
-    handles: list[Any]
-    armed: bool
+    A subclass lists its :class:`HookPoint` s (:meth:`hook_points`), handles each kind in ``_on_<kind>``,
+    keeps per-step state in :meth:`_clear` and turns it into one row ``{key: array}`` in :meth:`_statistics`;
+    :attr:`DTYPES` gives the dtype each key is stored with in a trace.
 
+    A context manager: forward hooks are added on entry and every one is removed on exit, also after an
+    exception or when adding them fails half-way. Tensor hooks (:meth:`_watch_grad`, ``tensor.register_hook``)
+    need no removal: they die with their tensors. A step that is not armed costs one Python call per hook.
+    """
+
+    DTYPES: dict[str, Any] = {}
+    layer_kind = "block"  # the kind of point whose names are the trace's ``layers``
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.points = self.hook_points()
+        self.handles: list[Any] = []
+        self.armed = False
+        self._clear()
+
+    # -- what a subclass provides -------------------------------------------------------------
+    def hook_points(self) -> list[HookPoint]:
+        raise NotImplementedError
+
+    def _clear(self) -> None:
+        """Start fresh per-step state (called by arm, and after collect)."""
+
+    def _statistics(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    # -- names --------------------------------------------------------------------------------
+    def names(self, kind: str | None = None) -> list[str]:
+        """Names of the hook points of ``kind`` (default: the layers), in array order."""
+        return [p.name for p in self.points if p.kind == (kind or self.layer_kind)]
+
+    def point(self, name: str) -> HookPoint:
+        """The hook point called ``name``; KeyError lists the known names."""
+        for p in self.points:
+            if p.name == name:
+                return p
+        raise KeyError(f"no hook point {name!r}; known: {', '.join(p.name for p in self.points)}")
+
+    # -- lifetime -----------------------------------------------------------------------------
     def __enter__(self) -> Self:
         try:
-            self._register()
+            for point in self.points:
+                self.handles.append(point.module.register_forward_hook(self._forward_hook(point)))
         except BaseException:
             self.remove()
             raise
@@ -113,16 +167,45 @@ class HookRecorder:
         self.armed = False
         self._clear()
 
-    def _register(self) -> None:
-        raise NotImplementedError
+    def _forward_hook(self, point: HookPoint):
+        handler = getattr(self, f"_on_{point.kind}")
+        index = point.index
 
-    def _clear(self) -> None:
-        """Drop what an armed step collected (subclasses keep per-step state)."""
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+            if self.armed:
+                handler(index, inputs, output)
+
+        return hook
+
+    def _watch_grad(self, index: int, output: torch.Tensor) -> None:
+        """Call ``self._on_grad(index, dL/d output)`` during backward."""
+        if output.requires_grad:
+            output.register_hook(functools.partial(self._on_grad, index))
+
+    # -- one recorded step --------------------------------------------------------------------
+    def arm(self) -> None:
+        """Record the next forward/backward pass."""
+        self._clear()
+        self.armed = True
+
+    def collect(self) -> dict[str, np.ndarray]:
+        """Finish a recorded step (call after ``backward``) and return its statistics."""
+        if not self.armed:
+            raise RuntimeError(f"{type(self).__name__}.collect() called without arm()")
+        try:
+            return self._statistics()
+        finally:
+            self._clear()
+            self.armed = False
+
+    def stack(self, rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Rows of :meth:`collect` as trace arrays ``{key: [records, ...]}`` in the :attr:`DTYPES`."""
+        return {key: np.stack([row[key] for row in rows]).astype(dtype, copy=False) for key, dtype in self.DTYPES.items()}
 
 
 class Recorder(HookRecorder):
     """Hook the blocks ``model.blocks[0..depth-1]`` (each with a ``.branch`` and, if residual, a
-    ``.shortcut`` submodule).
+    ``.shortcut`` submodule) at the points ``block.<l>``, ``block.<l>.branch``, ``block.<l>.shortcut``.
 
     Between :meth:`arm` and :meth:`collect` one forward and one backward pass are recorded.
     ``collect`` returns ``{key: array [depth]}`` for every key of :data:`STAT_KEYS` (float64; the
@@ -141,16 +224,26 @@ class Recorder(HookRecorder):
     of tiny or huge values would underflow or overflow, so a gradient of 1e-30 is recorded as such.
     """
 
+    # float32 would flush gradient norms below ~1e-38 to 0: those two stay float64.
+    DTYPES = {key: np.int64 if key in COUNT_KEYS else np.float64 if key in ("grad_norm", "out_grad_norm")
+              else np.float32 for key in STAT_KEYS}
+
     def __init__(self, model: nn.Module) -> None:
-        self.model = model
         self.blocks = list(model.blocks)
         # An identity shortcut outputs its input: its norm is input_norm, no hook needed.
         self.identity = [isinstance(getattr(b, "shortcut", None), nn.Identity) for b in self.blocks]
         # The weight matrices of each block (biases and BatchNorm affine parameters are 1-D).
         self.weights = [[p for p in b.parameters() if p.ndim >= 2] for b in self.blocks]
-        self.handles: list[Any] = []
-        self.armed = False
-        self._clear()
+        super().__init__(model)
+
+    def hook_points(self) -> list[HookPoint]:
+        points = []
+        for index, block in enumerate(self.blocks):
+            points += [HookPoint(f"block.{index}", block, "block", index),
+                       HookPoint(f"block.{index}.branch", block.branch, "branch", index)]
+            if hasattr(block, "shortcut") and not self.identity[index]:
+                points.append(HookPoint(f"block.{index}.shortcut", block.shortcut, "shortcut", index))
+        return points
 
     def _clear(self) -> None:
         # The armed step's tensors, by block index; emptied by collect().
@@ -160,33 +253,13 @@ class Recorder(HookRecorder):
         self._shortcuts: dict[int, torch.Tensor] = {}
         self._out_grads: dict[int, torch.Tensor] = {}
 
-    def _register(self) -> None:
-        for index, block in enumerate(self.blocks):
-            self.handles.append(block.register_forward_hook(self._block_hook(index)))
-            self.handles.append(block.branch.register_forward_hook(self._branch_hook(index)))
-            if hasattr(block, "shortcut") and not self.identity[index]:
-                self.handles.append(block.shortcut.register_forward_hook(self._shortcut_hook(index)))
-
-    # -- recording --------------------------------------------------------------------------
-    def arm(self) -> None:
-        """Record the next forward/backward pass."""
-        self._clear()
-        self.armed = True
-
-    def collect(self) -> dict[str, np.ndarray]:
-        """Finish a recorded step (call after ``backward``) and return its statistics."""
-        if not self.armed:
-            raise RuntimeError("Recorder.collect() called without arm()")
+    def _statistics(self) -> dict[str, np.ndarray]:
         depth = len(self.blocks)
         row = {key: np.full(depth, np.nan) for key in STAT_KEYS}
         for key in (*COUNT_KEYS, "shortcut_norm"):  # shortcut_norm stays 0 for plain blocks
             row[key] = np.zeros(depth)
-        try:
-            self._activation_stats(row)
-            self._gradient_stats(row)
-        finally:
-            self._clear()
-            self.armed = False
+        self._activation_stats(row)
+        self._gradient_stats(row)
         row["nonfinite"] = row["nonfinite_act"] + row["nonfinite_grad"]
         return row
 
@@ -225,33 +298,16 @@ class Recorder(HookRecorder):
                 row["nonfinite_grad"][index] += sum(int(_nonfinite(g)) for (b, _), g in grads.items() if b == index)
 
     # -- hooks: while armed, keep references; statistics are computed in collect() ------------
-    def _block_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            if not self.armed:
-                return
-            self._inputs[index] = inputs[0].detach()
-            self._outputs[index] = output.detach()
-            if output.requires_grad:
-                output.register_hook(self._grad_hook(index))
+    def _on_block(self, index: int, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        self._inputs[index] = inputs[0].detach()
+        self._outputs[index] = output.detach()
+        self._watch_grad(index, output)
 
-        return hook
+    def _on_branch(self, index: int, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        self._branches[index] = output.detach()
 
-    def _branch_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            if self.armed:
-                self._branches[index] = output.detach()
+    def _on_shortcut(self, index: int, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        self._shortcuts[index] = output.detach()
 
-        return hook
-
-    def _shortcut_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            if self.armed:
-                self._shortcuts[index] = output.detach()
-
-        return hook
-
-    def _grad_hook(self, index: int):
-        def hook(grad: torch.Tensor) -> None:
-            self._out_grads[index] = grad.detach()
-
-        return hook
+    def _on_grad(self, index: int, grad: torch.Tensor) -> None:
+        self._out_grads[index] = grad.detach()

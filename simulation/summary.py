@@ -8,15 +8,17 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .trace import Trace
+from .trace import ReadAsMapping, Trace
 
-__all__ = ["summarize", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean", "first_step_below",
-           "ratio_course", "COURSES"]
+__all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
+           "first_step_below", "ratio_course", "COURSES"]
 
 
 def _f(value: Any) -> float | None:
@@ -123,7 +125,59 @@ def ratio_course(values: Any, margin: float = 0.2) -> dict[str, Any]:
     return {"start": start, "low": low, "low_index": low_index, "end": end, "settle_index": settle, "course": course}
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
+def _only(kind: str) -> Any:
+    """A summary field that only some runs have (``kind`` says which); None and left out of to_dict otherwise."""
+    return field(default=None, metadata={"only": kind})
+
+
+Floats = list[float | None]
+
+
+@dataclass(frozen=True)
+class RunSummary(ReadAsMapping):
+    """The figures the scenes and ``render.py train`` show for one run; NaN and inf are None (JSON null).
+
+    See :func:`summarize` for what each figure is. :meth:`to_dict` leaves out the fields a run of this kind
+    does not have (or could not measure, such as ``lesion_mean_increase`` after a divergence)."""
+
+    config: dict[str, Any]
+    final_step: int
+    final_loss: float | None
+    final_error: float | None
+    final_train_loss_avg: float | None
+    final_train_error_avg: float | None
+    final_test_error: float | None
+    grad_norm_step0: Floats
+    grad_norm_final: Floats
+    log10_grad_norm_step0: Floats
+    grad_underflow_blocks_step0: int
+    grad_ratio_step0: float | None
+    grad_ratio_final: float | None
+    branch_ratio_final: Floats
+    branch_std_final: Floats
+    diverged: bool
+    diverged_step: int | None
+    diverged_layer: int | None
+    diverged_pass: str | None
+    nonfinite_per_layer: list[int]
+    shortcut_norm_final: Floats | None = _only("MLP")
+    lesion_test_error: Floats | None = _only("MLP")
+    lesion_mean_increase: float | None = _only("MLP")
+    input_grad_autocorr_lag1: Floats | None = _only("MLP")
+    path_length_fraction: Floats | None = _only("residual MLP")
+    layers: list[str] | None = _only("Transformer")
+    init_ffn_grad_norm: Floats | None = _only("Transformer")
+    tolerance_step: int | None = _only("identity fit")  # first step below the tolerance, -1: never
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if "only" in f.metadata and out[f.name] is None:
+                del out[f.name]
+        return out
+
+
+def summarize(trace: Trace) -> RunSummary:
     """The figures the scenes show, for one run. NaN/inf become null (JSON has neither).
 
     - ``final_loss``, ``final_error``: training loss (nats) and error on the last recorded batch;
@@ -142,16 +196,13 @@ def summarize(trace: Trace) -> dict[str, Any]:
     - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
     - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
 
-    An identity-fit run (``config["kind"] == "identity_fit"``) has its own few figures: the relative error
-    at the first and last step, the held-out one at the last record, and ``tolerance_step``.
+    An identity-fit run (``config["kind"] == "identity_fit"``): ``final_loss`` is the relative error
+    ||h - x||^2 / ||x||^2 of the last step, ``final_train_loss_avg`` its mean over the last 10 %,
+    ``branch_ratio_final`` [||F(x)|| / ||x||], ``tolerance_step``; the classifier figures are None or empty.
     """
     a = trace.arrays
     if trace.config.get("kind") == "identity_fit":
-        return {"config": trace.config, "initial_loss": _f(a["loss_curve"][0]), "final_loss": _f(a["loss_curve"][-1]),
-                "final_test_loss": _f(a["test_loss"][-1]), "tolerance_step": int(a["tolerance_step"]),
-                "diverged": bool(trace.meta.get("diverged")), "diverged_step": None, "diverged_layer": None,
-                # the classifier figures render.py's table prints do not apply: n/a
-                "final_error": None, "final_test_error": None, "grad_ratio_step0": None}
+        return _identity_fit_summary(trace)
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
     final_test = a.get("final_test_error")
@@ -175,10 +226,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "grad_ratio_final": _f(grad[-1, 0] / grad[-1, -1]) if grad[-1, -1] else None,
         "branch_ratio_final": _list(branch_ratio),
         "branch_std_final": _list(trace["branch_std"][-1]),
-        "diverged": bool(trace.meta.get("diverged")),
-        "diverged_step": trace.meta.get("diverged_step"),
-        "diverged_layer": trace.meta.get("diverged_layer"),
-        "diverged_pass": trace.meta.get("diverged_pass"),
+        "diverged": bool(trace.meta.diverged),
+        "diverged_step": trace.meta.diverged_step,
+        "diverged_layer": trace.meta.diverged_layer,
+        "diverged_pass": trace.meta.diverged_pass,
         "nonfinite_per_layer": [int(v) for v in trace["nonfinite"].sum(0)],
     }
     if "shortcut_norm" in a:
@@ -194,6 +245,18 @@ def summarize(trace: Trace) -> dict[str, Any]:
     if "path_length_fraction" in a:
         out["path_length_fraction"] = _list(a["path_length_fraction"])
     if "init_ffn_grad_norm" in a:  # Transformer runs (experiment layernorm): Xiong et al. 2020, Fig. 3
-        out["layers"] = trace.meta.get("layers")
+        out["layers"] = trace.meta.layers
         out["init_ffn_grad_norm"] = _list(a["init_ffn_grad_norm"].mean(0))
-    return out
+    return RunSummary(**out)
+
+
+def _identity_fit_summary(trace: Trace) -> RunSummary:
+    a = trace.arrays
+    return RunSummary(
+        config=trace.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
+        final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
+        final_test_error=None, grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
+        grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None,
+        branch_ratio_final=_list(a["branch_ratio"][-1:]), branch_std_final=[], diverged=bool(trace.meta.diverged),
+        diverged_step=None, diverged_layer=None, diverged_pass=None, nonfinite_per_layer=[],
+        tolerance_step=int(a["tolerance_step"]))

@@ -10,10 +10,11 @@ metadata is a JSON string stored as a unicode array under the key ``__meta__``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from simulation.atomic_io import atomic_write
 
-__all__ = ["Trace", "TraceError", "SCHEMA_VERSION", "atomic_write"]
+__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
@@ -29,6 +30,56 @@ _META_KEY = "__meta__"
 
 class TraceError(ValueError):
     """A trace file is missing, corrupt, truncated or of another schema version."""
+
+
+class ReadAsMapping:
+    """Read access by key for a dataclass record (``record["diverged"]``, ``record.get(...)``, ``in``), so
+    code written against the older free dicts keeps working; new code reads attributes."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.__dataclass_fields__ else default
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.to_dict()
+
+
+@dataclass(frozen=True)
+class TraceMeta(ReadAsMapping):
+    """What a trace says about the run that made it: the contract between trainers and scenes.
+
+    Read it as attributes (``meta.diverged``); ``meta["diverged"]`` and ``meta.get(...)`` work too, for code
+    written against the older dict. Written to the ``.npz`` as JSON by :meth:`to_dict`.
+    """
+
+    config: dict[str, Any] = field(default_factory=dict)  # the full config (RunConfig / TransformerConfig.to_dict)
+    digest: str = ""  # the config's digest: the cache key and file name
+    seed: int | None = None  # config["seed"], repeated for readers that show it
+    versions: dict[str, str] = field(default_factory=dict)  # torch, numpy, python that trained it
+    layers: list[str] | None = None  # names of the recorded layers, in array order: "block.3", "decoder.1"
+    sublayers: list[str] | None = None  # Transformer: names of the sublayers, e.g. "decoder.2.ffn"
+    block_widths: list[list[int]] | None = None  # MLP / conv: (width in, width out) of every block
+    blocks: int | None = None  # MLP / conv: number of blocks (the length of every per-block array)
+    diverged: bool = False  # a loss or gradient became non-finite; training stopped there
+    diverged_step: int | None = None  # the step where it did (null for a finite run)
+    diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss
+    diverged_pass: str | None = None  # "forward" | "backward" | "stem_or_head" (MLP, conv); null otherwise
+    schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TraceMeta":
+        """Raises :class:`TraceError` for a key this version does not know."""
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TraceError(f"trace metadata has unknown key(s) {', '.join(unknown)}; written by another version")
+        return cls(**data)
 
 
 @dataclass
@@ -66,14 +117,16 @@ class Trace:
       2017, Fig. 1 and 2).
     - ``path_length_fraction`` (residual runs only): float64 [depth + 1], C(depth, k) / 2**depth.
 
-    ``meta`` holds ``schema``, ``config`` (the full RunConfig as a dict), ``digest``, ``seed``,
-    ``versions`` (torch, numpy, python), ``block_widths`` ([depth][2]) and ``diverged`` with
-    ``diverged_step``, ``diverged_layer`` (-1: stem, head or loss) and ``diverged_pass``
-    ("forward" | "backward" | "stem_or_head"), all null for a finite run.
+    ``meta`` is a :class:`TraceMeta` (a dict given here is converted). A trace holds at least one record:
+    :meth:`load` refuses one whose ``step`` array is missing or empty.
     """
 
-    meta: dict[str, Any]
+    meta: TraceMeta
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.meta, dict):
+            self.meta = TraceMeta.from_dict(self.meta)
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:
@@ -83,11 +136,11 @@ class Trace:
 
     @property
     def config(self) -> dict[str, Any]:
-        return self.meta["config"]
+        return self.meta.config
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically: a temporary file in the same folder, then ``os.replace``."""
-        meta = {"schema": SCHEMA_VERSION, **self.meta}
+        meta = self.meta.to_dict()  # schema: SCHEMA_VERSION unless the meta says otherwise
         payload = {_META_KEY: np.array(json.dumps(meta, sort_keys=True))}
         for key, value in self.arrays.items():
             if key == _META_KEY:
@@ -119,10 +172,17 @@ class Trace:
             meta = json.loads(str(arrays.pop(_META_KEY)))
         except json.JSONDecodeError as exc:
             raise TraceError(f"trace {path} has corrupt metadata ({exc})") from None
-        schema = meta.get("schema")
+        schema = meta.get("schema") if isinstance(meta, dict) else None
         if schema != SCHEMA_VERSION:
             raise TraceError(
                 f"trace {path} has schema version {schema}, this tool reads {SCHEMA_VERSION}; "
                 "delete it and train again"
             )
-        return cls(meta=meta, arrays=arrays)
+        if "step" not in arrays or not len(np.atleast_1d(arrays["step"])):
+            raise TraceError(f"trace {path} has no records (its 'step' array is missing or empty)")
+        if not isinstance(meta, dict):
+            raise TraceError(f"trace {path} has corrupt metadata (not a JSON object)")
+        try:
+            return cls(meta=TraceMeta.from_dict(meta), arrays=arrays)
+        except (TypeError, TraceError) as exc:
+            raise TraceError(f"trace {path} has unreadable metadata ({exc})") from None

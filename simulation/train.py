@@ -4,45 +4,34 @@ Example::
 
     python -m simulation.train --set arch=residual --set depth=20
 
-``run(config) -> Trace`` has no globals and no side effects beyond torch's thread count, which it
-restores. The same config gives a bit-identical trace on CPU (one thread, seeded everything).
+``run(config) -> Trace`` is :func:`simulation.loop.train` with :class:`MLPTask`: no globals, no side effects
+beyond torch's thread count, which it restores. The same config gives a bit-identical trace on CPU.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 import math
-import platform
 import sys
-import time
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from .config import ConfigError, RunConfig, config_from_sets
+from .config import RunConfig
 from .data import BANDS_RANGE, Dataset, load_dataset
+from .loop import Divergence, StepResult, Task, record_steps, train
+from .loop import main as loop_main
 from .models import MLP, ResidualBlock, build_model
-from .record import COUNT_KEYS, STAT_KEYS, Recorder
+from .record import Recorder
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
 
-__all__ = ["run", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
+__all__ = ["run", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
            "AUTOCORR_LAGS"]
-
-log = logging.getLogger(__name__)
 
 SWEEP_POINTS = 256  # inputs of the gradient sweep (Balduzzi et al. 2017 use 256 points on [-2, 2])
 AUTOCORR_LAGS = 64  # lags 0..63 of the sweep gradient's autocorrelation
-
-
-def record_steps(config: RunConfig) -> list[int]:
-    """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
-    steps = list(range(0, config.steps, config.record_every))
-    if steps[-1] != config.steps - 1:
-        steps.append(config.steps - 1)
-    return steps
 
 
 def _error(logits: torch.Tensor, y: torch.Tensor) -> float:
@@ -117,23 +106,103 @@ def make_optimizer(config: RunConfig, params: list[nn.Parameter]) -> torch.optim
     return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
 
 
-def run(config: RunConfig, progress: bool | None = None) -> Trace:
-    """Train ``config`` and return its :class:`Trace` (see its docstring for the keys and shapes).
+class MLPTask(Task[RunConfig]):
+    """The MLP's parts of a run (:func:`simulation.loop.train` does the rest): digits or bands data,
+    :func:`~simulation.models.build_model`, SGD/Adam, cross-entropy, the :class:`~simulation.record.Recorder`.
 
-    Statistics are recorded *before* the optimiser update of each recorded step, so step 0 shows the
-    network at initialisation. Every step checks that the loss and the gradient are finite; at the
-    first step where one is not, the step is recorded (run once more with the recorder on if it was
-    not a recorded step) to find the block where the value first became non-finite, training stops
-    and the trace keeps what it recorded (``meta["diverged"]``, ``meta["diverged_step"]``,
-    ``meta["diverged_layer"]``, ``meta["diverged_pass"]``).
-    ``progress=None`` shows a tqdm bar only on a terminal.
+    A conv ResNet reuses it by overriding :meth:`build_model` (and :meth:`load_data`): its blocks have the
+    same ``branch`` / ``shortcut`` shape, so the recorder, the lesion test and the input sweep apply as they are.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
-        return _run(config, progress)
-    finally:
-        torch.set_num_threads(threads)
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.label = f"{config.arch} d={config.depth}"
+        self.data = self.load_data()
+        self.model = self.build_model()
+        self.params = list(self.model.parameters())
+        self.grads = _flat_gradients(self.params)
+        self.opt = make_optimizer(config, self.params)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.batches = torch.Generator().manual_seed(config.seed + 1)
+        self.sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
+        self.direction = sweep_direction(self.data.n_features, config.seed)
+        self.input_grads = np.full((2, SWEEP_POINTS), np.nan)
+        self.modules = list(self.model.modules())
+        self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
+                        "error_curve": np.full(config.steps, np.nan, dtype=np.float32),
+                        "grad_norm_curve": np.full(config.steps, np.nan)}
+
+    def load_data(self) -> Dataset:
+        return load_dataset(self.config.dataset, seed=self.config.seed)
+
+    def build_model(self) -> MLP:
+        c, d = self.config, self.data
+        return build_model(c.arch, d.n_features, c.width, c.depth, d.n_classes, c.activation, c.norm, c.init_gain,
+                           c.stages, c.shortcut)
+
+    def recorder(self) -> Recorder:
+        return Recorder(self.model)
+
+    def curves(self) -> dict[str, np.ndarray]:
+        return self._curves
+
+    def before_training(self, recorder: Recorder) -> None:
+        self.input_grads[0] = input_gradient(self.model, self.sweep, self.direction)  # at initialisation
+        self.model.train()
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randint(len(self.data.x_train), (self.config.batch_size,), generator=self.batches)
+        return self.data.x_train[idx], self.data.y_train[idx]
+
+    def step(self, step: int, batch: tuple[torch.Tensor, torch.Tensor]) -> StepResult:
+        x, y = batch
+        self.grads.zero_()
+        logits = self.model(x)
+        loss = self.loss_fn(logits, y)
+        loss.backward()
+        loss_value, error = loss.item(), _error(logits.detach(), y)
+        self._curves["loss_curve"][step] = loss_value
+        self._curves["error_curve"][step] = error
+        self._curves["grad_norm_curve"][step] = grad_norm = _total_grad_norm(self.grads)
+        return StepResult(loss_value, error, math.isfinite(loss_value) and math.isfinite(grad_norm))
+
+    def test_error(self) -> float:
+        _set_training(self.modules, False)
+        error = _eval_error(self.model, self.data.x_test, self.data.y_test)
+        _set_training(self.modules, True)
+        return error
+
+    def update(self, step: int) -> None:
+        self.opt.step()
+
+    def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
+        return Divergence(step, *_diverged_where(row))
+
+    def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
+        """After training: the intact network's test error, single-block lesions, the input sweep."""
+        arrays: dict[str, np.ndarray] = {}
+        if diverged is None:
+            arrays["final_test_error"] = np.float32(_eval_error(self.model.eval(), self.data.x_test, self.data.y_test))
+            arrays["lesion_test_error"] = lesion_test_errors(self.model, self.data)
+            self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
+        else:
+            arrays["final_test_error"] = np.float32(np.nan)
+            arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
+        arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
+        arrays["input_grad"] = self.input_grads
+        arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
+        if self.config.arch == "residual":
+            arrays["path_length_fraction"] = path_length_fraction(len(self.model.blocks))
+        return arrays
+
+    def meta(self, recorder: Recorder) -> dict[str, object]:
+        return {"block_widths": [list(w) for w in self.config.block_widths()], "blocks": len(self.model.blocks)}
+
+
+def run(config: RunConfig, progress: bool | None = None) -> Trace:
+    """Train ``config`` and return its :class:`Trace` (see its docstring for the keys and shapes); see
+    :func:`simulation.loop.train` for the record schedule, divergence handling and the memory guard."""
+    return train(MLPTask, config, progress)
 
 
 def _flat_gradients(params: list[nn.Parameter]) -> torch.Tensor:
@@ -176,139 +245,8 @@ def _diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
     return -1, "stem_or_head"
 
 
-def _run(config: RunConfig, progress: bool | None) -> Trace:
-    started = time.perf_counter()
-    torch.manual_seed(config.seed)
-    data = load_dataset(config.dataset, seed=config.seed)
-    model = build_model(config.arch, data.n_features, config.width, config.depth, data.n_classes,
-                        config.activation, config.norm, config.init_gain, config.stages, config.shortcut)
-    params = list(model.parameters())
-    grads = _flat_gradients(params)
-    opt = make_optimizer(config, params)
-    loss_fn = nn.CrossEntropyLoss()
-    batches = torch.Generator().manual_seed(config.seed + 1)
-    wanted = set(record_steps(config))
-
-    sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
-    direction = sweep_direction(data.n_features, config.seed)
-    input_grads = np.full((2, SWEEP_POINTS), np.nan)
-    input_grads[0] = input_gradient(model, sweep, direction)  # at initialisation
-
-    rows: list[dict[str, np.ndarray]] = []
-    steps, losses, errors, test_errors = [], [], [], []
-    loss_curve = np.full(config.steps, np.nan, dtype=np.float32)
-    error_curve = np.full(config.steps, np.nan, dtype=np.float32)
-    grad_norm_curve = np.full(config.steps, np.nan)
-    diverged: dict[str, object] | None = None
-
-    modules = list(model.modules())
-    model.train()
-    with Recorder(model) as rec:
-        bar = tqdm(range(config.steps), desc=f"{config.arch} d={config.depth}", leave=False,
-                   disable=(None if progress is None else not progress), file=sys.stderr)
-        for step in bar:
-            idx = torch.randint(len(data.x_train), (config.batch_size,), generator=batches)
-            x, y = data.x_train[idx], data.y_train[idx]
-            grads.zero_()
-            record = step in wanted
-            if record:
-                rec.arm()
-            logits = model(x)
-            loss = loss_fn(logits, y)
-            loss.backward()
-            loss_curve[step] = loss.item()
-            error_curve[step] = _error(logits.detach(), y)
-            grad_norm_curve[step] = _total_grad_norm(grads)
-            if not (math.isfinite(loss_curve[step]) and math.isfinite(grad_norm_curve[step])):
-                if not record:  # same weights, same batch: run the step again with the recorder on
-                    grads.zero_()
-                    rec.arm()
-                    logits = model(x)
-                    loss = loss_fn(logits, y)
-                    loss.backward()
-                row = rec.collect()
-                layer, where = _diverged_where(row)
-                diverged = {"step": step, "layer": layer, "pass": where}
-                rows.append(row)
-                steps.append(step)
-                losses.append(loss.item())
-                errors.append(_error(logits.detach(), y))
-                test_errors.append(float("nan"))
-                log.warning("run %s diverged at step %d, block %d (%s pass)", config.digest(), step, layer, where)
-                break
-            if record:
-                rows.append(rec.collect())
-                steps.append(step)
-                losses.append(loss_curve[step])
-                errors.append(error_curve[step])
-                _set_training(modules, False)
-                test_errors.append(_eval_error(model, data.x_test, data.y_test))
-                _set_training(modules, True)
-            opt.step()
-        bar.close()
-
-    arrays: dict[str, np.ndarray] = {
-        "step": np.asarray(steps, dtype=np.int64),
-        "loss": np.asarray(losses, dtype=np.float32),
-        "error": np.asarray(errors, dtype=np.float32),
-        "test_error": np.asarray(test_errors, dtype=np.float32),
-        "loss_curve": loss_curve,
-        "error_curve": error_curve,
-        "grad_norm_curve": grad_norm_curve,
-    }
-    for key in STAT_KEYS:
-        stacked = np.stack([row[key] for row in rows])
-        arrays[key] = stacked.astype(np.int64 if key in COUNT_KEYS else np.float32)
-    # float32 would flush gradient norms below ~1e-38 to 0; keep those two in float64.
-    arrays["grad_norm"] = np.stack([row["grad_norm"] for row in rows])
-    arrays["out_grad_norm"] = np.stack([row["out_grad_norm"] for row in rows])
-
-    # After training: the intact network's test error, single-block lesions, the input sweep.
-    if diverged is None:
-        arrays["final_test_error"] = np.float32(_eval_error(model.eval(), data.x_test, data.y_test))
-        arrays["lesion_test_error"] = lesion_test_errors(model, data)
-        input_grads[1] = input_gradient(model, sweep, direction)
-    else:
-        arrays["final_test_error"] = np.float32(np.nan)
-        arrays["lesion_test_error"] = np.full(config.depth, np.nan, dtype=np.float32)
-    arrays["input_sweep"] = sweep.numpy().astype(np.float32)
-    arrays["input_grad"] = input_grads
-    arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in input_grads])
-    if config.arch == "residual":
-        arrays["path_length_fraction"] = path_length_fraction(config.depth)
-
-    meta = {
-        "config": config.to_dict(),
-        "digest": config.digest(),
-        "seed": config.seed,
-        "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "block_widths": [list(w) for w in config.block_widths()],
-        "diverged": diverged is not None,
-        "diverged_step": None if diverged is None else diverged["step"],
-        "diverged_layer": None if diverged is None else diverged["layer"],
-        "diverged_pass": None if diverged is None else diverged["pass"],
-    }
-    log.info("trained %s %s in %.1f s", config.arch, config.digest(), time.perf_counter() - started)
-    return Trace(meta=meta, arrays=arrays)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m simulation.train [--set key=value ...]``: train one run and print its summary."""
-    import argparse
-    import json
-
-    from .summary import summarize
-
-    parser = argparse.ArgumentParser(prog="python -m simulation.train", description=main.__doc__)
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_sets(RunConfig, args.sets)
-    except ConfigError as exc:
-        sys.exit(f"error: {exc}")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(json.dumps(summarize(run(config)), indent=2))
+main = functools.partial(loop_main, MLPTask, RunConfig, prog="python -m simulation.train")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,30 +20,25 @@ during training, the loss of every step and the learning-rate schedule (linear w
 
 from __future__ import annotations
 
-import argparse
-import logging
+import functools
 import math
-import platform
 import sys
-import time
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
-from .config import ConfigError, TransformerConfig, config_from_sets
-from .record import HookRecorder
+from .config import TransformerConfig
+from .loop import Divergence, StepResult, Task, record_steps, train
+from .loop import main as loop_main
+from .record import HookPoint, HookRecorder
 from .trace import Trace
 
 __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
-    "make_task", "lr_at", "TransformerRecorder", "SUBLAYER_KEYS", "run", "BOS",
+    "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "BOS", "record_steps",
 ]
-
-log = logging.getLogger(__name__)
 
 BOS = 0  # token 0 starts every decoder input; symbols are 1..vocab
 
@@ -265,6 +260,8 @@ def _token_norm(t: torch.Tensor) -> float:
 class TransformerRecorder(HookRecorder):
     """Hooks every layer and sublayer of a :class:`Seq2SeqTransformer`; a context manager.
 
+    Hook points: ``encoder.<i>`` / ``decoder.<i>`` (a layer's output), ``decoder.<i>.ffn`` (a sublayer's
+    residual branch: ``attn``, ``self_attn``, ``cross_attn``, ``ffn``) and ``decoder.<i>.ffn.ln`` (its LayerNorm).
     Between :meth:`arm` and :meth:`collect` one forward and backward pass are recorded. ``collect`` returns
     ``grad_norm`` (L2 norm of dL/dW over all weight matrices of each layer, biases and LayerNorm gains
     excluded), ``ffn_grad_norm`` (of the FFN's W^2 alone, Xiong et al. 2020 Fig. 3), ``out_grad_norm``
@@ -276,38 +273,38 @@ class TransformerRecorder(HookRecorder):
     and the :data:`SUBLAYER_KEYS` and ``branch_std`` as arrays [sublayers]. Every hook is removed on exit, also after an error.
     """
 
+    # float64 for the gradient norms: tiny norms must not flush to 0.
+    DTYPES = {"nonfinite": np.int64, **dict.fromkeys(("grad_norm", "ffn_grad_norm", "out_grad_norm", "input_cos"), np.float64),
+              **dict.fromkeys((*SUBLAYER_KEYS, "branch_std"), np.float32)}
+    layer_kind = "layer"
+
     def __init__(self, model: Seq2SeqTransformer) -> None:
-        self.model = model
         self.layers = model.layers
-        self.sublayers = [(li, ln, branch) for li, layer in enumerate(self.layers) for _, ln, branch in layer.sublayers()]
+        # The first layer of each stack reads the embedded tokens: each layer's index of that first layer.
         self.stack_start = [0 if i < len(model.encoder) else len(model.encoder) for i in range(len(self.layers))]
-        self._stack_inputs: dict[int, torch.Tensor] = {}  # first layer index of a stack -> its input
-        self.handles: list[Any] = []
-        self.armed = False
-        self._row: dict[str, np.ndarray] = {}
-        self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
+        super().__init__(model)
 
-    def _register(self) -> None:
-        for index, layer in enumerate(self.layers):
-            self.handles.append(layer.register_forward_hook(self._layer_hook(index)))
-        for index, (_, ln, branch) in enumerate(self.sublayers):
-            self.handles.append(branch.register_forward_hook(self._branch_hook(index)))
-            self.handles.append(ln.register_forward_hook(self._ln_hook(index)))
+    def hook_points(self) -> list[HookPoint]:
+        names = self.model.layer_names()
+        points = [HookPoint(name, layer, "layer", index) for index, (name, layer) in enumerate(zip(names, self.layers))]
+        index = 0
+        for name, layer in zip(names, self.layers):
+            for sub, ln, branch in layer.sublayers():
+                points += [HookPoint(f"{name}.{sub}", branch, "branch", index),
+                           HookPoint(f"{name}.{sub}.ln", ln, "ln", index)]
+                index += 1
+        return points
 
-    def arm(self) -> None:
-        n_layers, n_sub = len(self.layers), len(self.sublayers)
+    def _clear(self) -> None:
+        n_layers, n_sub = len(self.layers), len(self.names("branch"))
         self._row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm",
                                                                   "input_cos")}
-        self._stack_inputs = {}
+        self._stack_inputs: dict[int, torch.Tensor] = {}  # first layer index of a stack -> its input
         self._row["nonfinite"] = np.zeros(n_layers)
         self._row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
-        self._pending = {}
-        self.armed = True
+        self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
 
-    def collect(self) -> dict[str, np.ndarray]:
-        """Finish a recorded step (after ``backward``) and return its statistics."""
-        if not self.armed:
-            raise RuntimeError("TransformerRecorder.collect() called without arm()")
+    def _statistics(self) -> dict[str, np.ndarray]:
         for index, layer in enumerate(self.layers):
             squares = 0.0
             for param in layer.parameters():
@@ -319,59 +316,38 @@ class TransformerRecorder(HookRecorder):
             w2 = layer.ffn.linear_2.weight.grad
             if w2 is not None:
                 self._row["ffn_grad_norm"][index] = float(w2.detach().double().norm())
-        self.armed = False
-        self._pending = {}
-        self._stack_inputs = {}
         return self._row
 
-    def _layer_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-            if not self.armed:
-                return
-            self._row["nonfinite"][index] += int((~torch.isfinite(output.detach())).sum())
-            start = self.stack_start[index]
-            if index == start:  # the first layer of its stack reads the embedded tokens
-                self._stack_inputs[start] = inputs[0].detach()
-            self._row["input_cos"][index] = _token_cos(self._stack_inputs[start], output)
-            if output.requires_grad:
-                output.register_hook(self._grad_hook(index))
+    # -- hooks (called only while armed) ---------------------------------------------------------
+    def _on_layer(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
+        self._row["nonfinite"][index] += int((~torch.isfinite(output.detach())).sum())
+        start = self.stack_start[index]
+        if index == start:
+            self._stack_inputs[start] = inputs[0].detach()
+        self._row["input_cos"][index] = _token_cos(self._stack_inputs[start], output)
+        self._watch_grad(index, output)
 
-        return hook
+    def _on_grad(self, index: int, grad: torch.Tensor) -> None:
+        self._row["out_grad_norm"][index] = float(grad.detach().double().norm())
 
-    def _grad_hook(self, index: int):
-        def hook(grad: torch.Tensor) -> None:
-            self._row["out_grad_norm"][index] = float(grad.detach().double().norm())
+    def _on_branch(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
+        self._row["branch_norm"][index] = _token_norm(output)
+        self._row["branch_std"][index] = float(output.detach().double().std())
+        if self.model.norm == "pre_ln":  # its LayerNorm ran first and kept x
+            total = self._pending.pop(index) + output.detach()
+            self._row["sum_norm"][index] = self._row["out_norm"][index] = _token_norm(total)
+        else:  # its LayerNorm runs next and needs the branch to recover x = sum - branch
+            self._pending[index] = output.detach()
 
-        return hook
-
-    def _branch_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-            if not self.armed:
-                return
-            self._row["branch_norm"][index] = _token_norm(output)
-            self._row["branch_std"][index] = float(output.detach().double().std())
-            if self.model.norm == "pre_ln":  # its LayerNorm ran first and kept x
-                total = self._pending.pop(index) + output.detach()
-                self._row["sum_norm"][index] = self._row["out_norm"][index] = _token_norm(total)
-            else:  # its LayerNorm runs next and needs the branch to recover x = sum - branch
-                self._pending[index] = output.detach()
-
-        return hook
-
-    def _ln_hook(self, index: int):
-        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-            if not self.armed:
-                return
-            if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm reads x
-                self._pending[index] = inputs[0].detach()
-                self._row["input_norm"][index] = _token_norm(inputs[0])
-            else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm reads the sum
-                total, branch = inputs[0].detach(), self._pending.pop(index)
-                self._row["input_norm"][index] = _token_norm(total - branch)
-                self._row["sum_norm"][index] = _token_norm(total)
-                self._row["out_norm"][index] = _token_norm(output)
-
-        return hook
+    def _on_ln(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
+        if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm reads x
+            self._pending[index] = inputs[0].detach()
+            self._row["input_norm"][index] = _token_norm(inputs[0])
+        else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm reads the sum
+            total, branch = inputs[0].detach(), self._pending.pop(index)
+            self._row["input_norm"][index] = _token_norm(total - branch)
+            self._row["sum_norm"][index] = _token_norm(total)
+            self._row["out_norm"][index] = _token_norm(output)
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -383,16 +359,75 @@ def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) 
     return loss, float((logits.argmax(-1) != tgt).float().mean())
 
 
-def record_steps(config: TransformerConfig) -> list[int]:
-    """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
-    steps = list(range(0, config.steps, config.record_every))
-    if steps[-1] != config.steps - 1:
-        steps.append(config.steps - 1)
-    return steps
+class TransformerTask(Task[TransformerConfig]):
+    """The Transformer's parts of a run (:func:`simulation.loop.train` does the rest): the seeded toy task,
+    Adam (betas 0.9, 0.98, as Vaswani et al. 2017 §5.3) with linear warm-up, the :class:`TransformerRecorder`,
+    and gradient norms at initialisation on ``init_batches`` batches of their own (no update in between)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config)
+        self.label = f"{config.norm} warmup={config.warmup_steps}"
+        self.model = build_transformer(config)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.data_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.test_set = self._task(512, torch.Generator().manual_seed(10_000 + config.seed))
+        self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
+                        "lr_curve": np.array([lr_at(config, s) for s in range(config.steps)], dtype=np.float32)}
+        self.init_rows: list[dict[str, np.ndarray]] = []
+
+    def _task(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        return make_task(self.config.task, self.config.vocab, self.config.seq_len, n, generator)
+
+    def recorder(self) -> TransformerRecorder:
+        return TransformerRecorder(self.model)
+
+    def curves(self) -> dict[str, np.ndarray]:
+        return self._curves
+
+    def before_training(self, recorder: TransformerRecorder) -> None:
+        init_gen = torch.Generator().manual_seed(20_000 + self.config.seed)
+        for _ in range(self.config.init_batches):
+            self.model.zero_grad(set_to_none=True)
+            recorder.arm()
+            loss, _ = _loss_and_error(self.model, self._task(self.config.batch_size, init_gen))
+            loss.backward()
+            self.init_rows.append(recorder.collect())
+
+    def batch(self, step: int) -> tuple[torch.Tensor, ...]:
+        return self._task(self.config.batch_size, self.data_gen)
+
+    def step(self, step: int, batch: tuple[torch.Tensor, ...]) -> StepResult:
+        for group in self.opt.param_groups:
+            group["lr"] = float(self._curves["lr_curve"][step])
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        loss, error = _loss_and_error(self.model, batch)
+        loss.backward()
+        self._curves["loss_curve"][step] = loss_value = loss.item()
+        return StepResult(loss_value, error, math.isfinite(loss_value))
+
+    def test_error(self) -> float:
+        self.model.eval()
+        with torch.no_grad():
+            return _loss_and_error(self.model, self.test_set)[1]
+
+    def update(self, step: int) -> None:
+        self.opt.step()
+
+    def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
+        bad = np.flatnonzero(row["nonfinite"] > 0)
+        return Divergence(step, int(bad[0]) if len(bad) else -1)
+
+    def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
+        return {"init_grad_norm": np.stack([r["grad_norm"] for r in self.init_rows]),
+                "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in self.init_rows])}
+
+    def meta(self, recorder: TransformerRecorder) -> dict[str, object]:
+        return {"sublayers": recorder.names("branch")}
 
 
 def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
-    """Train ``config`` with Adam (betas 0.9, 0.98 as Vaswani et al. 2017 §5.3) and return its Trace.
+    """Train ``config`` (:class:`TransformerTask` in :func:`simulation.loop.train`) and return its Trace.
 
     Arrays (T = recorded steps, L = layers, encoder first, S = sublayers, K = ``init_batches``):
 
@@ -400,142 +435,21 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
       (fraction of wrong tokens) on the recorded batch, before that step's update; ``test_error`` float32 [T]
       on a fixed held-out set of 512 sequences (teacher-forced).
     - ``loss_curve``, ``lr_curve`` float32 [steps]: the loss and learning rate of every step.
-    - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm``, ``input_cos`` float64 [T, L]; ``nonfinite`` int64
-      [T, L]: see :class:`TransformerRecorder`.
+    - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm``, ``input_cos`` float64 [T, L]; ``nonfinite`` int64 [T, L]:
+      see :class:`TransformerRecorder`.
     - ``init_grad_norm``, ``init_ffn_grad_norm`` float64 [K, L]: the same two norms at initialisation on K
       different batches (no update in between): Xiong et al. 2020, Fig. 3 averages over batches too.
     - ``input_norm``, ``branch_norm``, ``sum_norm``, ``out_norm`` float32 [T, S]: see :data:`SUBLAYER_KEYS`;
       ``branch_std`` float32 [T, S]: std over all elements of each Sublayer(.) output.
 
-    ``meta`` adds ``layers`` and ``sublayers`` (names such as ``encoder.0`` and ``decoder.1.cross_attn``)
-    and ``diverged`` / ``diverged_step`` / ``diverged_layer`` (first layer with a non-finite value) when a
-    loss became non-finite; training then stops and the trace keeps what it recorded.
+    ``meta.layers`` and ``meta.sublayers`` name them (``encoder.0``, ``decoder.1.cross_attn``);
+    ``diverged`` / ``diverged_step`` / ``diverged_layer`` (first layer with a non-finite value) are set when
+    a loss became non-finite; training then stops and the trace keeps what it recorded.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
-        return _run(config, progress)
-    finally:
-        torch.set_num_threads(threads)
+    return train(TransformerTask, config, progress)
 
 
-def _run(config: TransformerConfig, progress: bool | None) -> Trace:
-    started = time.perf_counter()
-    torch.manual_seed(config.seed)
-    model = build_transformer(config)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
-    data_gen = torch.Generator().manual_seed(config.seed + 1)
-    test_set = make_task(config.task, config.vocab, config.seq_len, 512, torch.Generator().manual_seed(10_000 + config.seed))
-    wanted = set(record_steps(config))
-    names = model.layer_names()
-    sublayer_names = [f"{names[li]}.{name}" for li, layer in enumerate(model.layers) for name, _, _ in layer.sublayers()]
-
-    def batch() -> tuple[torch.Tensor, ...]:
-        return make_task(config.task, config.vocab, config.seq_len, config.batch_size, data_gen)
-
-    rows: list[dict[str, np.ndarray]] = []
-    steps, losses, errors, test_errors = [], [], [], []
-    loss_curve = np.full(config.steps, np.nan, dtype=np.float32)
-    lr_curve = np.array([lr_at(config, s) for s in range(config.steps)], dtype=np.float32)
-    diverged: dict[str, int] | None = None
-
-    with TransformerRecorder(model) as rec:
-        # Gradient norms at initialisation, on init_batches batches of their own (no update in between).
-        init_rows = []
-        init_gen = torch.Generator().manual_seed(20_000 + config.seed)
-        for _ in range(config.init_batches):
-            model.zero_grad(set_to_none=True)
-            rec.arm()
-            loss, _ = _loss_and_error(model, make_task(config.task, config.vocab, config.seq_len,
-                                                       config.batch_size, init_gen))
-            loss.backward()
-            init_rows.append(rec.collect())
-        bar = tqdm(range(config.steps), desc=f"{config.norm} warmup={config.warmup_steps}", leave=False,
-                   disable=(None if progress is None else not progress), file=sys.stderr)
-        for step in bar:
-            data = batch()
-            for group in opt.param_groups:
-                group["lr"] = float(lr_curve[step])
-            model.train()
-            opt.zero_grad(set_to_none=True)
-            record = step in wanted
-            if record:
-                rec.arm()
-            loss, error = _loss_and_error(model, data)
-            loss.backward()
-            loss_curve[step] = loss.item()
-            if not math.isfinite(loss_curve[step]):
-                if not record:  # same weights, same batch: run the step again with the recorder on
-                    opt.zero_grad(set_to_none=True)
-                    rec.arm()
-                    loss, error = _loss_and_error(model, data)
-                    loss.backward()
-                row = rec.collect()
-                bad = np.flatnonzero(row["nonfinite"] > 0)
-                diverged = {"step": step, "layer": int(bad[0]) if len(bad) else -1}
-                rows.append(row)
-                steps.append(step)
-                losses.append(loss.item())
-                errors.append(error)
-                test_errors.append(float("nan"))
-                log.warning("run %s diverged at step %d, layer %d", config.digest(), step, diverged["layer"])
-                break
-            if record:
-                rows.append(rec.collect())
-                steps.append(step)
-                losses.append(loss.item())
-                errors.append(error)
-                model.eval()
-                with torch.no_grad():
-                    test_errors.append(_loss_and_error(model, test_set)[1])
-            opt.step()
-        bar.close()
-
-    arrays: dict[str, np.ndarray] = {
-        "step": np.asarray(steps, dtype=np.int64),
-        "loss": np.asarray(losses, dtype=np.float32),
-        "error": np.asarray(errors, dtype=np.float32),
-        "test_error": np.asarray(test_errors, dtype=np.float32),
-        "loss_curve": loss_curve,
-        "lr_curve": lr_curve,
-        "nonfinite": np.stack([r["nonfinite"] for r in rows]).astype(np.int64),
-        "init_grad_norm": np.stack([r["grad_norm"] for r in init_rows]),
-        "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in init_rows]),
-    }
-    for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm", "input_cos"):
-        arrays[key] = np.stack([r[key] for r in rows])  # float64: tiny norms must not flush to 0
-    for key in (*SUBLAYER_KEYS, "branch_std"):
-        arrays[key] = np.stack([r[key] for r in rows]).astype(np.float32)
-    meta = {
-        "config": config.to_dict(),
-        "digest": config.digest(),
-        "seed": config.seed,
-        "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "layers": names,
-        "sublayers": sublayer_names,
-        "diverged": diverged is not None,
-        "diverged_step": None if diverged is None else diverged["step"],
-        "diverged_layer": None if diverged is None else diverged["layer"],
-    }
-    log.info("trained %s %s in %.1f s", config.norm, config.digest(), time.perf_counter() - started)
-    return Trace(meta=meta, arrays=arrays)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.transformer --set key=value ...``: train one run, print its summary line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_sets(TransformerConfig, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    trace = run(config)
-    print(f"{config.norm} warmup={config.warmup_steps}: final loss {trace['loss'][-1]:.4g}, "
-          f"error {trace['error'][-1]:.3f}, init ||dL/dW2|| per layer "
-          f"{np.round(trace['init_ffn_grad_norm'].mean(0), 4).tolist()}")
-    return 0
+main = functools.partial(loop_main, TransformerTask, TransformerConfig, prog="python -m simulation.transformer")
 
 
 if __name__ == "__main__":

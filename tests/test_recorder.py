@@ -97,3 +97,26 @@ def test_unarmed_steps_record_nothing():
         model(torch.randn(4, 8)).sum().backward()  # not armed: hooks return at once
         with pytest.raises(RuntimeError, match="without arm"):
             rec.collect()
+
+
+def test_hook_points_are_named_and_the_transformer_recorder_shares_the_base():
+    from simulation.config import TransformerConfig
+    from simulation.record import HookRecorder
+    from simulation.transformer import TransformerRecorder, build_transformer
+
+    model = build_model("residual", n_in=4, width=8, depth=3, n_out=2, activation="relu", stages=2)
+    rec = Recorder(model)
+    assert rec.names() == ["block.0", "block.1", "block.2"]
+    assert rec.point("block.1.branch").module is model.blocks[1].branch
+    assert rec.point("block.1.shortcut").module is model.blocks[1].shortcut  # the projection where the width doubles
+    with pytest.raises(KeyError, match="no hook point 'block.0.shortcut'"):  # an identity shortcut needs no hook
+        rec.point("block.0.shortcut")
+    transformer = build_transformer(TransformerConfig(depth=2, width=8, heads=2, ffn_width=16))
+    t_rec = TransformerRecorder(transformer)
+    assert isinstance(t_rec, HookRecorder) and type(t_rec).__mro__[1] is HookRecorder is type(rec).__mro__[1]
+    assert t_rec.names() == ["encoder.0", "encoder.1", "decoder.0", "decoder.1"]
+    assert t_rec.point("decoder.1.ffn").module is transformer.decoder[1].ffn
+    assert t_rec.point("decoder.0.cross_attn.ln").module is transformer.decoder[0].ln_2
+    assert t_rec.names("branch")[-3:] == ["decoder.1.self_attn", "decoder.1.cross_attn", "decoder.1.ffn"]
+    with pytest.raises(RuntimeError, match="TransformerRecorder.collect\\(\\) called without arm"):
+        t_rec.collect()

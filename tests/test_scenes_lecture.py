@@ -12,6 +12,7 @@ under the digest of the tiny configuration); a missing one is trained once into 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 
@@ -281,7 +282,7 @@ def test_compare_numbers_follow_the_trace_config(built, tmp_path, monkeypatch):
     wide_overrides = {**tiny_overrides("chain_rule"), "width": "24", "depth": "5"}
 
     def widen(name: str, trace: Trace) -> None:
-        trace.meta["config"] = {**trace.config, "width": 24, "depth": 5}
+        trace.meta = dataclasses.replace(trace.meta, config={**trace.config, "width": 24, "depth": 5})
 
     _copy_traces("chain_rule", wide_overrides, tmp_path, widen)
     wide = _dry_run(HighwayDenseNetResidual, wide_overrides, tmp_path / "media").numbers

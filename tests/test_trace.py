@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulation.trace import SCHEMA_VERSION, Trace, TraceError
+from simulation.trace import SCHEMA_VERSION, Trace, TraceError, TraceMeta
 
 
 def _trace() -> Trace:
@@ -19,7 +19,8 @@ def _trace() -> Trace:
 def test_round_trip_is_exact(tmp_path):
     original = _trace()
     loaded = Trace.load(original.save(tmp_path / "t.npz"))
-    assert loaded.meta == {"schema": SCHEMA_VERSION, **original.meta}
+    assert loaded.meta == original.meta and loaded.meta.schema == SCHEMA_VERSION
+    assert loaded.meta.diverged is False and loaded.meta["digest"] == "abc"  # read by attribute or by key
     assert set(loaded.arrays) == set(original.arrays)
     for key, value in original.arrays.items():
         assert loaded[key].dtype == value.dtype
@@ -66,3 +67,27 @@ def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _trace().save(tmp_path / "t.npz")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("steps", [np.arange(0), None], ids=["empty step array", "no step array"])
+def test_a_trace_with_no_records_is_refused_with_one_line(tmp_path, steps):
+    arrays = {"loss": np.zeros(0, np.float32)}
+    if steps is not None:
+        arrays["step"] = steps
+    path = Trace(meta={"config": {"depth": 3}}, arrays=arrays).save(tmp_path / "empty.npz")
+    with pytest.raises(TraceError, match="has no records") as info:
+        Trace.load(path)
+    assert "\n" not in str(info.value)
+
+
+def test_metadata_is_typed_and_unknown_keys_are_refused(tmp_path):
+    meta = TraceMeta(config={"depth": 2}, digest="d", diverged=True, diverged_step=3, diverged_layer=-1)
+    assert meta.get("diverged_pass") is None and meta.get("no_such_key", 7) == 7
+    with pytest.raises(KeyError):
+        meta["no_such_key"]
+    with pytest.raises(TraceError, match="unknown key"):
+        Trace(meta={"config": {}, "surprise": 1}, arrays={"step": np.arange(2)})
+    np.savez(tmp_path / "odd.npz", __meta__=np.array(f'{{"schema": {SCHEMA_VERSION}, "surprise": 1}}'),
+             step=np.arange(3))
+    with pytest.raises(TraceError, match="unknown key"):
+        Trace.load(tmp_path / "odd.npz")

@@ -1,0 +1,222 @@
+"""The one training loop: every model (MLP, Transformer, conv ResNet) plugs in as a :class:`Task`.
+
+Example::
+
+    python -m simulation.train --set arch=residual --set depth=20
+    python -m simulation.transformer --set norm=pre_ln
+
+:func:`train` owns what every run shares: torch's thread count, the memory guard, the record schedule
+(:func:`record_steps`), the recorder's arm/collect cycle, divergence handling (a non-finite step is recorded,
+re-run with the recorder on if it was not a recorded step, located, and training stops), the per-record
+arrays, the metadata (:class:`~simulation.trace.TraceMeta`) and the command-line entry (:func:`main`).
+A task supplies the model-specific parts: its model and recorder, its batches, one training step (loss, error,
+finiteness), the test error, where a divergence happened, and its own extra arrays and metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .config import ConfigError, _Config, config_from_sets
+from .memory import check_memory
+from .record import HookRecorder
+from .trace import Trace, TraceMeta
+
+__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main"]
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C", bound=_Config)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One forward and backward pass: loss (nats) and error (fraction wrong) on its batch, and whether the
+    loss (and whatever else the task checks, e.g. the gradient norm) is finite."""
+
+    loss: float
+    error: float
+    finite: bool
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a run first became non-finite: ``layer`` -1 means the stem, the head or the loss;
+    ``pass_`` is "forward" | "backward" | "stem_or_head", or None where the task cannot tell."""
+
+    step: int
+    layer: int
+    pass_: str | None = None
+
+
+class Task(Generic[C]):
+    """The model-specific parts of a run, handed to :func:`train`.
+
+    A subclass builds its model, data and optimiser in ``__init__`` (after :func:`train` seeded torch with
+    ``config.seed``) and sets :attr:`model`; it implements the methods below. The loop calls, in order:
+    :meth:`recorder`, :meth:`before_training` (inside the recorder), then per step :meth:`batch`,
+    :meth:`step`, on a recorded step :meth:`test_error`, then :meth:`update`; after the loop
+    :meth:`final_arrays` and :meth:`meta`.
+    """
+
+    config: C
+    model: torch.nn.Module
+    label: str = ""  # progress-bar label
+
+    def __init__(self, config: C) -> None:
+        self.config = config
+
+    def recorder(self) -> HookRecorder:
+        raise NotImplementedError
+
+    def curves(self) -> dict[str, np.ndarray]:
+        """Per-step arrays [steps] that :meth:`step` fills (NaN where a step never ran)."""
+        return {}
+
+    def before_training(self, recorder: HookRecorder) -> None:
+        """Anything measured at initialisation (the recorder is entered, not armed)."""
+
+    def batch(self, step: int) -> Any:
+        raise NotImplementedError
+
+    def step(self, step: int, batch: Any) -> StepResult:
+        """Zero the gradients, forward, backward (no update); fill :meth:`curves` at ``step``."""
+        raise NotImplementedError
+
+    def test_error(self) -> float:
+        raise NotImplementedError
+
+    def update(self, step: int) -> None:
+        """The optimiser update of ``step``."""
+        raise NotImplementedError
+
+    def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
+        raise NotImplementedError
+
+    def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
+        """Arrays measured after training (NaN-filled after a divergence)."""
+        return {}
+
+    def meta(self, recorder: HookRecorder) -> dict[str, Any]:
+        """Task-specific :class:`TraceMeta` fields (e.g. ``block_widths``, ``sublayers``)."""
+        return {}
+
+
+def record_steps(config: _Config) -> list[int]:
+    """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
+    steps = list(range(0, config.steps, config.record_every))
+    if steps[-1] != config.steps - 1:
+        steps.append(config.steps - 1)
+    return steps
+
+
+def train(task_class: type[Task[C]], config: C, progress: bool | None = None) -> Trace:
+    """Train ``config`` with ``task_class`` and return its :class:`Trace`.
+
+    Statistics are recorded *before* the optimiser update of each recorded step, so step 0 shows the network
+    at initialisation. At the first step that is not finite the step is recorded (run once more with the
+    recorder on if it was not a recorded step) to find where the value first became non-finite, training
+    stops and the trace keeps what it recorded (``meta.diverged``, ``diverged_step``, ``diverged_layer``,
+    ``diverged_pass``). Raises :class:`~simulation.config.ConfigError` before any work when the run would
+    not fit in memory (:func:`simulation.memory.check_memory`). ``progress=None`` shows a bar only on a
+    terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
+    """
+    check_memory(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
+    try:
+        return _train(task_class, config, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace:
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    task = task_class(config)
+    wanted = set(record_steps(config))
+    curves = task.curves()
+    rows: list[dict[str, np.ndarray]] = []
+    records: dict[str, list[float]] = {"step": [], "loss": [], "error": [], "test_error": []}
+    diverged: Divergence | None = None
+
+    with task.recorder() as rec:
+        task.before_training(rec)
+        bar = tqdm(range(config.steps), desc=task.label, leave=False,
+                   disable=(None if progress is None else not progress), file=sys.stderr)
+        for step in bar:
+            batch = task.batch(step)
+            record = step in wanted
+            if record:
+                rec.arm()
+            result = task.step(step, batch)
+            if not result.finite and not record:  # same weights, same batch: again with the recorder on
+                rec.arm()
+                result = task.step(step, batch)
+            if record or not result.finite:
+                rows.append(rec.collect())
+                records["step"].append(step)
+                records["loss"].append(result.loss)
+                records["error"].append(result.error)
+            if not result.finite:
+                diverged = task.where_diverged(step, rows[-1])
+                records["test_error"].append(float("nan"))
+                log.warning("run %s diverged at step %d, layer %d (%s)", config.digest(), step, diverged.layer,
+                            diverged.pass_ or "pass unknown")
+                break
+            if record:
+                records["test_error"].append(task.test_error())
+            task.update(step)
+        bar.close()
+
+    arrays: dict[str, np.ndarray] = {
+        "step": np.asarray(records["step"], dtype=np.int64),
+        **{key: np.asarray(records[key], dtype=np.float32) for key in ("loss", "error", "test_error")},
+        **curves,
+        **rec.stack(rows),
+        **task.final_arrays(diverged),
+    }
+    meta = TraceMeta(
+        config=config.to_dict(), digest=config.digest(), seed=config.seed,
+        versions={"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
+        layers=rec.names(), diverged=diverged is not None,
+        diverged_step=None if diverged is None else diverged.step,
+        diverged_layer=None if diverged is None else diverged.layer,
+        diverged_pass=None if diverged is None else diverged.pass_,
+        **task.meta(rec),
+    )
+    log.info("trained %s %s in %.1f s", task.label, config.digest(), time.perf_counter() - started)
+    return Trace(meta=meta, arrays=arrays)
+
+
+def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | None = None, prog: str | None = None
+         ) -> int:
+    """``python -m simulation.<trainer> [--set key=value ...]``: train one run, print its summary as JSON.
+
+    A bad parameter, or a run that would not fit in memory, prints one line and returns 1."""
+    from .summary import summarize
+
+    parser = argparse.ArgumentParser(prog=prog,
+                                     description=f"Train one {config_class.__name__} and print its summary.")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_sets(config_class, args.sets)
+        check_memory(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(json.dumps(summarize(train(task_class, config)).to_dict(), indent=2))
+    return 0

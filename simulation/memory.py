@@ -1,0 +1,211 @@
+"""Memory guard: estimate what a run needs before it starts, refuse one that would not fit (torch-free).
+
+Example::
+
+    python -m simulation.memory '{"depth": 1000, "width": 4096}'
+
+The estimate (:func:`estimate`) counts float32 tensors: the parameters; their gradients; the optimiser's state
+(SGD momentum: 1 copy, Adam: 2) plus one more copy for the transient of a step (the foreach update, or the
+recorder stacking every weight gradient of one shape); and the activations kept for backward, for the largest
+batch that goes through the network with autograd on (the training batch, or the 256-point input sweep of the
+MLP), including the dL/dh the recorder keeps per block on a recorded step. It leaves out the interpreter and
+torch themselves (a few hundred MB, present before any run). ``benchmarks/bench_simulation.py`` and
+``tests/test_memory.py`` compare it with the measured peak (within a factor of 2).
+
+The budget (:func:`budget_bytes`) is half of the memory available now (``MemAvailable`` in /proc/meminfo), or
+``$RESIDUAL_MEMORY_BUDGET``: a fraction of the available memory (``0.8``) or a size (``6G``, ``500M``,
+``123456789``). :func:`check_memory` raises :class:`~simulation.config.ConfigError` with one line that gives
+the estimate when a run would exceed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+
+__all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "available_bytes", "DATA_SHAPES",
+           "BUDGET_ENV", "DEFAULT_FRACTION"]
+
+BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
+DEFAULT_FRACTION = 0.5
+FLOAT = 4  # bytes of a float32
+SWEEP_POINTS = 256  # the MLP's input sweep (simulation.train.SWEEP_POINTS; a test keeps the two equal)
+# (features, classes) of each data set (simulation.data; a test keeps them equal).
+DATA_SHAPES = {"digits": (64, 10), "bands": (1, 2)}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a run needs, by part; :attr:`total` is their sum."""
+
+    parameters: int
+    gradients: int
+    optimizer: int  # optimiser state plus one transient copy of the parameters
+    activations: int  # kept for backward, largest batch
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer + self.activations
+
+    def describe(self) -> str:
+        return (f"about {_size(self.total)} (parameters {_size(self.parameters)}, gradients {_size(self.gradients)}, "
+                f"optimiser {_size(self.optimizer)}, activations {_size(self.activations)})")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def _mlp(config: RunConfig) -> MemoryEstimate:
+    n_in, n_out = DATA_SHAPES[config.dataset]
+    bn = config.norm == "batchnorm"
+    widths = config.block_widths()
+    params = n_in * widths[0][0] + widths[0][0] + widths[-1][1] * n_out + n_out
+    # Per example: the block tensors kept for backward (3 without BatchNorm, 5 with it, one more for the
+    # residual sum) and the dL/dh the recorder holds.
+    per_unit = (3 + 2 * bn) + (config.arch == "residual") + 1
+    activations = n_in
+    for w_in, w_out in widths:
+        params += w_in * w_out + w_out + w_out * w_out + w_out + (4 * w_out if bn else 0)
+        if config.arch == "residual" and w_in != w_out and config.shortcut == "projection":
+            params += w_in * w_out + (2 * w_out if bn else 0)
+        activations += per_unit * w_out
+    state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
+    batch = max(config.batch_size, SWEEP_POINTS)
+    return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
+
+
+def _transformer(config: TransformerConfig) -> MemoryEstimate:
+    w, f, v, t, h = config.width, config.ffn_width, config.vocab + 1, config.seq_len, config.heads
+    attn, ffn, ln = 4 * w * w + 4 * w, 2 * w * f + w + f, 2 * w
+    n_dec = config.depth if config.arch == "encoder_decoder" else 0
+    params = v * w + w * v + v + config.depth * (attn + ffn + 2 * ln) + n_dec * (2 * attn + ffn + 3 * ln) + 2 * ln
+    # Per sequence: an attention sublayer keeps ~8 [T, w] tensors and 3 [heads, T, T] (scores, mask, softmax);
+    # an FFN 2 [T, ffn_width] and 3 [T, w]; every sublayer's Add & Norm 3 [T, w].
+    attn_act, ffn_act = 8 * t * w + 3 * h * t * t + 3 * t * w, 2 * t * f + 6 * t * w
+    per_sequence = config.depth * (attn_act + ffn_act) + n_dec * (2 * attn_act + ffn_act) + 2 * t * v
+    return MemoryEstimate(params * FLOAT, params * FLOAT, 3 * params * FLOAT,
+                          config.batch_size * per_sequence * FLOAT)
+
+
+def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
+    n_in, _ = DATA_SHAPES["digits"]
+    params = 2 * (n_in * n_in + n_in)  # one block Linear -> activation -> Linear, width = the features
+    state = 2 if config.optimizer == "adam" else 1
+    # Full batch: the whole training split and ~4 [N, width] tensors kept for backward.
+    return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
+
+
+def estimate(config: RunConfig | TransformerConfig) -> MemoryEstimate:
+    """What training ``config`` needs, by part (see the module docstring for what is counted)."""
+    if isinstance(config, TransformerConfig):
+        return _transformer(config)
+    if isinstance(config, IdentityFitConfig):
+        return _identity_fit(config)
+    return _mlp(config)
+
+
+def available_bytes() -> int:
+    """Memory available to new work now: ``MemAvailable`` of /proc/meminfo, else physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def budget_bytes(setting: str | None = None) -> tuple[int, str]:
+    """The budget in bytes and how it was set. ``setting`` (default ``$RESIDUAL_MEMORY_BUDGET``): a fraction
+    in (0, 1] of the available memory, or a size such as ``6G``. Raises ConfigError for anything else."""
+    setting = os.environ.get(BUDGET_ENV, "") if setting is None else setting
+    text = setting.strip().upper().removesuffix("B").removesuffix("I")
+    if not text:
+        available = available_bytes()
+        return int(DEFAULT_FRACTION * available), f"{DEFAULT_FRACTION:.0%} of {_size(available)} available"
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)", text)
+    if match is None:
+        raise ConfigError(f"{BUDGET_ENV} must be a fraction such as 0.8 or a size such as 6G; got {setting!r}")
+    number, unit = float(match[1]), match[2]
+    if not unit and "." in match[1] or not unit and number <= 1:
+        if not 0 < number <= 1:
+            raise ConfigError(f"{BUDGET_ENV} as a fraction must be in (0, 1]; got {setting!r}")
+        available = available_bytes()
+        return int(number * available), f"{number:.0%} of {_size(available)} available ({BUDGET_ENV})"
+    return int(number * _UNITS[unit]), f"{BUDGET_ENV}={setting}"
+
+
+def check_memory(config: RunConfig | TransformerConfig, budget: int | None = None) -> MemoryEstimate:
+    """The estimate of ``config``; raises ConfigError (one line, with the estimate) when it exceeds ``budget``
+    bytes (default :func:`budget_bytes`)."""
+    needed = estimate(config)
+    limit, how = (budget, f"{_size(budget)} given") if budget is not None else budget_bytes()
+    if needed.total > limit:
+        raise ConfigError(f"run {config.digest()} would need {needed.describe()}, over the memory budget of "
+                          f"{_size(limit)} ({how}; set {BUDGET_ENV} to change it)")
+    return needed
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def measure_peak(config: RunConfig | TransformerConfig) -> int:
+    """Peak resident memory, in bytes, that training ``config`` adds to this process (Linux only).
+
+    Trains a tiny run of the same kind first, so that torch's one-off allocations (kernels, thread pools)
+    are not counted, then resets the peak (``/proc/self/clear_refs``) and reads ``VmHWM - VmRSS`` around
+    the real run. Imports torch: call it in a subprocess (``python -m simulation.memory --measure CONFIG``)."""
+    import gc
+
+    from .cache import _trainer
+
+    run = _trainer(config)
+    run(config.replace(depth=1, steps=2, record_every=1), progress=False)
+    gc.collect()
+    try:  # give freed heap pages back, so that an earlier run's leftovers do not hide this one's peak
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    before = _rss_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+        fh.write("5")  # reset VmHWM to the current RSS
+    run(config, progress=False)
+    return (_rss_kib("VmHWM") - before) * 1024
+
+
+def main(argv: list[str]) -> int:
+    """``python -m simulation.memory [--measure] CONFIG_JSON ...``: the estimate of each config (and, with
+    ``--measure``, its measured peak in bytes, as JSON)."""
+    measure = argv[:1] == ["--measure"]
+    for arg in argv[measure:]:
+        config = config_from_dict(json.loads(arg))
+        if measure:
+            print(json.dumps({"estimate": estimate(config).total, "peak": measure_peak(config)}))
+        else:
+            print(estimate(config).describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""The trace digest follows the simulation code: editing code that shapes a run re-keys the cache.
+
+Each case copies the ``simulation`` package to a temporary folder, edits one file and asks a fresh
+interpreter for the digests of the default configs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulation.config import RunConfig, TransformerConfig
+from simulation.provenance import NOT_RUN_SHAPING, code_fingerprint, run_sources
+
+PACKAGE = Path(__file__).resolve().parent.parent / "simulation"
+PROBE = "from simulation.config import RunConfig, TransformerConfig; print(RunConfig().digest(), TransformerConfig().digest())"
+
+
+def _digests(root: Path) -> tuple[str, str]:
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[0], out[1]
+
+
+def _edited_copy(tmp_path: Path, name: str, edit) -> Path:
+    shutil.copytree(PACKAGE, tmp_path / "simulation", ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "simulation" / name
+    before = path.read_text() if path.exists() else ""
+    path.write_text(edit(before))
+    assert path.read_text() != before, "the edit changed nothing"
+    return tmp_path
+
+
+def _replace(old: str, new: str):
+    def edit(text: str) -> str:
+        assert old in text, f"{old!r} is not in the file any more: update this test"
+        return text.replace(old, new, 1)
+    return edit
+
+
+def test_an_unedited_copy_gives_the_same_digests(tmp_path):
+    root = _edited_copy(tmp_path, "README_probe.txt", lambda _: "not python\n")  # not a module: ignored
+    assert _digests(root) == (RunConfig().digest(), TransformerConfig().digest())
+
+
+@pytest.mark.parametrize("name, edit", [
+    ("train.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255")),  # a constant of the MLP trainer
+    ("record.py", _replace("size > 1e-15", "size > 1e-14")),  # the recorder's float64 fallback
+    ("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]")),
+    ("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:")),
+    ("transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)")),
+    ("conv.py", lambda _: "WIDTHS = (16, 32, 64)\n"),  # a new module counts by default
+])
+def test_editing_code_that_shapes_a_run_changes_every_digest(tmp_path, name, edit):
+    mlp, transformer = _digests(_edited_copy(tmp_path, name, edit))
+    assert mlp != RunConfig().digest() and transformer != TransformerConfig().digest()
+
+
+@pytest.mark.parametrize("name, edit", [
+    ("train.py", _replace("SWEEP_POINTS = 256  #", "SWEEP_POINTS = 256  # (comment edited)")),
+    ("record.py", lambda text: text.replace('"""Recorder:', '"""The recorder:', 1)),  # the module docstring
+    ("loop.py", lambda text: text + "\n\n# a trailing comment\n"),
+    ("cache.py", _replace("def cache_dir() -> Path:", "def cache_dir() -> Path:  # where traces live\n    pass\n\n\ndef _cache_dir() -> Path:")),
+    ("experiments.py", lambda text: text + "\nEXTRA = 1\n"),  # configs are digested field by field
+])
+def test_comments_docstrings_and_modules_that_cannot_change_a_number_keep_the_digest(tmp_path, name, edit):
+    assert _digests(_edited_copy(tmp_path, name, edit)) == (RunConfig().digest(), TransformerConfig().digest())
+
+
+def test_every_module_is_either_hashed_or_listed_as_not_run_shaping():
+    names = {p.name for p in PACKAGE.glob("*.py")}
+    hashed = {p.name for p in run_sources()}
+    assert hashed == names - NOT_RUN_SHAPING and {"train.py", "record.py", "loop.py", "models.py"} <= hashed
+    assert code_fingerprint("x = 1  # one\n") == code_fingerprint('"""doc"""\nx = 1\n') != code_fingerprint("x = 2\n")
