@@ -20,13 +20,13 @@ import logging
 import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import click
-from click.core import ParameterSource
 
 from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS
 
@@ -68,15 +68,40 @@ def _report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: 
         click.echo(f"  {path}")
 
 
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so that every ``with`` and ``finally`` on the way out runs
+    (private render folders are removed at once), exactly as for Ctrl-C; not an Exception, so no
+    ``except Exception`` in a scene or in Manim swallows it."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextmanager
+def _sigterm_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while the command runs; the previous handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class LectureCli(click.Group):
     """Errors end as one line, ``Error: ...``, without click's usage block: exit status 2 for bad
-    usage, 1 for anything else; Ctrl-C prints ``Aborted!`` and exits with 130."""
+    usage, 1 for anything else; Ctrl-C prints ``Aborted!`` and exits with 130, SIGTERM prints
+    ``Terminated`` and exits with 143 (128 + 15), both after removing what the run had half made."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            with _sigterm_like_ctrl_c():
+                result = super().main(*args, standalone_mode=False, **kwargs)
         except click.ClickException as exc:
             hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
             click.echo(f"Error: {exc.format_message()}{hint}", err=True)
@@ -84,6 +109,9 @@ class LectureCli(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(130)
+        except Terminated:
+            click.echo("Terminated", err=True)
+            sys.exit(128 + signal.SIGTERM)
         sys.exit(result if isinstance(result, int) else 0)
 
 
@@ -98,20 +126,57 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 # -- parameters -------------------------------------------------------------------------------
 
+class _Path(click.Path):
+    """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
+    [render] output can hold one, a command line cannot)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            self.fail("a file or folder name cannot contain a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+# TOML [render] keys -> the names of the click parameters they give defaults to.
+_RENDER_PARAMS = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
+                  "output": "output", "jobs": "jobs", "concat": "concat"}
+
+
+def _read_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Eager ``--config``: read the file before every other option, and hand its [render] table to
+    click as the command's ``default_map``, so click itself resolves default < file < command line."""
+    if value is None:
+        return None
+    from cli.params import read_config
+    from simulation.config import ConfigError
+
+    try:
+        data = read_config(value)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    ctx.meta["config_data"] = data
+    own = {p.name for p in ctx.command.params}
+    file_defaults = {_RENDER_PARAMS[k]: v for k, v in data.get("render", {}).items() if _RENDER_PARAMS[k] in own}
+    ctx.default_map = {**(ctx.default_map or {}), **file_defaults}
+    return value
+
+
 def _param_options(func):
     func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                         help="Set a parameter: name (every experiment that has it), experiment.name or "
                              "Scene.name. Repeatable; wins over --config.")(func)
-    func = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+    func = click.option("--config", "config_file", type=_Path(dir_okay=False), default=None, is_eager=True,
+                        callback=_read_config, expose_value=True,
                         help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] tables.")(func)
     return func
 
 
-def _layers(config_file: str | None, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    from cli.params import load_config, parse_sets
+def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
+    """The parameter layers, later ones win: the --config file's tables (if any), then --set."""
+    from cli.params import config_layer, parse_sets
     from simulation.experiments import EXPERIMENTS
 
-    layers = [load_config(config_file, EXPERIMENTS, scene_names)] if config_file else []
+    data = ctx.meta.get("config_data")
+    layers = [config_layer(data, ctx.params["config_file"], EXPERIMENTS, scene_names)] if data is not None else []
     return layers + [parse_sets(sets, EXPERIMENTS, scene_names or [])]
 
 
@@ -151,7 +216,8 @@ def _all_params() -> dict[str, list[str]]:
 @cli.command("list")
 @_param_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable listing.")
-def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+@click.pass_context
+def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
     """Scenes (in lecture order) and experiments, with every parameter's type, default and value."""
     import scenes
     from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
@@ -159,7 +225,7 @@ def list_command(config_file: str | None, sets: tuple[str, ...], as_json: bool) 
 
     with _user_errors():
         by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
-        layers = _layers(config_file, sets, list(by_name))
+        layers = _layers(ctx, sets, list(by_name))
         check_common_keys(layers, _all_params(), _all_params())
         _validate_scoped(layers, by_name)
         listing: dict[str, Any] = {"scenes": [], "experiments": {}}
@@ -221,7 +287,9 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 @_param_options
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
+@click.pass_context
+def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None,
+          as_json: bool) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
@@ -230,7 +298,7 @@ def train(experiment: str, config_file: str | None, sets: tuple[str, ...], seed:
 
     with _user_errors():
         params = list(get_experiment(experiment).params())
-        layers = _layers(config_file, sets, None)
+        layers = _layers(ctx, sets, None)
         check_common_keys(layers, {experiment: params}, _all_params())
         _validate_scoped(layers, {})
         overrides = experiment_overrides(layers, experiment, params)
@@ -260,7 +328,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 @cli.command()
-@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.argument("trace_file", type=_Path(dir_okay=False))
 def inspect(trace_file: str) -> None:
     """Print a trace's metadata, array shapes and summary as JSON."""
     from simulation.summary import summarize
@@ -280,9 +348,11 @@ def inspect(trace_file: str) -> None:
 
 def _render_options(func):
     func = _param_options(func)
+    func = click.option("--check", is_flag=True,
+                        help="Check every input and say what would be trained and rendered; write nothing.")(func)
     func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
                         help="Scenes rendered at once, each in its own process.")(func)
-    func = click.option("--output", "-o", type=click.Path(file_okay=False), default=RENDER_DEFAULTS["output"],
+    func = click.option("--output", "-o", type=_Path(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
     func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
                         help="Transparent background (webm, gif, png).")(func)
@@ -294,16 +364,12 @@ def _render_options(func):
     return func
 
 
-def _options(ctx: click.Context, file_render: dict[str, Any]) -> dict[str, Any]:
-    """Render options with precedence default < file < command line."""
-    names = {"quality": "quality", "lang": "lang", "format": "fmt", "transparent": "transparent",
-             "output": "output", "jobs": "jobs", "concat": "concat"}
-    out = dict(RENDER_DEFAULTS)
-    out.update(file_render)
-    for key, param in names.items():
-        source = ctx.get_parameter_source(param)
-        if source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            out[key] = ctx.params[param]
+def _options(ctx: click.Context) -> dict[str, Any]:
+    """The render options as click resolved them (default < the --config file's default_map < command
+    line), keyed like RENDER_DEFAULTS; ``concat`` as the file set it for a command without --concat."""
+    file_render = (ctx.meta.get("config_data") or {}).get("render", {})
+    out = {key: ctx.params[param] for key, param in _RENDER_PARAMS.items() if param in ctx.params}
+    out.setdefault("concat", file_render.get("concat", RENDER_DEFAULTS["concat"]))
     return out
 
 
@@ -360,9 +426,8 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
     with _user_errors():
         # 1. Every input, before any work.
         by_name = {s.__name__: s for s in [*scene_package.SCENES_IN_ORDER, *scenes]}
-        layers = _layers(ctx.params["config_file"], ctx.params["sets"], list(by_name))
-        file_render = layers[0].render if ctx.params["config_file"] else {}
-        options = _options(ctx, file_render)
+        layers = _layers(ctx, ctx.params["sets"], list(by_name))
+        options = _options(ctx)
         if options["concat"] and not concat_allowed:
             raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
         check_render_options(options)
@@ -404,6 +469,10 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool) -> Non
         # 4. Train what the scenes to render need and the cache lacks.
         configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))
         fresh = [c for c in configs if not trace_path(c).is_file()]
+        if ctx.params.get("check"):
+            click.echo(f"check: the input is valid; {len(todo)} of {len(jobs)} scenes would be rendered, "
+                       f"{len(fresh)} of {len(configs)} traces trained")
+            return
         if configs:
             _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
             get_traces(configs)
@@ -462,8 +531,8 @@ def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:
         for future in futures:
             future.cancel()
         for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)  # each worker removes its private folder
+            if proc.poll() is None:  # each worker removes its private folder, then exits 130 or 143
+                proc.send_signal(signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -485,7 +554,7 @@ def worker(ctx: click.Context, job_json: str) -> None:
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
         defaults = scene_params(scene)
-        job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v) for k, v in job.attrs.items()}
+        job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v, finite=True) for k, v in job.attrs.items()}
         files = render_job(job, scene)
     click.echo(json.dumps({"files": [str(p) for p in files]}))
 

@@ -85,6 +85,15 @@ def _prints_something(command: list[str]) -> bool:
 def check_output_dir(path: Path) -> None:
     """Raise RenderError unless ``path`` is (or can be created as) a writable folder. Creates nothing:
     the probe file it writes into the nearest existing folder is removed at once."""
+    try:
+        _check_output_dir(path)
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte, a loop of links ...
+        shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:77] + "...")
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise RenderError(f"output folder {shown} is not usable ({reason})") from None
+
+
+def _check_output_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise RenderError(f"output folder {path} is a file")
     existing = path

@@ -22,17 +22,18 @@ nor manim.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from simulation.config import ConfigError
+from simulation.values import convert_value, type_name
 
 __all__ = [
-    "Layer", "parse_sets", "load_config", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
+    "Layer", "parse_sets", "load_config", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
+    "convert_value",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -45,7 +46,6 @@ RENDER_DEFAULTS: dict[str, Any] = {
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "strings", "check_layout", "trace_files"})
-_SIMPLE = (bool, int, float, str)
 
 
 @dataclass
@@ -84,14 +84,13 @@ def parse_sets(pairs: Iterable[str], experiments: Iterable[str], scenes: Iterabl
     return layer
 
 
-def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:
-    """Read a lecture TOML file (tables described in the module docstring) into a :class:`Layer`.
+def read_config(path: str | Path) -> dict[str, Any]:
+    """Read a lecture TOML file and check its shape: only the four tables of the module docstring, a
+    known key and a valid value for every render option. -> the parsed tables.
 
-    ``scenes=None`` accepts any scene table unchecked (commands that draw nothing, such as ``train``).
-    Raises ConfigError for a missing or unreadable file, bad TOML, an unknown table, experiment or scene.
+    Raises ConfigError for a missing or unreadable file, bad TOML, an unknown table or render option.
     """
     path = Path(path)
-    experiments = list(experiments)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -106,6 +105,21 @@ def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[s
             raise ConfigError(f"{path}: unknown entry {key!r}; use the tables [{'], ['.join(tables)}]")
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: {key!r} must be a table ([{key}])")
+    for key in data.get("render", {}):
+        if key not in RENDER_DEFAULTS:
+            raise ConfigError(f"{path}: unknown render option {key!r}; known: {', '.join(RENDER_DEFAULTS)}")
+    check_render_options(data.get("render", {}), origin=str(path))
+    return data
+
+
+def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterable[str],
+                 scenes: Iterable[str] | None) -> Layer:
+    """The parameter tables of a file read by :func:`read_config` as a :class:`Layer`.
+
+    ``scenes=None`` accepts any scene table unchecked (commands that draw nothing, such as ``train``).
+    Raises ConfigError for an unknown experiment or scene, or a scoped entry that is not a table.
+    """
+    experiments = list(experiments)
     layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})))
     scenes = None if scenes is None else list(scenes)
     for kind, known, target in (("experiments", experiments, layer.experiments), ("scenes", scenes, layer.scenes)):
@@ -116,11 +130,12 @@ def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[s
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: [{kind}.{name}] must be a table")
             target[name] = dict(values)
-    for key in layer.render:
-        if key not in RENDER_DEFAULTS:
-            raise ConfigError(f"{path}: unknown render option {key!r}; known: {', '.join(RENDER_DEFAULTS)}")
-    check_render_options(layer.render, origin=str(path))
     return layer
+
+
+def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:
+    """:func:`read_config` then :func:`config_layer`: a lecture TOML file as a :class:`Layer`."""
+    return config_layer(read_config(path), path, experiments, scenes)
 
 
 def check_render_options(options: Mapping[str, Any], origin: str = "command line") -> None:
@@ -193,19 +208,10 @@ def scene_params(scene: type) -> dict[str, tuple[Any, str]]:
         for name, value in vars(klass).items():
             if name.startswith("_") or name in RESERVED_SCENE_ATTRS:
                 continue
-            kind = _type_name(value)
+            kind = type_name(value)
             if kind is not None:
                 out[name] = (getattr(scene, name), kind)
     return out
-
-
-def _type_name(value: Any) -> str | None:
-    if isinstance(value, _SIMPLE):
-        return type(value).__name__
-    if isinstance(value, tuple) and value and all(type(v) is type(value[0]) for v in value) \
-            and isinstance(value[0], _SIMPLE):
-        return f"tuple[{type(value[0]).__name__}]"
-    return None
 
 
 def scene_overrides(layers: Iterable[Layer], scene: type) -> dict[str, Any]:
@@ -221,35 +227,5 @@ def scene_overrides(layers: Iterable[Layer], scene: type) -> dict[str, Any]:
             if key not in params:
                 has = f"its parameters: {', '.join(params)}" if params else "it has no parameters"
                 raise ConfigError(f"unknown parameter {key!r} of scene {name} ({layer.origin}); {has}")
-            out[key] = convert_value(f"{name}.{key}", params[key][0], value)
+            out[key] = convert_value(f"{name}.{key}", params[key][0], value, finite=True)
     return out
-
-
-def convert_value(label: str, default: Any, value: Any) -> Any:
-    """``value`` (a command-line string or a TOML value) as the type of ``default``; ConfigError if not."""
-    if isinstance(default, tuple):
-        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).split(",") if v.strip()]
-        if not items:
-            raise ConfigError(f"{label} must be a comma-separated list; got {value!r}")
-        return tuple(convert_value(label, default[0], item) for item in items)
-    kind = type(default)
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            if kind is bool:
-                if text.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                    raise ValueError
-                value = text.lower() in ("1", "true", "yes", "on")
-            elif kind in (int, float):
-                value = kind(text)
-            else:
-                value = text
-        except ValueError:
-            raise ConfigError(f"{label} must be {kind.__name__}, got {text!r}") from None
-    if kind is float and type(value) is int:
-        value = float(value)
-    if type(value) is not kind:
-        raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}")
-    if kind is float and not math.isfinite(value):
-        raise ConfigError(f"{label} must be a finite number; got {value}")
-    return value

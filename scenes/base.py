@@ -28,6 +28,7 @@ from simulation.experiments import build_runs
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
+from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
 
@@ -39,6 +40,9 @@ COMMON_STRINGS = {
     "residual": {"en": "residual", "zh": "残差网络"},
     "layer": {"en": "layer", "zh": "层"},
     "block": {"en": "block", "zh": "块"},
+    "missing": MISSING_WORDS,  # a value the trace lacks (NaN or an absent array)
+    "no_verdict": {"en": "A value this comparison needs is missing from the trace: no verdict.",
+                   "zh": "轨迹缺少这项比较所需的数值：无法下结论。"},
 }
 
 
@@ -56,7 +60,9 @@ class LectureScene(Scene):
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
         set_language(self.lang)
         self.camera.background_color = PALETTE["background"]
-        self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {}}
+        # values: key -> the number shown (null when missing); missing: keys shown as a gap, in order.
+        self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {},
+                                        "missing": []}
         self.traces: dict[str, Trace] = {}
         self.layout_log: list[str] = []
         if self.experiment and self.trace_files is not None:
@@ -65,6 +71,13 @@ class LectureScene(Scene):
             runs = build_runs(self.experiment, dict(self.params))
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))
+        self._trace_has_nan = False
+        if self.traces:
+            absent = fill_missing_arrays(self.traces)  # drawn as gaps, like NaN
+            if absent:
+                self.numbers["missing_arrays"] = absent
+            self._trace_has_nan = any(np.isnan(a).any() for t in self.traces.values() for a in t.arrays.values()
+                                      if a.dtype.kind == "f")
         if self.experiment:
             self.numbers["experiment"] = self.experiment
             self.numbers["traces"] = {name: t.meta["digest"] for name, t in self.traces.items()}
@@ -108,16 +121,54 @@ class LectureScene(Scene):
         self._check_layout()
 
     def _check_layout(self) -> None:
+        self._note_gaps()
         if self.check_layout:
             found = layout_problems(self.mobjects, config.frame_width, config.frame_height)
             self.layout_log += [p for p in found if p not in self.layout_log]
 
+    def _note_gaps(self) -> None:
+        """Count the labelled gaps on screen (a GapMark in a chart, or a text that says "missing" where
+        a number would be); the numbers JSON says how many were shown."""
+        if not (self.numbers["missing"] or self.numbers.get("missing_arrays") or self._trace_has_nan):
+            return  # nothing is missing: no gap can be on screen, and the walk is skipped
+        from scenes.widgets import GapMark
+
+        word = self.t("missing")
+        seen = self.__dict__.setdefault("_gaps_seen", set())
+        for mob in self.mobjects:
+            for m in mob.get_family():
+                if isinstance(m, GapMark) or (isinstance(m, Text) and word in getattr(m, "text", "")):
+                    seen.add(id(m))
+                    what = getattr(m, "what", "")
+                    if what and what not in self.numbers.setdefault("gaps", []):
+                        self.numbers["gaps"].append(what)  # e.g. "post_ln.loss_curve[5..14]"
+        self.numbers["gaps_shown"] = len(seen)
+
     # -- numbers ----------------------------------------------------------------------------
-    def number(self, key: str, value: float, digits: int = 2) -> str:
-        """Format ``value`` for the screen and record it under ``key`` in the numbers JSON."""
+    def number(self, key: str, value: float | None, digits: int = 2) -> str:
+        """Format ``value`` for the screen and record it under ``key`` in the numbers JSON.
+
+        A missing value (None or NaN) is recorded as null, its key listed under ``missing``, and shown
+        as the word "missing"; inf is recorded as "inf" and shown as such."""
+        if is_missing(value):
+            self.numbers["values"][key] = None
+            if key not in self.numbers["missing"]:
+                self.numbers["missing"].append(key)
+            return self.t("missing")
         value = float(value)
         self.numbers["values"][key] = value if math.isfinite(value) else str(value)
         return format_number(value, digits)
+
+    def percent(self, key: str, fraction: float | None, digits: int = 2) -> str:
+        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
+        shown = self.number(f"{key}_pct", None if is_missing(fraction) else percent_value(fraction), digits)
+        return shown if is_missing(fraction) else shown + "%"
+
+    def verdict_key(self, a: float, b: float, if_greater: str, otherwise: str, margin: float = 0.0) -> str:
+        """The string key of a verdict on ``a > b + margin``: ``if_greater``, ``otherwise``, or
+        ``"no_verdict"`` when either value is missing."""
+        outcome = compare(a, b, margin)
+        return "no_verdict" if outcome is None else (if_greater if outcome else otherwise)
 
     def tear_down(self) -> None:
         if config.dry_run or not getattr(self.renderer, "file_writer", None):

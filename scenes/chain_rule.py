@@ -17,13 +17,14 @@ then where the trace says training became non-finite (step, block, pass). Source
 from __future__ import annotations
 
 import numpy as np
-from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, Transform, VGroup, VMobject, Write
+from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
 
 from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, safe_log10
+from scenes.helpers import log_range
+from scenes.widgets import LogAxes
 
 __all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
 
@@ -65,6 +66,7 @@ class ChainRuleProduct(LectureScene):
     _runs = (PLAIN, RESIDUAL)  # the two runs compared, in the order they are drawn
     _colors = ("plain", "residual")  # PALETTE roles of the two runs
     _axes_box = (-1.05, 3.3)  # centre y and height of the log axes (scene units)
+    _narrations = ("n_plain", "n_residual")  # string keys said while each run's curve is drawn
 
     def construct(self) -> None:
         names = self.pick_runs()
@@ -85,9 +87,7 @@ class ChainRuleProduct(LectureScene):
         self.play(FadeIn(title), Write(formula), run_time=2)
 
         # 2. Log axes sized to the data (the top grows past 1 when the product explodes).
-        logs = safe_log10(np.concatenate(list(products.values())), floor=1e-300)
-        exp_min = int(np.floor(max(float(np.nanmin(logs)), -300))) - 1
-        exp_max = max(1, int(np.ceil(float(np.nanmax(logs)))))
+        exp_min, exp_max = log_range(np.concatenate(list(products.values())), margin=1, top_at_least=1)
         centre_y, height = self._axes_box
         axes = LogAxes((1, depth, 1), (exp_min, exp_max), width=7.0, height=height)
         axes.move_to([-1.5, centre_y, 0])
@@ -109,19 +109,22 @@ class ChainRuleProduct(LectureScene):
             self.add(label, readout)
         for row, name in enumerate(names):
             label, readout, color, factor, product = rows[name]
-            self.narrate(self.narration(row), 0.35 * depth + 1)
-            points = [axes.point(l + 1, product[l]) for l in range(depth)]
-            curve = VMobject(color=color, stroke_width=4)
-            curve.set_points_as_corners([points[-1], points[-1]])
+            self.narrate(self._narrations[row], 0.35 * depth + 1)
+            points = [axes.point(l + 1, product[l]) for l in range(depth)]  # None where missing
+            blocks = np.arange(1, depth + 1)
+            curve = axes.polyline(blocks[-1:], product[-1:], color, what=f"{name}.out_grad_norm")
             self.add(curve)
-            dot = Dot(points[-1], color=color, radius=0.07)
+            dot = Dot(next((p for p in points[::-1] if p is not None), axes.axes.c2p(depth, 0)), color=color,
+                      radius=0.07)
             self.add(dot)
             for l in range(depth - 2, -1, -1):  # the factor between block l+1 and block l
                 new_readout = make_text(self.t("factor", value=self.number(f"{name}.block.{l}.factor", factor[l])),
                                         size=SIZE_LABEL, color=color).move_to(readout, aligned_edge=LEFT)
-                new_curve = VMobject(color=color, stroke_width=4).set_points_as_corners(points[l:][::-1])
-                self.play(Transform(curve, new_curve), dot.animate.move_to(points[l]),
-                          Transform(readout, new_readout), run_time=0.35)
+                new_curve = axes.polyline(blocks[l:][::-1], product[l:][::-1], color, what=f"{name}.out_grad_norm")
+                moves = [dot.animate.move_to(points[l])] if points[l] is not None else []  # the pen waits at a gap
+                self.play(ReplacementTransform(curve, new_curve), *moves, ReplacementTransform(readout, new_readout),
+                          run_time=0.35)
+                curve, readout = new_curve, new_readout
             self.wait(0.5)
 
         # 4. One more measured ratio per run (weight gradients, or the forward signal).
@@ -141,9 +144,6 @@ class ChainRuleProduct(LectureScene):
     def run_label(self, name: str) -> str:
         return self.t(name)
 
-    def narration(self, row: int) -> str:
-        return ("n_plain", "n_residual")[row]
-
     def get_summary(self, names: tuple[str, str]):
         """||dL/dW|| of the first block over the last block's at step 0, for both runs."""
         shown = [self.number(f"{name}.first_over_last_grad_norm",
@@ -161,6 +161,7 @@ class ChainRuleExploding(ChainRuleProduct):
     experiment = "exploding"
     _colors = ("grad", "warn")
     _axes_box = (-0.5, 2.5)  # shorter than the base's: two lines about divergence go below
+    _narrations = ("n_low", "n_high")
     _source = "Glorot & Bengio 2010; He et al. 2015 (PReLU), §2.2"
     strings = {
         **ChainRuleProduct.strings,
@@ -193,9 +194,6 @@ class ChainRuleExploding(ChainRuleProduct):
 
     def run_label(self, name: str) -> str:
         return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].config["init_gain"]))
-
-    def narration(self, row: int) -> str:
-        return ("n_low", "n_high")[row]
 
     def get_summary(self, names: tuple[str, str]):
         """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""

@@ -18,6 +18,7 @@ from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, linear
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.helpers import compare, finite_max, running_mean, steps_run
 from scenes.widgets import LinearAxes, make_legend
 
 __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
@@ -25,19 +26,6 @@ __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
 # A deeper net "trains worse" when its final (smoothed) training error exceeds the shallower one's by
 # more than this: one percentage point, above the batch-to-batch noise of the smoothed curve.
 MARGIN = 0.01
-
-
-def running_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over the last ``window`` values (fewer at the start): float64 [T].
-
-    Each step's training error is measured on one batch, so it is noisy; a trailing mean only uses
-    what was known at that step, which keeps the curve honest while it is "drawn as it trains".
-    """
-    values = np.asarray(values, dtype=np.float64)
-    sums = np.cumsum(np.insert(values, 0, 0.0))
-    idx = np.arange(1, len(values) + 1)
-    lo = np.maximum(idx - window, 0)
-    return (sums[idx] - sums[lo]) / (idx - lo)
 
 
 def runs_by_depth(traces: dict, arch: str) -> list[tuple[int, str]]:
@@ -54,11 +42,14 @@ def smoothing_window(steps: int) -> int:
 def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """(steps, smoothed training error) of one run, at most ``points`` of them, float64.
 
-    ``error_curve`` holds every step's batch error; steps never run (NaN, after a divergence) are
-    dropped. The smoothing is :func:`running_mean` over :func:`smoothing_window` steps.
+    ``error_curve`` holds every step's batch error; steps never run (NaN after a divergence, which
+    the metadata records) are dropped; any other NaN is a missing value and stays NaN (a gap). The
+    smoothing is :func:`scenes.helpers.running_mean` over :func:`smoothing_window` steps.
     """
     curve = np.asarray(trace["error_curve"], dtype=np.float64)
-    done = int(np.flatnonzero(np.isfinite(curve))[-1]) + 1 if np.isfinite(curve).any() else 0
+    done = steps_run(trace, len(curve))
+    if done == 0:  # diverged at the first step: one missing point
+        return np.zeros(1), np.full(1, np.nan)
     smooth = running_mean(curve[:done], smoothing_window(done))
     keep = np.unique(np.linspace(0, done - 1, min(points, done)).round().astype(int))
     return keep.astype(np.float64), smooth[keep]
@@ -115,9 +106,10 @@ class Degradation(LectureScene):
             for step, value in zip(*curves[name]):
                 self.number(f"{name}.step.{int(step)}.smoothed_error", value)
         final = {name: curve[1][-1] for name, curve in curves.items()}
-        worse = {arch: bool(final[runs[-1][1]] > final[runs[0][1]] + MARGIN)  # deepest vs shallowest
+        worse = {arch: compare(final[runs[-1][1]], final[runs[0][1]], MARGIN)  # deepest vs shallowest; None: missing
                  for arch, runs in (("plain", plain_runs), ("residual", residual_runs))}
-        y_top = min(1.0, float(np.ceil(max(np.nanmax(c[1]) for c in curves.values()) * 10 + 1e-9) / 10) or 0.1)
+        highest = finite_max(np.concatenate([c[1] for c in curves.values()]), default=0.1)
+        y_top = min(1.0, float(np.ceil(highest * 10 + 1e-9) / 10) or 0.1)
 
         # 1. Title and what is held fixed.
         title = self.title("title")
@@ -139,8 +131,8 @@ class Degradation(LectureScene):
             x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
             shades = [color.interpolate(PALETTE["text"], 0.5 * (1 - k / max(len(runs) - 1, 1)))  # shallow: paler
                       for k in range(len(runs))]
-            lines = [chart.polyline(*curves[name], color=shade, stroke_width=3 + k) for k, ((_, name), shade)
-                     in enumerate(zip(runs, shades))]
+            lines = [chart.polyline(*curves[name], color=shade, stroke_width=3 + k, what=f"{name}.error_curve")
+                     for k, ((_, name), shade) in enumerate(zip(runs, shades))]
             legend = make_legend([(self.t("curve", depth=depth, error=self.percent(f"{name}.final_error",
                                                                                    curves[name][1][-1])), shade)
                                   for (depth, name), shade in zip(runs, shades)], size=SIZE_SMALL)
@@ -156,7 +148,7 @@ class Degradation(LectureScene):
                 dot.clear_updaters()
             self.play(FadeIn(legend), run_time=0.8)
             if arch == "plain":
-                self.narrate("n_not_overfit" if worse["plain"] else "n_no_gap", 4)
+                self.narrate({True: "n_not_overfit", False: "n_no_gap", None: "no_verdict"}[worse["plain"]], 4)
                 self.wait(3)
 
         # 4. The verdict, computed from the runs.
@@ -164,7 +156,8 @@ class Degradation(LectureScene):
         for arch, runs in (("plain", plain_runs), ("residual", residual_runs)):
             shallow, deep = final[runs[0][1]], final[runs[-1][1]]
             key = {"plain": ("plain_no_degrade", "plain_degrades"),
-                   "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]]
+                   "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]] \
+                if worse[arch] is not None else "no_verdict"
             lines.add(self.text(key, size=SIZE_LABEL, color=PALETTE[arch],
                                 deep=self.percent(f"{arch}.deepest_final_error", deep),
                                 shallow=self.percent(f"{arch}.shallowest_final_error", shallow)))
@@ -174,7 +167,3 @@ class Degradation(LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, Fig. 1, Fig. 6")
         self.wait(4)
-
-    def percent(self, key: str, fraction: float) -> str:
-        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
-        return self.number(f"{key}_pct", 100 * float(fraction)) + "%"

@@ -22,6 +22,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
 from scenes.base import LectureScene
+from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
                             nice_ticks)
@@ -44,15 +45,9 @@ def stack_ratio(trace, values: np.ndarray, stack: str) -> float:
 
 
 def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
-    """Trailing moving average of a per-step curve (display only; NaN where fewer than one value)."""
-    curve = np.asarray(curve, np.float64)
-    out = np.full(len(curve), np.nan)
-    for i in range(len(curve)):
-        part = curve[max(0, i - window + 1): i + 1]
-        part = part[np.isfinite(part)]
-        if len(part):
-            out[i] = part.mean()
-    return out
+    """Trailing moving average of a per-step curve (display only): :func:`scenes.helpers.running_mean`,
+    so a missing value leaves a gap ``window`` steps wide instead of being averaged away."""
+    return running_mean(curve, window)
 
 
 class PostLNvsPreLN(LectureScene):
@@ -154,7 +149,8 @@ class PostLNvsPreLN(LectureScene):
         stack = "decoder" if config["arch"] == "encoder_decoder" else "encoder"
         ratio_post = stack_ratio(post, grads["post_ln"], stack)
         ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
-        key = "grad_rise" if ratio_post > RISE and ratio_post > ratio_pre else "grad_flat"
+        rises = (compare(ratio_post, RISE), compare(ratio_post, ratio_pre))
+        key = "no_verdict" if None in rises else ("grad_rise" if all(rises) else "grad_flat")
         grad_verdict = self.text(key, size=SIZE_SMALL, post=self.number("post_ln.last_over_first", ratio_post),
                                  pre=self.number("pre_ln.last_over_first", ratio_pre))
         grad_verdict.to_edge(LEFT, buff=0.35).set_y(-2.75)
@@ -167,17 +163,18 @@ class PostLNvsPreLN(LectureScene):
 
         # 3. Training curves at one high peak lr: Post-LN without and with warm-up, Pre-LN without.
         runs = {"post_ln": post, "post_ln_warmup": post_warm, "pre_ln": pre}
-        curves = {name: smooth(t["loss_curve"]) for name, t in runs.items()}
-        steps = len(curves["post_ln"])
+        ran = {name: steps_run(t, len(t["loss_curve"])) for name, t in runs.items()}  # before any divergence
+        curves = {name: smooth(t["loss_curve"][:ran[name]]) for name, t in runs.items()}
+        steps = len(runs["post_ln"]["loss_curve"])
         chance = math.log(config["vocab"])
-        top = max(float(np.nanmax(np.concatenate(list(curves.values())))), chance)
+        top = max(finite_max(np.concatenate(list(curves.values())), default=chance), chance)
         y_ticks = nice_ticks(0, top, 4)
         if y_ticks[-1] < top:
             y_ticks.append(round(2 * y_ticks[-1] - y_ticks[-2], 12))
         loss_axes = LinearAxes((0, steps), (0, y_ticks[-1]), width=7.0, height=2.4, y_ticks=y_ticks)
         loss_axes.move_to([-2.2, 0.75, 0])
         lr_values = {name: np.asarray(t["lr_curve"], np.float64) for name, t in runs.items()}
-        lr_top = float(max(v.max() for v in lr_values.values()))
+        lr_top = finite_max(np.concatenate(list(lr_values.values())), default=config["lr"])
         lr_axes = LinearAxes((0, steps), (0, lr_top), width=7.0, height=0.6, y_ticks=[0, lr_top], grid=False,
                              y_format=lambda v: "0" if v == 0 else f"{v:.0e}".replace("e-0", "e-"))
         lr_axes.next_to(loss_axes.axes, DOWN, buff=0.5)
@@ -200,18 +197,21 @@ class PostLNvsPreLN(LectureScene):
         xs = np.arange(steps)
         drawn = []
         for name in runs:
-            drawn.append(loss_axes.polyline(xs, curves[name], RUN_COLORS[name], stroke_width=3))
-            drawn.append(lr_axes.polyline(xs, lr_values[name], RUN_COLORS[name], stroke_width=2))
+            drawn.append(loss_axes.polyline(xs[:ran[name]], curves[name], RUN_COLORS[name], stroke_width=3,
+                                            what=f"{name}.loss_curve"))
+            drawn.append(lr_axes.polyline(xs, lr_values[name], RUN_COLORS[name], stroke_width=2,
+                                          what=f"{name}.lr_curve"))
         self.play(*[Create(m) for m in drawn], run_time=4)
 
         # 4. The verdict, computed from the runs (mean loss of the last 10 % of the steps).
-        final = {name: float(np.nanmean(t["loss_curve"][-max(1, steps // 10):])) for name, t in runs.items()}
-        holds = final["post_ln"] > final["post_ln_warmup"] and final["pre_ln"] < final["post_ln"]
+        final = {name: tail_mean(t["loss_curve"], 0.1, stop=ran[name]) for name, t in runs.items()}
+        checks = (compare(final["post_ln"], final["post_ln_warmup"]), compare(final["post_ln"], final["pre_ln"]))
         verdict = VGroup(
             self.text("warmup_helps", size=SIZE_SMALL, post=self.number("post_ln.final_loss", final["post_ln"]),
                       post_warm=self.number("post_ln_warmup.final_loss", final["post_ln_warmup"]),
                       pre=self.number("pre_ln.final_loss", final["pre_ln"])),
-            self.text("warmup_verdict_yes" if holds else "warmup_verdict_no", size=SIZE_SMALL),
+            self.text("no_verdict" if None in checks else ("warmup_verdict_yes" if all(checks) else "warmup_verdict_no"),
+                      size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.next_to(grad_verdict, DOWN, buff=0.12, aligned_edge=LEFT)
         self.narrate("n_verdict", 4)

@@ -20,6 +20,7 @@ from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.helpers import compare, finite_max, is_missing, strict_mean
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["PathEnsemble", "mean_path_length"]
@@ -33,7 +34,7 @@ def mean_path_length(fraction: np.ndarray) -> float:
 
 def signed(text: str) -> str:
     """A formatted number with an explicit sign: "+62.3", "-2.99"."""
-    return text if text.startswith(("-", "+")) or text in ("0", "nan") else "+" + text
+    return "+" + text if text[:1].isdigit() and text != "0" else text  # "-2.99", "0", "missing" as they are
 
 
 def _percent_axis(value: float) -> str:
@@ -121,7 +122,7 @@ class PathEnsemble(LectureScene):
         self.wait(1.5)
 
         # 3. The lesion test: delete block l of the trained nets, measure the test error.
-        top = float(np.nanmax(np.concatenate([*lesion.values(), list(intact.values())])))
+        top = finite_max(np.concatenate([*lesion.values(), list(intact.values())]))
         chart = GroupedBars([lesion["plain"], lesion["residual"]], [colors["plain"], colors["residual"]],
                             width=4.8, height=1.9, y_max=top, y_format=_percent_axis)
         chart.move_to([3.6, -0.3, 0])
@@ -129,7 +130,8 @@ class PathEnsemble(LectureScene):
         block_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
         levels = VGroup(*[make_dashed_polyline([chart.level_line(intact[name], colors[name]).get_start(),
                                                 chart.level_line(intact[name], colors[name]).get_end()],
-                                               colors[name], stroke_width=2) for name in ("plain", "residual")])
+                                               colors[name], stroke_width=2) for name in ("plain", "residual")
+                        if not is_missing(intact[name])])  # a missing level is said in the legend
         legend = make_legend([(self.t(f"legend_{name}", error=self.percent(f"{name}.intact_test_error",
                                                                              intact[name])), colors[name])
                               for name in ("plain", "residual")], size=SIZE_SMALL)
@@ -141,20 +143,16 @@ class PathEnsemble(LectureScene):
         self.wait(1.5)
 
         # 4. The verdict, computed from the runs.
-        increase = {name: float(np.nanmean(lesion[name]) - intact[name]) for name in lesion}
-        agrees = increase["residual"] < increase["plain"]
+        increase = {name: strict_mean(lesion[name]) - intact[name] for name in lesion}  # NaN if any is missing
+        agrees = compare(increase["plain"], increase["residual"])
         verdict = VGroup(
             self.text("robust", size=SIZE_LABEL,
                       residual=signed(self.number("residual.mean_lesion_increase_pct", 100 * increase["residual"])),
                       plain=signed(self.number("plain.mean_lesion_increase_pct", 100 * increase["plain"]))),
-            self.text("robust_agrees" if agrees else "robust_differs", size=SIZE_LABEL),
+            self.text({True: "robust_agrees", False: "robust_differs", None: "no_verdict"}[agrees], size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
-        self.narrate("n_verdict" if agrees else "n_verdict_differs", 4)
+        self.narrate({True: "n_verdict", False: "n_verdict_differs", None: "no_verdict"}[agrees], 4)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("Veit et al. 2016, Fig. 3, Fig. 6a")
         self.wait(4)
-
-    def percent(self, key: str, fraction: float) -> str:
-        """``fraction`` shown as a percentage; the numbers JSON records it under ``key + "_pct"``."""
-        return self.number(f"{key}_pct", 100 * float(fraction)) + "%"

@@ -13,12 +13,13 @@ of F(x), and says in words whether the run agrees with the paper.
 from __future__ import annotations
 
 import numpy as np
-from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, Transform, VGroup, Write)
+from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, ReplacementTransform, Transform, VGroup, Write)
 
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.helpers import finite_max, strict_mean
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["ResidualResponse", "response_ratio"]
@@ -93,7 +94,7 @@ class ResidualResponse(LectureScene):
         self.play(FadeIn(legend))
 
         # 2. The ratio per block at step 0, then after training (same scale for both).
-        top = max(float(np.nanmax(np.concatenate([*ratios["plain"], *ratios["residual"]]))), 1.0)  # 1 is drawn
+        top = max(finite_max(np.concatenate([*ratios["plain"], *ratios["residual"]])), 1.0)  # 1 is drawn
         before = GroupedBars([ratios["plain"][0], ratios["residual"][0]], colors, width=4.6, height=2.3, y_max=top)
         after = GroupedBars([ratios["plain"][1], ratios["residual"][1]], colors, width=4.6, height=2.3, y_max=top)
         for chart in (before, after):
@@ -109,10 +110,10 @@ class ResidualResponse(LectureScene):
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*before.bars[0], *before.bars[1]]],
                   Create(level), FadeIn(level_label), run_time=1.5)
         self.wait(1)
-        mean = {name: float(np.nanmean(ratios[name][1])) for name in ratios}
-        self.narrate("n_trained" if mean["residual"] < mean["plain"] else "n_trained_large", 4)
+        mean = {name: strict_mean(ratios[name][1]) for name in ratios}  # missing if any block is missing
+        self.narrate(self.verdict_key(mean["plain"], mean["residual"], "n_trained", "n_trained_large"), 4)
         trained_title = self.text("ratio_trained", size=SIZE_LABEL, step=step).move_to(panel_title)
-        self.play(Transform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
+        self.play(ReplacementTransform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
         self.wait(1.5)
 
         # 3. He et al.'s own measure: the std of each response.
@@ -126,9 +127,9 @@ class ResidualResponse(LectureScene):
         self.wait(1)
 
         # 4. The verdict, computed from the run.
-        mean_std = {name: float(np.nanmean(stds[name])) for name in stds}
-        ratio_key = "ratio_small" if mean["residual"] < mean["plain"] else "ratio_not_small"
-        std_key = "std_agrees" if mean_std["residual"] < mean_std["plain"] else "std_differs"
+        mean_std = {name: strict_mean(stds[name]) for name in stds}
+        ratio_key = self.verdict_key(mean["plain"], mean["residual"], "ratio_small", "ratio_not_small")
+        std_key = self.verdict_key(mean_std["plain"], mean_std["residual"], "std_agrees", "std_differs")
         why = self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""
         verdict = VGroup(
             self.text(ratio_key, size=SIZE_LABEL, residual=self.number("residual.mean_ratio", mean["residual"]),

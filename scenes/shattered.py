@@ -18,7 +18,8 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, 
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import LinearAxes, make_legend
+from scenes.helpers import compare
+from scenes.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
 
 __all__ = ["ShatteredGradients", "scaled_sweep"]
 
@@ -30,12 +31,20 @@ def scaled_sweep(gradient: np.ndarray) -> tuple[np.ndarray, float]:
     """((g - mean g) / scale, scale) with scale = max |g - mean g|: the shape of one sweep on [-1, 1].
 
     Centred like the autocorrelation (a residual net's gradient carries a large constant from the
-    identity path, which would flatten its wiggles); a constant or non-finite sweep comes back as
-    zeros with scale 0."""
+    identity path, which would flatten its wiggles); a constant or overflowed (inf) sweep comes back
+    as zeros with scale 0. Missing points (NaN) stay NaN, the shape of the rest is centred on the
+    points present, and the scale, which would depend on the missing points, is NaN."""
     g = np.asarray(gradient, dtype=np.float64)
-    centred = g - g.mean() if np.all(np.isfinite(g)) else np.zeros_like(g)
-    scale = float(np.max(np.abs(centred)))
-    return (centred / scale if scale > 0 else np.zeros_like(g)), scale
+    missing = np.isnan(g)
+    if missing.all():
+        return g.copy(), float("nan")
+    present = g[~missing]
+    if not np.all(np.isfinite(present)):
+        return np.where(missing, np.nan, 0.0), 0.0
+    centred = g - present.mean()
+    scale = float(np.max(np.abs(centred[~missing])))
+    shape = centred / scale if scale > 0 else np.where(missing, np.nan, 0.0)
+    return shape, (float("nan") if missing.any() else scale)
 
 
 class ShatteredGradients(LectureScene):
@@ -108,9 +117,13 @@ class ShatteredGradients(LectureScene):
                 centre = np.array([x, rows_y[arch], 0])
                 axis = Line(centre + LEFT * cell_w / 2, centre + RIGHT * cell_w / 2, stroke_width=1,
                             color=PALETTE["muted"])
-                points = [centre + np.array([(ti - t[0]) / (t[-1] - t[0] or 1) * cell_w - cell_w / 2,
-                                             yi * cell_h / 2, 0]) for ti, yi in zip(t, shape)]
-                curve = VMobject(color=colors[arch], stroke_width=2).set_points_as_corners(points)
+                span = (t[-1] - t[0]) if np.isfinite(t[-1] - t[0]) and t[-1] != t[0] else 1.0
+                points = [None if np.isnan(ti) or np.isnan(yi) else
+                          centre + np.array([(ti - t[0]) / span * cell_w - cell_w / 2, yi * cell_h / 2, 0])
+                          for ti, yi in zip(t, shape)]
+                curve = gapped_polyline(points, colors[arch], stroke_width=2, gap_box=lambda a, b, c=centre, n=len(points):
+                                        GapMark(cell_w * (b - a) / n, cell_h, f"{name}.input_grad").move_to(
+                                            c + RIGHT * cell_w * ((a + b) / (2 * n) - 0.5)))
                 cells[arch].add(VGroup(axis, curve))
                 value = self.text("r1", size=SIZE_SMALL, color=PALETTE["muted"],
                                   value=self.number(f"{name}.autocorr_lag1", r1[name]))
@@ -122,8 +135,8 @@ class ShatteredGradients(LectureScene):
         self.play(*[Create(cell) for cell in cells["plain"]], FadeIn(VGroup(*labels["plain"][1:])), run_time=3)
         self.wait(1)
         deep = {arch: runs[arch][-1] for arch in runs}
-        agrees = r1[deep["residual"][1]] > r1[deep["plain"][1]]
-        self.narrate("n_residual" if agrees else "n_residual_differs", 3.5)
+        agrees = compare(r1[deep["residual"][1]], r1[deep["plain"][1]])  # None: a value is missing
+        self.narrate({True: "n_residual", False: "n_residual_differs", None: "no_verdict"}[agrees], 3.5)
         self.play(FadeIn(labels["residual"][0]), *[Create(cell) for cell in cells["residual"]],
                   FadeIn(VGroup(*labels["residual"][1:])), FadeIn(note), run_time=3)
         self.wait(1)
@@ -156,7 +169,7 @@ class ShatteredGradients(LectureScene):
             self.text("measured", size=SIZE_LABEL, depth=depth,
                       residual=self.number("deepest.residual.autocorr_lag1", residual_r1),
                       plain=self.number("deepest.plain.autocorr_lag1", plain_r1)),
-            self.text("agrees" if agrees else "differs", size=SIZE_LABEL),
+            self.text({True: "agrees", False: "differs", None: "no_verdict"}[agrees], size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)

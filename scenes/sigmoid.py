@@ -129,7 +129,7 @@ class SigmoidDerivative(LectureScene):
         k_label = self.text("axis_k", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(log_axes, DOWN, buff=0.15)
         y_label = self.text("axis_y", size=SIZE_SMALL, color=PALETTE["muted"])
         y_label.next_to(log_axes.axes, UP, buff=0.12).align_to(log_axes, LEFT)
-        bound_points = [log_axes.point(k, b) for k, b in enumerate(bound)]
+        bound_points = [log_axes.point(k, b) for k, b in enumerate(bound)]  # computed: never missing
         bound_line = make_dashed_polyline(bound_points, PALETTE["warn"], 3)
         legend = make_legend([(self.t("bound", value=self.number("sigma_prime.max", max_slope)), PALETTE["warn"]),
                               (self.t("measured", depth=depth), PALETTE["plain"])])
@@ -142,10 +142,10 @@ class SigmoidDerivative(LectureScene):
             self.number(f"plain.measured.after.{k}", measured[k])
 
         # 4. The measured running product of the real plain sigmoid net, block by block.
-        self.narrate("n_faster" if mean_factor < max_slope else "n_slower", 4)
-        points = [log_axes.point(k, m) for k, m in enumerate(measured)]
-        curve = VMobject(color=PALETTE["plain"], stroke_width=4).set_points_as_corners(points)
-        dots = VGroup(*[Dot(p, radius=0.05, color=PALETTE["plain"]) for p in points])
+        self.narrate(self.verdict_key(max_slope, mean_factor, "n_faster", "n_slower"), 4)
+        curve = log_axes.polyline(np.arange(depth), measured, PALETTE["plain"], what="plain.out_grad_norm")
+        dots = VGroup(*[Dot(p, radius=0.05, color=PALETTE["plain"])
+                        for p in (log_axes.point(k, m) for k, m in enumerate(measured)) if p is not None])
         self.play(Create(curve), FadeIn(dots, lag_ratio=0.2), FadeIn(legend[1]), run_time=2.5)
         mean_text = self.text("mean", size=SIZE_SMALL, color=PALETTE["plain"],
                               value=self.number("plain.mean_factor", mean_factor))

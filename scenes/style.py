@@ -15,7 +15,7 @@ from manim import Text, ManimColor, interpolate_color
 
 __all__ = [
     "PALETTE", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL", "make_text",
-    "format_number", "value_to_color", "LANGS",
+    "format_number", "value_to_color", "LANGS", "current_language",
 ]
 
 LANGS = ("en", "zh")
@@ -47,6 +47,11 @@ def set_language(lang: str) -> None:
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; available: {', '.join(LANGS)}")
     _current["lang"] = lang
+
+
+def current_language() -> str:
+    """The language :func:`set_language` chose last ("en" until a scene sets one)."""
+    return _current["lang"]
 
 
 def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = None, **kwargs) -> Text:

@@ -14,11 +14,59 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
                    Rectangle, RoundedRectangle, VGroup, VMobject)
 
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.helpers import MISSING_WORDS, finite_runs, log_range, missing_runs
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
-           "nice_ticks", "LinearAxes", "GroupedBars"]
+           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline"]
+
+
+class GapMark(VGroup):
+    """Where a trace lacks values: a dashed outline of ``width`` x ``height`` (scene units) with the
+    word "missing" (in the scene's language) inside, turned upright when the outline is narrow.
+    Tests find gaps by this class; ``what`` says which values it stands for."""
+
+    def __init__(self, width: float, height: float, what: str = "", color=None) -> None:
+        super().__init__()
+        color = color or PALETTE["warn"]
+        self.what = what
+        width, height = max(width, 0.12), max(height, 0.3)
+        self.outline = DashedVMobject(Rectangle(width=width, height=height, color=color, stroke_width=2),
+                                      num_dashes=max(8, int(4 * (width + height))))
+        self.label = make_text(MISSING_WORDS[current_language()], size=SIZE_SMALL, color=color)
+        if self.label.width > width * 0.9 and height > width:
+            self.label.rotate(math.pi / 2)
+        self.label.scale_to_fit_height(min(self.label.height, height * 0.8))
+        if self.label.width > width * 0.9:
+            self.label.scale_to_fit_width(width * 0.9)
+        self.label.move_to(self.outline)
+        self.add(self.outline, self.label)
+
+
+def gapped_polyline(points: Sequence[np.ndarray | None], color, stroke_width: float = 4,
+                    gap_box=None) -> VMobject:
+    """One VMobject through ``points`` (scene coordinates; None = missing), a separate piece for
+    every run of present points, so a missing value leaves a gap instead of a straight bridge.
+    ``gap_box(start, stop)`` -> a :class:`GapMark` for the missing points start..stop-1 (added as
+    submobjects, so they appear with the line); None adds none. With no point at all the line is
+    a single invisible point at the origin."""
+    flags = [np.nan if p is None else 0.0 for p in points]
+    line = VMobject(color=color, stroke_width=stroke_width)
+    pieces = [[points[i] for i in range(a, b)] for a, b in finite_runs(flags)]
+    if not pieces:
+        line.set_points_as_corners([np.zeros(3), np.zeros(3)])
+    for k, piece in enumerate(pieces):
+        piece = piece if len(piece) > 1 else piece * 2
+        if k == 0:
+            line.set_points_as_corners(piece)
+        else:
+            line.start_new_path(piece[0])
+            line.add_points_as_corners(piece[1:])
+    if gap_box is not None:
+        for start, stop in missing_runs(flags):
+            line.add(gap_box(start, stop))
+    return line
 
 
 def safe_log10(values: np.ndarray | Sequence[float], floor: float = 1e-300) -> np.ndarray:
@@ -61,29 +109,62 @@ class LogAxes(VGroup):
             self.ticks.add(label, grid)
         self.add(self.axes, self.ticks)
 
-    def point(self, x: float, value: float) -> np.ndarray:
-        exp = float(np.clip(safe_log10([value])[0], self.exp_min, self.exp_max))
-        return self.axes.c2p(x, exp - self.exp_min)
+    def point(self, x: float, value: float) -> np.ndarray | None:
+        """The scene point of (x, value); None when ``value`` is missing (NaN)."""
+        log = safe_log10([value])[0]
+        if np.isnan(log):
+            return None
+        return self.axes.c2p(x, float(np.clip(log, self.exp_min, self.exp_max)) - self.exp_min)
+
+    def polyline(self, xs: Sequence[float], values: Sequence[float], color, stroke_width: float = 4,
+                 what: str = "") -> VMobject:
+        """The data (xs, values) as a line with a labelled :class:`GapMark` where values are missing."""
+        xs = list(xs)
+        return gapped_polyline([self.point(x, v) for x, v in zip(xs, values)], color, stroke_width,
+                               gap_box=lambda a, b: _axes_gap(self.axes, xs, a, b, what))
+
+
+def _axes_gap(axes: Axes, xs: Sequence[float], start: int, stop: int, what: str) -> GapMark:
+    """A GapMark over the x span of the missing points start..stop-1, from the bottom of ``axes`` up."""
+    left = axes.c2p(xs[max(start - 1, 0)] if start > 0 else xs[start], axes.y_range[0])
+    right = axes.c2p(xs[min(stop, len(xs) - 1)] if stop < len(xs) else xs[stop - 1], axes.y_range[0])
+    height = axes.y_length * 0.5 if hasattr(axes, "y_length") and axes.y_length else 1.0
+    label = f"{what}[{xs[start]:g}..{xs[stop - 1]:g}]" if what else ""
+    mark = GapMark(abs(right[0] - left[0]), height, label)
+    return mark.move_to([(left[0] + right[0]) / 2, left[1] + mark.height / 2, 0])
+
+
+def _missing_bar(width: float, height: float, bottom: np.ndarray, color) -> Rectangle:
+    """A bar for a missing value: no fill (never a bar of 0), a GapMark standing on the baseline."""
+    bar = Rectangle(width=width, height=0.01, stroke_width=0, fill_color=color, fill_opacity=0)
+    bar.move_to(bottom + UP * 0.005)
+    mark = GapMark(width, height)
+    bar.add(mark.move_to(bottom + UP * mark.height / 2))
+    return bar
 
 
 def make_bar_pairs(left: np.ndarray, right: np.ndarray, colors: tuple, width: float = 8.0,
                    height: float = 2.4, vmax: float | None = None) -> VGroup:
     """Side-by-side bars (linear scale) for ``left[i]`` and ``right[i]``, one pair per index.
 
-    Returns VGroup(bars_left, bars_right, baseline); bars of NaN are drawn empty.
+    Returns VGroup(bars_left, bars_right, baseline); a missing (NaN) value is a labelled GapMark.
     """
     left, right = np.asarray(left, float), np.asarray(right, float)
-    top = vmax or float(np.nanmax(np.concatenate([left, right])) or 1.0)
+    both = np.concatenate([left, right])
+    top = vmax or float(np.max(both[np.isfinite(both)], initial=0.0) or 1.0)
     n = len(left)
     slot = width / n
     bar_w = slot * 0.36
     groups = [VGroup(), VGroup()]
     for i in range(n):
         for side, (values, group) in enumerate(zip((left, right), groups)):
-            value = values[i] if np.isfinite(values[i]) else 0.0
-            h = max(height * value / top, 0.01)
-            bar = Rectangle(width=bar_w, height=h, stroke_width=0, fill_color=colors[side], fill_opacity=0.9)
             x = -width / 2 + slot * (i + 0.5) + (side - 0.5) * bar_w * 1.1
+            if np.isnan(values[i]):
+                group.add(_missing_bar(bar_w, height * 0.4, np.array([x, 0, 0]), colors[side]))
+                continue
+            value = values[i] if np.isfinite(values[i]) else top
+            h = max(height * min(value, top) / top, 0.01)
+            bar = Rectangle(width=bar_w, height=h, stroke_width=0, fill_color=colors[side], fill_opacity=0.9)
             bar.move_to([x, h / 2, 0])
             group.add(bar)
     baseline = Line([-width / 2, 0, 0], [width / 2, 0, 0], color=PALETTE["muted"], stroke_width=2)
@@ -115,23 +196,26 @@ def log_floor_exponent(values: np.ndarray | Sequence[float], margin: int = 1, lo
     """Integer exponent just below the smallest positive finite value of ``values`` (for LogAxes);
     ``lowest`` when nothing is positive (every value underflowed)."""
     arr = np.asarray(values, dtype=np.float64)
-    positive = arr[np.isfinite(arr) & (arr > 0)]
-    if positive.size == 0:
+    if not (np.isfinite(arr) & (arr > 0)).any():
         return lowest
-    return max(int(np.floor(np.log10(positive.min()))) - margin, lowest)
+    return log_range(arr, margin=margin, lowest=lowest)[0]
 
 
 def make_log_bars(axes: LogAxes, values: np.ndarray | Sequence[float], color, x_offset: float = 0.0,
                   bar_width: float = 0.25, xs: Sequence[float] | None = None) -> VGroup:
     """One bar per value on ``axes`` (log scale), rising from the floor; bar i stands at
-    ``xs[i] + x_offset`` (data units, default xs = 1..n). NaN, 0 and underflow give a flat sliver."""
+    ``xs[i] + x_offset`` (data units, default xs = 1..n). 0 and underflow give a flat sliver on the
+    floor; a missing (NaN) value gives a labelled GapMark."""
     values = np.asarray(values, dtype=np.float64)
     xs = np.arange(1, len(values) + 1) if xs is None else np.asarray(xs, dtype=np.float64)
     unit = axes.axes.x_axis.get_unit_size()
     bars = VGroup()
     for x, value in zip(xs, values):
         bottom = axes.axes.c2p(x + x_offset, 0)
-        top = axes.point(x + x_offset, value) if np.isfinite(value) else bottom
+        if np.isnan(value):
+            bars.add(_missing_bar(bar_width * unit, axes.axes.y_length * 0.3, bottom, color))
+            continue
+        top = axes.point(x + x_offset, value)
         height = max(float(top[1] - bottom[1]), 0.01)
         bar = Rectangle(width=bar_width * unit, height=height, stroke_width=0, fill_color=color, fill_opacity=0.9)
         bar.move_to(bottom + UP * height / 2)
@@ -222,18 +306,21 @@ class LinearAxes(VGroup):
     def point(self, x: float, y: float) -> np.ndarray:
         return self.axes.c2p(x, y)
 
-    def polyline(self, xs: Sequence[float], ys: Sequence[float], color, stroke_width: float = 4) -> VMobject:
-        """The data (xs, ys) as one polyline; non-finite ys are dropped."""
-        pts = [self.point(x, y) for x, y in zip(xs, ys) if math.isfinite(float(y))]
-        line = VMobject(color=color, stroke_width=stroke_width)
-        line.set_points_as_corners(pts if len(pts) > 1 else pts * 2)
-        return line
+    def polyline(self, xs: Sequence[float], ys: Sequence[float], color, stroke_width: float = 4,
+                 what: str = "") -> VMobject:
+        """The data (xs, ys) as a line; a missing (NaN) y leaves a gap with a labelled :class:`GapMark`,
+        an infinite one is clipped to the chart's edge."""
+        xs, ys = list(xs), np.asarray(ys, dtype=np.float64)
+        y0, y1 = self.axes.y_range[0], self.axes.y_range[1]
+        points = [None if np.isnan(y) else self.point(x, float(np.clip(y, y0, y1))) for x, y in zip(xs, ys)]
+        return gapped_polyline(points, color, stroke_width,
+                               gap_box=lambda a, b: _axes_gap(self.axes, xs, a, b, what))
 
 
 class GroupedBars(VGroup):
     """One group of bars per index, one bar per series, on a linear y axis from 0.
 
-    ``series``: k arrays of length n (NaN is drawn as an empty sliver); ``labels``: n strings under
+    ``series``: k arrays of length n (a missing NaN value is a labelled GapMark); ``labels``: n strings under
     the groups (default 1..n, thinned to about 12). Children: ``chart`` (:class:`LinearAxes`) and
     ``bars`` (one VGroup of n Rectangles per series).
     """
@@ -243,7 +330,8 @@ class GroupedBars(VGroup):
         super().__init__()
         series = [np.asarray(s, dtype=np.float64) for s in series]
         n, k = len(series[0]), len(series)
-        top = y_max or float(np.nanmax(np.concatenate(series)) or 1.0)
+        joined = np.concatenate(series)
+        top = y_max or float(np.max(joined[np.isfinite(joined)], initial=0.0) or 1.0)
         y_ticks = nice_ticks(0, top, 4)
         if len(y_ticks) > 1 and y_ticks[-1] < top:  # round the axis up to the next tick
             y_ticks.append(round(2 * y_ticks[-1] - y_ticks[-2], 12))
@@ -260,10 +348,13 @@ class GroupedBars(VGroup):
         for s, (values, color) in enumerate(zip(series, colors)):
             group = VGroup()
             for i, value in enumerate(values):
-                h = self.chart.point(0, min(value, top))[1] - self.chart.point(0, 0)[1] if np.isfinite(value) else 0
+                x = i + 0.5 + (s - (k - 1) / 2) * bar_w
+                if np.isnan(value):
+                    group.add(_missing_bar(bar_w * unit * 0.92, height * 0.4, self.chart.point(x, 0), color))
+                    continue
+                h = self.chart.point(0, min(value, top))[1] - self.chart.point(0, 0)[1]
                 bar = Rectangle(width=bar_w * unit * 0.92, height=max(h, 0.01), stroke_width=0, fill_color=color,
                                 fill_opacity=0.9)
-                x = i + 0.5 + (s - (k - 1) / 2) * bar_w
                 bar.move_to(self.chart.point(x, 0) + UP * max(h, 0.01) / 2)
                 group.add(bar)
             self.bars.add(group)
@@ -279,12 +370,16 @@ def make_bar_row(values: np.ndarray | Sequence[float], color, width: float = 3.0
                  vmax: float | None = None, gap: float = 0.25) -> VGroup:
     """A row of bars (linear scale, baseline at the bottom) for ``values`` [n], scaled so that ``vmax``
     (default: the largest value) is ``height`` tall; several rows share a scale by sharing ``vmax``.
-    Returns VGroup(bars, baseline); NaN and values <= 0 give a flat sliver."""
+    Returns VGroup(bars, baseline); values <= 0 give a flat sliver, a missing (NaN) one a GapMark."""
     values = np.asarray(values, dtype=np.float64)
-    top = float(vmax if vmax is not None else np.nanmax(values)) or 1.0
+    top = float(vmax if vmax is not None else np.max(values[np.isfinite(values)], initial=0.0)) or 1.0
     slot = width / len(values)
     bars = VGroup()
     for i, value in enumerate(values):
+        if np.isnan(value):
+            bars.add(_missing_bar(slot * (1 - gap), height * 0.5, np.array([-width / 2 + slot * (i + 0.5), 0, 0]),
+                                  color))
+            continue
         h = max(height * float(value) / top, 0.01) if np.isfinite(value) and value > 0 else 0.01
         bar = Rectangle(width=slot * (1 - gap), height=h, stroke_width=0, fill_color=color, fill_opacity=0.9)
         bars.add(bar.move_to([-width / 2 + slot * (i + 0.5), h / 2, 0]))

@@ -172,28 +172,17 @@ def block_widths(width: int, depth: int, stages: int = 1) -> list[tuple[int, int
 
 
 def parse_value(key: str, text: str, cls: type | None = None) -> Any:
-    """Convert the command-line string ``text`` to the type of ``cls.key`` (``cls`` default RunConfig).
+    """Convert the command-line string ``text`` to the type of ``cls.key`` (``cls`` default RunConfig)
+    with the one parser, :func:`simulation.values.convert_value`.
 
     Raises ConfigError for an unknown key or a value of the wrong type.
     """
-    types = (cls or RunConfig).field_types()
-    if key not in types:
-        raise ConfigError(f"unknown parameter {key!r}; known: {', '.join(sorted(types))}")
-    kind = types[key]
-    try:
-        if kind is bool:
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        return str(text)
-    except ValueError:
-        raise ConfigError(f"{key} must be {kind.__name__}, got {shown(text)}") from None
+    from simulation.values import convert_value
+
+    defaults = {f.name: f.default for f in fields(cls or RunConfig)}
+    if key not in defaults:
+        raise ConfigError(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
+    return convert_value(key, defaults[key], text)
 
 
 def _check_fields(cfg: _Config) -> None:

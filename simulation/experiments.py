@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, MAX_DEPTH, ConfigError, IdentityFitConfig, Range, RunConfig, TransformerConfig,
-                     parse_value, shown)
+                     shown)
+from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
@@ -54,15 +55,6 @@ def gain_run(gain: float) -> str:
 
 # -- an experiment's own parameters, typed once --------------------------------------------------
 
-def _items(value: Any) -> tuple[Any, ...]:
-    """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    return (value,)
-
-
 @dataclass(frozen=True)
 class ExperimentParams:
     """Base of an experiment's own parameters (beyond the config fields): each field is a tuple of ints,
@@ -80,27 +72,16 @@ class ExperimentParams:
 
     @classmethod
     def convert(cls, name: str, value: Any) -> Any:
-        """``value`` as the type of field ``name``, checked; ConfigError (one line) otherwise."""
+        """``value`` as the type of field ``name`` (the one parser, :func:`simulation.values.convert_value`),
+        then checked against its range or choices; ConfigError (one line) otherwise."""
         f = {f.name: f for f in fields(cls)}[name]
-        kind = type(f.default[0]) if isinstance(f.default, tuple) else type(f.default)
-        items = _items(value)
-        if not items:
-            raise ConfigError(f"{name} must hold at least one value; got {shown(value)}")
-        if not isinstance(f.default, tuple) and len(items) != 1:
-            raise ConfigError(f"{name} must be one {kind.__name__}; got {shown(value)}")
-        out = []
-        for item in items:
-            try:
-                if isinstance(item, bool) or (kind is int and isinstance(item, float)):
-                    raise ValueError
-                out.append(kind(item.strip() if isinstance(item, str) else item))
-            except (TypeError, ValueError, OverflowError):
-                raise ConfigError(f"{name} must be {cls.type_name(name)}, got {shown(value)}") from None
+        converted = convert_value(name, f.default, value)
+        for item in converted if isinstance(converted, tuple) else (converted,):
             if "range" in f.metadata:
-                f.metadata["range"].check(name, out[-1])
-            if "choices" in f.metadata and out[-1] not in f.metadata["choices"]:
-                raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(out[-1])}")
-        return tuple(out) if isinstance(f.default, tuple) else out[0]
+                f.metadata["range"].check(name, item)
+            if "choices" in f.metadata and item not in f.metadata["choices"]:
+                raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(item)}")
+        return converted
 
 
 @dataclass(frozen=True)
@@ -164,7 +145,7 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     base_changes, extra = {}, experiment.params_type.defaults()
     for key, value in overrides.items():
         if key in run_keys:
-            base_changes[key] = parse_value(key, value, type(experiment.base)) if isinstance(value, str) else value
+            base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
         elif key in extra:
             extra[key] = experiment.params_type.convert(key, value)
         else:

@@ -88,6 +88,7 @@ BAD_INPUTS = [
     ("NaN lr", [*R, "--set", "lr=nan"], 1, "lr must be a finite number > 0 and <= 1e+06; got nan"),
     ("absurd width", [*R, "--set", "width=10000000"], 1, "width must be between 1 and"),
     ("zero steps", [*R, "--set", "steps=0"], 1, "steps must be between 1 and"),
+    ("huge seed", ["train", "layernorm", "--set", "seed=99999999999999999999"], 1, "seed must be between 0 and"),
     ("momentum 1", [*R, "--set", "momentum=1"], 1, "momentum must be in [0, 1)"),
     ("unknown activation", [*R, "--set", "activation=softmax"], 1, "activation must be one of"),
     ("empty list", [*R, "--set", "vanishing.depths=,"], 1, "depths must hold at least one value"),
@@ -148,10 +149,6 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, isolated_cache
     assert result.stdout == ""
     assert files_under(tmp_path) == before  # no output, no stray temporary file
     assert files_under(isolated_cache) == []  # nothing trained, nothing cached
-
-
-def test_at_least_twenty_bad_inputs_are_covered():
-    assert len(BAD_INPUTS) >= 20
 
 
 def test_the_bad_input_check_can_fail(tmp_path, isolated_cache):
@@ -404,7 +401,7 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
     raise AssertionError("timed out")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill", "ctrl-c"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["kill", "ctrl-c", "sigterm"])
 def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cache, sig):
     out = tmp_path / "out"
     folder = out / "480p15" / "en"
@@ -417,8 +414,10 @@ def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cac
     assert proc.returncode != 0
     assert not list(folder.glob("TinySlow*"))  # no video, no record at a final path
     assert not list((isolated_cache / "manim").rglob("*.mp4"))  # the half segment never reached the cache
-    if sig == signal.SIGINT:
-        assert not list(folder.glob(".render-*"))  # Ctrl-C cleans up its private folder
+    if sig in (signal.SIGINT, signal.SIGTERM):
+        assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig]
+        assert proc.stderr.read().decode().strip().splitlines()[-1] in ("Aborted!", "Terminated")
+        assert not list(folder.glob(".render-*"))  # Ctrl-C and SIGTERM clean up their private folder
     else:
         assert list(folder.glob(".render-*"))  # a kill cannot; the next render in that folder does
         result = invoke("render", "cli_scenes:TinySquare", "-o", out)

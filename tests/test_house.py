@@ -1,0 +1,74 @@
+"""House rules that hold across the code: scenes never load torch, string tables agree across languages.
+
+Example::
+
+    pytest tests/test_house.py
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scenes
+from scenes.base import COMMON_STRINGS
+from scenes.style import LANGS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("module", ["scenes", "cli.params", "cli.media", "render"])
+def test_importing_never_loads_torch(module):
+    code = (f"import sys, {module}\n"
+            "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+            "print(len(loaded))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0", f"importing {module} loaded torch"
+
+
+def test_the_torch_check_can_fail():
+    done = subprocess.run([sys.executable, "-c", "import sys, simulation.train; print('torch' in sys.modules)"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == "True"  # the trainer does import torch: the probe above would see it
+
+
+def _string_tables():
+    """Every ``{key: {lang: text}}`` table in the scenes package: each scene's ``strings`` and every
+    module-level dict of such entries (COMMON_STRINGS, MISSING_WORDS ...)."""
+    tables = {"scenes.base.COMMON_STRINGS": COMMON_STRINGS}
+    for info in pkgutil.iter_modules(scenes.__path__):
+        module = importlib.import_module(f"scenes.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, dict) and value and all(isinstance(v, dict) and set(LANGS) <= set(v)
+                                                         for v in value.values()):
+                tables[f"scenes.{info.name}.{name}"] = value
+            elif isinstance(value, dict) and set(value) == set(LANGS) and all(isinstance(v, str) for v in value.values()):
+                tables[f"scenes.{info.name}.{name}"] = {name: value}
+            elif isinstance(value, type) and isinstance(getattr(value, "strings", None), dict) and value.strings:
+                tables[f"{value.__module__}.{value.__name__}.strings"] = value.strings
+    return tables
+
+
+def _fields(text: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+
+
+def test_every_string_table_uses_the_same_placeholders_in_every_language():
+    tables = _string_tables()
+    assert "scenes.chain_rule.ChainRuleProduct.strings" in tables and "scenes.helpers.MISSING_WORDS" in tables
+    wrong = [f"{table}[{key!r}]: " + ", ".join(f"{lang} {sorted(_fields(entry[lang]))}" for lang in LANGS)
+             for table, entries in tables.items() for key, entry in entries.items()
+             if len({frozenset(_fields(entry[lang])) for lang in LANGS}) > 1]
+    assert wrong == []
+
+
+def test_the_placeholder_check_can_fail():
+    assert _fields("{a} and {b:.2f}") == {"a", "b"} != _fields("{a} 和")
