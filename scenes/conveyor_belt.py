@@ -2,15 +2,16 @@
 
 Example::
 
-    python render.py render ConveyorBelt --quality l --set seeds=5
+    python render.py render ConveyorBelt --quality l --set seeds=0,1,2,3,4
 
 The study note: attention is the factory, the residual is the conveyor belt: goods reach the end as they
 were while stations along the belt improve them. The ``conveyor_belt`` experiment trains Post-LN
 (x = LN(x + F(x)), Vaswani et al. 2017) and Pre-LN (x = x + F(LN(x)), Xiong et al. 2020) Transformers and
 records, for every encoder layer, the mean over tokens of the cosine similarity between a token's vector at
 the input of the stack (embedding + position) and after that layer (``input_cos``). The scene draws it layer
-by layer at initialisation and after training, for both placements, and counts the seeds on which the
-Pre-LN belt kept more of the input at the top of the encoder.
+by layer at initialisation and after training, for both placements (the first seed), and counts the
+experiment's ``seeds`` (0, 1, 2 unless ``--set seeds=...`` says otherwise) on which the Pre-LN belt kept more
+of the input at the top of the encoder.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write
 
 from scenes.base import LectureScene
+from scenes.seeds import SeedSpread, count_true
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
 from scenes.widgets import LinearAxes, make_dashed_polyline, make_legend
 
@@ -34,14 +36,11 @@ def encoder_cos(trace, record: int) -> np.ndarray:
     return np.concatenate([[1.0], np.asarray(trace["input_cos"][record], np.float64)[enc]])
 
 
-def _runs(traces: dict, norm: str) -> list[str]:
-    return sorted((n for n in traces if n.startswith(norm + "_seed")), key=lambda n: int(n.rsplit("seed", 1)[1]))
-
-
-class ConveyorBelt(LectureScene):
+class ConveyorBelt(SeedSpread, LectureScene):
     """Cosine similarity of a token's vector at the stack input and after each encoder layer, Post-LN vs Pre-LN."""
 
     experiment = "conveyor_belt"
+    experiment_defaults = {"seeds": "0,1,2"}  # two Transformers per seed (~25 s each): three keep the lecture fast
     strings = {
         "title": {"en": "The residual stream is a conveyor belt", "zh": "残差是一条传送带"},
         "picture": {"en": "attention and FFN are the stations; the residual carries the goods to the end",
@@ -71,17 +70,20 @@ class ConveyorBelt(LectureScene):
     }
 
     def construct(self) -> None:
-        runs = {norm: _runs(self.traces, norm) for norm in ("post_ln", "pre_ln")}
-        shown = {norm: self.traces[names[0]] for norm, names in runs.items()}
+        shown = {norm: self.traces[norm] for norm in ("post_ln", "pre_ln")}  # the first seed, drawn in full
         cos = {norm: (encoder_cos(t, 0), encoder_cos(t, -1)) for norm, t in shown.items()}
         depth = len(cos["pre_ln"][0]) - 1
         for norm, (init, trained) in cos.items():
             for l in range(depth + 1):
                 self.number(f"{norm}.layer.{l}.cos_step0", init[l])
                 self.number(f"{norm}.layer.{l}.cos_final", trained[l])
-        pairs = list(zip(runs["post_ln"], runs["pre_ln"]))
-        agree = sum(encoder_cos(self.traces[pre], -1)[-1] > encoder_cos(self.traces[post], -1)[-1]
-                    for post, pre in pairs)
+        top = {norm: {seed: (encoder_cos(traces[norm], 0)[-1], encoder_cos(traces[norm], -1)[-1])
+                      for seed, traces in self.seed_traces.items()} for norm in shown}
+        for norm, by_seed in top.items():
+            for seed, (init, trained) in by_seed.items():
+                self.number(f"{norm}.seed.{seed}.top_cos_step0", init)
+                self.number(f"{norm}.seed.{seed}.top_cos_final", trained)
+        agree, total = count_true(top["pre_ln"][seed][1] > top["post_ln"][seed][1] for seed in self.seed_traces)
         step = self.number("step", shown["pre_ln"]["step"][-1], 6)
 
         # 1. Title and the note's picture; the two placements.
@@ -129,7 +131,7 @@ class ConveyorBelt(LectureScene):
                       pre0=self.number("pre_ln.top_cos_step0", cos["pre_ln"][0][-1]),
                       post0=self.number("post_ln.top_cos_step0", cos["post_ln"][0][-1])),
             self.text("pre_keeps", size=SIZE_SMALL, color=PALETTE["identity"],
-                      n=self.number("seeds.pre_keeps_more", agree, 6), total=self.number("seeds.total", len(pairs), 6)),
+                      n=self.number("seeds.pre_keeps_more", agree, 6), total=self.number("seeds.total", total, 6)),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
         self.narrate("n_verdict", 3)

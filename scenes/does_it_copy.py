@@ -2,14 +2,14 @@
 
 Example::
 
-    python render.py render DoesItOnlyCopy --quality l --set seeds=5
+    python render.py render DoesItOnlyCopy --quality l --set seeds=0,1,2,3,4
 
 The study note's answer: early in training the net finds the identity quickly, then the gradient pushes
 F(x) to capture the differences that lower the loss. The scene shows what a real run did instead of
 repeating that: the ratio ||F(x)|| / ||x|| of every block at every recorded step (the trace's
 ``branch_norm`` / ``input_norm``) beside the training loss, and says in words where F(x) started, whether
-it shrank toward the identity, whether it grew again, and on how many of the seeds the course was the same
-(:func:`simulation.summary.ratio_course`).
+it shrank toward the identity, whether it grew again, and on how many of the experiment's ``seeds`` the course
+was the same (:func:`simulation.summary.ratio_course`; seeds 0-4 unless ``--set seeds=...`` says otherwise).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import numpy as np
 from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
 
 from scenes.base import LectureScene
+from scenes.seeds import SeedSpread, count_true
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LinearAxes, LogAxes, make_legend
 from simulation.summary import ratio_course
 
-__all__ = ["DoesItOnlyCopy", "branch_ratios", "seed_runs", "NEAR_ZERO"]
+__all__ = ["DoesItOnlyCopy", "branch_ratios", "NEAR_ZERO"]
 
 # F(x) "vanishes" (the block has become a copy) below this fraction of ||x||.
 NEAR_ZERO = 0.05
@@ -33,15 +34,11 @@ def branch_ratios(trace) -> np.ndarray:
     return np.asarray(trace["branch_norm"], np.float64) / np.asarray(trace["input_norm"], np.float64)
 
 
-def seed_runs(traces: dict) -> list[str]:
-    """Run names ``residual_seed{k}`` in seed order (k = 0, 1, ...)."""
-    return sorted(traces, key=lambda name: int(name.rsplit("seed", 1)[1]))
-
-
-class DoesItOnlyCopy(LectureScene):
+class DoesItOnlyCopy(SeedSpread, LectureScene):
     """||F(x)|| / ||x|| per block over training steps beside the loss: does the residual net only copy?"""
 
     experiment = "does_it_copy"
+    experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
     strings = {
         "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
         "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},
@@ -78,11 +75,14 @@ class DoesItOnlyCopy(LectureScene):
     }
 
     def construct(self) -> None:
-        names = seed_runs(self.traces)
-        shown = self.traces[names[0]]
-        courses = [ratio_course(branch_ratios(self.traces[n]).mean(1)) for n in names]
-        course = courses[0]
-        agree = sum(c["course"] == course["course"] for c in courses)
+        shown = self.traces["residual"]  # the first seed's run, drawn in full
+        courses = {seed: ratio_course(branch_ratios(traces["residual"]).mean(1))
+                   for seed, traces in self.seed_traces.items()}
+        course = next(iter(courses.values()))
+        for seed, c in courses.items():
+            for figure in ("start", "low", "end"):
+                self.number(f"residual.seed.{seed}.course.{figure}", c[figure])
+        agree, total = count_true(c["course"] == course["course"] for c in courses.values())
         ratios = branch_ratios(shown)
         steps = np.asarray(shown["step"], np.float64)
         depth = ratios.shape[1]
@@ -92,7 +92,7 @@ class DoesItOnlyCopy(LectureScene):
         for l in range(depth):
             self.number(f"block.{l}.ratio_step0", ratios[0, l])
             self.number(f"block.{l}.ratio_final", ratios[-1, l])
-        n_agree, n_total = self.number("seeds.agree", agree, 6), self.number("seeds.total", len(names), 6)
+        n_agree, n_total = self.number("seeds.agree", agree, 6), self.number("seeds.total", total, 6)
 
         # 1. Title and the question.
         title = self.title("title")

@@ -27,7 +27,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "SeedsParams", "seed_run", "SEED_RUN_MARK"]
+           "DepthSweepParams", "FULL_SWEEP"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -408,32 +408,18 @@ _register(Experiment(
 
 # -- the study note's questions (issue 13) ------------------------------------------------------
 
-SEED_RUN_MARK = "_seed"  # does_it_copy, conveyor_belt: residual_seed0, pre_ln_seed3 ...
-
-
-def seed_run(name: str, k: int) -> str:
-    """``residual_seed2``: run ``name`` at the k-th seed (base seed + k)."""
-    return f"{name}{SEED_RUN_MARK}{k}"
-
-
-@dataclass(frozen=True)
-class SeedsParams(ExperimentParams):
-    seeds: int = field(default=5, metadata={"range": Range(1, 100)})  # runs at seed, seed + 1, ..., seed + seeds - 1
-
-
-def _seeds(base: RunConfig, params: SeedsParams) -> dict[str, RunConfig]:
-    """``residual_seed{k}``: the residual run at seeds seed, seed + 1, ..., seed + seeds - 1."""
-    return {seed_run(RESIDUAL, k): base.replace(arch=RESIDUAL, seed=base.seed + k) for k in range(params.seeds)}
+def _residual(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
+    """``residual``: the residual run of residual_response (its seeds come from the global ``seeds``)."""
+    return {RESIDUAL: base.replace(arch=RESIDUAL)}
 
 
 _register(Experiment(
     name="does_it_copy",
     description="Does a residual net only learn to copy? ||F(x)|| / ||x|| per block over training beside the "
-                "loss, on several seeds (the residual runs of residual_response)",
+                "loss, on every seed of seeds (the residual run of residual_response)",
     source="He et al. 2015, §3.1 and Fig. 7; the study note's question 2 of section 6",
     base=_TRAINED_BN,
-    build=_seeds,
-    params_type=SeedsParams,
+    build=_residual,
 ))
 
 
@@ -451,18 +437,16 @@ _register(Experiment(
 ))
 
 
-def _seeded_layernorm(base: TransformerConfig, params: SeedsParams) -> dict[str, TransformerConfig]:
-    """``{norm}_seed{k}``: Post-LN and Pre-LN, both with the base warm-up, at seeds seed .. seed + seeds - 1."""
-    return {seed_run(norm, k): base.replace(norm=norm, seed=base.seed + k)
-            for k in range(params.seeds) for norm in (POST_LN, PRE_LN)}
+def _both_layernorms(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """``post_ln`` and ``pre_ln``, both with the base warm-up (their seeds come from the global ``seeds``)."""
+    return {norm: base.replace(norm=norm) for norm in (POST_LN, PRE_LN)}
 
 
 _register(Experiment(
     name="conveyor_belt",
     description="The residual stream as a conveyor belt: cosine similarity of each token's vector at the input "
-                "of the stack and after every layer, Post-LN vs Pre-LN, at init and after training, on several seeds",
+                "of the stack and after every layer, Post-LN vs Pre-LN, at init and after training, on every seed of seeds",
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
-    build=_seeded_layernorm,
-    params_type=SeedsParams,
+    build=_both_layernorms,
 ))

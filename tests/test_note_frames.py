@@ -38,9 +38,9 @@ def lowered_after_step0(values: np.ndarray) -> np.ndarray:
 
 # (scene, control name, run, array, tamper)
 NOTE_SCENES = [
-    (DoesItOnlyCopy, "does_it_copy", "residual_seed0", "branch_norm", first_seed_only_halved),
+    (DoesItOnlyCopy, "does_it_copy", "residual", "branch_norm", first_seed_only_halved),
     (IdentityFit, "identity_fit", "plain", "loss_curve", lowered_after_step0),
-    (ConveyorBelt, "conveyor_belt", "pre_ln_seed0", "input_cos", first_seed_only_halved),
+    (ConveyorBelt, "conveyor_belt", "pre_ln", "input_cos", first_seed_only_halved),
 ]
 for _scene, _name, _run, _key, _tamper in NOTE_SCENES:
     for _lang in ("en", "zh"):

@@ -25,13 +25,14 @@ from simulation.summary import COURSES, first_step_below, ratio_course, summariz
 from simulation.trace import Trace
 from simulation.transformer import TransformerRecorder, build_transformer, make_task
 
-from data.make_traces import tiny_trace_files
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
 from test_transformer import TINY, _forward_keeping_layers, _loss
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
-from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios, seed_runs
+from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios
 from scenes.identity_fit import IdentityFit, error_points
+from scenes.seeds import SeedSpread
 
 
 @pytest.fixture(autouse=True)
@@ -182,44 +183,65 @@ def test_first_step_below_matches_brute_force():
 
 # -- the experiments -----------------------------------------------------------------------------
 
-def test_seeded_experiments_name_their_runs_by_seed_and_share_configs():
-    copy = build_runs("does_it_copy", {"seeds": 3, "seed": 10})
-    assert list(copy) == ["residual_seed0", "residual_seed1", "residual_seed2"]
+def test_seeded_experiments_take_the_global_seeds_and_share_configs():
+    copy = build_runs("does_it_copy", {"seeds": "10,11,12"})
+    assert list(copy) == ["residual", "residual@seed11", "residual@seed12"]
     assert [c.seed for c in copy.values()] == [10, 11, 12] and all(c.arch == "residual" for c in copy.values())
-    assert copy["residual_seed0"] == build_runs("residual_response", {"seed": 10})["residual"]
-    belt = build_runs("conveyor_belt", {"seeds": 2})
-    assert sorted(belt) == ["post_ln_seed0", "post_ln_seed1", "pre_ln_seed0", "pre_ln_seed1"]
-    assert belt["post_ln_seed0"] == build_runs("layernorm", {})["post_ln_warmup"]
-    assert belt["pre_ln_seed0"].warmup_steps == belt["post_ln_seed0"].warmup_steps  # one schedule for both
+    assert copy["residual"] == build_runs("residual_response", {"seed": 10})["residual"]
+    assert list(build_runs("does_it_copy", {})) == ["residual"]  # no seeds: the one run of ``seed``
+    belt = build_runs("conveyor_belt", {"seeds": "0,1"})
+    assert sorted(belt) == ["post_ln", "post_ln@seed1", "pre_ln", "pre_ln@seed1"]
+    assert belt["post_ln"] == build_runs("layernorm", {})["post_ln_warmup"]
+    assert belt["post_ln@seed1"] == belt["post_ln"].replace(seed=1)
+    assert belt["pre_ln"].warmup_steps == belt["post_ln"].warmup_steps  # one schedule for both
     fit = build_runs("identity_fit", {"steps": 30})
     assert {c.arch for c in fit.values()} == {"plain", "residual"} and {c.steps for c in fit.values()} == {30}
     for experiment in ("does_it_copy", "conveyor_belt"):
         with pytest.raises(ConfigError, match="seeds must be"):
-            build_runs(experiment, {"seeds": 0})
+            build_runs(experiment, {"seeds": "1,1"})
 
 
 # -- the scenes show the traces' numbers --------------------------------------------------------------
 
 def _built(scene: type, tmp_path, files: dict[str, str] | None = None):
-    files = files or tiny_trace_files(scene.experiment)
+    files = files or _tiny(scene)
     return dry_run(type(scene.__name__, (scene,), {"trace_files": files}), tmp_path), {
         k: Trace.load(v) for k, v in files.items()}
 
 
+def _tiny(scene: type) -> dict[str, str]:
+    """The committed tiny traces of ``scene``'s experiment, every seed's for a scene that shows seeds."""
+    return (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
+
+
+def by_seed(traces: dict[str, Trace], name: str) -> dict[int, Trace]:
+    """``{seed: trace}`` of run ``name``: the bare key is the first seed (its meta's), ``name@seed{s}`` the others."""
+    out = {int(traces[name].meta["seed"]): traces[name]}
+    out.update({int(key.split("@seed")[1]): t for key, t in traces.items() if key.startswith(name + "@seed")})
+    return out
+
+
+def _mean_ratio(t: Trace) -> np.ndarray:
+    return (t["branch_norm"].astype(np.float64) / t["input_norm"].astype(np.float64)).mean(1)
+
+
 def does_it_copy_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    names = sorted(traces, key=lambda n: int(n.rsplit("seed", 1)[1]))
-    t = traces[names[0]]
+    seeds = by_seed(traces, "residual")
+    t = traces["residual"]
     r = t["branch_norm"].astype(np.float64) / t["input_norm"].astype(np.float64)
     mean, loss, steps = r.mean(1), t["loss"].astype(np.float64), t["step"]
-    courses = [ratio_course((traces[n]["branch_norm"].astype(np.float64) /
-                             traces[n]["input_norm"].astype(np.float64)).mean(1))["course"] for n in names]
+    courses = [ratio_course(_mean_ratio(trace))["course"] for trace in seeds.values()]
     low = int(np.argmin(mean))
     settle = int(np.flatnonzero(mean <= mean[low] * 1.2)[0])
     out = {f"step.{s}.mean_ratio": m for s, m in zip(steps, mean)}
     out.update({f"step.{s}.loss": v for s, v in zip(steps, loss)})
     out.update({f"block.{l}.ratio_step0": r[0, l] for l in range(r.shape[1])})
     out.update({f"block.{l}.ratio_final": r[-1, l] for l in range(r.shape[1])})
-    out.update({"seeds.agree": sum(c == courses[0] for c in courses), "seeds.total": len(names),
+    for seed, trace in seeds.items():
+        m = _mean_ratio(trace)
+        out.update({f"residual.seed.{seed}.course.start": m[0], f"residual.seed.{seed}.course.low": m.min(),
+                    f"residual.seed.{seed}.course.end": m[-1]})
+    out.update({"seeds.agree": sum(c == courses[0] for c in courses), "seeds.total": len(seeds),
                 "course.start": mean[0], "course.low": mean[low], "course.low_step": steps[low],
                 "course.last_step": steps[-1], "course.end": mean[-1], "course.settle_step": steps[settle],
                 "course.loss_step0": loss[0]})
@@ -248,25 +270,26 @@ def identity_fit_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 
 def conveyor_belt_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     out, top = {}, {}
-    for name, t in traces.items():
-        enc = [i for i, layer in enumerate(t.meta["layers"]) if layer.startswith("encoder.")]
-        cos = np.concatenate([np.ones((len(t["step"]), 1)), t["input_cos"][:, enc]], axis=1)
-        top[name] = cos[-1, -1]
-        if name.endswith("seed0"):
-            norm = name.rsplit("_seed", 1)[0]
-            out.update({f"{norm}.layer.{l}.cos_step0": cos[0, l] for l in range(cos.shape[1])})
-            out.update({f"{norm}.layer.{l}.cos_final": cos[-1, l] for l in range(cos.shape[1])})
-            out[f"{norm}.top_cos_final"], out[f"{norm}.top_cos_step0"] = cos[-1, -1], cos[0, -1]
-            out["step"] = float(t["step"][-1])
-    seeds = sorted({int(n.rsplit("seed", 1)[1]) for n in traces})
+    for norm in ("post_ln", "pre_ln"):
+        for seed, t in by_seed(traces, norm).items():
+            enc = [i for i, layer in enumerate(t.meta["layers"]) if layer.startswith("encoder.")]
+            cos = np.concatenate([np.ones((len(t["step"]), 1)), t["input_cos"][:, enc]], axis=1)
+            top[norm, seed] = cos[-1, -1]
+            out[f"{norm}.seed.{seed}.top_cos_step0"], out[f"{norm}.seed.{seed}.top_cos_final"] = cos[0, -1], cos[-1, -1]
+            if t is traces[norm]:  # the first seed, drawn in full
+                out.update({f"{norm}.layer.{l}.cos_step0": cos[0, l] for l in range(cos.shape[1])})
+                out.update({f"{norm}.layer.{l}.cos_final": cos[-1, l] for l in range(cos.shape[1])})
+                out[f"{norm}.top_cos_final"], out[f"{norm}.top_cos_step0"] = cos[-1, -1], cos[0, -1]
+                out["step"] = float(t["step"][-1])
+    seeds = sorted({seed for _, seed in top})
     out["seeds.total"] = len(seeds)
-    out["seeds.pre_keeps_more"] = sum(top[f"pre_ln_seed{k}"] > top[f"post_ln_seed{k}"] for k in seeds)
+    out["seeds.pre_keeps_more"] = sum(top["pre_ln", k] > top["post_ln", k] for k in seeds)
     return out
 
 
-CASES = {DoesItOnlyCopy: (does_it_copy_numbers, "residual_seed0", "branch_norm"),
+CASES = {DoesItOnlyCopy: (does_it_copy_numbers, "residual", "branch_norm"),
          IdentityFit: (identity_fit_numbers, "plain", "loss_curve"),
-         ConveyorBelt: (conveyor_belt_numbers, "pre_ln_seed0", "input_cos")}
+         ConveyorBelt: (conveyor_belt_numbers, "pre_ln", "input_cos")}
 
 
 def _match(shown: dict, expected: dict) -> None:
@@ -280,7 +303,7 @@ def test_scene_numbers_equal_the_trace_and_change_with_it(scene, tmp_path):
     expected, run, key = CASES[scene]
     built, traces = _built(scene, tmp_path / "a")
     _match(built.numbers["values"], expected(traces))
-    tampered = dict(tiny_trace_files(scene.experiment))  # the twin: one array scaled, other numbers shown
+    tampered = dict(_tiny(scene))  # the twin: one array scaled, other numbers shown
     trace = Trace.load(tampered[run])
     trace.arrays[key] = trace.arrays[key] * 0.5
     tampered[run] = str(trace.save(tmp_path / "tampered.npz"))
@@ -292,15 +315,17 @@ def test_scene_numbers_equal_the_trace_and_change_with_it(scene, tmp_path):
 
 def test_does_it_copy_says_what_the_run_shows(tmp_path):
     """The verdict text is chosen by the measured course: a flat tampered run gets the 'flat' sentence."""
-    files = dict(tiny_trace_files("does_it_copy"))
-    trace = Trace.load(files["residual_seed0"])
+    files = dict(_tiny(DoesItOnlyCopy))
+    trace = Trace.load(files["residual"])
     trace.arrays["branch_norm"] = (trace["input_norm"] * 0.3).astype(np.float32)  # ratio 0.3 everywhere
-    files["residual_seed0"] = str(trace.save(tmp_path / "flat.npz"))
+    files["residual"] = str(trace.save(tmp_path / "flat.npz"))
     built, _ = _built(DoesItOnlyCopy, tmp_path / "m", files)
     texts = [getattr(m, "text", "") for m in built.mobjects for m in m.get_family()]
     flat = DoesItOnlyCopy.strings["flat"]["en"].replace(" ", "")
     assert any(flat in t.replace(" ", "") for t in texts), texts
-    assert built.numbers["values"]["seeds.agree"] == 1  # the untampered seeds shrink
+    values = built.numbers["values"]
+    assert values["seeds.agree"] == 1 and values["seeds.total"] == 3  # the untampered seeds 1 and 2 shrink
+    assert built.numbers["seeds"] == [0, 1, 2]
     assert 0.3 > NEAR_ZERO
 
 
