@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from simulation.cache import get_traces
-from simulation.experiments import build_runs
+from simulation.experiments import build_runs, seed_key
 from simulation.trace import Trace
 
-from test_claims import holds_on_most_seeds
+from test_claims import SEEDS, holds_on_most_seeds
 
 from scenes.conveyor_belt import encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, branch_ratios
@@ -31,6 +31,14 @@ def traces(experiment: str, **overrides: object) -> dict[str, Trace]:
     return dict(zip(runs, get_traces(list(runs.values()), progress=False)))
 
 
+def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
+    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
+    return t[seed_key(name, seed, seed == SEEDS[0])]
+
+
+SEEDS_SET = ",".join(str(seed) for seed in SEEDS)  # --set seeds=0,1,2,3,4
+
+
 @pytest.mark.slow
 def test_residual_branch_shrinks_toward_the_identity_and_does_not_grow_again():
     """The note: early in training a residual net finds the identity, then the gradient makes F(x) grow to
@@ -38,10 +46,10 @@ def test_residual_branch_shrinks_toward_the_identity_and_does_not_grow_again():
     blocks of ||F(x)|| / ||x|| falls by more than 20 % from step 0 and does not rise again by more than 20 %
     above its lowest ("shrinks"), while the loss falls at least tenfold; F(x) never vanishes (lowest above
     NEAR_ZERO of ||x||). Pinned: the regrowth the note describes is not seen in this ratio."""
-    t = traces("does_it_copy", seeds=5)
+    t = traces("does_it_copy", seeds=SEEDS_SET)
 
     def check(seed: int) -> tuple[bool, str]:
-        trace = t[f"residual_seed{seed}"]
+        trace = at_seed(t, "residual", seed)
         course = ratio_course(branch_ratios(trace).mean(1))
         loss = trace["loss"].astype(np.float64)
         ok = course["course"] == "shrinks" and course["low"] > NEAR_ZERO and loss[-1] < 0.1 * loss[0]
@@ -74,10 +82,10 @@ def test_pre_ln_belt_keeps_more_of_the_input_than_post_ln():
     both): the mean over tokens of cos(x_0, x_l) between a token's vector at the input of the encoder and after
     its last layer is higher with Pre-LN (a clean sum x + F(LN(x))) than with Post-LN (LN after every sum), at
     initialisation and after training; in both, less of the input survives the top layer than the first."""
-    t = traces("conveyor_belt", seeds=5)
+    t = traces("conveyor_belt", seeds=SEEDS_SET)
 
     def check(seed: int) -> tuple[bool, str]:
-        pre, post = t[f"pre_ln_seed{seed}"], t[f"post_ln_seed{seed}"]
+        pre, post = at_seed(t, "pre_ln", seed), at_seed(t, "post_ln", seed)
         c = {name: (encoder_cos(tr, 0), encoder_cos(tr, -1)) for name, tr in (("pre", pre), ("post", post))}
         ok = all(c["pre"][k][-1] > c["post"][k][-1] for k in (0, 1))
         ok &= all(c[name][k][-1] < c[name][k][1] for name in c for k in (0, 1))
