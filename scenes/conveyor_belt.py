@@ -77,13 +77,14 @@ class ConveyorBelt(SeedSpread, LectureScene):
             for l in range(depth + 1):
                 self.number(f"{norm}.layer.{l}.cos_step0", init[l])
                 self.number(f"{norm}.layer.{l}.cos_final", trained[l])
-        top = {norm: {seed: (encoder_cos(traces[norm], 0)[-1], encoder_cos(traces[norm], -1)[-1])
-                      for seed, traces in self.seed_traces.items()} for norm in shown}
-        for norm, by_seed in top.items():
-            for seed, (init, trained) in by_seed.items():
-                self.number(f"{norm}.seed.{seed}.top_cos_step0", init)
-                self.number(f"{norm}.seed.{seed}.top_cos_final", trained)
-        agree, total = count_true(top["pre_ln"][seed][1] > top["post_ln"][seed][1] for seed in self.seed_traces)
+        top = {}  # {(norm, record): {seed: cos(x_0, x_L)}} of every seed that has the run
+        for norm in shown:
+            for record, when in ((0, "step0"), (-1, "final")):
+                top[norm, record] = self.across_seeds(norm, lambda t: encoder_cos(t, record)[-1])
+                for seed, value in top[norm, record].items():
+                    self.number(f"{norm}.seed.{seed}.top_cos_{when}", value)
+        both = [seed for seed in top["pre_ln", -1] if seed in top["post_ln", -1]]
+        agree, total = count_true(top["pre_ln", -1][seed] > top["post_ln", -1][seed] for seed in both)
         step = self.number("step", shown["pre_ln"]["step"][-1], 6)
 
         # 1. Title and the note's picture; the two placements.

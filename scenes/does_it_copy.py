@@ -77,7 +77,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
     def construct(self) -> None:
         shown = self.traces["residual"]  # the first seed's run, drawn in full
         courses = {seed: ratio_course(branch_ratios(traces["residual"]).mean(1))
-                   for seed, traces in self.seed_traces.items()}
+                   for seed, traces in self.seed_traces.items() if "residual" in traces}
         course = next(iter(courses.values()))
         for seed, c in courses.items():
             for figure in ("start", "low", "end"):

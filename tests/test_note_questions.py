@@ -338,3 +338,13 @@ def test_identity_fit_scene_handles_a_block_that_never_reaches_the_tolerance(tmp
     assert "plain.tolerance_step" not in built.numbers["values"]
     texts = "".join(getattr(m, "text", "") for m in built.mobjects for m in m.get_family()).replace(" ", "")
     assert "theplainblocknotwithin" in texts
+
+
+def test_conveyor_belt_counts_only_the_seeds_that_have_both_placements(tmp_path):
+    """A seed whose Pre-LN run is missing keeps its Post-LN figures but is left out of "n of N seeds"."""
+    files = dict(_tiny(ConveyorBelt))
+    del files["pre_ln@seed1"]
+    built, _ = _built(ConveyorBelt, tmp_path, files)
+    values = built.numbers["values"]
+    assert values["seeds.total"] == 1 and "post_ln.seed.1.top_cos_final" in values
+    assert "pre_ln.seed.1.top_cos_final" not in values and built.numbers["seeds"] == [0, 1]
