@@ -126,14 +126,14 @@ def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
 
 
-def estimate(config: RunConfig | TransformerConfig) -> MemoryEstimate:
+def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see the module docstring for what is counted)."""
     if isinstance(config, TransformerConfig):
         return _transformer(config)
+    if isinstance(config, IdentityFitConfig):  # before ``model``: an identity fit has none
+        return _identity_fit(config)
     if config.model == "conv":
         return _conv(config)
-    if isinstance(config, IdentityFitConfig):
-        return _identity_fit(config)
     return _mlp(config)
 
 
