@@ -6,8 +6,13 @@ from .add_norm import TransformerAddNorm
 from .analogies import Analogies
 from .chain_rule import ChainRuleExploding, ChainRuleProduct
 from .compare import HighwayDenseNetResidual
+from .conveyor_belt import ConveyorBelt
 from .degradation import Degradation
+from .depth_sweep import DepthSweep
+from .gradient_flow import GradientFlowOverTraining
+from .does_it_copy import DoesItOnlyCopy
 from .highway import IdentityHighway
+from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .nested import NestedFunctionClasses
 from .paths import PathEnsemble
@@ -19,10 +24,13 @@ from .summary import Summary
 
 __all__ = ["SCENES_IN_ORDER", "get_scene"]
 
-# The lecture, in the order the story is told.
+# The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, "keep
+# as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions (gates or concatenation,
+# only copying, the conveyor belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   Degradation, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
-                   HighwayDenseNetResidual, PathEnsemble, ShatteredGradients, Summary]
+                   GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NestedFunctionClasses,
+                   ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
+                   ConveyorBelt, PathEnsemble, ShatteredGradients, Summary]
 
 
 def get_scene(name: str):

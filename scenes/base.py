@@ -56,6 +56,7 @@ class LectureScene(Scene):
 
     experiment: str | None = None  # simulation experiment whose traces this scene shows
     params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
+    experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
     strings: dict[str, dict[str, str]] = {}
@@ -80,6 +81,7 @@ class LectureScene(Scene):
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
+            self.params = {**self.experiment_defaults, **self.params}
             runs = build_runs(self.experiment, dict(self.params))
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))

@@ -22,6 +22,7 @@ from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, ReplacementTrans
 from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.base import LectureScene
+from scenes.seeds import SeedSpread, count_true
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import log_range
 from scenes.widgets import LogAxes
@@ -42,7 +43,7 @@ def running_product(out_grad_norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return factors, product
 
 
-class ChainRuleProduct(LectureScene):
+class ChainRuleProduct(SeedSpread, LectureScene):
     """Backward pass of a plain and a residual sigmoid net at step 0, layer by layer on a log axis."""
 
     experiment = "chain_rule"
@@ -61,6 +62,9 @@ class ChainRuleProduct(LectureScene):
                     "zh": "用 sigmoid 时每个因子都很小，乘积迅速消失。"},
         "n_residual": {"en": "With a shortcut, each factor is 1 + something: the product survives.",
                        "zh": "有了捷径，每个因子是 1 加上一点：乘积得以保留。"},
+        "seeds_head": {"en": "{n} seeds (thin lines: the others)", "zh": "{n} 个种子（细线：其余种子）"},
+        "seeds_plain": {"en": "plain < 1/10 at the input: {k} of {n}", "zh": "普通网络输入端 < 1/10：{n} 个中 {k} 个"},
+        "seeds_residual": {"en": "residual within 10× of 1: {k} of {n}", "zh": "残差网络在 1 的 10 倍以内：{n} 个中 {k} 个"},
     }
 
     _runs = (PLAIN, RESIDUAL)  # the two runs compared, in the order they are drawn
@@ -76,6 +80,7 @@ class ChainRuleProduct(LectureScene):
             factors[name], products[name] = running_product(self.traces[name]["out_grad_norm"][0])
             for l in range(depth):
                 self.number(f"{name}.block.{l}.product", products[name][l])
+        others = self.other_seed_products(names)  # {name: {seed: product [depth]}}: the spread
 
         # 1. The formula (He et al. use the same product; D2L writes it per layer).
         title = self.title("title")
@@ -87,7 +92,9 @@ class ChainRuleProduct(LectureScene):
         self.play(FadeIn(title), Write(formula), run_time=2)
 
         # 2. Log axes sized to the data (the top grows past 1 when the product explodes).
-        exp_min, exp_max = log_range(np.concatenate(list(products.values())), margin=1, top_at_least=1)
+        exp_min, exp_max = log_range(np.concatenate([*products.values(), *(p for by in others.values()
+                                                                          for p in by.values())]),
+                                     margin=1, top_at_least=1)
         centre_y, height = self._axes_box
         axes = LogAxes((1, depth, 1), (exp_min, exp_max), width=7.0, height=height)
         axes.move_to([-1.5, centre_y, 0])
@@ -125,12 +132,20 @@ class ChainRuleProduct(LectureScene):
                 self.play(ReplacementTransform(curve, new_curve), *moves, ReplacementTransform(readout, new_readout),
                           run_time=0.35)
                 curve, readout = new_curve, new_readout
+            spread = VGroup(*[axes.polyline(blocks, p, color, what=f"{name}.seed.{seed}.out_grad_norm").set_stroke(
+                width=2, opacity=0.45) for seed, p in others.get(name, {}).items()])  # the other seeds, thin
+            if len(spread):
+                self.play(FadeIn(spread), run_time=0.5)
             self.wait(0.5)
 
         # 4. One more measured ratio per run (weight gradients, or the forward signal).
         summary = self.get_summary(names)
         summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=0.4)
         self.play(FadeIn(summary))
+        seed_lines = self.seed_claim(names)
+        if seed_lines is not None:  # under the legend: how many seeds show the same
+            seed_lines.next_to(rows[names[-1]][1], DOWN, buff=0.45, aligned_edge=LEFT)
+            self.play(FadeIn(seed_lines), run_time=0.6)
         self.cite(self._source)
         self.finish(names, summary)
 
@@ -143,6 +158,35 @@ class ChainRuleProduct(LectureScene):
 
     def run_label(self, name: str) -> str:
         return self.t(name)
+
+    def other_seed_products(self, names: tuple[str, str]) -> dict[str, dict[int, np.ndarray]]:
+        """``{name: {seed: product [depth]}}`` of every seed but the one drawn in full (numbers recorded)."""
+        first = next(iter(self.seed_traces))
+        out: dict[str, dict[int, np.ndarray]] = {}
+        for seed, traces in self.seed_traces.items():
+            for name in names:
+                if seed == first or name not in traces:
+                    continue
+                product = running_product(traces[name]["out_grad_norm"][0])[1]
+                for l, value in enumerate(product):
+                    self.number(f"{name}.seed.{seed}.block.{l}.product", value)
+                out.setdefault(name, {})[seed] = product
+        return out
+
+    def seed_claim(self, names: tuple[str, str]):
+        """"n of N seeds": the plain product at the input below 1/10, the residual one within 10x of 1."""
+        plain, residual = names
+        at_input = {name: self.across_seeds(name, lambda t: running_product(t["out_grad_norm"][0])[1][0])
+                    for name in names}
+        pn, n = count_true(v < 0.1 for v in at_input[plain].values())
+        rn, _ = count_true(0.1 <= v <= 10 for v in at_input[residual].values())
+        self.number("plain.input_product_below_tenth.seeds", pn)
+        self.number("residual.input_product_within_decade.seeds", rn)
+        self.number("seeds.of", n)
+        return VGroup(self.text("seeds_head", size=SIZE_SMALL, color=PALETTE["muted"], n=n),
+                      self.text("seeds_plain", size=SIZE_SMALL, color=PALETTE["plain"], k=pn, n=n),
+                      self.text("seeds_residual", size=SIZE_SMALL, color=PALETTE["residual"], k=rn, n=n),
+                      ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
 
     def get_summary(self, names: tuple[str, str]):
         """||dL/dW|| of the first block over the last block's at step 0, for both runs."""
@@ -159,6 +203,7 @@ class ChainRuleExploding(ChainRuleProduct):
     """The exploding counterpart: plain ReLU nets at a small and a large init gain, and where training diverged."""
 
     experiment = "exploding"
+    experiment_defaults = {}  # one seed: the scene's claims are about where training diverged
     _colors = ("grad", "warn")
     _axes_box = (-0.5, 2.5)  # shorter than the base's: two lines about divergence go below
     _narrations = ("n_low", "n_high")
@@ -194,6 +239,9 @@ class ChainRuleExploding(ChainRuleProduct):
 
     def run_label(self, name: str) -> str:
         return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].config["init_gain"]))
+
+    def seed_claim(self, names: tuple[str, str]):
+        return None
 
     def get_summary(self, names: tuple[str, str]):
         """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""

@@ -14,10 +14,11 @@ states whether this run reproduces each claim.
 from __future__ import annotations
 
 import numpy as np
-from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, linear
+from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.seeds import SeedSpread, count_true
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import compare, finite_max, running_mean, steps_run
 from scenes.widgets import LinearAxes, make_legend
 
@@ -55,7 +56,7 @@ def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
     return keep.astype(np.float64), smooth[keep]
 
 
-class Degradation(LectureScene):
+class Degradation(SeedSpread, LectureScene):
     """Training error vs step of plain nets of several depths, then residual nets (He 2015, Fig. 1, 6)."""
 
     experiment = "degradation"
@@ -93,6 +94,8 @@ class Degradation(LectureScene):
                      "zh": "在这次运行中，更深的普通网络并没有落后。"},
         "n_residual": {"en": "Now the same depths with identity shortcuts.", "zh": "现在是同样深度、带恒等捷径的网络。"},
         "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
+        "seed_count": {"en": "deeper worse in {k} of {n} seeds", "zh": "{n} 个种子中 {k} 个更深更差"},
+        "seed_band": {"en": "bands: range over {n} seeds", "zh": "色带：{n} 个种子的范围"},
     }
 
     def construct(self) -> None:
@@ -106,6 +109,15 @@ class Degradation(LectureScene):
             for step, value in zip(*curves[name]):
                 self.number(f"{name}.step.{int(step)}.smoothed_error", value)
         final = {name: curve[1][-1] for name, curve in curves.items()}
+        seed_final = {name: self.across_seeds(name, lambda t: error_curve(t)[1][-1]) for name in curves}
+        for name, by_seed in seed_final.items():
+            for seed, value in by_seed.items():
+                self.number(f"{name}.seed.{seed}.final_error_pct", 100 * value)
+        seed_worse = {}  # arch -> (seeds where the deepest trains worse, seeds with both values)
+        for arch, runs in (("plain", plain_runs), ("residual", residual_runs)):
+            deep, shallow = seed_final[runs[-1][1]], seed_final[runs[0][1]]
+            verdicts = [compare(deep[s], shallow[s], MARGIN) for s in deep if s in shallow]
+            seed_worse[arch] = count_true(v for v in verdicts if v is not None)
         worse = {arch: compare(final[runs[-1][1]], final[runs[0][1]], MARGIN)  # deepest vs shallowest; None: missing
                  for arch, runs in (("plain", plain_runs), ("residual", residual_runs))}
         highest = finite_max(np.concatenate([c[1] for c in curves.values()]), default=0.1)
@@ -146,7 +158,8 @@ class Degradation(LectureScene):
             self.play(*[Create(line, rate_func=linear) for line in lines], run_time=5)
             for dot in dots:
                 dot.clear_updaters()
-            self.play(FadeIn(legend), run_time=0.8)
+            bands = VGroup(*[self.seed_band(chart, name, shade) for (_, name), shade in zip(runs, shades)])
+            self.play(FadeIn(legend), FadeIn(bands), run_time=0.8)
             if arch == "plain":
                 self.narrate({True: "n_not_overfit", False: "n_no_gap", None: "no_verdict"}[worse["plain"]], 4)
                 self.wait(3)
@@ -158,12 +171,33 @@ class Degradation(LectureScene):
             key = {"plain": ("plain_no_degrade", "plain_degrades"),
                    "residual": ("residual_fine", "residual_degrades")}[arch][worse[arch]] \
                 if worse[arch] is not None else "no_verdict"
-            lines.add(self.text(key, size=SIZE_LABEL, color=PALETTE[arch],
-                                deep=self.percent(f"{arch}.deepest_final_error", deep),
-                                shallow=self.percent(f"{arch}.shallowest_final_error", shallow)))
+            k, n = seed_worse[arch]
+            self.number(f"{arch}.deeper_worse.seeds", k)
+            self.number(f"{arch}.deeper_worse.of", n)
+            verdict = self.t(key, deep=self.percent(f"{arch}.deepest_final_error", deep),
+                             shallow=self.percent(f"{arch}.shallowest_final_error", shallow))
+            lines.add(make_text(f"{verdict} ({self.t('seed_count', k=k, n=n)})", size=SIZE_LABEL, color=PALETTE[arch]))
         lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        if len(self.seed_traces) > 1:
+            note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
+            self.add(note.to_corner(DOWN + LEFT, buff=0.25))
         self.wait(4)
+
+    def seed_band(self, chart, name: str, color) -> VMobject:
+        """The range over seeds of run ``name``'s smoothed error curve, as a faint band on ``chart``
+        (steps where a seed has no value are left out)."""
+        rows = [error_curve(traces[name]) for traces in self.seed_traces.values() if name in traces]
+        length = min(len(steps) for steps, _ in rows)
+        steps, values = rows[0][0][:length], np.array([v[:length] for _, v in rows])
+        ok = np.isfinite(values).all(axis=0)
+        steps, low, high = steps[ok], values[:, ok].min(axis=0), values[:, ok].max(axis=0)
+        band = VMobject(stroke_width=0, fill_color=color, fill_opacity=0.2 if len(rows) > 1 and len(steps) > 1 else 0.0)
+        if len(steps) < 2:
+            return band.set_points_as_corners([chart.point(0, 0)] * 2)
+        outline = [chart.point(x, y) for x, y in zip(steps, high)] + \
+            [chart.point(x, y) for x, y in zip(steps[::-1], low[::-1])]
+        return band.set_points_as_corners(outline + outline[:1])

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import RunConfig, TransformerConfig, config_from_dict
+from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
 from .memory import check_memory
 from .trace import Trace, TraceError
 
@@ -81,6 +81,8 @@ def _trainer(config: RunConfig | TransformerConfig):
     """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
     if isinstance(config, TransformerConfig):
         from .transformer import run
+    elif isinstance(config, IdentityFitConfig):
+        from .identity_fit import run
     else:
         from .train import run
     return run

@@ -272,11 +272,36 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
     kind = data.get("kind", "mlp")
     if kind == "transformer":
         return TransformerConfig.from_dict(data)
+    if kind == "identity_fit":
+        return IdentityFitConfig.from_dict(data)
     if kind != "mlp":
-        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer")
+        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit")
     if "kind" not in RunConfig.field_types():
         data = {k: v for k, v in data.items() if k != "kind"}
     return RunConfig.from_dict(data)
 
 
-__all__ += ["TransformerConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS", "TASKS", "INITS"]
+# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
+
+@dataclass(frozen=True)
+class IdentityFitConfig(_Config):
+    """One block trained to output its own input (H(x) = x) on the digits features; the cache key."""
+
+    kind: str = _one_of("identity_fit", ("identity_fit",))  # which trainer runs this config (see config_from_dict)
+    arch: str = _one_of("plain", ARCHS)  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
+    activation: str = _one_of("relu", ACTIVATIONS)  # nonlinearity inside F
+    steps: int = _in(1500, 1, MAX_STEPS)  # optimiser steps, each on the whole training split (full batch)
+    optimizer: str = _one_of("adam", OPTIMIZERS)  # sgd (with momentum) | adam
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # learning rate
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    tolerance: float = _in(0.01, 0.0, 1e6, open_low=True)  # the fit is reached once ||h - x||^2 / ||x||^2 < this
+    record_every: int = _in(10, 1, MAX_STEPS)  # record the test error at step 0 and every k steps (and the last)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the data split and the init (plain and residual get the same weights)
+
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+
+
+__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+            "TASKS", "INITS"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, Range, RunConfig, TransformerConfig, shown
+from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
+                     TransformerConfig, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
@@ -146,16 +147,19 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
+def _items(value: Any) -> tuple[Any, ...]:
+    """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return (value,)
+
+
 def _seeds(value: Any) -> tuple[int, ...]:
     """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
-    if isinstance(value, (list, tuple)):
-        items = tuple(value)
-    elif isinstance(value, str):
-        items = tuple(part.strip() for part in value.split(",") if part.strip())
-    else:
-        items = () if value is None else (value,)
     seeds = []
-    for item in items:
+    for item in () if value is None else _items(value):
         try:
             if isinstance(item, (bool, float)):
                 raise ValueError
@@ -402,4 +406,50 @@ _register(Experiment(
     build=_depth_sweep,
     params_type=DepthSweepParams,
     conv=True,
+))
+
+
+# -- the study note's questions (issue 13) ------------------------------------------------------
+
+def _residual(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
+    """``residual``: the residual run of residual_response (its seeds come from the global ``seeds``)."""
+    return {RESIDUAL: base.replace(arch=RESIDUAL)}
+
+
+_register(Experiment(
+    name="does_it_copy",
+    description="Does a residual net only learn to copy? ||F(x)|| / ||x|| per block over training beside the "
+                "loss, on every seed of seeds (the residual run of residual_response)",
+    source="He et al. 2015, §3.1 and Fig. 7; the study note's question 2 of section 6",
+    base=_TRAINED_BN,
+    build=_residual,
+))
+
+
+def _identity_fit(base: IdentityFitConfig, params: NoParams) -> dict[str, IdentityFitConfig]:
+    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
+
+
+_register(Experiment(
+    name="identity_fit",
+    description="Is 'keep as is' easy? One plain and one residual block (same widths, init, optimiser) trained "
+                "to output their input on the digits features: relative error over steps, step reaching tolerance",
+    source="He et al. 2015, §3.1 (pushing the residual to zero vs fitting an identity with nonlinear layers)",
+    base=IdentityFitConfig(),
+    build=_identity_fit,
+))
+
+
+def _both_layernorms(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """``post_ln`` and ``pre_ln``, both with the base warm-up (their seeds come from the global ``seeds``)."""
+    return {norm: base.replace(norm=norm) for norm in (POST_LN, PRE_LN)}
+
+
+_register(Experiment(
+    name="conveyor_belt",
+    description="The residual stream as a conveyor belt: cosine similarity of each token's vector at the input "
+                "of the stack and after every layer, Post-LN vs Pre-LN, at init and after training, on every seed of seeds",
+    source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
+    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
+    build=_both_layernorms,
 ))

@@ -26,7 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .config import ConfigError, RunConfig, TransformerConfig, config_from_dict
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
 
 __all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "available_bytes", "DATA_SHAPES",
            "BUDGET_ENV", "DEFAULT_FRACTION"]
@@ -118,10 +118,20 @@ def _transformer(config: TransformerConfig) -> MemoryEstimate:
                           config.batch_size * per_sequence * FLOAT)
 
 
-def estimate(config: RunConfig | TransformerConfig) -> MemoryEstimate:
+def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
+    n_in, _ = DATA_SHAPES["digits"]
+    params = 2 * (n_in * n_in + n_in)  # one block Linear -> activation -> Linear, width = the features
+    state = 2 if config.optimizer == "adam" else 1
+    # Full batch: the whole training split and ~4 [N, width] tensors kept for backward.
+    return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
+
+
+def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see the module docstring for what is counted)."""
     if isinstance(config, TransformerConfig):
         return _transformer(config)
+    if isinstance(config, IdentityFitConfig):  # before ``model``: an identity fit has none
+        return _identity_fit(config)
     if config.model == "conv":
         return _conv(config)
     return _mlp(config)

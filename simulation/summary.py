@@ -17,7 +17,8 @@ import numpy as np
 
 from .trace import ReadAsMapping, Trace
 
-__all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean"]
+__all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
+           "first_step_below", "ratio_course", "COURSES"]
 
 
 def _f(value: Any) -> float | None:
@@ -85,6 +86,45 @@ def tail_mean(curve: np.ndarray, fraction: float = 0.1) -> float:
     return float(done[-window:].mean())
 
 
+def first_step_below(curve: Any, tolerance: float) -> int:
+    """Index of the first value of ``curve`` [n] strictly below ``tolerance``; -1 if none is (NaN never is)."""
+    below = np.flatnonzero(np.asarray(curve, dtype=np.float64) < tolerance)
+    return int(below[0]) if len(below) else -1
+
+
+# How a curve moves: down by more than the margin and up again, only down, only up, or neither.
+COURSES = ("shrinks_then_grows", "shrinks", "grows", "flat")
+
+
+def ratio_course(values: Any, margin: float = 0.2) -> dict[str, Any]:
+    """The course of ``values`` [T] (e.g. the mean over blocks of ||F(x)|| / ||x|| at each record).
+
+    ``start``, ``low`` (the smallest value) at index ``low_index``, ``end``; ``settle_index``: the first
+    index within ``margin`` of ``low`` (value <= low * (1 + margin)); ``course``, one of :data:`COURSES`:
+    it "shrinks" when low < start * (1 - margin), "then grows" when moreover end > low * (1 + margin),
+    "grows" when it did not shrink and end > start * (1 + margin), else "flat". Raises ValueError for
+    fewer than two finite values."""
+    v = np.asarray(values, dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(v))
+    if len(finite) < 2:
+        raise ValueError(f"a course needs at least two finite values; got {len(finite)} of {len(v)}")
+    v = v[: finite[-1] + 1]
+    start, end = float(v[finite[0]]), float(v[finite[-1]])
+    low_index = int(np.nanargmin(v))
+    low = float(v[low_index])
+    shrank = low < start * (1 - margin)
+    if shrank and end > low * (1 + margin):
+        course = "shrinks_then_grows"
+    elif shrank:
+        course = "shrinks"
+    elif end > start * (1 + margin):
+        course = "grows"
+    else:
+        course = "flat"
+    settle = int(np.flatnonzero(np.nan_to_num(v, nan=np.inf) <= low * (1 + margin))[0])
+    return {"start": start, "low": low, "low_index": low_index, "end": end, "settle_index": settle, "course": course}
+
+
 def _only(kind: str) -> Any:
     """A summary field that only some runs have (``kind`` says which); None and left out of to_dict otherwise."""
     return field(default=None, metadata={"only": kind})
@@ -127,6 +167,7 @@ class RunSummary(ReadAsMapping):
     path_length_fraction: Floats | None = _only("residual MLP")
     layers: list[str] | None = _only("Transformer")
     init_ffn_grad_norm: Floats | None = _only("Transformer")
+    tolerance_step: int | None = _only("identity fit")  # first step below the tolerance, -1: never
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -154,8 +195,14 @@ def summarize(trace: Trace) -> RunSummary:
       training] (Balduzzi et al. 2017).
     - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
     - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
+
+    An identity-fit run (``config["kind"] == "identity_fit"``): ``final_loss`` is the relative error
+    ||h - x||^2 / ||x||^2 of the last step, ``final_train_loss_avg`` its mean over the last 10 %,
+    ``branch_ratio_final`` [||F(x)|| / ||x||], ``tolerance_step``; the classifier figures are None or empty.
     """
     a = trace.arrays
+    if trace.config.get("kind") == "identity_fit":
+        return _identity_fit_summary(trace)
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
     final_test = a.get("final_test_error")
@@ -201,3 +248,15 @@ def summarize(trace: Trace) -> RunSummary:
         out["layers"] = trace.meta.layers
         out["init_ffn_grad_norm"] = _list(a["init_ffn_grad_norm"].mean(0))
     return RunSummary(**out)
+
+
+def _identity_fit_summary(trace: Trace) -> RunSummary:
+    a = trace.arrays
+    return RunSummary(
+        config=trace.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
+        final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
+        final_test_error=None, grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
+        grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None,
+        branch_ratio_final=_list(a["branch_ratio"][-1:]), branch_std_final=[], diverged=bool(trace.meta.diverged),
+        diverged_step=None, diverged_layer=None, diverged_pass=None, nonfinite_per_layer=[],
+        tolerance_step=int(a["tolerance_step"]))

@@ -68,10 +68,11 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
 
 def sweep_work(config: Config) -> int:
     """A rough cost of one run in MLP block-steps (~0.2 ms of one core each at batch 128, width 32):
-    steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured)."""
+    steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured); an
+    identity fit (IdentityFitConfig, no ``depth``) is one block."""
     if getattr(config, "model", "mlp") == "conv":
         return config.steps * 20 * (config.depth - 2) // 2
-    return config.steps * max(config.depth, 1)
+    return config.steps * max(getattr(config, "depth", 1), 1)
 
 
 def scheduler_address(scheduler: str | None = None) -> str | None:

@@ -247,6 +247,11 @@ def lr_at(config: TransformerConfig, step: int) -> float:
 SUBLAYER_KEYS = ("input_norm", "branch_norm", "sum_norm", "out_norm")
 
 
+def _token_cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Mean over tokens of cos(a[b, i, :], b[b, i, :]), for two [B, T, width] tensors."""
+    return float(F.cosine_similarity(a.detach().double(), b.detach().double(), dim=-1).mean())
+
+
 def _token_norm(t: torch.Tensor) -> float:
     """Mean over tokens of ||t[b, i, :]||, for a [B, T, width] tensor."""
     return float(t.detach().double().norm(dim=-1).mean())
@@ -261,17 +266,22 @@ class TransformerRecorder(HookRecorder):
     ``grad_norm`` (L2 norm of dL/dW over all weight matrices of each layer, biases and LayerNorm gains
     excluded), ``ffn_grad_norm`` (of the FFN's W^2 alone, Xiong et al. 2020 Fig. 3), ``out_grad_norm``
     (||dL/dh|| of each layer's output h over the batch, from ``tensor.register_hook``), ``nonfinite``
-    (count of non-finite values in each layer's output and weight gradients): float64 arrays [layers];
+    (count of non-finite values in each layer's output and weight gradients), ``input_cos`` (mean over tokens
+    of the cosine similarity between a token's vector at the input of its stack, the embedded tokens, and
+    after this layer; encoder layers compare with the encoder input, decoder layers with the decoder input):
+    float64 arrays [layers];
     and the :data:`SUBLAYER_KEYS` and ``branch_std`` as arrays [sublayers]. Every hook is removed on exit, also after an error.
     """
 
     # float64 for the gradient norms: tiny norms must not flush to 0.
-    DTYPES = {"nonfinite": np.int64, **dict.fromkeys(("grad_norm", "ffn_grad_norm", "out_grad_norm"), np.float64),
+    DTYPES = {"nonfinite": np.int64, **dict.fromkeys(("grad_norm", "ffn_grad_norm", "out_grad_norm", "input_cos"), np.float64),
               **dict.fromkeys((*SUBLAYER_KEYS, "branch_std"), np.float32)}
     layer_kind = "layer"
 
     def __init__(self, model: Seq2SeqTransformer) -> None:
         self.layers = model.layers
+        # The first layer of each stack reads the embedded tokens: each layer's index of that first layer.
+        self.stack_start = [0 if i < len(model.encoder) else len(model.encoder) for i in range(len(self.layers))]
         super().__init__(model)
 
     def hook_points(self) -> list[HookPoint]:
@@ -287,7 +297,9 @@ class TransformerRecorder(HookRecorder):
 
     def _clear(self) -> None:
         n_layers, n_sub = len(self.layers), len(self.names("branch"))
-        self._row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm")}
+        self._row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm",
+                                                                  "input_cos")}
+        self._stack_inputs: dict[int, torch.Tensor] = {}  # first layer index of a stack -> its input
         self._row["nonfinite"] = np.zeros(n_layers)
         self._row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
         self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
@@ -309,6 +321,10 @@ class TransformerRecorder(HookRecorder):
     # -- hooks (called only while armed) ---------------------------------------------------------
     def _on_layer(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
         self._row["nonfinite"][index] += int((~torch.isfinite(output.detach())).sum())
+        start = self.stack_start[index]
+        if index == start:
+            self._stack_inputs[start] = inputs[0].detach()
+        self._row["input_cos"][index] = _token_cos(self._stack_inputs[start], output)
         self._watch_grad(index, output)
 
     def _on_grad(self, index: int, grad: torch.Tensor) -> None:
@@ -419,7 +435,7 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
       (fraction of wrong tokens) on the recorded batch, before that step's update; ``test_error`` float32 [T]
       on a fixed held-out set of 512 sequences (teacher-forced).
     - ``loss_curve``, ``lr_curve`` float32 [steps]: the loss and learning rate of every step.
-    - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm`` float64 [T, L]; ``nonfinite`` int64 [T, L]:
+    - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm``, ``input_cos`` float64 [T, L]; ``nonfinite`` int64 [T, L]:
       see :class:`TransformerRecorder`.
     - ``init_grad_norm``, ``init_ffn_grad_norm`` float64 [K, L]: the same two norms at initialisation on K
       different batches (no update in between): Xiong et al. 2020, Fig. 3 averages over batches too.

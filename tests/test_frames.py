@@ -36,6 +36,9 @@ from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
 from scenes.degradation import Degradation
+from scenes.depth_sweep import DepthSweep
+from scenes.gradient_flow import GradientFlowOverTraining
+from scenes.seeds import SeedSpread
 from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
@@ -43,7 +46,7 @@ from scenes.shattered import ShatteredGradients
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_trace_files
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -68,7 +71,9 @@ def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en", th
 
 
 def committed_traces(scene: type) -> dict[str, str]:
-    files = tiny_trace_files(scene.experiment)
+    """The tiny traces of ``scene``'s experiment; a scene that draws the seed spread also gets the extra
+    seeds' (run keys ``NAME@seed{s}``)."""
+    files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
     assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
     return files
 
@@ -94,7 +99,7 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
         pytest.skip("writing control data: a tampered run must not overwrite it")
     files = {}
     for run_name, path in committed_traces(scene).items():
-        files[run_name] = str(tmp_path / "traces" / Path(path).name)
+        files[run_name] = str(tmp_path / "traces" / f"{run_name}.npz")  # seeds share file names: use the key
         Path(files[run_name]).parent.mkdir(exist_ok=True)
         shutil.copy(path, files[run_name])
     trace = Trace.load(files[run])
@@ -147,19 +152,30 @@ def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 
 
 def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean."""
-    out, final = {}, {}
-    for name, t in traces.items():
+    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean. Runs
+    keyed ``NAME@seed{s}`` are the other seeds: their final errors and the seed counts."""
+    out, final, by_seed = {}, {}, {}
+    for key, t in traces.items():
+        name, _, seed = key.partition("@seed")
+        by_seed.setdefault(name, {})[int(seed) if seed else int(t.meta["seed"])] = tail_mean(t["error_curve"])
+        if seed:
+            continue
         curve = t["error_curve"].astype(np.float64)
         window = max(1, round(len(curve) * 0.1))
         for i in np.unique(np.linspace(0, len(curve) - 1, min(100, len(curve))).round().astype(int)):
             out[f"{name}.step.{i}.smoothed_error"] = float(curve[max(0, i - window + 1): i + 1].mean())
         final[name] = tail_mean(curve)
         out[f"{name}.final_error_pct"] = 100 * final[name]
+    for name, errors in by_seed.items():
+        out.update({f"{name}.seed.{seed}.final_error_pct": 100 * e for seed, e in errors.items()})
     for arch in ("plain", "residual"):
-        by_depth = sorted((t.config["depth"], name) for name, t in traces.items() if t.config["arch"] == arch)
+        by_depth = sorted((t.config["depth"], name) for name, t in traces.items()
+                          if t.config["arch"] == arch and "@" not in name)
         out[f"{arch}.shallowest_final_error_pct"] = 100 * final[by_depth[0][1]]
         out[f"{arch}.deepest_final_error_pct"] = 100 * final[by_depth[-1][1]]
+        deep, shallow = by_seed[by_depth[-1][1]], by_seed[by_depth[0][1]]
+        out[f"{arch}.deeper_worse.seeds"] = sum(deep[s] > shallow[s] + 0.01 for s in deep)
+        out[f"{arch}.deeper_worse.of"] = len(deep)
     return out
 
 
@@ -224,7 +240,7 @@ def test_numbers_equal_the_trace_when_tampered(name, tmp_path):
     scene, expected, keys = NUMBER_CASES[name]
     files = dict(committed_traces(scene))
     traces = {k: Trace.load(v) for k, v in files.items()}
-    run = sorted(files)[-1]
+    run = sorted(k for k in files if "@" not in k)[-1]  # a run of the seed drawn in full
     for key in keys:
         traces[run].arrays[key] = traces[run].arrays[key] * 3
     files[run] = str(traces[run].save(tmp_path / "tampered.npz"))
@@ -275,6 +291,9 @@ FRAME_SCENES = [
     (ShatteredGradients, "shattered_gradients", "residual_d6", "input_grad",
      lambda v: v + np.sin(np.arange(v.shape[-1]))),
     (Summary, "summary", "plain", "loss", times_two),
+    (GradientFlowOverTraining, "gradient_flow_over_training", "residual_sigmoid_d8", "out_grad_norm",
+     lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
+    (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -314,3 +333,14 @@ def test_light_and_dark_control_frames_differ():
             corner = frame[0, 2, 2, :3] / 255  # frames are stored as [1, height, width, RGBA]
             expected = np.array(THEMES[theme]["background"].to_rgb())
             assert np.abs(corner - expected).max() < 2 / 255, (name, theme)
+
+
+# -- the issue-10 scenes in Chinese too: same traces, zh strings, their own control frames --------------------
+ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep)]
+for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
+    globals()[f"test_{_name}_zh"] = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
+
+
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), ZH_FRAME_SCENES, ids=[m[1] for m in ZH_FRAME_SCENES])
+def test_frame_fails_on_tampered_trace_zh(request, tmp_path, scene, name, run, key, tamper):
+    assert_fails_when_tampered(request, tmp_path, scene, f"{name}_zh", run=run, key=key, tamper=tamper, lang="zh")

@@ -107,3 +107,13 @@ def test_the_estimate_knows_the_data_sets_and_the_sweep():
     for name, (features, classes) in memory.DATA_SHAPES.items():
         data = load_dataset(name, seed=0)
         assert (data.n_features, data.n_classes) == (features, classes)
+
+
+def test_identity_fit_runs_are_estimated_and_costed_without_a_depth_or_model():
+    """IdentityFitConfig has neither ``model`` nor ``depth``: the guard and the sweep's cost must not ask."""
+    from simulation.config import IdentityFitConfig
+    from simulation.sweep import sweep_work
+
+    config = IdentityFitConfig(steps=30)
+    assert estimate(config).total > 0
+    assert sweep_work(config) == 30

@@ -4,9 +4,11 @@ Example::
 
     python tests/data/make_traces.py                    # every experiment
     python tests/data/make_traces.py residual_response  # one
+    python tests/data/make_traces.py --seeds            # only the extra seeds of TINY_SEEDS
 
 Each experiment's runs are trained with :data:`TINY` overrides (few steps, shallow nets) and saved as
-``tests/data/<experiment>/<run>.npz``. After regenerating, regenerate the frame control data too:
+``tests/data/<experiment>/<run>.npz`` (seed 0); the experiments of :data:`TINY_SEEDS` also get
+``tests/data/<experiment>/seed<k>/<run>.npz`` for their extra seeds (scenes that draw the seed spread). After regenerating, regenerate the frame control data too:
 ``pytest tests/test_frames.py --set_test``.
 """
 
@@ -24,7 +26,8 @@ if str(ROOT) not in sys.path:
 from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import EXPERIMENTS, build_runs, get_experiment  # noqa: E402
 
-__all__ = ["DATA_DIR", "TINY", "tiny_overrides", "tiny_trace_files", "write_tiny_traces"]
+__all__ = ["DATA_DIR", "TINY", "TINY_SEEDS", "tiny_overrides", "tiny_trace_files", "tiny_seed_trace_files",
+           "tiny_trace_files_with_seeds", "write_tiny_traces"]
 
 DATA_DIR = Path(__file__).resolve().parent
 
@@ -36,7 +39,14 @@ TINY: dict[str, dict] = {
     "degradation": {"depths": "3,6", "steps": 30},
     "shattered": {"depths": "2,6"},
     "exploding": {"gains": "1,3"},
+    "depth_sweep": {"mlp_depths": "2,4,8", "conv_depths": "8,14"},
+    "does_it_copy": {"steps": 40},
+    "identity_fit": {"steps": 200, "lr": 0.01},
 }
+
+# Extra seeds (besides the base seed 0) of the experiments whose scenes draw the spread across seeds.
+TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (1, 2), "depth_sweep": (1, 2),
+                                          "does_it_copy": (1, 2), "conveyor_belt": (1,)}
 
 
 def tiny_overrides(experiment: str) -> dict:
@@ -46,19 +56,43 @@ def tiny_overrides(experiment: str) -> dict:
     return {key: str(value) for key, value in wanted.items() if key in known}
 
 
-def tiny_trace_files(experiment: str, folder: Path = DATA_DIR) -> dict[str, str] | None:
-    """``{run_name: path}`` of the tiny traces of ``experiment`` under ``folder``; None if any is missing."""
-    runs = build_runs(experiment, tiny_overrides(experiment))
-    files = {name: folder / experiment / f"{name}.npz" for name in runs}
+def tiny_trace_files(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str] | None:
+    """``{run_name: path}`` of the tiny traces of ``experiment`` under ``folder`` (of ``seed``'s
+    sub-folder when given); None if any is missing."""
+    runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
+    where = folder / experiment if seed is None else folder / experiment / f"seed{seed}"
+    files = {name: where / f"{name}.npz" for name in runs}
     if not all(path.is_file() for path in files.values()):
         return None
     return {name: str(path) for name, path in files.items()}
 
 
-def write_tiny_traces(experiment: str, folder: Path = DATA_DIR) -> dict[str, str]:
-    """Train the tiny runs of ``experiment`` now (through a throw-away cache, so each config goes to
-    its own trainer) and save them; returns ``{run_name: path}``."""
-    runs = build_runs(experiment, tiny_overrides(experiment))
+def tiny_seed_trace_files(experiment: str, folder: Path = DATA_DIR) -> dict[int, dict[str, str]]:
+    """``{seed: {run_name: path}}`` of the extra tiny seeds of ``experiment`` (:data:`TINY_SEEDS`) that
+    are all on disk; empty for an experiment without extra seeds."""
+    found = {seed: tiny_trace_files(experiment, folder, seed) for seed in TINY_SEEDS.get(experiment, ())}
+    return {seed: files for seed, files in found.items() if files is not None}
+
+
+def tiny_trace_files_with_seeds(experiment: str, folder: Path = DATA_DIR) -> dict[str, str] | None:
+    """The base seed's files and the extra seeds' under their ``NAME@seed{s}`` run keys (docs/sweep.md),
+    as ``build_runs`` with ``seeds`` names them; None if the base seed's files are missing."""
+    files = tiny_trace_files(experiment, folder)
+    if files is None:
+        return None
+    for seed, extra in tiny_seed_trace_files(experiment, folder).items():
+        files.update({f"{name}@seed{seed}": path for name, path in extra.items()})
+    return files
+
+
+def _with_seed(overrides: dict, seed: int | None) -> dict:
+    return overrides if seed is None else {**overrides, "seed": str(seed)}
+
+
+def write_tiny_traces(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str]:
+    """Train the tiny runs of ``experiment`` (with ``seed`` when given) now, through a throw-away cache so
+    each config goes to its own trainer, and save them; returns ``{run_name: path}``."""
+    runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
     previous = os.environ.get("RESIDUAL_CACHE")
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["RESIDUAL_CACHE"] = scratch
@@ -69,13 +103,20 @@ def write_tiny_traces(experiment: str, folder: Path = DATA_DIR) -> dict[str, str
                 os.environ.pop("RESIDUAL_CACHE", None)
             else:
                 os.environ["RESIDUAL_CACHE"] = previous
+    where = folder / experiment if seed is None else folder / experiment / f"seed{seed}"
     out = {}
     for name, trace in zip(runs, traces):
-        out[name] = str(trace.save(folder / experiment / f"{name}.npz"))
+        out[name] = str(trace.save(where / f"{name}.npz"))
     return out
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or list(EXPERIMENTS):
-        for run_name, path in write_tiny_traces(name).items():
-            print(f"{name:<18} {run_name:<24} {Path(path).stat().st_size:>7} bytes  {path}")
+    args = sys.argv[1:]
+    only_seeds = "--seeds" in args
+    names = [a for a in args if a != "--seeds"] or list(EXPERIMENTS)
+    for name in names:
+        jobs = [] if only_seeds else [None]
+        jobs += list(TINY_SEEDS.get(name, ()))
+        for seed in jobs:
+            for run_name, path in write_tiny_traces(name, seed=seed).items():
+                print(f"{name:<18} {run_name:<24} {Path(path).stat().st_size:>7} bytes  {path}")

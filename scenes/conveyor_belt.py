@@ -1,0 +1,141 @@
+"""ConveyorBelt: how much of a token's input vector survives the Transformer's residual stream.
+
+Example::
+
+    python render.py render ConveyorBelt --quality l --set seeds=0,1,2,3,4
+
+The study note: attention is the factory, the residual is the conveyor belt: goods reach the end as they
+were while stations along the belt improve them. The ``conveyor_belt`` experiment trains Post-LN
+(x = LN(x + F(x)), Vaswani et al. 2017) and Pre-LN (x = x + F(LN(x)), Xiong et al. 2020) Transformers and
+records, for every encoder layer, the mean over tokens of the cosine similarity between a token's vector at
+the input of the stack (embedding + position) and after that layer (``input_cos``). The scene draws it layer
+by layer at initialisation and after training, for both placements (the first seed), and counts the
+experiment's ``seeds`` (0, 1, 2 unless ``--set seeds=...`` says otherwise) on which the Pre-LN belt kept more
+of the input at the top of the encoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write
+
+from scenes.base import LectureScene
+from scenes.seeds import SeedSpread, count_true
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.widgets import LinearAxes, make_dashed_polyline, make_legend
+
+__all__ = ["ConveyorBelt", "encoder_cos", "NORM_COLORS"]
+
+NORM_COLORS = {"post_ln": PALETTE["plain"], "pre_ln": PALETTE["residual"]}
+
+
+def encoder_cos(trace, record: int) -> np.ndarray:
+    """cos(x_0, x_l) for l = 0..L over the encoder at one record: float64 [L + 1], 1 first (x_0 itself)."""
+    layers = trace.meta["layers"]
+    enc = [i for i, name in enumerate(layers) if name.startswith("encoder.")]
+    return np.concatenate([[1.0], np.asarray(trace["input_cos"][record], np.float64)[enc]])
+
+
+class ConveyorBelt(SeedSpread, LectureScene):
+    """Cosine similarity of a token's vector at the stack input and after each encoder layer, Post-LN vs Pre-LN."""
+
+    experiment = "conveyor_belt"
+    experiment_defaults = {"seeds": "0,1,2"}  # two Transformers per seed (~25 s each): three keep the lecture fast
+    strings = {
+        "title": {"en": "The residual stream is a conveyor belt", "zh": "残差是一条传送带"},
+        "picture": {"en": "attention and FFN are the stations; the residual carries the goods to the end",
+                    "zh": "注意力和前馈层是加工站；残差把货物一路送到终点"},
+        "axis_layer": {"en": "encoder layer (0 = input of the stack)", "zh": "编码器层（0 = 输入）"},
+        "axis_cos": {"en": "cos(x₀, xₗ)", "zh": "cos(x₀, xₗ)"},
+        "post_ln": {"en": "Post-LN", "zh": "Post-LN"},
+        "pre_ln": {"en": "Pre-LN", "zh": "Pre-LN"},
+        "init": {"en": "dashed: at initialisation", "zh": "虚线：初始化时"},
+        "trained": {"en": "solid: after {step} steps", "zh": "实线：训练 {step} 步后"},
+        "top": {"en": "After {layers} layers a token keeps cos {pre} of its input with Pre-LN, {post} with Post-LN "
+                      "(at initialisation {pre0} and {post0}).",
+                "zh": "经过 {layers} 层后，一个词元与其输入的余弦：Pre-LN 为 {pre}，Post-LN 为 {post}"
+                      "（初始化时为 {pre0} 和 {post0}）。"},
+        "pre_keeps": {"en": "Pre-LN kept more of the input at the top on {n} of {total} seeds.",
+                      "zh": "{total} 个随机种子中有 {n} 个：Pre-LN 在顶层保留了更多输入。"},
+        "n_intro": {"en": "Attention is the factory, the residual is the conveyor belt.",
+                    "zh": "注意力像加工厂，残差像传送带。"},
+        "n_measure": {"en": "How much of a token's input vector is still there after each layer? We measure the "
+                            "cosine.",
+                      "zh": "每经过一层，词元的输入向量还剩多少？我们测量余弦相似度。"},
+        "n_post": {"en": "Post-LN normalises the belt itself after every addition.",
+                   "zh": "Post-LN 在每次相加之后对传送带本身做归一化。"},
+        "n_pre": {"en": "Pre-LN normalises only what enters a station; the belt is a clean sum.",
+                  "zh": "Pre-LN 只归一化进入加工站的部分；传送带是干净的求和。"},
+        "n_verdict": {"en": "What these runs measured.", "zh": "这些运行的实测结果。"},
+    }
+
+    def construct(self) -> None:
+        shown = {norm: self.traces[norm] for norm in ("post_ln", "pre_ln")}  # the first seed, drawn in full
+        cos = {norm: (encoder_cos(t, 0), encoder_cos(t, -1)) for norm, t in shown.items()}
+        depth = len(cos["pre_ln"][0]) - 1
+        for norm, (init, trained) in cos.items():
+            for l in range(depth + 1):
+                self.number(f"{norm}.layer.{l}.cos_step0", init[l])
+                self.number(f"{norm}.layer.{l}.cos_final", trained[l])
+        top = {}  # {(norm, record): {seed: cos(x_0, x_L)}} of every seed that has the run
+        for norm in shown:
+            for record, when in ((0, "step0"), (-1, "final")):
+                top[norm, record] = self.across_seeds(norm, lambda t: encoder_cos(t, record)[-1])
+                for seed, value in top[norm, record].items():
+                    self.number(f"{norm}.seed.{seed}.top_cos_{when}", value)
+        both = [seed for seed in top["pre_ln", -1] if seed in top["post_ln", -1]]
+        agree, total = count_true(top["pre_ln", -1][seed] > top["post_ln", -1][seed] for seed in both)
+        step = self.number("step", shown["pre_ln"]["step"][-1], 6)
+
+        # 1. Title and the note's picture; the two placements.
+        title = self.title("title")
+        picture = self.text("picture", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(title, DOWN, buff=0.15)
+        self.narrate("n_intro", 3.5)
+        self.play(FadeIn(title), FadeIn(picture), run_time=1.2)
+        post_tex = MathTex(r"x_{l+1} = \mathrm{LN}(x_l + F(x_l))", font_size=30, color=NORM_COLORS["post_ln"])
+        pre_tex = MathTex(r"x_{l+1} = x_l + F(\mathrm{LN}(x_l))", font_size=30, color=NORM_COLORS["pre_ln"])
+        placements = VGroup(post_tex, pre_tex).arrange(RIGHT, buff=1.0).next_to(picture, DOWN, buff=0.25)
+        self.narrate("n_post", 3)
+        self.play(Write(post_tex), run_time=1.2)
+        self.narrate("n_pre", 3)
+        self.play(Write(pre_tex), run_time=1.2)
+
+        # 2. cos(x_0, x_l) layer by layer: dashed at init, solid after training.
+        low = min(0.0, float(np.floor(min(np.nanmin(c) for pair in cos.values() for c in pair) * 10) / 10))
+        chart = LinearAxes((0, depth), (low, 1.0), width=6.4, height=2.5, x_ticks=list(range(depth + 1)),
+                           x_format=lambda v: f"{v:g}").move_to([-2.0, -0.5, 0])
+        x_label = self.text("axis_layer", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
+        y_label = self.text("axis_cos", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, LEFT, buff=0.15)
+        layers = np.arange(depth + 1, dtype=np.float64)
+        init_lines, trained_lines, dots = [], [], VGroup()
+        for norm, (init, trained) in cos.items():
+            color = NORM_COLORS[norm]
+            init_lines.append(make_dashed_polyline([chart.point(x, y) for x, y in zip(layers, init)], color, 3, 30))
+            trained_lines.append(chart.polyline(layers, trained, color=color, stroke_width=5))
+            dots.add(*[Dot(chart.point(x, y), radius=0.06, color=color) for x, y in zip(layers, trained)])
+        legend = make_legend([(self.t("post_ln"), NORM_COLORS["post_ln"]), (self.t("pre_ln"), NORM_COLORS["pre_ln"])],
+                             size=SIZE_LABEL)
+        notes = VGroup(self.text("init", size=SIZE_SMALL, color=PALETTE["muted"]),
+                       self.text("trained", size=SIZE_SMALL, color=PALETTE["muted"], step=step)
+                       ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+        VGroup(legend, notes).arrange(DOWN, aligned_edge=LEFT, buff=0.25).next_to(chart, RIGHT, buff=0.4)
+        self.narrate("n_measure", 4.5)
+        self.play(Create(chart), FadeIn(x_label), FadeIn(y_label), FadeIn(legend), run_time=1.2)
+        self.play(*[Create(line) for line in init_lines], FadeIn(notes[0]), run_time=2)
+        self.play(*[Create(line) for line in trained_lines], FadeIn(dots), FadeIn(notes[1]), run_time=2.5)
+
+        # 3. The verdict, computed from the runs and counted over the seeds.
+        verdict = VGroup(
+            self.text("top", size=SIZE_SMALL, layers=depth,
+                      pre=self.number("pre_ln.top_cos_final", cos["pre_ln"][1][-1]),
+                      post=self.number("post_ln.top_cos_final", cos["post_ln"][1][-1]),
+                      pre0=self.number("pre_ln.top_cos_step0", cos["pre_ln"][0][-1]),
+                      post0=self.number("post_ln.top_cos_step0", cos["post_ln"][0][-1])),
+            self.text("pre_keeps", size=SIZE_SMALL, color=PALETTE["identity"],
+                      n=self.number("seeds.pre_keeps_more", agree, 6), total=self.number("seeds.total", total, 6)),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
+        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1")
+        self.wait(5)

@@ -1,0 +1,291 @@
+"""DepthSweep: a depth slider moves and the plain and residual curves grow point by point, one dot per seed.
+
+Example::
+
+    python render.py render DepthSweep                                   # the small default set, 3 seeds
+    python render.py render DepthSweep --set mlp_depths=2,4,6,8,12,16,20,32,44,56,80,110 \\
+        --set seeds=0,1,2,3,4                                            # the full MLP sweep (opt-in)
+    python render.py render scenes.depth_sweep:DepthSweepConv           # He et al.'s conv nets
+
+Left: the first block's ||dL/dW|| over the last block's at step 0 (log axis); right: the final training
+error (mean of the last tenth of the steps), both against depth, for plain and residual nets. Each depth
+shows a dot per seed, a bar over the seeds' range and a curve through their medians. The verdict lines
+count the seeds that show each claim. Source: He et al. 2015, §1 and Fig. 1 (deeper plain nets: vanishing
+signal, higher training error); He et al. 2016, eq. 5 (the identity keeps the ratio near 1).
+
+The runs are the ``depth_sweep`` experiment's (docs/sweep.md); :func:`sweep_points` reads only each
+trace's config and arrays, so any run set of plain and residual nets at several depths works (the
+``vanishing`` experiment's too). A run that diverged has no final error: it is drawn as a cross at the top
+of the error panel and counted as training worse.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, Line, Transform, VGroup, VMobject
+
+from scenes.base import LectureScene
+from scenes.degradation import MARGIN
+from scenes.seeds import SeedSpread, count_true, seed_range
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LinearAxes, LogAxes, log_floor_exponent, nice_ticks, safe_log10
+from simulation.summary import tail_mean
+
+__all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "first_over_last", "trains_worse", "decades_per_block"]
+
+ARCHS = ("plain", "residual")
+
+
+def first_over_last(trace) -> float:
+    """``grad_norm[0, 0] / grad_norm[0, -1]``: the first block's ||dL/dW|| over the last block's at step 0."""
+    g = np.asarray(trace["grad_norm"][0], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(g[0] / g[-1])
+
+
+def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, dict[int, dict[int, dict]]]:
+    """``{arch: {depth: {seed: {"ratio": ..., "error": ..., "diverged": ...}}}}`` from
+    ``{seed: {run_name: Trace}}``, for the runs of ``model`` ("mlp" | "conv"; a trace without the field is
+    an MLP).
+
+    ``ratio`` is :func:`first_over_last`; ``error`` the final training error (``tail_mean`` of
+    ``error_curve``, NaN for a run that diverged); ``diverged`` 1.0 or 0.0. Raises ValueError when an
+    architecture has no run, or two runs of one seed share an architecture and depth."""
+    out: dict[str, dict[int, dict[int, dict]]] = {arch: {} for arch in ARCHS}
+    for seed, traces in seed_traces.items():
+        for name, trace in traces.items():
+            cfg = trace.config
+            if cfg.get("arch") not in out or cfg.get("model", "mlp") != model:
+                continue
+            cell = out[cfg["arch"]].setdefault(int(cfg["depth"]), {})
+            if seed in cell:
+                raise ValueError(f"two {cfg['arch']} runs of depth {cfg['depth']} for seed {seed} (one is {name!r})")
+            diverged = bool(trace.meta.get("diverged"))
+            cell[seed] = {"ratio": first_over_last(trace),
+                          "error": float("nan") if diverged else tail_mean(trace["error_curve"]),
+                          "diverged": float(diverged)}
+    for arch, depths in out.items():
+        if not depths:
+            raise ValueError(f"no {model} {arch} run to sweep; got {sorted(n for t in seed_traces.values() for n in t)}")
+        out[arch] = dict(sorted(depths.items()))
+    return out
+
+
+def trains_worse(deep: dict, shallow: dict, margin: float = MARGIN) -> bool:
+    """Whether the deeper run of one seed trains worse than the shallower: its final error is higher by
+    more than ``margin``, or it diverged while the shallower did not."""
+    if deep["diverged"] or shallow["diverged"]:
+        return bool(deep["diverged"]) and not shallow["diverged"]
+    return bool(deep["error"] > shallow["error"] + margin)
+
+
+def decades_per_block(depths: list[int], ratios: list[float]) -> float:
+    """Least-squares slope of log10(ratio) against depth (decades per block); NaN with under two finite
+    positive points."""
+    x = np.asarray(depths, dtype=np.float64)
+    y = safe_log10(ratios, floor=np.nan)
+    ok = np.isfinite(y) & (np.asarray(ratios, dtype=np.float64) > 0)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(x[ok], y[ok], 1)[0])
+
+
+class DepthSweep(SeedSpread, LectureScene):
+    """Gradient ratio and training error against depth, plain vs residual, grown depth by depth with every seed."""
+
+    experiment = "depth_sweep"
+    model: str = "mlp"  # which nets of the sweep: "mlp" (sigmoid MLPs) | "conv" (He et al. 2015 §4.2 ResNets)
+    experiment_defaults = {"seeds": "0,1,2", "models": "mlp"}  # train only the nets drawn
+    strings = {
+        "title": {"en": "Deeper and deeper", "zh": "越来越深"},
+        "subtitle": {"en": "{nets}, digits, {steps} steps; a dot per seed ({seeds} seeds), a line through the medians",
+                     "zh": "{nets}，手写数字，{steps} 步；每个种子一个点（共 {seeds} 个），线连接中位数"},
+        "nets_mlp": {"en": "{act} MLPs", "zh": "{act} MLP"},
+        "nets_conv": {"en": "conv nets ({act} + BN, 6n+2 layers)", "zh": "卷积网络（{act} + BN，6n+2 层）"},
+        "diverged": {"en": "×: diverged (counted as worse)", "zh": "×：训练发散（算作更差）"},
+        "ratio_axis": {"en": "first / last block ‖∂L/∂W‖ at step 0", "zh": "第 0 步第一块 / 最后一块的 ‖∂L/∂W‖"},
+        "error_axis": {"en": "final training error", "zh": "最终训练误差"},
+        "slider": {"en": "depth {depth}", "zh": "深度 {depth}"},
+        "legend_plain": {"en": "plain", "zh": "普通网络"},
+        "legend_residual": {"en": "residual", "zh": "残差网络"},
+        "plain_ratio": {"en": "plain: the deepest over a decade below the shallowest",
+                        "zh": "普通网络：最深的比最浅的低一个数量级以上"},
+        "plain_ratio_count": {"en": "in {k} of {n} seeds; median fit {slope} decades per block",
+                              "zh": "{n} 个种子中有 {k} 个；中位数拟合每块 {slope} 个数量级"},
+        "residual_ratio": {"en": "residual: within a decade of 1 at every depth", "zh": "残差网络：每个深度都在 1 的一个数量级以内"},
+        "residual_ratio_count": {"en": "in {k} of {n} seeds", "zh": "{n} 个种子中有 {k} 个"},
+        "plain_error": {"en": "plain: the deepest trains worse than the shallowest", "zh": "普通网络：最深的比最浅的训练得更差"},
+        "residual_error": {"en": "residual: the deepest trains worse than the shallowest",
+                           "zh": "残差网络：最深的比最浅的训练得更差"},
+        "error_count": {"en": "in {k} of {n} seeds (margin {margin}%)", "zh": "{n} 个种子中有 {k} 个（差距阈值 {margin}%）"},
+        "underflow": {"en": "hollow: underflowed to 0", "zh": "空心：下溢为 0"},
+        "n_intro": {"en": "Now we vary the depth, with several seeds at every depth.",
+                    "zh": "现在改变深度，每个深度都跑几个随机种子。"},
+        "n_grow": {"en": "Each stop of the slider adds the measured runs of that depth.",
+                   "zh": "滑块每停一下，就加上这个深度的实测结果。"},
+        "n_verdict": {"en": "Counted over the seeds, this is what the sweep shows.",
+                      "zh": "把所有种子数一遍，扫描的结果是这样的。"},
+    }
+
+    _source = "He et al. 2015, §1, Fig. 1; He et al. 2016, eq. 5"
+    _track_y = -1.6  # the depth slider's track (scene units)
+
+    @staticmethod
+    def _cross(point: np.ndarray, arch: str, size: float = 0.07) -> VGroup:
+        return VGroup(Line(point + size * (UP + LEFT), point + size * (DOWN + RIGHT)),
+                      Line(point + size * (UP + RIGHT), point + size * (DOWN + LEFT))).set_stroke(PALETTE[arch], 3)
+
+    @staticmethod
+    def _seed_dot(point: np.ndarray, arch: str, hollow: bool = False) -> Dot:
+        """One seed's value; hollow where the ratio underflowed to 0 (drawn on the axis floor)."""
+        dot = Dot(point, radius=0.05, color=PALETTE[arch], fill_opacity=0.0 if hollow else 0.85)
+        return dot.set_stroke(PALETTE[arch], width=2 if hollow else 0)
+
+    def construct(self) -> None:
+        points = sweep_points(self.seed_traces, self.model)
+        depths = sorted(set(points["plain"]) | set(points["residual"]))
+        seeds = sorted(self.seed_traces)
+        for arch, by_depth in points.items():
+            for depth, cells in by_depth.items():
+                for seed, cell in cells.items():
+                    for key, value in cell.items():
+                        self.number(f"{arch}.d{depth}.seed.{seed}.{key}", value)
+        any_trace = next(t for t in self.seed_traces[seeds[0]].values() if t.config.get("model", "mlp") == self.model)
+        steps = int(any_trace.config["steps"])
+        nets = self.t(f"nets_{self.model}", act=any_trace.config["activation"])
+
+        # 1. Title and the two empty panels, sized to every run of the sweep.
+        title = self.title("title")
+        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], nets=nets, steps=steps,
+                             seeds=len(seeds))
+        subtitle.scale_to_fit_width(min(subtitle.width, 13.6)).next_to(title, DOWN, buff=0.12)
+        ratios = [c["ratio"] for by in points.values() for cells in by.values() for c in cells.values()]
+        positive = np.asarray([r for r in ratios if math.isfinite(r) and r > 0], dtype=np.float64)
+        exp_min = min(-1, log_floor_exponent(positive)) if positive.size else -1  # an underflow (0) sits on the floor
+        exp_max = max(1, int(np.ceil(np.log10(positive.max())))) if positive.size else 1
+        d_max = float(max(depths))
+        x_ticks = [t for t in nice_ticks(0, d_max, 5) if t <= d_max]
+        ratio_axes = LogAxes((0, d_max, max(1.0, d_max / 10)), (exp_min, exp_max), width=5.2, height=2.3)
+        ratio_axes.move_to([-3.35, 0.55, 0])
+        error_axes = LinearAxes((0, d_max), (0, 1), width=5.2, height=2.3, x_ticks=x_ticks,
+                               y_format=lambda v: f"{v * 100:g}%")
+        error_axes.move_to([3.75, 0.55, 0])
+        for tick in x_ticks:  # LogAxes draws no x labels: the same depth ticks as the error panel
+            label = make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"])
+            ratio_axes.ticks.add(label.next_to(ratio_axes.axes.c2p(tick, 0), DOWN, buff=0.1))
+        labels = VGroup()
+        for axes, key in ((ratio_axes, "ratio_axis"), (error_axes, "error_axis")):
+            head = self.text(key, size=SIZE_SMALL, color=PALETTE["text"])
+            labels.add(head.next_to(axes.axes, UP, buff=0.15).align_to(axes.axes, LEFT))
+        legend = VGroup(*[self.text(f"legend_{arch}", size=SIZE_SMALL, color=PALETTE[arch]) for arch in ARCHS])
+        if any(r == 0 for r in ratios):  # a float32 gradient that underflowed: no point on a log axis
+            legend.add(self.text("underflow", size=SIZE_SMALL, color=PALETTE["muted"]))
+        if any(c["diverged"] for by in points.values() for cells in by.values() for c in cells.values()):
+            legend.add(self.text("diverged", size=SIZE_SMALL, color=PALETTE["muted"]))
+        legend.arrange(RIGHT, buff=0.4).next_to(subtitle, DOWN, buff=0.12)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), FadeIn(subtitle), FadeIn(legend), run_time=1)
+        self.play(Create(ratio_axes.axes), FadeIn(ratio_axes.ticks), Create(error_axes.axes),
+                  FadeIn(error_axes.ticks), FadeIn(labels), run_time=1.2)
+
+        # 2. The slider: one stop per depth; each stop adds that depth's dots, range bars and curve segment.
+        track_y = self._track_y
+        track = Line([-5.5, track_y, 0], [5.5, track_y, 0], color=PALETTE["muted"], stroke_width=3)
+        to_x = lambda d: -5.5 + 11.0 * d / d_max  # noqa: E731
+        stops = VGroup(*[Line([to_x(d), track_y - 0.08, 0], [to_x(d), track_y + 0.08, 0], color=PALETTE["muted"],
+                              stroke_width=2) for d in depths])
+        knob = Dot([to_x(depths[0]), track_y, 0], radius=0.11, color=PALETTE["text"])
+        knob_label = self.text("slider", size=SIZE_SMALL, depth=depths[0]).next_to(knob, DOWN, buff=0.12)
+        self.play(Create(track), FadeIn(stops), FadeIn(knob), FadeIn(knob_label), run_time=0.8)
+        self.narrate("n_grow", 4)
+        medians = {arch: {} for arch in ARCHS}
+        curves = {(arch, panel): None for arch in ARCHS for panel in ("ratio", "error")}
+        per_depth = min(3.2, 14.0 / len(depths))  # the slider phase lasts about 10-14 s whatever the depths
+        for depth in depths:
+            new_label = self.text("slider", size=SIZE_SMALL, depth=depth).next_to([to_x(depth), track_y, 0], DOWN,
+                                                                                 buff=0.23)
+            self.play(knob.animate.move_to([to_x(depth), track_y, 0]), Transform(knob_label, new_label),
+                      run_time=per_depth * 0.4)
+            shown = []
+            for arch in ARCHS:
+                cells = points[arch].get(depth)
+                if not cells:
+                    continue
+                shift = -0.25 if arch == "plain" else 0.25  # dots of the two nets side by side at one depth
+                for panel, axes, key in (("ratio", ratio_axes, "ratio"), ("error", error_axes, "error")):
+                    values = [cells[s][key] for s in sorted(cells)]
+                    low, mid, high = seed_range(values)
+                    medians[arch].setdefault(panel, []).append((depth, mid))
+                    self.number(f"{arch}.d{depth}.median_{key}", mid)
+                    where = (lambda d, v: ratio_axes.point(d, v)) if panel == "ratio" else \
+                        (lambda d, v: error_axes.point(d, v))
+                    nudge = np.array([shift * axes.axes.x_axis.get_unit_size() * d_max / 60, 0, 0])
+                    dots = VGroup(*[self._seed_dot(where(depth, v) + nudge, arch, hollow=v == 0 and panel == "ratio")
+                                    for v in values if math.isfinite(v)])
+                    if panel == "error":  # a diverged run has no error: a cross at the top of the panel
+                        dots.add(*[self._cross(error_axes.point(depth, 1.0) + nudge, arch)
+                                   for s in sorted(cells) if cells[s]["diverged"]])
+                    if math.isfinite(low):
+                        bar = Line(where(depth, low) + nudge, where(depth, high) + nudge, color=PALETTE[arch],
+                                   stroke_width=2, stroke_opacity=0.6)
+                        dots.add(bar)
+                    shown.append(FadeIn(dots, scale=1.4))
+                    pts = [where(d, v) for d, v in medians[arch][panel] if math.isfinite(v)]
+                    if len(pts) >= 2:
+                        curve = VMobject(color=PALETTE[arch], stroke_width=3).set_points_as_corners(pts)
+                        old = curves[(arch, panel)]
+                        if old is not None:
+                            self.remove(old)
+                        self.add(curve)
+                        curves[(arch, panel)] = curve
+            self.play(*shown, run_time=per_depth * 0.6)
+        self.wait(1)
+
+        # 3. The verdicts, counted over the seeds.
+        shallow, deep = depths[0], depths[-1]
+        plain_falls = count_true(points["plain"][deep][s]["ratio"] < 0.1 * points["plain"][shallow][s]["ratio"]
+                                 for s in points["plain"][deep] if s in points["plain"][shallow])
+        residual_holds = count_true(all(0.1 <= points["residual"][d][s]["ratio"] <= 10 for d in points["residual"]
+                                        if s in points["residual"][d]) for s in seeds)
+        plain_worse, residual_worse = (count_true(trains_worse(points[a][deep][s], points[a][shallow][s])
+                                                  for s in points[a][deep] if s in points[a][shallow])
+                                       for a in ARCHS)
+        slope = decades_per_block(*zip(*medians["plain"]["ratio"]))
+        for key, (n, total) in (("plain.ratio_falls", plain_falls), ("residual.ratio_within_decade", residual_holds),
+                                ("plain.deeper_worse", plain_worse), ("residual.deeper_worse", residual_worse)):
+            self.number(f"{key}.seeds", n)
+            self.number(f"{key}.of", total)
+        n = len(seeds)
+        margin = self.number("error_margin_points", 100 * MARGIN)
+        left = VGroup(
+            self.text("plain_ratio", size=SIZE_SMALL, color=PALETTE["plain"]),
+            self.text("plain_ratio_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_falls[0], n=n,
+                      slope=self.number("plain.decades_per_block", slope)),
+            self.text("residual_ratio", size=SIZE_SMALL, color=PALETTE["residual"]),
+            self.text("residual_ratio_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_holds[0], n=n),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+        right = VGroup(
+            self.text("plain_error", size=SIZE_SMALL, color=PALETTE["plain"]),
+            self.text("error_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_worse[0], n=n, margin=margin),
+            self.text("residual_error", size=SIZE_SMALL, color=PALETTE["residual"]),
+            self.text("error_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_worse[0], n=n,
+                      margin=margin),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+        for column, x in ((left, -6.7), (right, 0.35)):
+            column.scale_to_fit_width(min(column.width, 6.3))
+            column.next_to([x, self._track_y - 0.5, 0], DOWN + RIGHT, buff=0)
+        lines = VGroup(left, right)
+        self.narrate("n_verdict", 4)
+        self.play(FadeIn(lines, shift=UP * 0.2), run_time=1)
+        self.cite(self._source)
+        self.wait(5)
+
+
+class DepthSweepConv(DepthSweep):
+    """The same sweep for He et al. 2015 §4.2's conv nets (6n+2 layers, ReLU + BatchNorm), plain vs residual."""
+
+    model = "conv"
+    experiment_defaults = {"seeds": "0,1,2", "models": "conv"}
+    _source = "He et al. 2015, §4.2, Fig. 6"

@@ -1,0 +1,160 @@
+"""DoesItOnlyCopy: does a residual net only learn to copy? ||F(x)|| / ||x|| per block over training.
+
+Example::
+
+    python render.py render DoesItOnlyCopy --quality l --set seeds=0,1,2,3,4
+
+The study note's answer: early in training the net finds the identity quickly, then the gradient pushes
+F(x) to capture the differences that lower the loss. The scene shows what a real run did instead of
+repeating that: the ratio ||F(x)|| / ||x|| of every block at every recorded step (the trace's
+``branch_norm`` / ``input_norm``) beside the training loss, and says in words where F(x) started, whether
+it shrank toward the identity, whether it grew again, and on how many of the experiment's ``seeds`` the course
+was the same (:func:`simulation.summary.ratio_course`; seeds 0-4 unless ``--set seeds=...`` says otherwise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
+
+from scenes.base import LectureScene
+from scenes.seeds import SeedSpread, count_true
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LinearAxes, LogAxes, make_legend
+from simulation.summary import ratio_course
+
+__all__ = ["DoesItOnlyCopy", "branch_ratios", "NEAR_ZERO"]
+
+# F(x) "vanishes" (the block has become a copy) below this fraction of ||x||.
+NEAR_ZERO = 0.05
+
+
+def branch_ratios(trace) -> np.ndarray:
+    """||F(x)|| / ||x|| of every block at every record: float64 [T, depth]."""
+    return np.asarray(trace["branch_norm"], np.float64) / np.asarray(trace["input_norm"], np.float64)
+
+
+class DoesItOnlyCopy(SeedSpread, LectureScene):
+    """||F(x)|| / ||x|| per block over training steps beside the loss: does the residual net only copy?"""
+
+    experiment = "does_it_copy"
+    experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
+    strings = {
+        "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
+        "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},
+        "loss_panel": {"en": "training loss", "zh": "训练损失"},
+        "axis_step": {"en": "step", "zh": "训练步"},
+        "first_block": {"en": "block 1", "zh": "第 1 块"},
+        "last_block": {"en": "block {depth}", "zh": "第 {depth} 块"},
+        "mean": {"en": "mean of the blocks", "zh": "各块平均"},
+        "start": {"en": "Step 0: ‖F(x)‖ / ‖x‖ = {start} (mean of {depth} blocks); lowest {low} at step {low_step}; "
+                        "step {last}: {end}.",
+                  "zh": "第 0 步：‖F(x)‖ / ‖x‖ = {start}（{depth} 块的平均）；最低 {low}（第 {low_step} 步）；"
+                        "第 {last} 步：{end}。"},
+        "shrinks_then_grows": {"en": "F(x) first shrank toward the identity, then grew again while the loss fell "
+                                     "to {loss}.",
+                               "zh": "F(x) 先向恒等收缩，随后在损失降到 {loss} 的过程中又变大。"},
+        "shrinks": {"en": "F(x) shrank toward the identity by step {settle} (loss {loss0} → {loss}) and did not "
+                          "grow again.",
+                    "zh": "F(x) 在第 {settle} 步前向恒等收缩（损失 {loss0} → {loss}），之后没有再变大。"},
+        "grows": {"en": "F(x) grew from the start while the loss fell: no copying phase.",
+                  "zh": "F(x) 从一开始就在变大，同时损失下降：没有“复制”阶段。"},
+        "flat": {"en": "F(x) stayed near its starting size while the loss fell.",
+                 "zh": "损失下降时，F(x) 大致保持初始大小。"},
+        "not_copy": {"en": "It never vanished (lowest {low} of ‖x‖): the blocks do more than copy.",
+                     "zh": "它从未消失（最低为 ‖x‖ 的 {low}）：这些块做的不只是复制。"},
+        "copy": {"en": "It fell below {zero} of ‖x‖: the blocks came close to copying.",
+                 "zh": "它降到了 ‖x‖ 的 {zero} 以下：这些块接近于复制。"},
+        "seeds": {"en": "Same course on {n} of {total} seeds.", "zh": "{total} 个随机种子中有 {n} 个走势相同。"},
+        "n_intro": {"en": "If the shortcut already copies x, does the branch F learn anything?",
+                    "zh": "既然捷径已经把 x 原样抄过去了，分支 F 还会学到东西吗？"},
+        "n_ratio": {"en": "Here is the size of F(x) next to x in every block, step by step.",
+                    "zh": "这是每一块中 F(x) 相对 x 的大小，一步一步地记录。"},
+        "n_loss": {"en": "And the training loss of the same run.", "zh": "以及同一次运行的训练损失。"},
+        "n_verdict": {"en": "What the run shows, and on how many seeds.", "zh": "这次运行的结果，以及在多少个种子上成立。"},
+    }
+
+    def construct(self) -> None:
+        shown = self.traces["residual"]  # the first seed's run, drawn in full
+        courses = {seed: ratio_course(branch_ratios(traces["residual"]).mean(1))
+                   for seed, traces in self.seed_traces.items() if "residual" in traces}
+        course = next(iter(courses.values()))
+        for seed, c in courses.items():
+            for figure in ("start", "low", "end"):
+                self.number(f"residual.seed.{seed}.course.{figure}", c[figure])
+        agree, total = count_true(c["course"] == course["course"] for c in courses.values())
+        ratios = branch_ratios(shown)
+        steps = np.asarray(shown["step"], np.float64)
+        depth = ratios.shape[1]
+        mean = ratios.mean(1)
+        for i, step in enumerate(steps):
+            self.number(f"step.{int(step)}.mean_ratio", mean[i])
+        for l in range(depth):
+            self.number(f"block.{l}.ratio_step0", ratios[0, l])
+            self.number(f"block.{l}.ratio_final", ratios[-1, l])
+        n_agree, n_total = self.number("seeds.agree", agree, 6), self.number("seeds.total", total, 6)
+
+        # 1. Title and the question.
+        title = self.title("title")
+        self.narrate("n_intro", 3.5)
+        self.play(FadeIn(title), run_time=1.2)
+
+        # 2. The ratio of every block, drawn as it trains.
+        last = float(steps[-1]) or 1.0
+        top = float(np.ceil(np.nanmax(ratios) * 4 + 1e-9) / 4) or 0.25
+        chart = LinearAxes((0, last), (0, top), width=5.2, height=2.7).move_to([-3.3, 0.45, 0])
+        heading = self.text("ratio_panel", size=SIZE_LABEL).next_to(chart, UP, buff=0.2)
+        x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        shades = [PALETTE["branch"].interpolate(PALETTE["residual"], l / max(depth - 1, 1)) for l in range(depth)]
+        lines = [chart.polyline(steps, ratios[:, l], color=shade, stroke_width=2) for l, shade in enumerate(shades)]
+        mean_line = chart.polyline(steps, mean, color=PALETTE["identity"], stroke_width=5)
+        legend = make_legend([(self.t("first_block"), shades[0]), (self.t("last_block", depth=depth), shades[-1]),
+                              (self.t("mean"), PALETTE["identity"])], size=SIZE_SMALL)
+        legend.next_to(chart.axes.get_corner(UR), DL, buff=0.15)
+        self.narrate("n_ratio", 4)
+        self.play(Create(chart), FadeIn(heading), FadeIn(x_label), run_time=1.2)
+        self.play(*[Create(line, rate_func=linear) for line in [*lines, mean_line]], run_time=4)
+        self.play(FadeIn(legend), run_time=0.6)
+
+        # 3. The loss of the same run, on a log scale.
+        loss = np.asarray(shown["loss"], np.float64)
+        for i, step in enumerate(steps):
+            self.number(f"step.{int(step)}.loss", loss[i])
+        finite = loss[np.isfinite(loss) & (loss > 0)]
+        exp_range = (int(np.floor(np.log10(finite.min()))), int(np.ceil(np.log10(finite.max()))))
+        if exp_range[0] == exp_range[1]:
+            exp_range = (exp_range[0] - 1, exp_range[1])
+        loss_chart = LogAxes((0, last, last), exp_range, width=4.6, height=2.7).move_to([3.9, 0.45, 0])
+        loss_heading = self.text("loss_panel", size=SIZE_LABEL).next_to(loss_chart, UP, buff=0.2)
+        loss_x = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"])
+        for tick in (0.0, last):  # LogAxes labels only its y axis
+            loss_chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
+                loss_chart.point(tick, 10.0 ** exp_range[0]), DOWN, buff=0.1))
+        loss_x.next_to(loss_chart, DOWN, buff=0.08)
+        pts = [loss_chart.point(s, v) for s, v in zip(steps, loss) if np.isfinite(v)]
+        loss_line = VMobject(color=PALETTE["residual"], stroke_width=4).set_points_as_corners(pts if len(pts) > 1 else pts * 2)
+        self.narrate("n_loss", 3)
+        self.play(Create(loss_chart), FadeIn(loss_heading), FadeIn(loss_x), run_time=1.0)
+        self.play(Create(loss_line, rate_func=linear), run_time=2.5)
+
+        # 4. The verdict, computed from the run and checked on every seed.
+        settle = int(course["settle_index"])
+        lines = VGroup(
+            self.text("start", size=SIZE_SMALL, start=self.number("course.start", course["start"]), depth=depth,
+                      low=self.number("course.low", course["low"]),
+                      low_step=self.number("course.low_step", steps[course["low_index"]], 6),
+                      last=self.number("course.last_step", steps[-1], 6), end=self.number("course.end", course["end"])),
+            self.text(course["course"], size=SIZE_SMALL, color=PALETTE["identity"],
+                      settle=self.number("course.settle_step", steps[settle], 6),
+                      loss0=self.number("course.loss_step0", loss[0]),
+                      loss=self.number("course.loss_at_settle" if course["course"] == "shrinks" else "course.loss_final",
+                                       loss[settle] if course["course"] == "shrinks" else loss[-1])),
+            self.text("not_copy" if course["low"] >= NEAR_ZERO else "copy", size=SIZE_SMALL,
+                      low=self.number("course.low", course["low"]), zero=f"{NEAR_ZERO:g}"),
+            self.text("seeds", size=SIZE_SMALL, color=PALETTE["muted"], n=n_agree, total=n_total),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
+        lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, §3.1, Fig. 7")
+        self.wait(5)

@@ -1,0 +1,339 @@
+"""GradientFlowOverTraining: the backward signal as a pulse running from the loss to the input, block by block.
+
+Example::
+
+    python render.py render GradientFlowOverTraining --quality h --format png     # a 1080p still
+    python render.py render GradientFlowOverTraining --set GradientFlowOverTraining.shown_depth=56
+
+Both nets of the ``vanishing`` experiment at one depth (default 20 sigmoid blocks) are drawn as rows of
+their real blocks, the residual one with its identity lane beside them. A pulse leaves the loss and travels
+to the input; at every block its brightness and width follow the recorded ||dL/dh_l|| (``out_grad_norm``) on
+one log scale shared by both nets. In the plain sigmoid net it fades within a few blocks (sigma' <= 1/4 per
+layer); in the residual net it runs the whole way along the lane, because
+dL/dh_l = dL/dh_L (1 + d/dh_l sum F) (He et al. 2016, eq. 4-5). Then the same picture is played across
+every recorded training step, with a step counter. Source: He et al. 2015 §1; He et al. 2016, eq. 5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, Line, Rectangle, RoundedRectangle,
+                   Transform, ValueTracker, VGroup, VMobject, linear)
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LogAxes, log_floor_exponent
+
+__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
+
+
+def flow_scale(grads: list[np.ndarray], decades: int) -> tuple[int, int]:
+    """(bottom, top) integer exponents of the log scale shared by every array in ``grads``.
+
+    ``top`` is the ceiling of log10 of the largest finite positive value; ``bottom = top - decades``.
+    Raises ValueError when no value is finite and positive (nothing to draw)."""
+    values = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for g in grads])
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        raise ValueError("no finite positive gradient norm to draw")
+    top = int(math.ceil(math.log10(float(positive.max())) - 1e-12))
+    return top - int(decades), top
+
+
+def brightness(values: np.ndarray | float, bottom: float, top: float) -> np.ndarray:
+    """Position of ``values`` on the log scale [10**bottom, 10**top], clipped to [0, 1]; 0 for zero,
+    negative or non-finite values (an underflow or a diverged run draws dark)."""
+    arr = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(arr) & (arr > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = (np.log10(np.where(ok, arr, 1.0)) - bottom) / float(top - bottom)
+    return np.where(ok, np.clip(level, 0.0, 1.0), 0.0)
+
+
+def value_along(levels: np.ndarray, xs: np.ndarray, x: float) -> float:
+    """Level at scene position ``x`` on a row whose block ``l`` sits at ``xs[l]`` (increasing): linear
+    between neighbouring blocks, the end block's level beyond either end."""
+    return float(np.interp(x, xs, levels))
+
+
+def pick_flow_runs(traces: dict, depth: int, activation: str) -> tuple[str, str]:
+    """Names of the plain and the residual run with ``activation`` whose depth is nearest ``depth``
+    (the deeper one on a tie). Raises ValueError when either architecture is missing."""
+    found = {}
+    for name, trace in traces.items():
+        cfg = trace.config
+        if cfg.get("activation") != activation or cfg.get("arch") not in ("plain", "residual"):
+            continue
+        found.setdefault(cfg["depth"], {})[cfg["arch"]] = name
+    both = [d for d, runs in found.items() if len(runs) == 2]
+    if not both:
+        raise ValueError(f"need a plain and a residual {activation} run of one depth; got {sorted(traces)}")
+    best = min(both, key=lambda d: (abs(d - depth), -d))
+    return found[best]["plain"], found[best]["residual"]
+
+
+class GradientFlowOverTraining(LectureScene):
+    """The backward pulse through a plain and a residual sigmoid net, at step 0 and across training."""
+
+    experiment = "vanishing"
+    shown_depth: int = 20  # depth of the two nets drawn (the nearest depth the experiment ran)
+    activation: str = "sigmoid"
+    decades: int = 6  # the log scale spans this many powers of ten below the largest ||dL/dh_l||
+    strings = {
+        "title": {"en": "The gradient's way back", "zh": "梯度回传的路"},
+        "subtitle": {"en": "{depth} {act} blocks each, digits; brightness and width: measured ‖∂L/∂h_l‖",
+                     "zh": "各 {depth} 个 {act} 块，手写数字；亮度与宽度：实测的 ‖∂L/∂h_l‖"},
+        "plain_row": {"en": "plain: h_l = F(h_(l-1))", "zh": "普通网络：h_l = F(h_(l-1))"},
+        "residual_row": {"en": "residual: h_l = h_(l-1) + F(h_(l-1))", "zh": "残差网络：h_l = h_(l-1) + F(h_(l-1))"},
+        "input": {"en": "input", "zh": "输入"},
+        "loss": {"en": "loss", "zh": "损失"},
+        "lane": {"en": "identity lane", "zh": "恒等通道"},
+        "scale": {"en": "‖∂L/∂h_l‖, one log scale for both nets", "zh": "‖∂L/∂h_l‖，两个网络共用一个对数刻度"},
+        "ratio": {"en": "input end / loss end: {value}", "zh": "输入端 / 损失端：{value}"},
+        "step": {"en": "training step {step} of {last}", "zh": "训练第 {step} 步（共 {last} 步）"},
+        "history": {"en": "input end / loss end at each recorded step", "zh": "每个记录步的 输入端 / 损失端"},
+        "n_intro": {"en": "Two nets of the same depth, drawn block by block; the residual one has an identity lane.",
+                    "zh": "两个同样深的网络，一块一块画出来；残差网络旁边多了一条恒等通道。"},
+        "n_plain_fades": {"en": "At step zero the gradient leaves the loss. In the plain net it fades within a few "
+                                "blocks.",
+                          "zh": "第 0 步，梯度从损失出发。在普通网络里，它走不了几块就消失了。"},
+        "n_plain_survives": {"en": "At step zero the gradient leaves the loss. In this plain net it still reaches the "
+                                   "input.",
+                             "zh": "第 0 步，梯度从损失出发。在这个普通网络里，它仍然到达了输入端。"},
+        "n_residual_runs": {"en": "In the residual net it runs the whole way along the lane.",
+                            "zh": "在残差网络里，它沿着恒等通道一路跑到输入端。"},
+        "n_residual_fades": {"en": "Here the residual net's signal fades too: see the measured ratio.",
+                             "zh": "这里残差网络的信号也变弱了：请看实测的比值。"},
+        "n_training": {"en": "Now the same picture at every recorded training step.",
+                       "zh": "现在把每个记录下来的训练步都放一遍。"},
+        "n_plain_stays_dark": {"en": "Training never lights the plain net's early blocks; the residual lane stays lit.",
+                               "zh": "训练始终照不亮普通网络靠前的块；残差网络的通道一直亮着。"},
+        "n_plain_lights_up": {"en": "By the end of training the plain net's early blocks receive a gradient too.",
+                              "zh": "训练到最后，普通网络靠前的块也收到了梯度。"},
+    }
+
+    _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
+    _lane_drop = 0.78  # the residual row's identity lane runs this far below its blocks
+    _x_span = (-5.0, 5.2)  # x of the first block's left edge and the last block's right edge
+    _source = "He et al. 2015, §1; He et al. 2016, eq. 4-5"
+
+    def construct(self) -> None:
+        names = dict(zip(("plain", "residual"), pick_flow_runs(self.traces, self.shown_depth, self.activation)))
+        traces = {arch: self.traces[name] for arch, name in names.items()}
+        depth = int(traces["plain"].config["depth"])
+        grads = {arch: np.asarray(t["out_grad_norm"], dtype=np.float64) for arch, t in traces.items()}  # [T, depth]
+        steps = {arch: np.asarray(t["step"]) for arch, t in traces.items()}
+        records = min(len(s) for s in steps.values())
+        bottom, top = flow_scale([g[:records] for g in grads.values()], self.decades)
+        self.number("scale.log10_bottom", bottom)
+        self.number("scale.log10_top", top)
+        for arch, name in names.items():
+            for k in range(records):
+                for l in range(depth):
+                    self.number(f"{name}.step.{int(steps[arch][k])}.block.{l}.out_grad_norm", grads[arch][k, l])
+        levels = {arch: brightness(g[:records], bottom, top) for arch, g in grads.items()}
+        ratios = {arch: g[:records, 0] / g[:records, -1] for arch, g in grads.items()}
+
+        # 1. Title, the two rows of real blocks, the residual row's identity lane.
+        title = self.title("title")
+        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], depth=depth, act=self.activation)
+        subtitle.next_to(title, DOWN, buff=0.12)
+        rows = {arch: self._make_row(arch, depth) for arch in ("plain", "residual")}
+        self.narrate("n_intro", 3.5)
+        self.play(FadeIn(title), FadeIn(subtitle), run_time=1)
+        self.play(*[FadeIn(rows[arch]["frame"]) for arch in rows], run_time=1.5)
+        scale_bar = self._make_scale_bar(bottom, top)
+        readouts = {arch: self._readout(arch, names[arch], ratios[arch][0], int(steps[arch][0])) for arch in rows}
+        self.play(FadeIn(scale_bar), run_time=0.6)
+
+        # 2. Step 0: the pulse leaves the loss and runs to the input, plain net first.
+        for arch in ("plain", "residual"):
+            if arch == "plain":
+                self.narrate("n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
+            else:
+                self.narrate("n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
+            self._run_pulse(rows[arch], levels[arch][0])
+            self.play(FadeIn(readouts[arch]), run_time=0.5)
+        self.wait(0.8)
+
+        # 3. Every recorded step: the lit rows follow the trace; a counter says which step.
+        last = int(steps["plain"][records - 1])
+        counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps["plain"][0]),
+                            last=self.number("last_step", last))
+        counter.next_to(subtitle, DOWN, buff=0.15)
+        history = self._make_history(ratios, steps, records)
+        self.narrate("n_training", 3)
+        self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
+        per_record = min(0.45, 9.0 / max(records - 1, 1))
+        for k in range(1, records):
+            step = int(steps["plain"][k])
+            new_counter = self.text("step", size=SIZE_LABEL, step=self.number(f"shown_step.{k}", step),
+                                    last=last).move_to(counter)
+            new_readouts = {arch: self._readout(arch, names[arch], ratios[arch][k], step) for arch in rows}
+            targets = [m for arch in rows for m in self._lit_targets(rows[arch], levels[arch][k])]
+            self._grow_history(history, ratios, steps, k)
+            self.play(*targets, Transform(counter, new_counter),
+                      *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
+                      run_time=per_record, rate_func=linear)
+        dark = levels["plain"][records - 1, 0] < 0.05
+        self.narrate("n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+        self.cite(self._source)
+        self.wait(3.5)
+
+    # -- drawing ----------------------------------------------------------------------------------------
+    def _make_row(self, arch: str, depth: int) -> dict:
+        """The row of ``depth`` blocks of one net: its frame (blocks, wires, labels), the parts the pulse
+        lights (block fills, wire or lane segments) and the block centres' x [depth]."""
+        x0, x1 = self._x_span
+        slot = (x1 - x0) / depth
+        xs = x0 + slot * (np.arange(depth) + 0.5)
+        y = self._row_y[arch]
+        color = PALETTE[arch]
+        block_w, block_h = min(0.7 * slot, 0.42), 0.62 if arch == "plain" else 0.5
+        path_y = y if arch == "plain" else y - self._lane_drop  # where the signal travels
+        in_x, out_x = x0 - 0.55, x1 + 0.55
+        frame, fills, segments = VGroup(), VGroup(), VGroup()
+        # the path the gradient takes: through the blocks (plain) or along the identity lane (residual)
+        bounds = np.concatenate([[in_x], x0 + slot * np.arange(1, depth), [out_x]])
+        base = Line([in_x, path_y, 0], [out_x, path_y, 0], stroke_width=6 if arch == "residual" else 2,
+                    color=PALETTE["identity"] if arch == "residual" else PALETTE["muted"],
+                    stroke_opacity=0.45 if arch == "residual" else 0.7)
+        for l in range(depth):
+            seg = Line([bounds[l], path_y, 0], [bounds[l + 1], path_y, 0], color=PALETTE["grad"], stroke_width=0,
+                       stroke_opacity=0)
+            segments.add(seg)
+        frame.add(base, segments)  # lit segments lie on the wire, under the blocks
+        for l, x in enumerate(xs):
+            block = RoundedRectangle(corner_radius=min(0.08, block_w / 4), width=block_w, height=block_h,
+                                     stroke_color=color, stroke_width=2.5, fill_color=PALETTE["background"],
+                                     fill_opacity=1).move_to([x, y, 0])
+            fill = Rectangle(width=block_w * 0.78, height=block_h * 0.78, stroke_width=0, fill_color=PALETTE["grad"],
+                             fill_opacity=0).move_to([x, y, 0])
+            if arch == "residual":  # the branch F leaves the lane, runs through the block and rejoins it
+                left, right = x - slot / 2 + 0.03, x + slot / 2 - 0.03
+                frame.add(Line([left, path_y, 0], [x - block_w / 2, y - block_h / 2, 0], color=PALETTE["branch"],
+                               stroke_width=2),
+                          Line([x + block_w / 2, y - block_h / 2, 0], [right, path_y, 0], color=PALETTE["branch"],
+                               stroke_width=2),
+                          Dot([right, path_y, 0], radius=0.035, color=PALETTE["identity"]))
+            frame.add(block)
+            fills.add(fill)
+        ends = VGroup(self._end_node("input", in_x - 0.2, path_y, LEFT), self._end_node("loss", out_x + 0.2, path_y,
+                                                                                           RIGHT))
+        label = self.text(f"{arch}_row", size=SIZE_LABEL, color=color)
+        label.move_to([x0, y + block_h / 2 + 0.32, 0], aligned_edge=LEFT)
+        frame.add(ends, label)
+        if arch == "residual":
+            lane = self.text("lane", size=SIZE_SMALL, color=PALETTE["identity"])
+            lane.move_to([x1, path_y - 0.3, 0], aligned_edge=RIGHT)
+            frame.add(lane)
+        frame.add(fills)  # inside the blocks
+        return {"arch": arch, "frame": frame, "fills": fills, "segments": segments, "xs": xs, "path_y": path_y,
+                "in_x": in_x, "out_x": out_x}
+
+    def _make_history(self, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray], records: int) -> dict:
+        """A small log chart (bottom right) of each net's input-end / loss-end ratio against the step;
+        its curves grow with the step counter. Underflows (0) sit on the floor."""
+        values = np.concatenate([r[:records] for r in ratios.values()])
+        exp_min = min(-1, log_floor_exponent(values, margin=0))
+        exp_max = max(1, int(np.ceil(np.log10(np.nanmax(np.where(values > 0, values, np.nan)))))) \
+            if np.any(values > 0) else 1
+        last = float(max(int(steps["plain"][records - 1]), 1))
+        chart = LogAxes((0, last, last), (exp_min, exp_max), width=4.4, height=1.0)
+        labels = list(chart.ticks)[0::2]  # LogAxes.ticks: label, grid line, label, grid line ...
+        chart.ticks.remove(*labels[1:-1])  # the bottom and top labels only: the chart is small
+        chart.move_to([1.7, -2.85, 0])
+        caption = self.text("history", size=SIZE_SMALL, color=PALETTE["muted"])
+        caption.next_to(chart.axes, UP, buff=0.1).align_to(chart.axes, LEFT)
+        curves = {arch: VMobject(color=PALETTE[arch], stroke_width=3) for arch in ratios}
+        for arch, curve in curves.items():
+            point = chart.point(0, ratios[arch][0])
+            curve.set_points_as_corners([point, point])
+        frame = VGroup(chart, caption, *curves.values())
+        return {"frame": frame, "chart": chart, "curves": curves}
+
+    def _grow_history(self, history: dict, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray],
+                      k: int) -> None:
+        """Extend each curve of the history chart to record ``k``."""
+        for arch, curve in history["curves"].items():
+            points = [history["chart"].point(float(steps[arch][j]), ratios[arch][j]) for j in range(k + 1)]
+            curve.set_points_as_corners(points)
+
+    def _end_node(self, key: str, x: float, y: float, side) -> VGroup:
+        dot = Dot([x, y, 0], radius=0.07, color=PALETTE["text"])
+        label = self.text(key, size=SIZE_SMALL, color=PALETTE["muted"]).next_to(dot, side, buff=0.1)
+        return VGroup(dot, label)
+
+    def _make_scale_bar(self, bottom: int, top: int) -> VGroup:
+        """A strip from dark (10**bottom and below) to bright (10**top), with its two end labels."""
+        cells = VGroup(*[Rectangle(width=0.16, height=0.22, stroke_width=0, fill_color=PALETTE["grad"],
+                                   fill_opacity=self._fill_opacity(k / 19)) for k in range(20)])
+        cells.arrange(RIGHT, buff=0)
+        frame = Rectangle(width=cells.width, height=cells.height, stroke_color=PALETTE["muted"], stroke_width=1)
+        frame.move_to(cells)
+        low = make_text(f"1e{bottom}" if bottom else "1", size=SIZE_SMALL, color=PALETTE["muted"])
+        high = make_text(f"1e{top}" if top else "1", size=SIZE_SMALL, color=PALETTE["muted"])
+        low.next_to(cells, LEFT, buff=0.12)
+        high.next_to(cells, RIGHT, buff=0.12)
+        caption = self.text("scale", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(VGroup(low, high), UP, buff=0.1)
+        caption.align_to(low, LEFT)
+        bar = VGroup(cells, frame, low, high, caption)
+        return bar.move_to([0, 0, 0]).to_corner(DOWN + LEFT, buff=0.45).shift(UP * 0.25)
+
+    def _readout(self, arch: str, name: str, ratio: float, step: int):
+        """``||dL/dh_1|| / ||dL/dh_L||`` of ``arch`` at ``step``, under its row's lane or blocks, at the right."""
+        text = self.text("ratio", size=SIZE_SMALL, color=PALETTE[arch],
+                         value=self.number(f"{name}.step.{step}.first_over_last_out_grad_norm", ratio))
+        y = self._row_y[arch] + 0.62 / 2 + 0.32
+        return text.move_to([self._x_span[1] + 0.55, y, 0], aligned_edge=RIGHT)
+
+    @staticmethod
+    def _fill_opacity(level: float) -> float:
+        return float(0.06 + 0.94 * level) if level > 0 else 0.0
+
+    @staticmethod
+    def _segment_style(level: float) -> tuple[float, float]:
+        """(stroke width, opacity) of a lit wire or lane segment at ``level``."""
+        return (1.0 + 11.0 * level, 0.15 + 0.85 * level) if level > 0 else (0.0, 0.0)
+
+    def _light(self, row: dict, levels: np.ndarray, reached_x: float) -> None:
+        """Light every block (and its stretch of wire or lane) at or right of ``reached_x``."""
+        for l, (fill, seg, x) in enumerate(zip(row["fills"], row["segments"], row["xs"])):
+            on = x >= reached_x
+            fill.set_fill(opacity=self._fill_opacity(levels[l]) if on else 0.0)
+            width, opacity = self._segment_style(levels[l]) if on else (0.0, 0.0)
+            seg.set_stroke(width=width, opacity=opacity)
+
+    def _lit_targets(self, row: dict, levels: np.ndarray) -> list:
+        """Animations taking a fully lit row to ``levels``."""
+        out = []
+        for l, (fill, seg) in enumerate(zip(row["fills"], row["segments"])):
+            width, opacity = self._segment_style(levels[l])
+            out += [fill.animate.set_fill(opacity=self._fill_opacity(levels[l])),
+                    seg.animate.set_stroke(width=width, opacity=opacity)]
+        return out
+
+    def _run_pulse(self, row: dict, levels: np.ndarray, run_time: float = 3.2) -> None:
+        """A glowing pulse from the loss end to the input end of ``row``; brightness and size follow
+        ``levels`` [depth]; the blocks it has passed stay lit."""
+        xs, y = row["xs"], row["path_y"]
+        where = ValueTracker(row["out_x"])
+        glow = VGroup(*[Circle(radius=1.0, stroke_width=0, fill_color=PALETTE["grad"]) for _ in range(3)])
+
+        def follow(group: VGroup) -> None:
+            x = where.get_value()
+            level = value_along(levels, xs, x)
+            radius = 0.05 + 0.2 * level
+            for circle, (grow, alpha) in zip(group, ((2.6, 0.16), (1.7, 0.35), (1.0, 0.95))):
+                circle.scale_to_fit_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)
+            self._light(row, levels, x)
+
+        follow(glow)
+        glow.add_updater(follow)
+        self.add(glow)
+        self.play(where.animate.set_value(row["in_x"]), run_time=run_time, rate_func=linear)
+        glow.clear_updaters()
+        self._light(row, levels, row["in_x"])
+        self.remove(glow)

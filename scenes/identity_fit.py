@@ -1,0 +1,160 @@
+"""IdentityFit: why is "keep as is" easy? A plain and a residual block trained to output their input.
+
+Example::
+
+    python render.py render IdentityFit --quality l --set lr=0.01
+
+He et al. 2015, §3.1: if the identity were the best a block could do, pushing F(x) to zero would be
+easier than fitting H(x) = x with a stack of nonlinear layers. The ``identity_fit`` experiment measures
+that claim: one plain and one residual block (same widths, same initial weights, same optimiser) learn the
+identity on the digits features. The scene draws the relative error ||h - x||^2 / ||x||^2 of both over the
+steps and marks the step at which each first falls below the tolerance (or says that it never did).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write, linear
+
+from scenes.base import LectureScene
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
+
+__all__ = ["IdentityFit", "error_points"]
+
+
+def error_points(curve: np.ndarray, points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, relative error) of ``curve`` [steps] at <= ``points`` evenly spaced steps (first and last
+    kept, non-finite dropped): float64 each."""
+    curve = np.asarray(curve, np.float64)
+    keep = np.unique(np.linspace(0, len(curve) - 1, min(points, len(curve))).round().astype(int))
+    keep = keep[np.isfinite(curve[keep])]
+    return keep.astype(np.float64), curve[keep]
+
+
+class IdentityFit(LectureScene):
+    """Relative error of a plain and a residual block learning H(x) = x, and the step each reaches the tolerance."""
+
+    experiment = "identity_fit"
+    strings = {
+        "title": {"en": "Why is “keep as is” easy?", "zh": "为什么“保持原样”很容易？"},
+        "setup": {"en": "one block, {width} digits features in and out; same initial weights; {opt}, lr {lr}",
+                  "zh": "一个块，输入输出都是 {width} 个 digits 特征；相同的初始权重；{opt}，学习率 {lr}"},
+        "plain": {"en": "plain: F(x) must become x", "zh": "普通块：F(x) 必须学成 x"},
+        "residual": {"en": "residual: F(x) must become 0", "zh": "残差块：F(x) 只需学成 0"},
+        "axis": {"en": "‖h − x‖² / ‖x‖² over the steps", "zh": "‖h − x‖² / ‖x‖² 随训练步的变化"},
+        "tolerance": {"en": "tolerance {tol}", "zh": "容差 {tol}"},
+        "reached": {"en": "step {step}", "zh": "第 {step} 步"},
+        "both": {"en": "Below {tol}: the residual block at step {res}, the plain block at step {plain} "
+                       "({times}× as many steps).",
+                 "zh": "低于 {tol}：残差块在第 {res} 步，普通块在第 {plain} 步（多用 {times} 倍的步数）。"},
+        "plain_never": {"en": "Below {tol}: the residual block at step {res}; the plain block not within {steps} steps.",
+                        "zh": "低于 {tol}：残差块在第 {res} 步；普通块在 {steps} 步内都没有做到。"},
+        "residual_never": {"en": "Below {tol}: the plain block at step {plain}; the residual block not within {steps} "
+                                 "steps.",
+                           "zh": "低于 {tol}：普通块在第 {plain} 步；残差块在 {steps} 步内都没有做到。"},
+        "neither": {"en": "Neither block fell below {tol} within {steps} steps.",
+                    "zh": "两个块在 {steps} 步内都没有低于 {tol}。"},
+        "start": {"en": "At step 0 the error is {res} with the shortcut, {plain} without.",
+                  "zh": "第 0 步时，有捷径的误差为 {res}，没有捷径的为 {plain}。"},
+        "n_intro": {"en": "Ask one block to do nothing: output exactly its input.",
+                    "zh": "让一个块什么都不做：原样输出它的输入。"},
+        "n_setup": {"en": "A plain block must build the identity from its layers; a residual block only has to "
+                          "silence F.",
+                    "zh": "普通块必须用它的层拼出恒等映射；残差块只需让 F 安静下来。"},
+        "n_curves": {"en": "Both start from the same weights and train with the same optimiser.",
+                     "zh": "两者从相同的权重出发，用相同的优化器训练。"},
+        "n_verdict": {"en": "Here is how many steps each one needed.", "zh": "这是各自需要的步数。"},
+    }
+
+    def number_value(self, key: str, value: float) -> float:
+        """Record ``value`` under ``key`` in the numbers JSON and return it (shown with its own format)."""
+        self.number(key, value)
+        return float(value)
+
+    def construct(self) -> None:
+        plain, residual = self.traces["plain"], self.traces["residual"]
+        config = residual.config
+        steps, tol = int(config["steps"]), float(config["tolerance"])
+        curves = {name: error_points(t["loss_curve"]) for name, t in (("plain", plain), ("residual", residual))}
+        reached = {name: int(t["tolerance_step"]) for name, t in (("plain", plain), ("residual", residual))}
+        for name, (xs, ys) in curves.items():
+            for x, y in zip(xs, ys):
+                self.number(f"{name}.step.{int(x)}.relative_error", y)
+        colors = {"plain": PALETTE["plain"], "residual": PALETTE["residual"]}
+
+        # 1. Title, the task and what is held fixed.
+        title = self.title("title")
+        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta["block_widths"][0][0],
+                          opt=config["optimizer"].capitalize() if config["optimizer"] == "adam" else "SGD",
+                          lr=f"{self.number_value('lr', config['lr']):g}").next_to(title, DOWN, buff=0.15)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+        tex = VGroup(MathTex(r"H(x) = F(x) \;\to\; x", font_size=32, color=colors["plain"]),
+                     MathTex(r"H(x) = x + F(x),\; F(x) \;\to\; 0", font_size=32, color=colors["residual"]))
+        tex.arrange(RIGHT, buff=1.2).next_to(setup, DOWN, buff=0.3)
+        self.narrate("n_setup", 4.5)
+        self.play(Write(tex), run_time=1.5)
+        self.wait(1)
+
+        # 2. Both error curves on a log scale, with the tolerance.
+        values = np.concatenate([ys for _, ys in curves.values()])
+        values = values[values > 0]
+        low = min(float(values.min()), tol)
+        exp_range = (int(np.floor(np.log10(low))), max(int(np.ceil(np.log10(values.max()))), 0))
+        chart = LogAxes((0, steps - 1, max(steps - 1, 1)), exp_range, width=7.6, height=2.6).move_to([-1.6, -0.45, 0])
+        for tick in (0, steps - 1):  # LogAxes labels only its y axis
+            chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
+                chart.point(tick, 10.0 ** exp_range[0]), DOWN, buff=0.1))
+        axis = self.text("axis", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
+        level = make_dashed_polyline([chart.point(0, tol), chart.point(steps - 1, tol)], PALETTE["muted"], 2)
+        level_label = self.text("tolerance", size=SIZE_SMALL, color=PALETTE["muted"],
+                                tol=self.number("tolerance", tol, 3)).next_to(level, RIGHT, buff=0.1)
+        lines = {}
+        for name, (xs, ys) in curves.items():
+            line = VMobject(color=colors[name], stroke_width=4)
+            pts = [chart.point(x, y) for x, y in zip(xs, ys)]
+            lines[name] = line.set_points_as_corners(pts if len(pts) > 1 else pts * 2)
+        legend = make_legend([(self.t("plain"), colors["plain"]), (self.t("residual"), colors["residual"])],
+                             size=SIZE_SMALL)
+        legend.arrange(RIGHT, buff=0.6).next_to(chart.axes, UP, buff=0.2).align_to(chart.axes, LEFT)
+        self.narrate("n_curves", 4)
+        self.play(Create(chart), FadeIn(axis), Create(level), FadeIn(level_label), FadeIn(legend), run_time=1.2)
+        self.play(*[Create(line, rate_func=linear) for line in lines.values()], run_time=4)
+
+        # 3. The step at which each fell below the tolerance.
+        marks = VGroup()
+        for k, name in enumerate(("residual", "plain")):
+            if reached[name] < 0:
+                continue
+            where = chart.point(reached[name], tol)
+            dot = Dot(where, radius=0.08, color=colors[name])
+            label = self.text("reached", size=SIZE_SMALL, color=colors[name],
+                              step=self.number(f"{name}.tolerance_step", reached[name], 6))
+            label.next_to(dot, UP + RIGHT * 0.5, buff=0.1)
+            marks.add(dot, label)
+        self.play(FadeIn(marks), run_time=0.8)
+
+        # 4. The verdict, computed from the two runs.
+        start = {name: float(t["loss_curve"][0]) for name, t in (("plain", plain), ("residual", residual))}
+        fmt = {"tol": self.number("tolerance", tol, 3), "steps": self.number("steps", steps, 6)}
+        if reached["residual"] >= 0 and reached["plain"] >= 0:
+            key = "both"
+            fmt["times"] = self.number("plain_over_residual_steps", reached["plain"] / max(reached["residual"], 1), 2)
+        else:
+            key = {(True, False): "plain_never", (False, True): "residual_never"}.get(
+                (reached["residual"] >= 0, reached["plain"] >= 0), "neither")
+        if reached["residual"] >= 0:
+            fmt["res"] = self.number("residual.tolerance_step", reached["residual"], 6)
+        if reached["plain"] >= 0:
+            fmt["plain"] = self.number("plain.tolerance_step", reached["plain"], 6)
+        verdict = VGroup(
+            self.text("start", size=SIZE_SMALL, res=self.number("residual.step0_error", start["residual"]),
+                      plain=self.number("plain.step0_error", start["plain"])),
+            self.text(key, size=SIZE_LABEL, color=PALETTE["identity"], **fmt),
+        ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
+        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, §3.1")
+        self.wait(5)

@@ -1,0 +1,256 @@
+"""Issue 10's scenes: GradientFlowOverTraining, DepthSweep and the seed spread (scenes/seeds.py).
+
+Example::
+
+    pytest tests/test_depth_scenes.py -q
+
+Pure helpers against independent computations; each scene in a Manim dry run in both languages (clean
+layout, 15-40 s, narrated) showing exactly the numbers recomputed here from the tiny committed traces
+(``tests/data/vanishing/`` and ``tests/data/depth_sweep/``, extra seeds under ``seed<k>/``); each numbers test
+has a tamper twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from scenes.depth_sweep import DepthSweep, DepthSweepConv, decades_per_block, sweep_points, trains_worse
+from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
+from scenes.seeds import count_true, seed_range
+from scenes.style import LANGS
+from simulation.summary import tail_mean
+from simulation.trace import Trace
+
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
+from dry_run import dry_run
+
+SCENES = [GradientFlowOverTraining, DepthSweep, DepthSweepConv]
+
+
+# -- pure helpers ------------------------------------------------------------------------------------------
+
+def test_flow_scale_and_brightness_follow_log10():
+    a, b = np.array([[1e-3, 0.2]]), np.array([[5e-9, 0.04]])
+    assert flow_scale([a, b], decades=6) == (-6, 0)  # ceil(log10 0.2) = 0
+    assert flow_scale([np.array([3.0])], 2) == (-1, 1)
+    values = np.array([1e-7, 1e-6, 1e-3, 1.0, 10.0, 0.0, np.nan, np.inf, -1.0])
+    expected = [0.0, 0.0, 0.5, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    np.testing.assert_allclose(brightness(values, -6, 0), expected, atol=1e-12)
+    rng = np.random.default_rng(0)
+    for v in 10 ** rng.uniform(-9, 2, 200):  # against an independent formula
+        ref = min(max((math.log(v) / math.log(10) + 6) / 6, 0.0), 1.0)
+        assert float(brightness(v, -6, 0)) == pytest.approx(ref, abs=1e-12)
+    with pytest.raises(ValueError, match="no finite positive"):
+        flow_scale([np.array([0.0, np.nan])], 6)
+
+
+def test_value_along_interpolates_between_blocks_and_holds_at_the_ends():
+    xs, levels = np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 0.5])
+    assert value_along(levels, xs, 0.5) == pytest.approx(0.5)
+    assert value_along(levels, xs, 1.5) == pytest.approx(0.75)
+    assert value_along(levels, xs, -3) == 0.0 and value_along(levels, xs, 9) == 0.5
+
+
+def _fake(arch, depth, act="sigmoid"):
+    return Trace(meta={"config": {"arch": arch, "depth": depth, "activation": act}})
+
+
+def test_pick_flow_runs_takes_the_nearest_depth_with_both_nets():
+    traces = {"p8": _fake("plain", 8), "r8": _fake("residual", 8), "p20": _fake("plain", 20),
+              "r56": _fake("residual", 56), "p56": _fake("plain", 56), "t20": _fake("residual", 20, "tanh")}
+    assert pick_flow_runs(traces, 20, "sigmoid") == ("p8", "r8")  # 20 has no sigmoid residual run
+    assert pick_flow_runs(traces, 40, "sigmoid") == ("p56", "r56")
+    with pytest.raises(ValueError, match="plain and a residual relu"):
+        pick_flow_runs(traces, 20, "relu")
+
+
+def test_count_true_and_seed_range():
+    assert count_true([True, False, True]) == (2, 3)
+    assert seed_range([3.0, np.nan, 1.0, 2.0]) == (1.0, 2.0, 3.0)
+    assert all(math.isnan(v) for v in seed_range([np.nan]))
+
+
+def test_decades_per_block_is_the_slope_of_log10():
+    depths = [2, 10, 30]
+    assert decades_per_block(depths, [10.0 ** (-0.5 * d + 1) for d in depths]) == pytest.approx(-0.5, rel=1e-9)
+    assert math.isnan(decades_per_block([2, 10], [1e-3, 0.0]))  # an underflow is no point
+
+
+def _seed_traces(files: dict[str, str] | None = None) -> dict[int, dict[str, Trace]]:
+    """``{seed: {NAME: Trace}}`` of the tiny depth sweep (or of ``files``, run keys ``NAME@seed{s}``)."""
+    files = files or tiny_trace_files_with_seeds("depth_sweep")
+    assert files is not None, "run python tests/data/make_traces.py depth_sweep"
+    out: dict[int, dict[str, Trace]] = {}
+    for key, path in files.items():
+        name, _, seed = key.partition("@seed")
+        out.setdefault(int(seed or 0), {})[name] = Trace.load(path)
+    assert len(out) >= 3, "run python tests/data/make_traces.py --seeds depth_sweep"
+    return out
+
+
+@pytest.mark.parametrize("model", ["mlp", "conv"])
+def test_sweep_points_read_every_seed_and_depth(model):
+    seed_traces = _seed_traces()
+    points = sweep_points(seed_traces, model)
+    seen = 0
+    for seed, traces in seed_traces.items():
+        for name, trace in traces.items():
+            if not name.startswith(model + "_"):
+                continue
+            cell = points[trace.config["arch"]][trace.config["depth"]][seed]
+            g = trace["grad_norm"][0]
+            assert cell["ratio"] == pytest.approx(float(g[0]) / float(g[-1]), rel=1e-12)
+            assert cell["error"] == pytest.approx(tail_mean(trace["error_curve"]), rel=1e-12)
+            seen += 1
+    assert seen == sum(len(cells) for by in points.values() for cells in by.values())
+    with pytest.raises(ValueError, match="no transformer plain run"):
+        sweep_points(seed_traces, "transformer")
+    twice = {0: {**seed_traces[0], "copy": seed_traces[0]["mlp_plain_d4"]}}
+    with pytest.raises(ValueError, match="two plain runs of depth 4"):
+        sweep_points(twice)
+
+
+def test_a_diverged_run_has_no_error_and_trains_worse():
+    traces = _seed_traces()[0]
+    trace = traces["mlp_plain_d8"]
+    trace.meta = dataclasses.replace(trace.meta, diverged=True, diverged_step=3)
+    cell = sweep_points({0: traces})["plain"][8][0]
+    assert math.isnan(cell["error"]) and cell["diverged"] == 1.0
+    fine = {"error": 0.5, "diverged": 0.0}
+    assert trains_worse(cell, fine) and not trains_worse(fine, cell)
+    assert trains_worse({"error": 0.52, "diverged": 0.0}, fine) and not trains_worse({"error": 0.505, "diverged": 0.0},
+                                                                                     fine)
+
+
+# -- the scenes in a dry run ------------------------------------------------------------------------
+
+def variant(scene: type, lang: str = "en", files: dict | None = None) -> type:
+    files = files or (tiny_trace_files_with_seeds if scene.experiment == "depth_sweep" else tiny_trace_files)(
+        scene.experiment)
+    return type(scene.__name__, (scene,), {"lang": lang, "check_layout": True, "trace_files": files})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    done = {}
+
+    def get(scene: type, lang: str):
+        if (scene, lang) not in done:
+            done[(scene, lang)] = dry_run(variant(scene, lang), tmp_path_factory.mktemp("media"))
+        return done[(scene, lang)]
+
+    return get
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+def test_scene_layout_length_and_narration(scene, lang, built):
+    s = built(scene, lang)
+    assert s.layout_log == []
+    assert 15 <= s.renderer.time <= 40, f"{scene.__name__} lasts {s.renderer.time:.1f} s"
+    captions = s.renderer.file_writer.subcaptions
+    assert len(captions) >= 3 and all(c.content for c in captions)
+    if lang == "zh":
+        assert any("\u4e00" <= ch <= "\u9fff" for c in captions for ch in c.content)
+
+
+def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+    """Every ||dL/dh_l|| at every record of the deepest sigmoid pair, the scale and the ratios."""
+    depth = max(t.config["depth"] for t in traces.values())
+    pair = {a: traces[f"{a}_sigmoid_d{depth}"] for a in ("plain", "residual")}
+    logs = np.log10(np.concatenate([t["out_grad_norm"].ravel() for t in pair.values()]))
+    top = math.ceil(logs.max() - 1e-12)
+    out = {"scale.log10_top": top, "scale.log10_bottom": top - GradientFlowOverTraining.decades}
+    steps = pair["plain"]["step"]
+    for arch, t in pair.items():
+        name = f"{arch}_sigmoid_d{depth}"
+        g = t["out_grad_norm"]
+        for k, step in enumerate(steps):
+            out.update({f"{name}.step.{step}.block.{l}.out_grad_norm": g[k, l] for l in range(depth)})
+            out[f"{name}.step.{step}.first_over_last_out_grad_norm"] = g[k, 0] / g[k, -1]
+    out.update({f"shown_step.{k}": float(s) for k, s in enumerate(steps)})
+    out["last_step"] = float(steps[-1])
+    return out
+
+
+def test_gradient_flow_numbers_equal_the_trace(built):
+    s = built(GradientFlowOverTraining, "en")
+    expected = gradient_flow_numbers(s.traces)
+    assert s.numbers["values"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_gradient_flow_numbers_when_tampered(tmp_path):
+    """The twin: a residual trace with its input half three decades dimmer reports other numbers."""
+    files = dict(tiny_trace_files("vanishing"))
+    trace = Trace.load(files["residual_sigmoid_d8"])
+    g = trace.arrays["out_grad_norm"]
+    trace.arrays["out_grad_norm"] = g * np.where(np.arange(g.shape[1]) < 4, 1e-3, 1.0)
+    files["residual_sigmoid_d8"] = str(trace.save(tmp_path / "tampered.npz"))
+    s = dry_run(variant(GradientFlowOverTraining, files=files), tmp_path)
+    clean = gradient_flow_numbers({n: Trace.load(p) for n, p in tiny_trace_files("vanishing").items()})
+    assert s.numbers["values"] != pytest.approx(clean, rel=1e-9)
+    assert s.numbers["values"] == pytest.approx(gradient_flow_numbers(s.traces), rel=1e-9)
+
+
+def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "mlp") -> dict[str, float]:
+    """Every seed's ratio, final error and divergence, per-depth medians, the seed counts of the claims."""
+    out, cells = {}, {}
+    for seed, traces in seed_traces.items():
+        for name, t in traces.items():
+            if not name.startswith(model + "_"):
+                continue
+            arch, depth = t.config["arch"], t.config["depth"]
+            g = t["grad_norm"][0]
+            diverged = bool(t.meta.get("diverged"))
+            ratio, error = float(g[0] / g[-1]), math.nan if diverged else tail_mean(t["error_curve"])
+            out[f"{arch}.d{depth}.seed.{seed}.ratio"], out[f"{arch}.d{depth}.seed.{seed}.error"] = ratio, error
+            out[f"{arch}.d{depth}.seed.{seed}.diverged"] = float(diverged)
+            cells.setdefault((arch, depth), []).append((ratio, error))
+    depths = sorted({d for _, d in cells})
+    for (arch, depth), values in cells.items():
+        errors = [e for _, e in values if math.isfinite(e)]
+        out[f"{arch}.d{depth}.median_ratio"] = float(np.median([r for r, _ in values]))
+        out[f"{arch}.d{depth}.median_error"] = float(np.median(errors)) if errors else "nan"
+    lo, hi, seeds = depths[0], depths[-1], sorted(seed_traces)
+    v = lambda arch, d, s, k: out[f"{arch}.d{d}.seed.{s}.{k}"]  # noqa: E731
+
+    def worse(arch, s):
+        deep, shallow = v(arch, hi, s, "diverged"), v(arch, lo, s, "diverged")
+        return bool(deep and not shallow) if deep or shallow else v(arch, hi, s, "error") > v(arch, lo, s, "error") + 0.01
+
+    counts = {"plain.ratio_falls": sum(v("plain", hi, s, "ratio") < 0.1 * v("plain", lo, s, "ratio") for s in seeds),
+              "residual.ratio_within_decade": sum(all(0.1 <= v("residual", d, s, "ratio") <= 10 for d in depths)
+                                                  for s in seeds),
+              "plain.deeper_worse": sum(worse("plain", s) for s in seeds),
+              "residual.deeper_worse": sum(worse("residual", s) for s in seeds)}
+    for key, n in counts.items():
+        out[f"{key}.seeds"], out[f"{key}.of"] = n, len(seeds)
+    medians = np.array([out[f"plain.d{d}.median_ratio"] for d in depths])
+    ok = medians > 0
+    out["plain.decades_per_block"] = float(np.polyfit(np.array(depths)[ok], np.log10(medians[ok]), 1)[0])
+    out["error_margin_points"] = 1.0
+    return out
+
+
+@pytest.mark.parametrize("scene", [DepthSweep, DepthSweepConv], ids=lambda s: s.__name__)
+def test_depth_sweep_numbers_equal_every_seed(scene, built):
+    s = built(scene, "en")
+    assert sorted(s.seed_traces) == [0, 1, 2] and s.numbers["seeds"] == [0, 1, 2]
+    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(), scene.model), rel=1e-9)
+
+
+def test_depth_sweep_numbers_when_tampered(tmp_path):
+    """The twin: seed 2's deep plain net recorded three times its error and a million times smaller first
+    gradient: the scene reports both."""
+    files = dict(tiny_trace_files_with_seeds("depth_sweep"))
+    trace = Trace.load(files["mlp_plain_d8@seed2"])
+    trace.arrays["error_curve"] = np.minimum(trace.arrays["error_curve"] * 3, 1.0)
+    trace.arrays["grad_norm"] = trace.arrays["grad_norm"] * np.where(np.arange(8) == 0, 1e-6, 1.0)
+    files["mlp_plain_d8@seed2"] = str(trace.save(tmp_path / "tampered.npz"))
+    s = dry_run(variant(DepthSweep, files=files), tmp_path)
+    assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces()), rel=1e-9)
+    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files)), rel=1e-9)

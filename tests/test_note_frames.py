@@ -1,0 +1,67 @@
+"""Frame tests of the study note's scenes (issue 13), in English and Chinese, each trace-driven one with a twin
+that tampers its trace and must fail.
+
+Example::
+
+    pytest tests/test_note_frames.py
+    pytest tests/test_note_frames.py --set_test      # (re)write their control frames
+
+The machinery (committed tiny traces, control frames under tests/control_data/scenes/, the cairo check) is
+that of tests/test_frames.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from manim.utils.testing.frames_comparison import frames_comparison
+
+from scenes.analogies import Analogies
+from scenes.conveyor_belt import ConveyorBelt
+from scenes.does_it_copy import DoesItOnlyCopy
+from scenes.identity_fit import IdentityFit
+
+from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
+
+__module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
+
+
+def first_seed_only_halved(values: np.ndarray) -> np.ndarray:
+    return values * 0.5
+
+
+def lowered_after_step0(values: np.ndarray) -> np.ndarray:
+    out = values.copy()
+    out[1:] *= 0.25
+    return out
+
+
+# (scene, control name, run, array, tamper)
+NOTE_SCENES = [
+    (DoesItOnlyCopy, "does_it_copy", "residual", "branch_norm", first_seed_only_halved),
+    (IdentityFit, "identity_fit", "plain", "loss_curve", lowered_after_step0),
+    (ConveyorBelt, "conveyor_belt", "pre_ln", "input_cos", first_seed_only_halved),
+]
+for _scene, _name, _run, _key, _tamper in NOTE_SCENES:
+    for _lang in ("en", "zh"):
+        globals()[f"test_{_name}_{_lang}"] = make_frame_test(_scene, f"{_name}_{_lang}", lang=_lang)
+
+
+def _analogies(lang: str):
+    variant = type("Analogies", (Analogies,), {"lang": lang})
+
+    def construct(scene):
+        variant.construct(scene)
+
+    construct.__name__ = f"test_analogies_{lang}"
+    return frames_comparison(base_scene=variant)(construct)
+
+
+test_analogies_en = _analogies("en")  # not trace-driven: no tamper twin
+test_analogies_zh = _analogies("zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), NOTE_SCENES, ids=[m[1] for m in NOTE_SCENES])
+def test_note_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper, lang):
+    assert_fails_when_tampered(request, tmp_path, scene, f"{name}_{lang}", run=run, key=key, tamper=tamper, lang=lang)
