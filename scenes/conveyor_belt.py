@@ -21,12 +21,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, V
 
 from scenes.base import LectureScene
 from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
 from scenes.widgets import LinearAxes, make_dashed_polyline, make_legend
 
 __all__ = ["ConveyorBelt", "encoder_cos", "NORM_COLORS"]
 
-NORM_COLORS = {"post_ln": PALETTE["plain"], "pre_ln": PALETTE["residual"]}
+NORM_COLORS = RoleColors(post_ln="plain", pre_ln="residual")  # read from the theme at draw time
 
 
 def encoder_cos(trace, record: int) -> np.ndarray:
