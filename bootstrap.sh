@@ -71,7 +71,9 @@ install_python() {
 install_web() {
     # reveal.js for the offline html deck (render.py slides), pinned in web/package.json and web/package-lock.json.
     local want=5.2.1 have=""  # keep in step with web/package.json and cli/deck.py
-    have=$(sed -n 's/^ *"version": "\(.*\)",*$/\1/p' web/node_modules/reveal.js/package.json 2>/dev/null | head -1)
+    if [ -f web/node_modules/reveal.js/package.json ]; then  # (a failing $(...) would end the script: set -e)
+        have=$(sed -n 's/^ *"version": "\(.*\)",*$/\1/p' web/node_modules/reveal.js/package.json | head -1)
+    fi
     if [ "$have" = "$want" ]; then
         say "reveal.js $want: present"
         return
