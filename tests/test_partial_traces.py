@@ -52,7 +52,7 @@ FAST = {"ChainRuleProduct", "Degradation"}
 # Scenes added this round whose drawing does not yet leave a labelled gap for a damaged trace (NaN value or
 # missing array): known failures, strict, so a mark must go the day its scene handles the case.
 NOT_YET_GAP_AWARE = {"GradientFlowOverTraining": {"nan", "missing"}, "DepthSweep": {"nan", "missing"},
-                     "IdentityFit": {"nan", "missing"}, "DoesItOnlyCopy": {"missing"}}
+                     "DoesItOnlyCopy": {"missing"}}
 
 
 def _damaged_params(case: str) -> list:
