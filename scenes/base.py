@@ -32,7 +32,7 @@ from simulation.trace import Trace
 
 from scenes.beats import BeatLog
 from scenes import voice as speech
-from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, is_missing, percent_value
+from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
 from scenes.theme import set_theme
@@ -62,6 +62,9 @@ class LectureScene(Scene):
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
+    # arrays every run must hold for this scene -> their axes' sizes ("records", "depth", ...); one a trace
+    # lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
+    required_arrays: dict[str, tuple[str, ...]] = {}
     voice: str | None = None  # a name from scenes.voice.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
@@ -88,6 +91,8 @@ class LectureScene(Scene):
         self._trace_has_nan = False
         if self.traces:
             absent = fill_missing_arrays(self.traces)  # drawn as gaps, like NaN
+            for run, keys in fill_required_arrays(self.traces, self.required_arrays).items():
+                absent.setdefault(run, []).extend(keys)  # what no sibling run could say was missing
             if absent:
                 self.numbers["missing_arrays"] = absent
             self._trace_has_nan = any(np.isnan(a).any() for t in self.traces.values() for a in t.arrays.values()

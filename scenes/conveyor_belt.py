@@ -20,9 +20,10 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write
 
 from scenes.base import LectureScene
+from scenes.helpers import compare, finite_runs
 from scenes.seeds import SeedSpread, count_true
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
-from scenes.widgets import LinearAxes, make_dashed_polyline, make_legend
+from scenes.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
 
 __all__ = ["ConveyorBelt", "encoder_cos", "NORM_COLORS"]
 
@@ -34,6 +35,23 @@ def encoder_cos(trace, record: int) -> np.ndarray:
     layers = trace.meta["layers"]
     enc = [i for i, name in enumerate(layers) if name.startswith("encoder.")]
     return np.concatenate([[1.0], np.asarray(trace["input_cos"][record], np.float64)[enc]])
+
+
+def _dashed_with_gaps(chart: LinearAxes, xs: np.ndarray, ys: np.ndarray, color, what: str) -> VMobject:
+    """The dashed line through (xs, ys) on ``chart``; where ys is missing (NaN) a labelled GapMark
+    instead of a dashed bridge (the dashes are drawn per run of present values)."""
+    ys = np.asarray(ys, np.float64)
+    if not np.isnan(ys).any():
+        return make_dashed_polyline([chart.point(x, y) for x, y in zip(xs, ys)], color, 3, 30)
+    line = VGroup()
+    for a, b in finite_runs(ys):
+        points = [chart.point(x, y) for x, y in zip(xs[a:b], ys[a:b])]
+        if len(points) == 1:
+            line.add(Dot(points[0], radius=0.04, color=color))
+        else:
+            line.add(make_dashed_polyline(points, color, 3, max(2, 30 * (b - a - 1) // max(len(ys) - 1, 1))))
+    line.add(*[m for m in chart.polyline(xs, ys, color=color, what=what).submobjects if isinstance(m, GapMark)])
+    return line
 
 
 class ConveyorBelt(SeedSpread, LectureScene):
@@ -84,7 +102,8 @@ class ConveyorBelt(SeedSpread, LectureScene):
                 for seed, value in top[norm, record].items():
                     self.number(f"{norm}.seed.{seed}.top_cos_{when}", value)
         both = [seed for seed in top["pre_ln", -1] if seed in top["post_ln", -1]]
-        agree, total = count_true(top["pre_ln", -1][seed] > top["post_ln", -1][seed] for seed in both)
+        verdicts = [compare(top["pre_ln", -1][seed], top["post_ln", -1][seed]) for seed in both]
+        agree, total = count_true(v for v in verdicts if v is not None)  # a seed with a missing top value is not counted
         step = self.number("step", shown["pre_ln"]["step"][-1], 6)
 
         # 1. Title and the note's picture; the two placements.
@@ -101,7 +120,9 @@ class ConveyorBelt(SeedSpread, LectureScene):
         self.play(Write(pre_tex), run_time=1.2)
 
         # 2. cos(x_0, x_l) layer by layer: dashed at init, solid after training.
-        low = min(0.0, float(np.floor(min(np.nanmin(c) for pair in cos.values() for c in pair) * 10) / 10))
+        present = np.concatenate([c for pair in cos.values() for c in pair])
+        present = present[np.isfinite(present)]
+        low = min(0.0, float(np.floor(present.min() * 10) / 10)) if present.size else 0.0
         chart = LinearAxes((0, depth), (low, 1.0), width=6.4, height=2.5, x_ticks=list(range(depth + 1)),
                            x_format=lambda v: f"{v:g}").move_to([-2.0, -0.5, 0])
         x_label = self.text("axis_layer", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
@@ -110,9 +131,11 @@ class ConveyorBelt(SeedSpread, LectureScene):
         init_lines, trained_lines, dots = [], [], VGroup()
         for norm, (init, trained) in cos.items():
             color = NORM_COLORS[norm]
-            init_lines.append(make_dashed_polyline([chart.point(x, y) for x, y in zip(layers, init)], color, 3, 30))
-            trained_lines.append(chart.polyline(layers, trained, color=color, stroke_width=5))
-            dots.add(*[Dot(chart.point(x, y), radius=0.06, color=color) for x, y in zip(layers, trained)])
+            init_lines.append(_dashed_with_gaps(chart, layers, init, color, f"{norm}.input_cos[step0]"))
+            trained_lines.append(chart.polyline(layers, trained, color=color, stroke_width=5,
+                                                what=f"{norm}.input_cos[final]"))
+            dots.add(*[Dot(chart.point(x, y), radius=0.06, color=color) for x, y in zip(layers, trained)
+                       if np.isfinite(y)])
         legend = make_legend([(self.t("post_ln"), NORM_COLORS["post_ln"]), (self.t("pre_ln"), NORM_COLORS["pre_ln"])],
                              size=SIZE_LABEL)
         notes = VGroup(self.text("init", size=SIZE_SMALL, color=PALETTE["muted"]),

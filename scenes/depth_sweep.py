@@ -30,7 +30,9 @@ from scenes.base import LectureScene
 from scenes.degradation import MARGIN
 from scenes.seeds import SeedSpread, count_true, seed_range
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, LogAxes, log_floor_exponent, nice_ticks, safe_log10
+from scenes.helpers import compare, is_missing, steps_run
+from scenes.widgets import (LinearAxes, LogAxes, _axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
+                            safe_log10)
 from simulation.summary import tail_mean
 
 __all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "first_over_last", "trains_worse", "decades_per_block"]
@@ -51,7 +53,8 @@ def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, 
     an MLP).
 
     ``ratio`` is :func:`first_over_last`; ``error`` the final training error (``tail_mean`` of
-    ``error_curve``, NaN for a run that diverged); ``diverged`` 1.0 or 0.0. Raises ValueError when an
+    ``error_curve``, NaN for a run that diverged, and NaN (missing) when a value of the steps it ran is
+    missing); ``diverged`` 1.0 or 0.0. Raises ValueError when an
     architecture has no run, or two runs of one seed share an architecture and depth."""
     out: dict[str, dict[int, dict[int, dict]]] = {arch: {} for arch in ARCHS}
     for seed, traces in seed_traces.items():
@@ -63,8 +66,10 @@ def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, 
             if seed in cell:
                 raise ValueError(f"two {cfg['arch']} runs of depth {cfg['depth']} for seed {seed} (one is {name!r})")
             diverged = bool(trace.meta.get("diverged"))
+            curve = np.asarray(trace["error_curve"], dtype=np.float64)
+            lacks = bool(np.isnan(curve[:steps_run(trace, len(curve))]).any())  # a missing value where it ran
             cell[seed] = {"ratio": first_over_last(trace),
-                          "error": float("nan") if diverged else tail_mean(trace["error_curve"]),
+                          "error": float("nan") if diverged or lacks else tail_mean(curve),
                           "diverged": float(diverged)}
     for arch, depths in out.items():
         if not depths:
@@ -73,12 +78,23 @@ def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, 
     return out
 
 
-def trains_worse(deep: dict, shallow: dict, margin: float = MARGIN) -> bool:
+def trains_worse(deep: dict, shallow: dict, margin: float = MARGIN) -> bool | None:
     """Whether the deeper run of one seed trains worse than the shallower: its final error is higher by
-    more than ``margin``, or it diverged while the shallower did not."""
+    more than ``margin``, or it diverged while the shallower did not. None when an error that decides
+    it is missing (a run that did not diverge but has no error): no verdict rests on a gap."""
     if deep["diverged"] or shallow["diverged"]:
         return bool(deep["diverged"]) and not shallow["diverged"]
-    return bool(deep["error"] > shallow["error"] + margin)
+    return compare(deep["error"], shallow["error"], margin)
+
+
+def _lacks(cell: dict, key: str) -> bool:
+    """Whether ``cell[key]`` is missing from the trace (not a diverged run's absent error)."""
+    return is_missing(cell[key]) and not (key == "error" and cell["diverged"])
+
+
+def _count_known(flags) -> tuple[int, int]:
+    """count_true over the flags that are not None (a seed whose verdict rests on a missing value)."""
+    return count_true(f for f in flags if f is not None)
 
 
 def decades_per_block(depths: list[int], ratios: list[float]) -> float:
@@ -216,7 +232,10 @@ class DepthSweep(SeedSpread, LectureScene):
                 shift = -0.25 if arch == "plain" else 0.25  # dots of the two nets side by side at one depth
                 for panel, axes, key in (("ratio", ratio_axes, "ratio"), ("error", error_axes, "error")):
                     values = [cells[s][key] for s in sorted(cells)]
+                    lacking = [s for s in sorted(cells) if _lacks(cells[s], key)]
                     low, mid, high = seed_range(values)
+                    if lacking:  # a median over the seeds without one of them is not shown
+                        mid = float("nan")
                     medians[arch].setdefault(panel, []).append((depth, mid))
                     self.number(f"{arch}.d{depth}.median_{key}", mid)
                     where = (lambda d, v: ratio_axes.point(d, v)) if panel == "ratio" else \
@@ -231,9 +250,20 @@ class DepthSweep(SeedSpread, LectureScene):
                         bar = Line(where(depth, low) + nudge, where(depth, high) + nudge, color=PALETTE[arch],
                                    stroke_width=2, stroke_opacity=0.6)
                         dots.add(bar)
+                    for s in lacking:  # a labelled gap where the trace lacks this seed's value
+                        dots.add(_axes_gap(axes.axes, [depth], 0, 1, f"{arch}.d{depth}.seed.{s}.{key}"))
                     shown.append(FadeIn(dots, scale=1.4))
+                    gapped = self._lacking_median(points[arch], panel, key, medians[arch][panel])
                     pts = [where(d, v) for d, v in medians[arch][panel] if math.isfinite(v)]
-                    if len(pts) >= 2:
+                    if gapped:
+                        pieces = gapped_polyline([where(d, v) if math.isfinite(v) else None
+                                                  for d, v in medians[arch][panel]], PALETTE[arch], 3)
+                        old = curves[(arch, panel)]
+                        if old is not None:
+                            self.remove(old)
+                        self.add(pieces)
+                        curves[(arch, panel)] = pieces
+                    elif len(pts) >= 2:
                         curve = VMobject(color=PALETTE[arch], stroke_width=3).set_points_as_corners(pts)
                         old = curves[(arch, panel)]
                         if old is not None:
@@ -245,32 +275,40 @@ class DepthSweep(SeedSpread, LectureScene):
 
         # 3. The verdicts, counted over the seeds.
         shallow, deep = depths[0], depths[-1]
-        plain_falls = count_true(points["plain"][deep][s]["ratio"] < 0.1 * points["plain"][shallow][s]["ratio"]
-                                 for s in points["plain"][deep] if s in points["plain"][shallow])
-        residual_holds = count_true(all(0.1 <= points["residual"][d][s]["ratio"] <= 10 for d in points["residual"]
-                                        if s in points["residual"][d]) for s in seeds)
-        plain_worse, residual_worse = (count_true(trains_worse(points[a][deep][s], points[a][shallow][s])
-                                                  for s in points[a][deep] if s in points[a][shallow])
+        plain_falls = _count_known(compare(0.1 * points["plain"][shallow][s]["ratio"], points["plain"][deep][s]["ratio"])
+                                   for s in points["plain"][deep] if s in points["plain"][shallow])
+        residual_holds = _count_known(
+            None if any(is_missing(points["residual"][d][s]["ratio"]) for d in points["residual"] if s in points["residual"][d])
+            else all(0.1 <= points["residual"][d][s]["ratio"] <= 10 for d in points["residual"] if s in points["residual"][d])
+            for s in seeds)
+        plain_worse, residual_worse = (_count_known(trains_worse(points[a][deep][s], points[a][shallow][s])
+                                                    for s in points[a][deep] if s in points[a][shallow])
                                        for a in ARCHS)
-        slope = decades_per_block(*zip(*medians["plain"]["ratio"]))
+        plain_medians = medians["plain"]["ratio"]
+        slope = float("nan") if any(is_missing(v) for _, v in plain_medians) else decades_per_block(*zip(*plain_medians))
         for key, (n, total) in (("plain.ratio_falls", plain_falls), ("residual.ratio_within_decade", residual_holds),
                                 ("plain.deeper_worse", plain_worse), ("residual.deeper_worse", residual_worse)):
             self.number(f"{key}.seeds", n)
             self.number(f"{key}.of", total)
         n = len(seeds)
+        if self.numbers["missing"]:  # a seed whose verdict rests on a missing value is not counted
+            n = {key: total for key, (_, total) in (("plain_falls", plain_falls), ("residual_holds", residual_holds),
+                                                     ("plain_worse", plain_worse), ("residual_worse", residual_worse))}
+        else:
+            n = dict.fromkeys(("plain_falls", "residual_holds", "plain_worse", "residual_worse"), n)
         margin = self.number("error_margin_points", 100 * MARGIN)
         left = VGroup(
             self.text("plain_ratio", size=SIZE_SMALL, color=PALETTE["plain"]),
-            self.text("plain_ratio_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_falls[0], n=n,
+            self.text("plain_ratio_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_falls[0], n=n["plain_falls"],
                       slope=self.number("plain.decades_per_block", slope)),
             self.text("residual_ratio", size=SIZE_SMALL, color=PALETTE["residual"]),
-            self.text("residual_ratio_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_holds[0], n=n),
+            self.text("residual_ratio_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_holds[0], n=n["residual_holds"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         right = VGroup(
             self.text("plain_error", size=SIZE_SMALL, color=PALETTE["plain"]),
-            self.text("error_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_worse[0], n=n, margin=margin),
+            self.text("error_count", size=SIZE_SMALL, color=PALETTE["plain"], k=plain_worse[0], n=n["plain_worse"], margin=margin),
             self.text("residual_error", size=SIZE_SMALL, color=PALETTE["residual"]),
-            self.text("error_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_worse[0], n=n,
+            self.text("error_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_worse[0], n=n["residual_worse"],
                       margin=margin),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         for column, x in ((left, -6.7), (right, 0.35)):
@@ -281,6 +319,13 @@ class DepthSweep(SeedSpread, LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1)
         self.cite(self._source)
         self.wait(5)
+
+
+    @staticmethod
+    def _lacking_median(by_depth: dict, panel: str, key: str, medians: list) -> bool:
+        """Whether a median drawn so far is missing (a seed's value is): the curve is then drawn in
+        pieces, never bridged over that depth (False: the curve of an intact trace, as before)."""
+        return any(_lacks(cell, key) for d, _ in medians for cell in by_depth.get(d, {}).values())
 
 
 class DepthSweepConv(DepthSweep):

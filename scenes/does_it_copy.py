@@ -39,6 +39,8 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
 
     experiment = "does_it_copy"
     experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
+    # one run per seed: no sibling says which arrays a trace lacks, so the scene names the ones it draws
+    required_arrays = {"loss": ("records",), "branch_norm": ("records", "depth"), "input_norm": ("records", "depth")}
     strings = {
         "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
         "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},
@@ -121,7 +123,8 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         for i, step in enumerate(steps):
             self.number(f"step.{int(step)}.loss", loss[i])
         finite = loss[np.isfinite(loss) & (loss > 0)]
-        exp_range = (int(np.floor(np.log10(finite.min()))), int(np.ceil(np.log10(finite.max()))))
+        exp_range = ((int(np.floor(np.log10(finite.min()))), int(np.ceil(np.log10(finite.max()))))
+                     if finite.size else (-1, 1))  # no loss at all: an empty chart with a labelled gap
         if exp_range[0] == exp_range[1]:
             exp_range = (exp_range[0] - 1, exp_range[1])
         loss_chart = LogAxes((0, last, last), exp_range, width=4.6, height=2.7).move_to([3.9, 0.45, 0])
@@ -131,8 +134,12 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
             loss_chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
                 loss_chart.point(tick, 10.0 ** exp_range[0]), DOWN, buff=0.1))
         loss_x.next_to(loss_chart, DOWN, buff=0.08)
-        pts = [loss_chart.point(s, v) for s, v in zip(steps, loss) if np.isfinite(v)]
-        loss_line = VMobject(color=PALETTE["residual"], stroke_width=4).set_points_as_corners(pts if len(pts) > 1 else pts * 2)
+        if np.isnan(loss).any():  # a missing loss is a labelled gap, never bridged
+            loss_line = loss_chart.polyline(steps, loss, color=PALETTE["residual"], stroke_width=4, what="residual.loss")
+        else:
+            pts = [loss_chart.point(s, v) for s, v in zip(steps, loss) if np.isfinite(v)]
+            loss_line = VMobject(color=PALETTE["residual"], stroke_width=4).set_points_as_corners(
+                pts if len(pts) > 1 else pts * 2)
         self.narrate("n_loss", 3)
         self.play(Create(loss_chart), FadeIn(loss_heading), FadeIn(loss_x), run_time=1.0)
         self.play(Create(loss_line, rate_func=linear), run_time=2.5)

@@ -24,7 +24,8 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, log_floor_exponent
+from scenes.helpers import is_missing
+from scenes.widgets import GapMark, LogAxes, _axes_gap, gapped_polyline, log_floor_exponent
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
 
@@ -52,9 +53,14 @@ def brightness(values: np.ndarray | float, bottom: float, top: float) -> np.ndar
     return np.where(ok, np.clip(level, 0.0, 1.0), 0.0)
 
 
-def value_along(levels: np.ndarray, xs: np.ndarray, x: float) -> float:
+def value_along(levels: np.ndarray, xs: np.ndarray, x: float, present: np.ndarray | None = None) -> float:
     """Level at scene position ``x`` on a row whose block ``l`` sits at ``xs[l]`` (increasing): linear
-    between neighbouring blocks, the end block's level beyond either end."""
+    between neighbouring blocks, the end block's level beyond either end. ``present`` [depth] (bool):
+    only those blocks are interpolated between (a missing value is not a dark block); 0 when none is."""
+    if present is not None and not present.all():
+        if not present.any():
+            return 0.0
+        return float(np.interp(x, xs[present], levels[present]))
     return float(np.interp(x, xs, levels))
 
 
@@ -110,6 +116,12 @@ class GradientFlowOverTraining(LectureScene):
                        "zh": "现在把每个记录下来的训练步都放一遍。"},
         "n_plain_stays_dark": {"en": "Training never lights the plain net's early blocks; the residual lane stays lit.",
                                "zh": "训练始终照不亮普通网络靠前的块；残差网络的通道一直亮着。"},
+        "n_plain_missing": {"en": "At step zero the gradient leaves the loss. Part of the plain net's trace is missing.",
+                            "zh": "第 0 步，梯度从损失出发。普通网络的记录有一部分缺失。"},
+        "n_residual_missing": {"en": "Part of the residual net's trace is missing: no ratio can be measured there.",
+                               "zh": "残差网络的记录有一部分缺失：那里无法测出比值。"},
+        "n_end_missing": {"en": "The last record of the plain net's first block is missing: no verdict on it.",
+                          "zh": "普通网络第一块的最后一条记录缺失：对此不下结论。"},
         "n_plain_lights_up": {"en": "By the end of training the plain net's early blocks receive a gradient too.",
                               "zh": "训练到最后，普通网络靠前的块也收到了梯度。"},
     }
@@ -134,6 +146,8 @@ class GradientFlowOverTraining(LectureScene):
                 for l in range(depth):
                     self.number(f"{name}.step.{int(steps[arch][k])}.block.{l}.out_grad_norm", grads[arch][k, l])
         levels = {arch: brightness(g[:records], bottom, top) for arch, g in grads.items()}
+        self._present = {arch: ~np.isnan(g[:records]) for arch, g in grads.items()}  # [records, depth]
+        self._gap_names = names
         ratios = {arch: g[:records, 0] / g[:records, -1] for arch, g in grads.items()}
 
         # 1. Title, the two rows of real blocks, the residual row's identity lane.
@@ -151,10 +165,13 @@ class GradientFlowOverTraining(LectureScene):
         # 2. Step 0: the pulse leaves the loss and runs to the input, plain net first.
         for arch in ("plain", "residual"):
             if arch == "plain":
-                self.narrate("n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
+                self.narrate("n_plain_missing" if is_missing(grads["plain"][0, 0])
+                             else "n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
             else:
-                self.narrate("n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
-            self._run_pulse(rows[arch], levels[arch][0])
+                self.narrate("n_residual_missing" if is_missing(ratios["residual"][0])
+                             else "n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
+            self._run_pulse(rows[arch], levels[arch][0], self._present[arch][0])
+            self._show_gaps(rows[arch], 0, int(steps[arch][0]))
             self.play(FadeIn(readouts[arch]), run_time=0.5)
         self.wait(0.8)
 
@@ -174,11 +191,14 @@ class GradientFlowOverTraining(LectureScene):
             new_readouts = {arch: self._readout(arch, names[arch], ratios[arch][k], step) for arch in rows}
             targets = [m for arch in rows for m in self._lit_targets(rows[arch], levels[arch][k])]
             self._grow_history(history, ratios, steps, k)
+            for arch in rows:
+                self._show_gaps(rows[arch], k, step)
             self.play(*targets, Transform(counter, new_counter),
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
         dark = levels["plain"][records - 1, 0] < 0.05
-        self.narrate("n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+        self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
+                     else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
         self.cite(self._source)
         self.wait(3.5)
 
@@ -231,7 +251,21 @@ class GradientFlowOverTraining(LectureScene):
             frame.add(lane)
         frame.add(fills)  # inside the blocks
         return {"arch": arch, "frame": frame, "fills": fills, "segments": segments, "xs": xs, "path_y": path_y,
-                "in_x": in_x, "out_x": out_x}
+                "in_x": in_x, "out_x": out_x, "y": y, "block": (block_w, block_h), "gaps": None}
+
+    def _show_gaps(self, row: dict, k: int, step: int) -> None:
+        """A labelled GapMark over every block of ``row`` whose ||dL/dh_l|| is missing at record ``k``
+        (drawn unlit, never as a dark 0); the marks of the record before are taken away."""
+        present = self._present[row["arch"]][k]
+        if row["gaps"] is None and present.all():
+            return  # nothing missing in this row so far: the frames are those of an intact trace
+        if row["gaps"] is not None:
+            self.remove(row["gaps"])
+        width, height = row["block"]
+        name = self._gap_names[row["arch"]]
+        row["gaps"] = VGroup(*[GapMark(width, height, f"{name}.out_grad_norm[step {step}, block {l}]")
+                               .move_to([row["xs"][l], row["y"], 0]) for l in np.flatnonzero(~present)])
+        self.add(row["gaps"])
 
     def _make_history(self, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray], records: int) -> dict:
         """A small log chart (bottom right) of each net's input-end / loss-end ratio against the step;
@@ -248,18 +282,31 @@ class GradientFlowOverTraining(LectureScene):
         caption = self.text("history", size=SIZE_SMALL, color=PALETTE["muted"])
         caption.next_to(chart.axes, UP, buff=0.1).align_to(chart.axes, LEFT)
         curves = {arch: VMobject(color=PALETTE[arch], stroke_width=3) for arch in ratios}
+        gaps = {arch: VGroup() for arch in ratios}  # labelled gaps where a ratio is missing
         for arch, curve in curves.items():
             point = chart.point(0, ratios[arch][0])
+            if point is None:  # missing: an invisible point, and a labelled gap
+                point = chart.axes.c2p(0, 0)
+                gaps[arch].add(_axes_gap(chart.axes, [0.0], 0, 1, f"{self._gap_names[arch]}.first_over_last[0]"))
             curve.set_points_as_corners([point, point])
-        frame = VGroup(chart, caption, *curves.values())
-        return {"frame": frame, "chart": chart, "curves": curves}
+        frame = VGroup(chart, caption, *curves.values(), *gaps.values())
+        return {"frame": frame, "chart": chart, "curves": curves, "gaps": gaps}
 
     def _grow_history(self, history: dict, ratios: dict[str, np.ndarray], steps: dict[str, np.ndarray],
                       k: int) -> None:
         """Extend each curve of the history chart to record ``k``."""
         for arch, curve in history["curves"].items():
             points = [history["chart"].point(float(steps[arch][j]), ratios[arch][j]) for j in range(k + 1)]
-            curve.set_points_as_corners(points)
+            if all(p is not None for p in points):
+                curve.set_points_as_corners(points)
+                continue
+            xs = [float(steps[arch][j]) for j in range(k + 1)]
+            what = f"{self._gap_names[arch]}.first_over_last"
+            drawn = gapped_polyline(points, curve.get_color(), 3,
+                                    gap_box=lambda a, b: _axes_gap(history["chart"].axes, xs, a, b, what))
+            curve.set_points(drawn.points)
+            history["gaps"][arch].remove(*history["gaps"][arch].submobjects)
+            history["gaps"][arch].add(*[m for m in drawn.submobjects if isinstance(m, GapMark)])
 
     def _end_node(self, key: str, x: float, y: float, side) -> VGroup:
         dot = Dot([x, y, 0], radius=0.07, color=PALETTE["text"])
@@ -315,7 +362,8 @@ class GradientFlowOverTraining(LectureScene):
                     seg.animate.set_stroke(width=width, opacity=opacity)]
         return out
 
-    def _run_pulse(self, row: dict, levels: np.ndarray, run_time: float = 3.2) -> None:
+    def _run_pulse(self, row: dict, levels: np.ndarray, present: np.ndarray | None = None,
+                   run_time: float = 3.2) -> None:
         """A glowing pulse from the loss end to the input end of ``row``; brightness and size follow
         ``levels`` [depth]; the blocks it has passed stay lit."""
         xs, y = row["xs"], row["path_y"]
@@ -324,7 +372,7 @@ class GradientFlowOverTraining(LectureScene):
 
         def follow(group: VGroup) -> None:
             x = where.get_value()
-            level = value_along(levels, xs, x)
+            level = value_along(levels, xs, x, present)
             radius = 0.05 + 0.2 * level
             for circle, (grow, alpha) in zip(group, ((2.6, 0.16), (1.7, 0.35), (1.0, 0.95))):
                 circle.scale_to_fit_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["MISSING_WORDS", "is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
-           "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "running_mean"]
+           "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "fill_required_arrays", "running_mean"]
 
 # The label of a gap, in every language of scenes.style.LANGS.
 MISSING_WORDS = {"en": "missing", "zh": "缺失"}
@@ -174,4 +174,22 @@ def fill_missing_arrays(traces: dict[str, Any]) -> dict[str, list[str]]:
                     shape.append(mine[match] if match else size)
                 trace.arrays[key] = np.full(shape, np.nan)
                 added.setdefault(name, []).append(key)
+    return added
+
+
+def fill_required_arrays(traces: dict[str, Any], required: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Give every trace each array of ``required`` it lacks, as all NaN: ``{run: [keys added]}``.
+
+    ``required``: array name -> the names of its axes' sizes, taken from that run ("records", "depth",
+    "steps", "depth+1"; see :func:`fill_missing_arrays`), e.g. ``{"loss": ("records",)}``. For an
+    experiment of one run, where no sibling says which arrays a trace should hold. A size the run does
+    not say (no ``step`` array, no ``depth`` in its config) leaves that array absent. Modifies in place."""
+    added: dict[str, list[str]] = {}
+    for name, trace in traces.items():
+        sizes = _sizes(trace)
+        for key, axes in required.items():
+            if key in trace.arrays or any(sizes.get(axis) is None for axis in axes):
+                continue
+            trace.arrays[key] = np.full([sizes[axis] for axis in axes], np.nan)
+            added.setdefault(name, []).append(key)
     return added

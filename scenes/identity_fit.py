@@ -25,10 +25,10 @@ __all__ = ["IdentityFit", "error_points"]
 
 def error_points(curve: np.ndarray, points: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """(steps, relative error) of ``curve`` [steps] at <= ``points`` evenly spaced steps (first and last
-    kept, non-finite dropped): float64 each."""
+    kept, infinite dropped; a missing NaN value is kept, so it is drawn as a gap): float64 each."""
     curve = np.asarray(curve, np.float64)
     keep = np.unique(np.linspace(0, len(curve) - 1, min(points, len(curve))).round().astype(int))
-    keep = keep[np.isfinite(curve[keep])]
+    keep = keep[~np.isinf(curve[keep])]
     return keep.astype(np.float64), curve[keep]
 
 
@@ -99,9 +99,9 @@ class IdentityFit(LectureScene):
 
         # 2. Both error curves on a log scale, with the tolerance.
         values = np.concatenate([ys for _, ys in curves.values()])
-        values = values[values > 0]
-        low = min(float(values.min()), tol)
-        exp_range = (int(np.floor(np.log10(low))), max(int(np.ceil(np.log10(values.max()))), 0))
+        values = values[values > 0]  # a missing (NaN) value is no comparison's winner: left out of the range
+        low = min(float(values.min()), tol) if values.size else tol
+        exp_range = (int(np.floor(np.log10(low))), max(int(np.ceil(np.log10(values.max()))), 0) if values.size else 0)
         chart = LogAxes((0, steps - 1, max(steps - 1, 1)), exp_range, width=7.6, height=2.6).move_to([-1.6, -0.45, 0])
         for tick in (0, steps - 1):  # LogAxes labels only its y axis
             chart.ticks.add(make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
@@ -112,6 +112,9 @@ class IdentityFit(LectureScene):
                                 tol=self.number("tolerance", tol, 3)).next_to(level, RIGHT, buff=0.1)
         lines = {}
         for name, (xs, ys) in curves.items():
+            if np.isnan(ys).any():  # a labelled gap where the error is missing, never a bridge or a 0
+                lines[name] = chart.polyline(xs, ys, color=colors[name], stroke_width=4, what=f"{name}.loss_curve")
+                continue
             line = VMobject(color=colors[name], stroke_width=4)
             pts = [chart.point(x, y) for x, y in zip(xs, ys)]
             lines[name] = line.set_points_as_corners(pts if len(pts) > 1 else pts * 2)

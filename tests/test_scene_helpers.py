@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scenes.helpers import (compare, fill_missing_arrays, finite_runs, log_range, missing_runs, running_mean,
+from scenes.helpers import (compare, fill_missing_arrays, fill_required_arrays, finite_runs, log_range, missing_runs, running_mean,
                             steps_run, strict_mean, tail_mean)
 from simulation.trace import Trace
 
@@ -61,3 +61,13 @@ def test_a_missing_array_takes_the_shape_of_its_sibling_with_this_runs_sizes():
     added = fill_missing_arrays({"shallow": shallow, "deep": deep})
     assert added == {"deep": ["grad_norm"]}  # path_length_fraction belongs to residual runs only
     assert deep["grad_norm"].shape == (3, 6) and np.isnan(deep["grad_norm"]).all()
+
+
+def test_a_required_array_of_a_lone_run_is_filled_with_its_own_sizes():
+    lone = Trace({"config": {"depth": 4}}, {"step": np.arange(5), "loss": np.ones(5)})
+    no_depth = Trace({"config": {}}, {"step": np.arange(2)})
+    added = fill_required_arrays({"lone": lone, "no_depth": no_depth},
+                                 {"loss": ("records",), "branch_norm": ("records", "depth")})
+    assert added == {"lone": ["branch_norm"], "no_depth": ["loss"]}  # no depth: branch_norm cannot be sized
+    assert lone["branch_norm"].shape == (5, 4) and np.isnan(lone["branch_norm"]).all()
+    assert np.array_equal(lone["loss"], np.ones(5)) and "branch_norm" not in no_depth.arrays
