@@ -27,20 +27,12 @@ from simulation.transformer import TransformerRecorder, build_transformer, make_
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
-from test_transformer import TINY, _forward_keeping_layers, _loss
+from test_transformer import TINY, _forward_keeping_layers, _loss, one_thread  # noqa: F401 (autouse fixture)
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios
 from scenes.identity_fit import IdentityFit, error_points
 from scenes.seeds import SeedSpread
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # -- the Transformer's conveyor belt ---------------------------------------------------------------
