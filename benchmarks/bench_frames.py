@@ -9,7 +9,8 @@ Renders the scene in this process (traces from the cache; missing ones are train
 temporary folder with Manim's cache off, under cProfile, and prints: frames written, video seconds, wall
 seconds, their ratio (the issue 11 target for the whole lecture at 1080p60 is <= 1.5 on 2 cores), and the
 top functions by own time and by cumulative time. ``--upto N`` renders only the first N ``play``/``wait``
-calls (Manim's ``-n 0,N``; the rest are skipped, not drawn) to profile a long scene in less time.
+calls (Manim's ``-n 0,N``; the rest are skipped, not drawn) and ``--from M`` skips those before M, to profile
+one part of a long scene in less time.
 CPU seconds (this process and its threads: Manim's frame loop plus the video encoder) are printed beside the
 wall seconds: on a shared, loaded machine they say more than the wall time. ``--no-profile`` times without
 cProfile (its overhead inflates per-call Python costs ~1.3-2x).
@@ -44,7 +45,8 @@ KEEP = Path(__file__).resolve().parent.parent / ".cache" / "bench_frames"
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 
 
-def render_counted(scene_cls, quality: str, media: str, upto: int | None, profile: cProfile.Profile | None):
+def render_counted(scene_cls, quality: str, media: str, upto: int | None, profile: cProfile.Profile | None,
+                   start_at: int | None = None):
     """Render ``scene_cls``; returns (wall s, CPU s of this process and its threads, frames written, fps)."""
     settings = {"quality": QUALITIES[quality], "media_dir": media, "verbosity": "ERROR", "progress_bar": "none",
                 "disable_caching": True,
@@ -52,6 +54,8 @@ def render_counted(scene_cls, quality: str, media: str, upto: int | None, profil
                 "tex_dir": str(KEEP / "Tex"), "text_dir": str(KEEP / "texts")}
     if upto is not None:
         settings["upto_animation_number"] = upto
+    if start_at is not None:
+        settings["from_animation_number"] = start_at
     with tempconfig(settings):
         from manim import config
 
@@ -94,6 +98,8 @@ def main() -> None:
     parser.add_argument("scene", help="scene name (render.py list)")
     parser.add_argument("--quality", choices=list(QUALITIES), default="h")
     parser.add_argument("--upto", type=int, default=None, help="render only the first N play/wait calls")
+    parser.add_argument("--from", dest="start_at", type=int, default=None,
+                        help="skip (do not draw) the play/wait calls before number N")
     parser.add_argument("--top", type=int, default=12, help="functions listed per table")
     parser.add_argument("--no-profile", action="store_true", help="time only (no cProfile overhead)")
     parser.add_argument("--lang", choices=("en", "zh"), default=None)
@@ -106,7 +112,8 @@ def main() -> None:
                                                             **dict(scene_cls.params)}).values()))
     profile = None if args.no_profile else cProfile.Profile()
     with tempfile.TemporaryDirectory() as media:
-        wall, cpu, frames, fps = render_counted(scene_cls, args.quality, media, args.upto, profile)
+        wall, cpu, frames, fps = render_counted(scene_cls, args.quality, media, args.upto, profile,
+                                                args.start_at)
     video = frames / fps
     ratio = (lambda s: s / video if video else float("nan"))
     print(f"{'scene':<26}{'quality':>8}{'frames':>8}{'video s':>9}{'wall s':>9}{'wall/video':>12}{'cpu s':>8}"

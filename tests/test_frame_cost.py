@@ -112,3 +112,29 @@ def test_draw_first_moves_disjoint_parts_and_keeps_overlapping_ones():
         assert draw_first(scene, far, over) == [far]
         assert scene.mobjects[0] is far
         assert drawn() == [moving, over]  # the square and the circle over it; the text is drawn once
+
+
+def test_drop_svg_paths_keeps_the_frame_and_copies_transform():
+    from manim import Transform
+
+    from scenes.frame_cost import drop_svg_paths
+
+    with tempconfig(SMALL):
+        scene = Scene()
+        kept, dropped = Text("step 12 of 199", font_size=30), drop_svg_paths(Text("step 12 of 199", font_size=30))
+        assert any(getattr(m, "path_obj", None) is not None for m in kept.get_family())
+        assert all(getattr(m, "path_obj", None) is None for m in dropped.get_family())
+        scene.add(kept)
+        before = _frame(scene)
+        scene.remove(kept)
+        scene.add(dropped)
+        assert _frame(scene).tobytes() == before.tobytes()
+        target = drop_svg_paths(Text("step 13 of 199", font_size=30))
+        morph = Transform(dropped, target)
+        morph.begin()
+        morph.interpolate(0.5)
+        reference = Transform(kept, Text("step 13 of 199", font_size=30))
+        reference.begin()
+        reference.interpolate(0.5)
+        for a, b in zip(kept.family_members_with_points(), dropped.family_members_with_points()):
+            assert np.array_equal(a.points, b.points)
