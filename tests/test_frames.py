@@ -48,6 +48,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
+from seed_numbers import SEED_NUMBERS, base_runs
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -136,7 +137,7 @@ def last_block_times_two(values: np.ndarray) -> np.ndarray:
 # Each function below recomputes, straight from the arrays, every number its scene must report.
 
 def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {"step": float(traces["residual"]["step"][-1])}
+    out = {"step": float(traces["residual"]["step"][-1]), **SEED_NUMBERS["ResidualResponse"](traces)}
     for name in ("plain", "residual"):
         t = traces[name]
         x = t["input_norm"].astype(np.float64)
@@ -182,7 +183,8 @@ def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 def path_ensemble_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     fraction = traces["residual"]["path_length_fraction"].astype(np.float64)
     depth = traces["residual"].config["depth"]
-    out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction)}
+    out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction),
+           **SEED_NUMBERS["PathEnsemble"](traces)}
     out.update({f"path_length.{k}.fraction": v for k, v in enumerate(fraction)})
     for name in ("plain", "residual"):
         lesion = traces[name]["lesion_test_error"].astype(np.float64)
@@ -194,9 +196,9 @@ def path_ensemble_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 
 
 def shattered_gradients_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {}
+    out = SEED_NUMBERS["ShatteredGradients"](traces)
     deepest = {}
-    for name, t in traces.items():
+    for name, t in base_runs(traces).items():
         g = t["input_grad"][0].astype(np.float64)
         out[f"{name}.input_grad_scale"] = float(np.abs(g - g.mean()).max())
         out[f"{name}.autocorr_lag1"] = float(t["input_grad_autocorr"][0, 1])
