@@ -146,3 +146,20 @@ def test_a_single_seed_builds_without_spread(scene, tmp_path):
     values = s.numbers["values"]
     assert not any(".seed." in k and ".block." in k for k in values)  # no dots: there is no other seed
     assert all(values[k] == 1 for k in values if k.endswith(".of"))
+
+
+@pytest.mark.parametrize(("args", "runs"), [
+    (["ResidualResponse"], 6),  # plain + residual, seeds 0, 1, 2 (the scene's default)
+    (["ResidualResponse", "--set", "seeds=4"], 2),  # the user's seeds win over the scene's
+    (["DepthSweep"], 24),  # only the MLPs it draws (models=mlp): 4 depths x 2 x 3 seeds, no conv net
+])
+def test_render_check_counts_the_runs_the_scene_reads(args, runs, tmp_path):
+    """The command line trains (and --check counts) the runs of the scene's own experiment defaults, the
+    runs its setup then reads: none is left for the scene to train on its own, none trained for nothing."""
+    from click.testing import CliRunner
+
+    from render import cli
+
+    result = CliRunner().invoke(cli, ["render", *args, "--check", "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"{runs} of {runs} traces trained" in result.output
