@@ -185,7 +185,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
                                                               pre=self.number("pre_ln.last_over_first", ratio_pre)),
                                                  rise_k, rise_n), size=SIZE_SMALL)
-        grad_verdict.to_edge(LEFT, buff=0.35).set_y(-2.75)
+        grad_verdict.scale_to_fit_width(min(grad_verdict.width, 13.0)).to_edge(LEFT, buff=0.35).set_y(-2.75)
         first_bar = 0 if stack == "encoder" else depth  # the trend of the Post-LN bars of that stack
         trend = make_dashed_polyline([bar.get_top() + UP * 0.08 for bar in chart.bars[0][first_bar:first_bar + depth]],
                                      RUN_COLORS["post_ln"], stroke_width=3, num_dashes=18)
