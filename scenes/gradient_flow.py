@@ -384,12 +384,20 @@ class GradientFlowOverTraining(LectureScene):
             radius = 0.05 + 0.2 * level
             for circle, (grow, alpha) in zip(group, ((2.6, 0.16), (1.7, 0.35), (1.0, 0.95))):
                 circle.scale_to_fit_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)
-            self._light(row, levels, x)
+
+        def light(_) -> None:
+            self._light(row, levels, where.get_value())
 
         follow(glow)
         glow.add_updater(follow)
+        # The lighting is the blocks' own updater, so that Manim redraws them on every frame of the pulse
+        # (a mobject changed only by another one's updater stays in the still background of the play).
+        row["fills"].add_updater(light)
+        row["segments"].add_updater(lambda _: None)  # restyled by light(): redrawn each frame too
         self.add(glow)
         self.play(where.animate.set_value(row["in_x"]), run_time=run_time, rate_func=linear)
         glow.clear_updaters()
+        row["fills"].clear_updaters()
+        row["segments"].clear_updaters()
         self._light(row, levels, row["in_x"])
         self.remove(glow)
