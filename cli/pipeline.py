@@ -92,7 +92,7 @@ def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: st
     if proc.returncode:
         lines = [line for line in err.strip().splitlines() if line.strip()]
         reason = lines[-1].removeprefix("Error: ") if lines else f"exit status {proc.returncode}"
-        raise RenderError(reason if reason.startswith(job.scene) else f"{job.scene}: {reason}")
+        raise RenderError(f"{job.scene}: {reason}")
     return [Path(p) for p in json.loads(out.strip().splitlines()[-1])["files"]]
 
 
@@ -209,7 +209,7 @@ class ClusterPool:
             raise
         except Exception as exc:  # a scene's error comes back as the worker raised it
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RenderError(message if message.startswith(job.scene) else f"{job.scene}: {message}") from None
+            raise RenderError(f"{job.scene}: {message}") from None
         return place_files(job, blobs)
 
     def stop(self, sig: int) -> None:
