@@ -51,7 +51,8 @@ def _run(checkout: Path, cache: Path, out: Path, extra: list[str]) -> dict:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     video = _video_seconds(out)
     return {"wall_s": result["seconds"], "video_s": round(video, 1), "video_per_wall": round(video / result["seconds"], 2),
-            "peak_tree_mib": round(result["peak_tree_rss"] / 2**20), "rc": result["returncode"],
+            "peak_tree_mib": round(result["peak_tree_rss"] / 2**20),
+            "peak_process_mib": round(result["peak_process_rss"] / 2**20), "rc": result["returncode"],
             "load": round(os.getloadavg()[0], 1)}
 
 
