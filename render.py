@@ -20,16 +20,15 @@ import functools
 import json
 import logging
 import signal
-import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import click
 
+from cli.jobs import describe_cap
 from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 
 __all__ = ["cli"]
@@ -61,8 +60,9 @@ def _user_errors() -> Iterator[None]:
 def _scheduler_option(func):
     """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
     return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                        help="Train missing runs on this running `dask scheduler` (default: "
-                             "$DASK_SCHEDULER_ADDRESS, else a local cluster, or this process for a small set).")(func)
+                        help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
+                             "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
+                             "docs/cluster.md).")(func)
 
 
 def _note(message: str) -> None:
@@ -404,8 +404,8 @@ def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: st
     func = _scheduler_option(func)
     func = click.option("--check", is_flag=True,
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
-    func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"], show_default=True,
-                        help="Scenes rendered at once, each in its own process.")(func)
+    func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"],
+                        help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
     func = click.option("--output", "-o", type=_Path(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
     func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
@@ -471,10 +471,13 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     import scenes as scene_package
     from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, check_voice,
                            concat_lecture, missing_tools, render_job, source_digest, up_to_date)
+    from cli.jobs import check_jobs, default_jobs
     from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
-    from simulation.cache import get_traces, trace_path
+    from simulation.cache import trace_path
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
+    from simulation.memory import check_memory
+    from simulation.sweep import scheduler_address
 
     verbose = ctx.obj["verbose"] if ctx.obj else False
     with _user_errors():
@@ -526,23 +529,39 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 todo.append(job)
             else:
                 unchanged += files
-        # 4. Train what the scenes to render need and the cache lacks.
-        configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))
+        # 4. Where and how many at once: a cluster, or this machine's cores as memory permits (cli/jobs.py).
+        configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))  # lecture order
         fresh = [c for c in configs if not trace_path(c).is_file()]
+        for config in fresh:  # a run that cannot fit is refused before anything starts
+            check_memory(config)
+        scheduler = scheduler_address(ctx.params.get("scheduler"))
+        cluster = scheduler not in (None, "local")
+        n_jobs = options["jobs"]
+        if n_jobs is not None:
+            check_jobs(n_jobs, options["quality"])
+        else:
+            n_jobs = default_jobs(options["quality"])
+        pipeline = cluster or (n_jobs > 1 and len(todo) > 1)
         if ctx.params.get("check"):
-            click.echo(f"check: the input is valid; {len(todo)} of {len(jobs)} scenes would be rendered, "
+            where = f"on {scheduler}" if cluster else f"{min(n_jobs, max(len(todo), 1))} at once"
+            click.echo(f"check: the input is valid; {len(todo)} of {len(jobs)} scenes would be rendered ({where}), "
                        f"{len(fresh)} of {len(configs)} traces trained")
             return
         if configs:
             _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
-            get_traces(configs, scheduler=ctx.params.get("scheduler"))
-        # 5. Render, then join.
         _note(f"scenes: {len(todo)} to render, {len(jobs) - len(todo)} up to date")
+        # 5. Train in lecture order and render each scene as soon as its traces are cached; then join.
         written: list[Path] = []
         try:
-            if options["jobs"] > 1 and len(todo) > 1:
-                written += _render_parallel(todo, options["jobs"], verbose)
+            if pipeline:
+                done, failures = _render_pipeline(todo, fresh, scheduler if cluster else None, n_jobs,
+                                                  options["quality"], explicit=options["jobs"] is not None)
+                written += done
+                if failures:
+                    raise RenderError(f"{len(failures)} of {len(todo)} scenes failed: " + "; ".join(failures))
             else:
+                if fresh:
+                    _train(fresh, scheduler, options["quality"])
                 for index, job in enumerate(todo, 1):
                     _note(f"rendering {job.scene} ({index}/{len(todo)})")
                     written += render_job(job, by_name[job.scene], progress=sys.stderr.isatty())
@@ -637,64 +656,73 @@ def _scenes_or_lecture(names: tuple[str, ...]) -> list[type]:
     return _resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
 
 
-def _render_parallel(jobs: list, workers: int, verbose: bool) -> list[Path]:
-    """Render ``jobs`` in up to ``workers`` processes (``render.py _worker``); Ctrl-C stops them all."""
-    from tqdm.auto import tqdm
-
+def _train(configs: list, scheduler: str | None, quality: str) -> None:
+    """Train ``configs`` before a render in this process: here (torch stays loaded) when this process, a
+    trainer and a render worker fit in the tree budget together, else in a trainer process that hands
+    its memory back before the render (cli/jobs.py)."""
+    from cli.jobs import MiB, TRAINER_BASE_MIB, MAIN_MIB, tree_budget, worker_bytes
     from cli.media import RenderError
+    from cli.pipeline import Trainer
+    from simulation.cache import get_traces
+    from simulation.memory import estimate
 
-    procs: list[subprocess.Popen] = []
+    trainer = TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in configs)
+    if scheduler is not None or MAIN_MIB * MiB + trainer + worker_bytes(quality) <= tree_budget():
+        get_traces(configs, scheduler=scheduler)
+        return
+    errors = []
+    Trainer(configs).run(lambda digest, error: errors.append(f"run {digest}: {error}") if error else None)
+    if errors:
+        raise RenderError("training failed: " + "; ".join(errors))
 
-    def run(job) -> list[Path]:
-        command = [sys.executable, str(Path(__file__).resolve()), *(["-v"] if verbose else []), "_worker", job.to_json()]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append(proc)
-        out, err = proc.communicate()
-        if verbose and err:
-            sys.stderr.write(err)
-        if proc.returncode:
-            lines = [line for line in err.strip().splitlines() if line.strip()]
-            reason = lines[-1].removeprefix("Error: ") if lines else f"exit status {proc.returncode}"
-            raise RenderError(f"{job.scene}: {reason}")
-        return [Path(p) for p in json.loads(out.strip().splitlines()[-1])["files"]]
 
-    written, failures = [], []
-    pool = ThreadPoolExecutor(max_workers=workers)
-    futures = [pool.submit(run, job) for job in jobs]
-    try:
-        with tqdm(total=len(jobs), desc="scenes", unit="scene", disable=not sys.stderr.isatty()) as bar:
-            for future in as_completed(futures):
-                try:
-                    written += future.result()
-                except RenderError as exc:
-                    failures.append(str(exc))
-                bar.update()
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        for proc in procs:
-            if proc.poll() is None:  # each worker removes its private folder, then exits 130 or 143
-                proc.send_signal(signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    if failures:
-        _report(written)
-        raise RenderError(f"{len(failures)} of {len(jobs)} scenes failed: " + "; ".join(failures))
-    return written
+def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int, quality: str,
+                     explicit: bool) -> tuple[list[Path], list[str]]:
+    """Train ``fresh`` in lecture order while the scenes of ``todo`` render as their traces arrive, on
+    the cluster at ``scheduler`` or in up to ``n_jobs`` local processes (cli/pipeline.py); (written,
+    failures). Ctrl-C and SIGTERM stop the trainer and every render."""
+    from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots
+    from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, Trainer, run_pipeline
+    from simulation.memory import estimate
+
+    pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
+    trainer, slots = None, n_jobs
+    if fresh and scheduler:
+        trainer = ClusterTrainer(fresh, scheduler)
+    elif fresh:
+        trainer = Trainer(fresh)
+        slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in fresh), explicit)
+
+    def stop_signal() -> int:
+        return signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
+
+    return run_pipeline(todo, pool, trainer, slots, _note, stop_signal, progress=sys.stderr.isatty())
 
 
 @cli.command("_worker", hidden=True)
 @click.argument("job_json")
 @click.pass_context
 def worker(ctx: click.Context, job_json: str) -> None:
-    """Render one job given as JSON (used by --jobs); prints {"files": [...]}."""
-    from cli.media import RenderJob, load_scene, render_job
-    from cli.params import convert_value, scene_params
+    """Render one job given as JSON (used by --jobs and on cluster workers); prints {"files": [...]}.
+    Refuses a job whose traces this checkout's simulation code would digest otherwise (a cluster worker
+    started from another commit), which would otherwise train runs of its own. (The scene's source digest
+    is not compared: it depends on which project modules a process has imported.)"""
+    import os
 
+    from cli.media import RenderError, RenderJob, load_scene, render_job
+    from cli.params import convert_value, scene_params
+    from cli.pipeline import DIE_WITH_PARENT, die_with_parent
+
+    if os.environ.get(DIE_WITH_PARENT):
+        die_with_parent()
     with _user_errors():
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
+        if getattr(scene, "experiment", None):
+            runs = _build(scene.experiment, {**getattr(scene, "experiment_defaults", {}), **job.params})
+            if {n: c.digest() for n, c in runs.items()} != job.traces:
+                raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
+                                  "the client's (start the workers from a checkout of the same commit)")
         defaults = scene_params(scene)
         job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v, finite=True) for k, v in job.attrs.items()}
         files = render_job(job, scene)

@@ -40,7 +40,7 @@ from simulation.atomic_io import atomic_write
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
     "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
-    "load_scene", "media_cache_dir",
+    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
@@ -439,6 +439,27 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
         for src, dst in reversed(moves):
             os.replace(src, dst)
     files = [dst for _, dst in moves]
+    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
+
+
+def place_files(job: RenderJob, blobs: dict[str, bytes]) -> list[Path]:
+    """Place the files of ``job`` rendered elsewhere (a Dask worker, cli/pipeline.py), given as {file name:
+    bytes}, exactly where :func:`render_job` puts them, each by an atomic rename, the clip after its side
+    files and the record last, so :func:`up_to_date` treats them as a local render's. RenderError when the
+    clip is missing or a name is not one of this scene's files in ``job.final_dir``."""
+    primary = job.primary.name
+    if primary not in blobs:
+        raise RenderError(f"{job.scene}: the worker sent no {primary}")
+    for name in blobs:
+        if Path(name).name != name or not name.startswith(f"{job.scene}.") or name.endswith(RECORD_SUFFIX):
+            raise RenderError(f"{job.scene}: the worker sent a file that is not this scene's: {name!r}")
+    final_dir = job.final_dir
+    final_dir.mkdir(parents=True, exist_ok=True)
+    order = [*sorted(n for n in blobs if n != primary), primary]
+    for name in order:
+        with atomic_write(final_dir / name) as tmp:
+            tmp.write_bytes(blobs[name])
+    files = [final_dir / primary, *(final_dir / n for n in order[:-1])]
     return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
 
 

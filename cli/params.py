@@ -43,7 +43,7 @@ LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept her
 THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
-    "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": 1,
+    "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": None,
     "concat": False, "theme": "dark", "voice": None,
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
@@ -155,8 +155,8 @@ def check_render_options(options: Mapping[str, Any], origin: str = "command line
     voice = options.get("voice")
     if voice is not None and (not isinstance(voice, str) or not voice.strip()):
         raise ConfigError(f"{origin}: voice must be a voice name (render.py list) or \"auto\"; got {voice!r}")
-    jobs = options.get("jobs", 1)
-    if type(jobs) is not int or not 1 <= jobs <= MAX_JOBS:
+    jobs = options.get("jobs")  # None: the default of cli/jobs.py (the cores, memory permitting)
+    if jobs is not None and (type(jobs) is not int or not 1 <= jobs <= MAX_JOBS):
         raise ConfigError(f"{origin}: jobs must be an integer from 1 to {MAX_JOBS}; got {jobs!r}")
     fmt = options.get("format", "mp4")
     if options.get("transparent") and fmt == "mp4":

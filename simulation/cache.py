@@ -3,6 +3,7 @@
 Example::
 
     python -m simulation.cache '{"arch": "residual", "depth": 20}'
+    echo '{"depth": 8}' | python -m simulation.cache --stream    # one JSON line per run as it is cached
 
 ``get_traces`` loads cached runs and trains the missing ones. It trains in this process only when
 asked (``render.py`` does); scenes ask for ``in_subprocess=True`` so that they never import torch.
@@ -42,7 +43,8 @@ def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = Non
 
 
 def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
-               in_subprocess: bool = False, log_hits: bool = True, scheduler: str | None = None) -> list[Trace]:
+               in_subprocess: bool = False, log_hits: bool = True, scheduler: str | None = None,
+               on_trace=None, in_order: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again); before any
     is, each must pass :func:`simulation.memory.check_memory` (ConfigError otherwise). Several missing runs
     go through :func:`simulation.sweep.run_sweep` (a Dask cluster at ``scheduler`` or
@@ -50,6 +52,8 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
 
     ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
     ``log_hits=False`` logs cache hits at debug level only (a scene loading what render.py just checked).
+    ``on_trace(config, trace)`` is called as each missing run is stored; ``in_order`` keeps the given order
+    on a cluster too (see :func:`simulation.sweep.run_sweep`).
     """
     traces = {c: _try_load(trace_path(c)) for c in configs}
     missing = [c for c, trace in traces.items() if trace is None]
@@ -68,12 +72,15 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
         log.info("training %s (%s)", config.digest(), _describe(config))
         traces[config] = _trainer(config)(config, progress=progress)
         traces[config].save(trace_path(config))
+        if on_trace is not None:
+            on_trace(config, traces[config])
     elif missing:
         from .sweep import run_sweep
 
         for config in missing:
             log.info("training %s (%s)", config.digest(), _describe(config))
-        traces.update(zip(missing, run_sweep(missing, scheduler=scheduler, progress=progress)))
+        traces.update(zip(missing, run_sweep(missing, scheduler=scheduler, progress=progress, on_trace=on_trace,
+                                             in_order=in_order)))
     return [traces[c] for c in configs]
 
 
@@ -104,8 +111,36 @@ def _try_load(path: Path) -> Trace | None:
         return None
 
 
+def stream(configs: list[RunConfig | TransformerConfig], out=None) -> None:
+    """Train ``configs`` here, one after the other in the given order, skipping cached ones, and print one
+    JSON line per config to ``out`` (stdout) as soon as its trace is in the cache: ``{"digest": ...}``, or
+    ``{"digest": ..., "error": "..."}`` for a run that failed (the others still train). render.py reads
+    these lines to start each scene's render while the next runs train (cli/pipeline.py)."""
+    from .sweep import _store, run_to_bytes
+
+    out = out or sys.stdout
+    for config in configs:
+        digest = config.digest()
+        try:
+            if _try_load(trace_path(config)) is None:
+                log.info("training %s (%s)", digest, _describe(config))
+                _store(config, run_to_bytes(config.to_dict()), trace_path(config))
+            line = {"digest": digest}
+        except Exception as exc:  # one run's failure is that run's scenes' failure, not the others'
+            line = {"digest": digest, "error": f"{type(exc).__name__}: {exc}".strip().splitlines()[0]}
+        out.write(json.dumps(line) + "\n")
+        out.flush()
+
+
 def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if argv[:1] == ["--stream"]:  # configs as JSON lines on stdin
+        import signal
+
+        # SIGTERM (render.py stopping) unwinds like Ctrl-C: the half-written temporary trace is removed.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        stream([config_from_dict(json.loads(line)) for line in sys.stdin if line.strip()])
+        return
     get_traces([config_from_dict(json.loads(arg)) for arg in argv])
 
 

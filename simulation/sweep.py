@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
 from .config import ConfigError, RunConfig, TransformerConfig, config_from_dict
@@ -102,12 +102,15 @@ def _store(config: Config, payload: bytes, path: Path) -> Trace:
 
 def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress: bool | None = None,
               retries: int = 2, workers: int | None = None, connect_timeout: float = 10.0,
-              here: bool | None = None) -> list[Trace]:
+              here: bool | None = None, on_trace: Callable[[Config, Trace], None] | None = None,
+              in_order: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order: cached ones loaded, missing ones trained (see the module docstring
     for where) and cached. ``workers``: local cluster size (default: the cores this process may use).
     ``progress=None`` shows a bar over runs on a terminal only; ``connect_timeout``: seconds to wait for a
     scheduler; ``here``: True runs in this process, False on a (local) cluster, None decides by the work
-    (:data:`LOCAL_MAX_WORK`). Raises SweepError or ConfigError."""
+    (:data:`LOCAL_MAX_WORK`). ``on_trace(config, trace)`` is called in this thread as each missing run is
+    stored (render.py starts a scene's render then); ``in_order`` sends runs to a cluster in the given order
+    (the lecture's) instead of heaviest first. Raises SweepError or ConfigError."""
     from .cache import _try_load, trace_path
 
     configs = list(configs)
@@ -121,9 +124,10 @@ def run_sweep(configs: Iterable[Config], scheduler: str | None = None, progress:
         local = address == "local" or (address is None and (small if here is None else here))
         started = time.perf_counter()
         if local:
-            traces.update(_run_here(missing, show))
+            traces.update(_run_here(missing, show, on_trace))
         else:
-            traces.update(_run_on_dask(missing, address, show, retries, workers, connect_timeout))
+            traces.update(_run_on_dask(missing, address, show, retries, workers, connect_timeout, on_trace,
+                                       in_order))
         log.info("sweep: %d runs trained in %.1f s (%s)", len(missing), time.perf_counter() - started,
                  "this process" if local else (address or "local cluster"))
     return [traces[c] for c in configs]
@@ -135,7 +139,7 @@ def _bar(total: int, show: bool):
     return tqdm(total=total, desc="runs", unit="run", disable=not show, file=sys.stderr)
 
 
-def _run_here(missing: list[Config], show: bool) -> dict[Config, Trace]:
+def _run_here(missing: list[Config], show: bool, on_trace=None) -> dict[Config, Trace]:
     from .cache import trace_path
 
     out = {}
@@ -143,11 +147,14 @@ def _run_here(missing: list[Config], show: bool) -> dict[Config, Trace]:
         for config in missing:
             out[config] = _store(config, run_to_bytes(config.to_dict()), trace_path(config))
             bar.update()
+            if on_trace is not None:
+                on_trace(config, out[config])
     return out
 
 
 def _run_on_dask(missing: list[Config], address: str | None, show: bool, retries: int,
-                 workers: int | None, connect_timeout: float) -> dict[Config, Trace]:
+                 workers: int | None, connect_timeout: float, on_trace=None,
+                 in_order: bool = False) -> dict[Config, Trace]:
     from distributed import Client, LocalCluster, as_completed
 
     from .cache import trace_path
@@ -170,8 +177,9 @@ def _run_on_dask(missing: list[Config], address: str | None, show: bool, retries
     out: dict[Config, Trace] = {}
     try:
         futures = {}
-        # Heaviest first, so that the last runs to finish are short ones (less idle time at the end).
-        for config in sorted(missing, key=sweep_work, reverse=True):
+        # Heaviest first, so that the last runs to finish are short ones (less idle time at the end); in the
+        # given order when the caller uses each run as it comes (Dask runs tasks roughly as submitted).
+        for config in (missing if in_order else sorted(missing, key=sweep_work, reverse=True)):
             future = client.submit(run_to_bytes, config.to_dict(), key=f"trace-{config.digest()}",
                                    pure=False, retries=retries)
             futures[future] = config
@@ -185,6 +193,8 @@ def _run_on_dask(missing: list[Config], address: str | None, show: bool, retries
                 out[config] = _store(config, payload, trace_path(config))
                 future.release()
                 bar.update()
+                if on_trace is not None:
+                    on_trace(config, out[config])
     finally:
         client.close()
         if cluster is not None:

@@ -12,7 +12,7 @@ from manim import Circle, Create, FadeOut, Square
 from scenes.base import LectureScene
 from scenes.style import make_text
 
-__all__ = ["TinySquare", "TinyTrace", "TinySlow", "TinyStill"]
+__all__ = ["TinySquare", "TinyTrace", "TinySlow", "TinyStill", "TinyCircle"]
 
 
 class TinySquare(LectureScene):
@@ -55,3 +55,14 @@ class TinyStill(LectureScene):
 
     def construct(self) -> None:
         self.add(Square())
+
+
+class TinyCircle(LectureScene):
+    """A circle drawn over ``seconds`` (a scene parameter): a render long enough to kill a worker during it."""
+
+    seconds: float = 1.0
+    strings = {"n": {"en": "a circle", "zh": "一个圆"}}
+
+    def construct(self) -> None:
+        self.narrate("n", 0.3)
+        self.play(Create(Circle()), run_time=self.seconds)

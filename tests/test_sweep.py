@@ -4,85 +4,19 @@ and stopped here) give the traces of the same sweep run locally; a lost worker a
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from dask_cluster import Cluster, free_port, wait_for
 from simulation.config import RunConfig
 from simulation.sweep import SweepError, run_sweep, run_to_bytes, scheduler_address
 from simulation.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_M = [sys.executable, "-m"]  # `dask scheduler` / `dask worker` are these modules
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-class Cluster:
-    """A real scheduler and ``n`` single-threaded workers (no nanny: killing one kills the worker)."""
-
-    def __init__(self, tmp: Path, n: int = 2) -> None:
-        port = _free_port()
-        self.address = f"tcp://127.0.0.1:{port}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        env.pop("DASK_SCHEDULER_ADDRESS", None)
-        logs = tmp / "dask-logs"
-        logs.mkdir(exist_ok=True)
-        self.procs: list[subprocess.Popen] = []
-        self.workers: list[subprocess.Popen] = []
-        self.scheduler = self._start(PYTHON_M + ["distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                                  "--port", str(port), "--no-dashboard"], env, logs / "scheduler")
-        self.workers = [self._start(PYTHON_M + ["distributed.cli.dask_worker", self.address, "--nthreads", "1",
-                                                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
-                                                 "--local-directory", str(tmp / f"w{i}")],
-                                    env, logs / f"worker{i}") for i in range(n)]
-        from distributed import Client
-
-        try:
-            with Client(self.address, timeout=30) as client:
-                client.wait_for_workers(n, timeout=30)
-        except BaseException:
-            self.stop()  # never leave processes behind
-            raise
-
-    def _start(self, cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
-        with open(f"{log}.out", "wb") as out:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        """Kill the workers (nothing of theirs needs saving), then stop the scheduler."""
-        for proc in self.workers:
-            if proc.poll() is None:
-                proc.kill()
-        if self.scheduler.poll() is None:
-            self.scheduler.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +72,7 @@ def test_cluster_sweep_is_bit_identical_to_local_and_cached_runs_are_not_sent(cl
 
     # A second sweep finds everything cached and sends nothing: at an address where no scheduler listens
     # it would fail (see the next-but-one test) if it tried to send a run.
-    again = _sweep_in(tmp_path / "remote", monkeypatch, configs, scheduler=f"tcp://127.0.0.1:{_free_port()}")
+    again = _sweep_in(tmp_path / "remote", monkeypatch, configs, scheduler=f"tcp://127.0.0.1:{free_port()}")
     for a, b in zip(local, again):
         _same(a, b)
 
@@ -155,7 +89,7 @@ def test_a_run_that_diverges_on_a_worker_comes_back_as_a_diverged_trace(cluster,
 
 def test_no_scheduler_at_the_address_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(SweepError, match="cannot reach the Dask scheduler"):
-        _sweep_in(tmp_path, monkeypatch, _configs(steps=2)[:2], scheduler=f"tcp://127.0.0.1:{_free_port()}",
+        _sweep_in(tmp_path, monkeypatch, _configs(steps=2)[:2], scheduler=f"tcp://127.0.0.1:{free_port()}",
                   connect_timeout=1)
     assert not list(tmp_path.iterdir())
 
@@ -178,7 +112,7 @@ def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster
 
     def kill_after_first_result() -> None:
         try:
-            _wait_for(lambda: any(cache.glob("*.npz")), 60, "the first trace")
+            wait_for(lambda: any(cache.glob("*.npz")), 60, "the first trace")
         except TimeoutError:
             return
         victim.kill()  # SIGKILL: the worker dies with whatever it is running

@@ -1,0 +1,348 @@
+"""Train and render at once: each scene goes to the render pool as soon as all of its traces are cached.
+
+Example::
+
+    python render.py all -q l                                   # local: the cores, memory permitting
+    python render.py all -q k --scheduler tcp://10.0.0.5:8786   # every scene a task on a Dask cluster
+
+The missing runs train in lecture order, one after the other, in a trainer process (``python -m
+simulation.cache --stream``, so torch's memory goes back when it ends) or, with a scheduler, on the
+cluster. As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
+the next runs train. Both pools render a scene the same way, with ``render.py _worker JOB`` in a process
+of its own (:func:`run_worker`); they differ only in where that process runs:
+
+- :class:`LocalPool`: here, at most ``--jobs`` at once (fewer while a trainer runs, see cli/jobs.py),
+  writing straight into the output folder;
+- :class:`ClusterPool`: in a Dask task (:func:`render_task`) on any worker of the cluster that trains
+  sweeps. The task gets the job (RenderJob JSON) and the bytes of the traces it reads (workers share no
+  disk), renders into a private folder on the worker and returns the bytes of every file a local render
+  writes; this process places them with ``atomic_write`` where a local render puts them, record last
+  (:func:`cli.media.place_files`). Dask runs a task again on another worker when its worker dies.
+
+Ctrl-C or SIGTERM stops the trainer and every local render (each removes its private folder) and cancels
+the cluster's tasks; files reach their final paths only complete. A scene that fails, or whose run failed
+to train, is reported by name at the end; the other scenes are still rendered.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Callable
+
+from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
+from simulation.cache import cache_dir
+
+__all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "Trainer", "ClusterTrainer", "run_pipeline",
+           "module_root"]
+
+ROOT = Path(__file__).resolve().parent.parent
+RENDER_PY = ROOT / "render.py"
+DIE_WITH_PARENT = "RESIDUAL_DIE_WITH_PARENT"  # render.py _worker: SIGTERM when the process that started it dies
+
+
+def die_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies (a killed Dask worker, a killed
+    render.py), so that it still removes its private folder; a no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl: stop now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def module_root(module: str) -> str | None:
+    """The folder to put on PYTHONPATH so that a fresh process imports ``module`` (a user's module:Class,
+    tests/cli_scenes.py ...) as this one did; None for a module it finds anyway."""
+    loaded = sys.modules.get(module)
+    file = getattr(loaded, "__file__", None)
+    if not file:
+        return None
+    root = Path(file).resolve().parent
+    for _ in range(module.count(".")):
+        root = root.parent
+    return None if root == ROOT else str(root)
+
+
+def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: str | None = None,
+               started: Callable[[subprocess.Popen], None] | None = None) -> list[Path]:
+    """Render ``job`` in a ``render.py _worker`` process; the paths it wrote. ``env``: extra variables
+    (a private ``RESIDUAL_CACHE`` on a cluster worker); ``pythonpath``: a folder to import the scene's
+    module from; ``started(proc)`` lets the caller stop the process. RenderError (one line) on failure."""
+    command = [sys.executable, str(RENDER_PY), *(["-v"] if job.verbose else []), "_worker", job.to_json()]
+    child_env = {**os.environ, **(env or {}), DIE_WITH_PARENT: "1"}
+    if pythonpath:
+        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, child_env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+    if started is not None:
+        started(proc)
+    out, err = proc.communicate()
+    if job.verbose and err:
+        sys.stderr.write(err)
+    if proc.returncode:
+        lines = [line for line in err.strip().splitlines() if line.strip()]
+        reason = lines[-1].removeprefix("Error: ") if lines else f"exit status {proc.returncode}"
+        raise RenderError(f"{job.scene}: {reason}")
+    return [Path(p) for p in json.loads(out.strip().splitlines()[-1])["files"]]
+
+
+def render_task(job_json: str, traces: dict[str, bytes], pythonpath: str | None = None) -> dict[str, bytes]:
+    """A Dask task: render one scene on this worker; {file name: bytes} of what a local render writes
+    (clip, subtitles, numbers, beats, beat videos; not the record, which the client writes).
+
+    ``traces``: {config digest: .npz bytes} of every run the scene reads; they go into a private cache
+    folder, so the scene finds them and trains nothing. Everything happens in a private folder inside the
+    worker's local directory, removed at the end."""
+    try:
+        from distributed import get_worker
+
+        parent = get_worker().local_directory
+    except (ImportError, ValueError):
+        parent = None
+    with tempfile.TemporaryDirectory(prefix="residual-render-", dir=parent) as folder:
+        root = Path(folder)
+        cache = root / "cache"
+        cache.mkdir()
+        for digest, payload in traces.items():
+            (cache / f"{digest}.npz").write_bytes(payload)
+        job = RenderJob.from_json(job_json)
+        job.output, job.verbose = str(root / "out"), False
+        files = run_worker(job, env={"RESIDUAL_CACHE": str(cache)}, pythonpath=pythonpath)
+        return {p.name: p.read_bytes() for p in files if not p.name.endswith(RECORD_SUFFIX)}
+
+
+class LocalPool:
+    """Renders on this machine, each scene in a ``render.py _worker`` process, at most ``slots`` at once."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.procs: list[subprocess.Popen] = []
+        self._gate = threading.Semaphore(slots)
+        self._held = 0
+        self._stopped: int | None = None  # the signal that stopped the pool
+        self._lock = threading.Lock()
+
+    def limit(self, slots: int) -> None:
+        """Let at most ``slots`` renders run (while a trainer runs beside them); renders already running go on."""
+        while self._held < self.slots - slots:
+            self._gate.acquire()
+            self._held += 1
+
+    def unlimit(self) -> None:
+        while self._held:
+            self._gate.release()
+            self._held -= 1
+
+    def render(self, job: RenderJob) -> list[Path]:
+        with self._gate:
+            if self._stopped is not None:
+                raise RenderError(f"{job.scene}: not started (stopped)")
+            return run_worker(job, pythonpath=module_root(job.module), started=self._started)
+
+    def _started(self, proc: subprocess.Popen) -> None:
+        with self._lock:  # a render started while stop() ran is stopped too
+            self.procs.append(proc)
+            if self._stopped is not None:
+                proc.send_signal(self._stopped)
+
+    def stop(self, sig: int) -> None:
+        with self._lock:
+            self._stopped = sig
+            for proc in self.procs:
+                if proc.poll() is None:  # each worker removes its private folder, then exits 130 or 143
+                    proc.send_signal(sig)
+        self.unlimit()  # renders waiting for a slot see the stop and do not start
+
+    def close(self) -> None:
+        pass
+
+
+class ClusterPool:
+    """Renders on a Dask cluster: one :func:`render_task` per scene; the files come back as bytes."""
+
+    slots = 64  # the scheduler decides what runs where; this only bounds the client's waiting threads
+
+    def __init__(self, address: str, connect_timeout: float = 10.0) -> None:
+        from distributed import Client
+
+        from simulation.sweep import SweepError
+
+        try:
+            self.client = Client(address, timeout=connect_timeout)
+        except (OSError, TimeoutError) as exc:
+            raise SweepError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        self.futures: list = []
+        self._scattered: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def limit(self, slots: int) -> None:
+        """The cluster's memory is its own: nothing to hold back here."""
+
+    def unlimit(self) -> None:
+        pass
+
+    def _trace(self, digest: str):
+        with self._lock:  # each trace goes to the cluster once, however many scenes read it
+            if digest not in self._scattered:
+                payload = _trace_file(digest).read_bytes()
+                self._scattered[digest] = self.client.scatter(payload, hash=False)
+            return self._scattered[digest]
+
+    def render(self, job: RenderJob) -> list[Path]:
+        traces = {digest: self._trace(digest) for digest in dict.fromkeys(job.traces.values())}
+        future = self.client.submit(render_task, job.to_json(), traces, module_root(job.module),
+                                    key=f"render-{job.scene}-{job.key()[:16]}", pure=False, retries=0)
+        self.futures.append(future)
+        try:
+            blobs = future.result()
+        except RenderError:
+            raise
+        except Exception as exc:  # a scene's error comes back as the worker raised it
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RenderError(f"{job.scene}: {message}") from None
+        return place_files(job, blobs)
+
+    def stop(self, sig: int) -> None:
+        self.client.cancel(self.futures)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _trace_file(digest: str) -> Path:
+    return cache_dir() / f"{digest}.npz"  # simulation.cache.trace_path of the config with this digest
+
+
+class Trainer:
+    """``python -m simulation.cache --stream``: trains configs in the given order, one JSON line per run."""
+
+    def __init__(self, configs: list) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "simulation.cache", "--stream"], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+        self.proc.stdin.write("".join(json.dumps(c.to_dict()) + "\n" for c in configs))
+        self.proc.stdin.close()
+
+    def run(self, done: Callable[[str, str | None], None]) -> None:
+        """Call ``done(digest, error or None)`` for each run as it is cached, until all are."""
+        for line in self.proc.stdout:
+            if line.strip():
+                item = json.loads(line)
+                done(item["digest"], item.get("error"))
+        if self.proc.wait():
+            raise RenderError(f"training stopped (exit status {self.proc.returncode})")
+
+    def stop(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class ClusterTrainer:
+    """The missing runs as one sweep on the Dask cluster (simulation.sweep), sent in the given order."""
+
+    def __init__(self, configs: list, scheduler: str) -> None:
+        self.configs, self.scheduler = configs, scheduler
+
+    def run(self, done: Callable[[str, str | None], None]) -> None:
+        from simulation.cache import get_traces
+
+        get_traces(self.configs, scheduler=self.scheduler, in_order=True,
+                   on_trace=lambda config, trace: done(config.digest(), None))
+
+    def stop(self, sig: int) -> None:
+        """The sweep's client closes as the interruption unwinds through it; its tasks are dropped."""
+
+
+def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note: Callable[[str], None],
+                 stop_signal: Callable[[], int], progress: bool = False) -> tuple[list[Path], list[str]]:
+    """Render ``todo`` (lecture order) through ``pool`` as their traces arrive; (files written, failures).
+
+    ``trainer.run(done)`` trains the missing runs in order and calls ``done(digest, error)`` for each as it
+    is cached (``trainer`` None: nothing to train); while it runs at most ``training_slots`` renders run.
+    ``stop_signal()``: the signal to pass on when interrupted (SIGINT for Ctrl-C, SIGTERM for a kill)."""
+    from tqdm.auto import tqdm
+
+    waiting = list(todo)
+    failed_runs: dict[str, str] = {}
+    ready: set[str] = set()
+    written: list[Path] = []
+    failures: list[str] = []
+    futures: dict = {}
+    files: dict[str, list[Path]] = {}
+    started = [0]
+    lock = threading.Lock()
+    executor = ThreadPoolExecutor(max_workers=max(1, min(pool.slots, len(todo))))
+
+    def render(job: RenderJob) -> list[Path]:
+        with lock:
+            started[0] += 1
+            index = started[0]
+        note(f"rendering {job.scene} ({index}/{len(todo)})")
+        return pool.render(job)
+
+    def submit_ready() -> None:
+        for job in list(waiting):
+            needed = set(job.traces.values())
+            bad = needed & set(failed_runs)
+            if bad:
+                waiting.remove(job)
+                digest = sorted(bad)[0]
+                failures.append(f"{job.scene}: training run {digest} failed: {failed_runs[digest]}")
+            elif needed <= ready:
+                waiting.remove(job)
+                futures[executor.submit(render, job)] = job
+
+    def done(digest: str, error: str | None) -> None:
+        if error:
+            failed_runs[digest] = error
+        else:
+            ready.add(digest)
+        submit_ready()
+
+    try:
+        if trainer is not None:
+            pool.limit(training_slots)
+            ready.update(d for job in todo for d in job.traces.values() if _trace_file(d).is_file())
+            submit_ready()
+            trainer.run(done)
+            pool.unlimit()
+        else:
+            ready.update(d for job in todo for d in job.traces.values())
+        submit_ready()
+        for job in waiting:  # the trainer ended without this scene's runs
+            failures.append(f"{job.scene}: its traces were not trained")
+        with tqdm(total=len(futures), desc="scenes", unit="scene", disable=not progress) as bar:
+            for future in as_completed(futures):
+                try:
+                    files[futures[future].scene] = future.result()
+                except RenderError as exc:
+                    failures.append(str(exc))
+                bar.update()
+        written = [path for job in todo for path in files.get(job.scene, [])]  # lecture order
+    except BaseException:
+        sig = stop_signal()
+        for future in futures:
+            future.cancel()
+        if trainer is not None:
+            trainer.stop(sig)
+        pool.stop(sig)
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+        pool.close()
+    return written, failures
