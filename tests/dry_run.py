@@ -28,7 +28,7 @@ from manim import tempconfig
 
 from scenes.base import LectureScene
 
-__all__ = ["built_scene", "dry_run", "dry_settings", "scene_group", "scene_lang_params", "shared_manim_cache"]
+__all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "scene_group", "scene_lang_params", "shared_manim_cache"]
 
 _CACHE: dict[str, Path] = {}
 _BUILT: dict[tuple, LectureScene] = {}
@@ -42,12 +42,18 @@ def shared_manim_cache() -> Path:
     return _CACHE["path"]
 
 
+def cache_settings() -> dict:
+    """Manim settings that send LaTeX and Pango files to :func:`shared_manim_cache` (also given to
+    ``frames_comparison``, whose own default is a fresh folder per test)."""
+    cache = shared_manim_cache()
+    return {"tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
+
+
 def dry_settings(media) -> dict:
     """Manim settings for a dry run into ``media`` (no frames, no partial-movie hashing, quiet); LaTeX and
     Pango files go to :func:`shared_manim_cache`."""
-    cache = shared_manim_cache()
     return {"dry_run": True, "disable_caching": True, "media_dir": str(media), "progress_bar": "none",
-            "verbosity": "WARNING", "tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
+            "verbosity": "WARNING", **cache_settings()}
 
 
 def dry_run(scene_class: type, media) -> LectureScene:
