@@ -26,7 +26,7 @@ from simulation.summary import tail_mean
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import dry_run
+from dry_run import built_scene, dry_run, scene_group, scene_lang_params
 
 SCENES = [GradientFlowOverTraining, DepthSweep, DepthSweepConv]
 
@@ -135,19 +135,16 @@ def variant(scene: type, lang: str = "en", files: dict | None = None) -> type:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    done = {}
-
+def built():
+    """``built(scene, lang)``: ``variant(scene, lang)``'s dry run, once per process (dry_run.built_scene;
+    GradientFlowOverTraining's is the one tests/test_scenes_all.py checks too)."""
     def get(scene: type, lang: str):
-        if (scene, lang) not in done:
-            done[(scene, lang)] = dry_run(variant(scene, lang), tmp_path_factory.mktemp("media"))
-        return done[(scene, lang)]
+        return built_scene(scene, lang, variant(scene, lang).trace_files)
 
     return get
 
 
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene,lang", scene_lang_params(SCENES, LANGS))
 def test_scene_layout_length_and_narration(scene, lang, built):
     s = built(scene, lang)
     assert s.layout_log == []
@@ -177,6 +174,7 @@ def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
+@pytest.mark.xdist_group(scene_group(GradientFlowOverTraining, "en"))
 def test_gradient_flow_numbers_equal_the_trace(built):
     s = built(GradientFlowOverTraining, "en")
     expected = gradient_flow_numbers(s.traces)
@@ -236,7 +234,8 @@ def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "
     return out
 
 
-@pytest.mark.parametrize("scene", [DepthSweep, DepthSweepConv], ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene", [pytest.param(s, id=s.__name__, marks=pytest.mark.xdist_group(scene_group(s, "en")))
+                                   for s in (DepthSweep, DepthSweepConv)])
 def test_depth_sweep_numbers_equal_every_seed(scene, built):
     s = built(scene, "en")
     assert sorted(s.seed_traces) == [0, 1, 2] and s.numbers["seeds"] == [0, 1, 2]

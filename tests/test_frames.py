@@ -47,7 +47,7 @@ from simulation.summary import tail_mean
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import dry_run
+from dry_run import built_scene, cache_settings, dry_run, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -88,7 +88,7 @@ def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None =
         variant.construct(scene)
 
     construct.__name__ = f"test_{name}"  # the control file is named after the test, less "test_"
-    return frames_comparison(base_scene=variant)(construct)
+    return frames_comparison(base_scene=variant, **cache_settings())(construct)  # LaTeX compiled once per worker
 
 
 def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
@@ -228,11 +228,12 @@ def assert_numbers_match(shown: dict, expected: dict[str, float]) -> None:
         assert shown[key] == pytest.approx(value, rel=1e-6, abs=1e-12), key
 
 
-@pytest.mark.parametrize("name", NUMBER_CASES)
-def test_numbers_equal_the_trace(name, tmp_path):
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(scene_group(case[0], "en")))
+                                  for name, case in NUMBER_CASES.items()])
+def test_numbers_equal_the_trace(name):
     scene, expected, _ = NUMBER_CASES[name]
     files = committed_traces(scene)
-    built = dry_run(scene_variant(scene, files), tmp_path)
+    built = built_scene(scene, "en", files)  # the build tests/test_scenes_all.py checks (dark theme)
     assert_numbers_match(built.numbers["values"], expected({k: Trace.load(v) for k, v in files.items()}))
 
 

@@ -21,6 +21,7 @@ from scenes.conveyor_belt import ConveyorBelt
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.identity_fit import IdentityFit
 
+from dry_run import cache_settings
 from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -54,7 +55,7 @@ def _analogies(lang: str):
         variant.construct(scene)
 
     construct.__name__ = f"test_analogies_{lang}"
-    return frames_comparison(base_scene=variant)(construct)
+    return frames_comparison(base_scene=variant, **cache_settings())(construct)
 
 
 test_analogies_en = _analogies("en")  # not trace-driven: no tamper twin

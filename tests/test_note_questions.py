@@ -26,7 +26,7 @@ from simulation.trace import Trace
 from simulation.transformer import TransformerRecorder, build_transformer, make_task
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import dry_run
+from dry_run import built_scene, dry_run, scene_group
 from test_transformer import TINY, _forward_keeping_layers, _loss, one_thread  # noqa: F401 (autouse fixture)
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
@@ -290,10 +290,12 @@ def _match(shown: dict, expected: dict) -> None:
         assert shown[key] == pytest.approx(float(value), rel=1e-6, abs=1e-12), key
 
 
-@pytest.mark.parametrize("scene", CASES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene", [pytest.param(s, id=s.__name__, marks=pytest.mark.xdist_group(scene_group(s, "en")))
+                                   for s in CASES])
 def test_scene_numbers_equal_the_trace_and_change_with_it(scene, tmp_path):
     expected, run, key = CASES[scene]
-    built, traces = _built(scene, tmp_path / "a")
+    built = built_scene(scene, "en", _tiny(scene))  # shared with test_scenes_all where the traces are the same
+    traces = {k: Trace.load(v) for k, v in _tiny(scene).items()}
     _match(built.numbers["values"], expected(traces))
     tampered = dict(_tiny(scene))  # the twin: one array scaled, other numbers shown
     trace = Trace.load(tampered[run])

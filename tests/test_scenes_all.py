@@ -22,7 +22,7 @@ from scenes.base import LectureScene
 from scenes.style import LANGS
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
-from dry_run import dry_run
+from dry_run import built_scene, dry_run, scene_lang_params
 from subtitles import as_srt_cues, too_fast
 
 
@@ -46,13 +46,10 @@ def trace_files(tmp_path_factory):
 
 
 
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
-def test_scene_builds_with_clean_layout(scene, lang, trace_files, tmp_path):
-    attrs = {"lang": lang, "check_layout": True}
-    if scene.experiment:
-        attrs["trace_files"] = trace_files(scene.experiment)
-    built = dry_run(type(scene.__name__, (scene,), attrs), tmp_path)
+@pytest.mark.parametrize("scene,lang", scene_lang_params(SCENES_IN_ORDER, LANGS))
+def test_scene_builds_with_clean_layout(scene, lang, trace_files):
+    # the same build as the scene's own tests (tests/test_scenes_lecture.py ...): see dry_run.built_scene
+    built = built_scene(scene, lang, trace_files(scene.experiment) if scene.experiment else None)
     assert built.layout_log == []
     assert built.renderer.num_plays > 0, "the scene played nothing"
     cues = as_srt_cues(built.renderer.file_writer.subcaptions)

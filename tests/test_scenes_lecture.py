@@ -6,20 +6,20 @@ Example::
 
     pytest tests/test_scenes_lecture.py -k "costs or Sigmoid"
 
-Data scenes read the tiny committed traces of ``tests/data/<experiment>/`` (copied into a private cache
-under the digest of the tiny configuration); a missing one is trained once into a temporary folder.
+Data scenes read the tiny committed traces of ``tests/data/<experiment>/`` through ``trace_files`` (one build
+per scene and language, shared with tests/test_scenes_all.py); the tamper and config tests copy them into a
+private cache under the digest of the tiny configuration, so the scene's cache path is read too. A missing
+one is trained once into a temporary folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 
 import numpy as np
 import pytest
 import torch
-from manim import tempconfig
 from torch import nn
 
 from scenes.analogies import Analogies
@@ -38,7 +38,7 @@ from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace
 
 from data.make_traces import tiny_overrides, tiny_trace_files, write_tiny_traces
-from dry_run import dry_run, dry_settings
+from dry_run import built_scene, dry_run, scene_group, scene_lang_params
 
 # Scenes that animate one step per block: with the tiny traces' 4 blocks they are shorter than in the
 # lecture; test_depth_paced_scene_length checks them at the default size (slow: trains the runs).
@@ -143,40 +143,19 @@ def test_format_number_keeps_counts_exact():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """``built(scene, lang, params=None)``: the scene after a dry run with the layout check on; data
-    scenes read the tiny traces (or ``params`` overrides), from a cache private to this module."""
-    cache = tmp_path_factory.mktemp("lecture-cache")
-    media = tmp_path_factory.mktemp("media")  # one folder: LaTeX and Pango caches are shared
-    done: dict = {}
-
-    def provide(experiment: str) -> dict[str, str]:
-        files = tiny_trace_files(experiment) or write_tiny_traces(experiment, tmp_path_factory.mktemp("tiny"))
-        for name, config in build_runs(experiment, tiny_overrides(experiment)).items():
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("RESIDUAL_CACHE", str(cache))
-                target = trace_path(config)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(files[name], target)
-        return tiny_overrides(experiment)
-
-    def get(scene: type, lang: str, params: dict | None = None) -> LectureScene:
-        key = (scene.__name__, lang, tuple(sorted((params or {}).items())))
-        if key not in done:
-            tiny = provide(scene.experiment) if scene.experiment else {}
-            attrs = {"lang": lang, "check_layout": True, "params": params if params is not None else tiny}
-            variant = type(scene.__name__, (scene,), attrs)
-            with pytest.MonkeyPatch.context() as mp, tempconfig(dry_settings(media)):
-                mp.setenv("RESIDUAL_CACHE", str(cache))
-                instance = variant(skip_animations=True)  # each play jumps to its end state: same layout, 4x faster
-                instance.render()
-            done[key] = instance
-        return done[key]
+    """``built(scene, lang)``: the scene after a dry run with the layout check on, reading the tiny traces
+    (the same build as tests/test_scenes_all.py's, once per process: dry_run.built_scene)."""
+    def get(scene: type, lang: str) -> LectureScene:
+        files = None
+        if scene.experiment:
+            files = tiny_trace_files(scene.experiment) or write_tiny_traces(scene.experiment,
+                                                                           tmp_path_factory.mktemp("tiny"))
+        return built_scene(scene, lang, files)
 
     return get
 
 
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene,lang", scene_lang_params(SCENES, LANGS))
 def test_scene_layout_length_and_narration(scene, lang, built):
     s = built(scene, lang)
     assert s.layout_log == []
@@ -193,6 +172,7 @@ def _values(scene: LectureScene) -> dict:
     return scene.numbers["values"]
 
 
+@pytest.mark.xdist_group(scene_group(SigmoidDerivative, "en"))
 def test_sigmoid_derivative_numbers_equal_the_trace(built):
     s = built(SigmoidDerivative, "en")
     g = s.traces["plain"]["out_grad_norm"][0].astype(np.float64)
@@ -205,6 +185,7 @@ def test_sigmoid_derivative_numbers_equal_the_trace(built):
     assert values["plain.mean_factor"] == pytest.approx((g[0] / g[-1]) ** (1 / (depth - 1)), rel=1e-9)
 
 
+@pytest.mark.xdist_group(scene_group(GradientPlusOne, "en"))
 def test_gradient_plus_one_numbers_equal_the_trace(built):
     s = built(GradientPlusOne, "en")
     values = _values(s)
@@ -216,6 +197,7 @@ def test_gradient_plus_one_numbers_equal_the_trace(built):
         assert values[f"{name}.mean_factor"] == pytest.approx((g[0] / g[-1]) ** (1 / (len(g) - 1)), rel=1e-9)
 
 
+@pytest.mark.xdist_group(scene_group(IdentityHighway, "en"))
 def test_identity_highway_numbers_equal_the_trace(built):
     s = built(IdentityHighway, "en")
     trace = s.traces["residual"]
@@ -227,6 +209,7 @@ def test_identity_highway_numbers_equal_the_trace(built):
     assert values["projection.params"] == width * 2 * width
 
 
+@pytest.mark.xdist_group(scene_group(ChainRuleExploding, "en"))
 def test_chain_rule_exploding_numbers_equal_the_trace(built):
     s = built(ChainRuleExploding, "en")
     values = _values(s)
@@ -250,6 +233,7 @@ def test_chain_rule_exploding_numbers_equal_the_trace(built):
             assert f"{name}.diverged_step" not in values
 
 
+@pytest.mark.xdist_group(scene_group(Summary, "en"))
 def test_summary_numbers_equal_the_trace(built):
     s = built(Summary, "en")
     values = _values(s)
@@ -275,6 +259,7 @@ def _dry_run(scene: type, overrides: dict, media) -> LectureScene:
     return dry_run(type(scene.__name__, (scene,), {"lang": "en", "params": overrides}), media)
 
 
+@pytest.mark.xdist_group(scene_group(HighwayDenseNetResidual, "en"))
 def test_compare_numbers_follow_the_trace_config(built, tmp_path, monkeypatch):
     """The same scene reading nets of another width and depth shows other, recomputed counts."""
     tiny = built(HighwayDenseNetResidual, "en").numbers
@@ -296,6 +281,7 @@ def test_compare_numbers_follow_the_trace_config(built, tmp_path, monkeypatch):
     assert tiny["values"]["residual.total_params"] != wide["values"]["residual.total_params"]
 
 
+@pytest.mark.xdist_group(scene_group(SigmoidDerivative, "en"))
 def test_a_tampered_trace_changes_what_the_scene_shows(built, tmp_path, monkeypatch):
     """Numbers come from the trace: scale the plain net's recorded gradients and the scene follows."""
     reference = _values(built(SigmoidDerivative, "en"))
