@@ -121,7 +121,8 @@ def _decided(samples: list[float], target: Target) -> bool:
 def compare(variants: dict[str, Callable[[], float]], baseline: str, targets: dict[str, Target] | None = None,
             min_rounds: int = 5, max_rounds: int = 25, warmup: int = 1, unit: str = "x") -> dict[str, Figure]:
     """Interleaved rounds of every variant; returns ``{variant: Figure of cost / baseline cost}`` for every
-    variant but the baseline, plus the baseline's raw costs under its own name.
+    variant but the baseline, plus the baseline's raw costs under its own name. A variant may return a dict
+    ``{series: cost}`` instead of one cost: several figures from one run (e.g. with and without a part).
 
     ``targets`` names the judged variants (the adaptive rule waits for them only). Raises ValueError for an
     unknown baseline or target name, or ``min_rounds`` > ``max_rounds``."""
@@ -136,18 +137,21 @@ def compare(variants: dict[str, Callable[[], float]], baseline: str, targets: di
     for index in range(warmup + max_rounds):
         shift = index % len(names)
         order = names[shift:] + names[:shift]  # rotate who goes first
-        round_costs = {name: float(variants[name]()) for name in order}
+        round_costs: dict[str, float] = {}
+        for name in order:
+            result = variants[name]()
+            round_costs.update(result if isinstance(result, dict) else {name: result})
         if index < warmup:
             continue
         loads.append(load())
         for name, cost in round_costs.items():
-            costs[name].append(cost)
+            costs.setdefault(name, []).append(float(cost))
         done = len(loads)
         ratios = {name: [c / b for c, b in zip(costs[name], costs[baseline])] for name in targets}
         if done >= min_rounds and all(_decided(ratios[n], t) for n, t in targets.items()):
             break
     figures = {baseline: Figure(costs[baseline], None, "s", loads)}
-    for name in names:
+    for name in costs:
         if name != baseline:
             figures[name] = Figure([c / b for c, b in zip(costs[name], costs[baseline])], targets.get(name), unit,
                                    loads)
