@@ -55,7 +55,7 @@ MODELS = {
                                                        batch_size=16, lr=5e-3, warmup_steps=60, record_every=10,
                                                        init_batches=1)),
 }
-QUICK_STEPS = {"mlp": 40, "conv": 12, "transformer": 20}
+QUICK_STEPS = {"mlp": 10, "conv": 4, "transformer": 6}
 
 
 def _timed(task_class):
