@@ -286,7 +286,13 @@ class Recorder(HookRecorder):
         return row
 
     def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
-        for i, (mean, std, norm) in _reduce(self._outputs, _moments).items():
+        # Outputs h and branches F(x) of one shape go through one stack: a few reductions for the whole net.
+        moments = _reduce({**{("h", i): t for i, t in self._outputs.items()},
+                           **{("F", i): t for i, t in self._branches.items()}}, _moments)
+        for (kind, i), (mean, std, norm) in moments.items():
+            if kind == "F":
+                row["branch_std"][i], row["branch_norm"][i] = std, norm
+                continue
             row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
             if not math.isfinite(mean):  # the mean is finite iff every entry is (sums accumulate in float64)
                 row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
@@ -300,8 +306,6 @@ class Recorder(HookRecorder):
                 row["shortcut_norm"][i] = row["input_norm"][i]
         for i, (norm,) in _reduce(self._shortcuts, _row_norm).items():
             row["shortcut_norm"][i] = norm
-        for i, (_, std, norm) in _reduce(self._branches, _moments).items():
-            row["branch_std"][i], row["branch_norm"][i] = std, norm
 
     def _gradient_stats(self, row: dict[str, np.ndarray]) -> None:
         for i, (norm,) in _reduce(self._out_grads, _norm).items():
