@@ -134,8 +134,11 @@ def lecture_command(quick: bool) -> list[str]:
 
 
 def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str, Figure | str]]:
+    from benchmarks.measure import load
+
     command = lecture_command(quick)
     cold, cached, rss, hq = [], [], [], []
+    loads: dict[str, list[float]] = {"cold": [], "cached": [], "hq": []}
     with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
         tmp = Path(tmp)
         traces = tmp / "traces"
@@ -144,34 +147,32 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
             wall, peak = render([*command, "-q", "l", "-o", str(out)], cache)
             cold.append(video_seconds(out / "480p15" / "en") / wall)
             rss.append(peak / GIB)
+            loads["cold"].append(load())
             if not traces.exists():
                 shutil.copytree(cache, traces)
             shutil.rmtree(out)
             again = tmp / f"again{index}"
             wall, _ = render([*command, "-q", "l", "-o", str(again)], traces)
             cached.append(video_seconds(again / "480p15" / "en") / wall)
+            loads["cached"].append(load())
             shutil.rmtree(again)
         if include_hq:
             for index in range(repeats):
                 out = tmp / f"hq{index}"
                 wall, _ = render([*command, "-q", "h", "-o", str(out)], traces)
                 hq.append(wall / video_seconds(out / "1080p60" / "en"))
+                loads["hq"].append(load())
                 shutil.rmtree(out)
     what = "2 scenes, steps=20" if quick else "render.py all"
     rows: list[tuple[str, Figure | str]] = [
-        (f"lecture -ql cold, video s / wall s ({what})", _figure(cold, Target(">=", 1.5))),
-        (f"lecture -ql traces cached, video s / wall s", _figure(cached, Target(">=", 3.0))),
-        ("peak RSS of the process tree, cold lecture", _figure(rss, Target("<=", 1.0), "GiB")),
+        (f"lecture -ql cold, video s / wall s ({what})", Figure(cold, Target(">=", 1.5), "", loads["cold"])),
+        ("lecture -ql traces cached, video s / wall s", Figure(cached, Target(">=", 3.0), "", loads["cached"])),
+        ("peak RSS of the process tree, cold lecture", Figure(rss, Target("<=", 1.0), "GiB", loads["cold"])),
     ]
     rows.append(("1080p60 lecture, traces cached, wall / video",
-                 _figure(hq, Target("<=", 1.5)) if include_hq else "skipped: pass --include-hq (~10 min)"))
+                 Figure(hq, Target("<=", 1.5), "", loads["hq"]) if include_hq
+                 else "skipped: pass --include-hq (~10 min)"))
     return rows
-
-
-def _figure(values: list[float], target: Target, unit: str = "") -> Figure:
-    from benchmarks.measure import load
-
-    return Figure(values, target, unit, [load()] * len(values))
 
 
 # -- the default test run -------------------------------------------------------------------------
