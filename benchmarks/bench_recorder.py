@@ -172,7 +172,7 @@ def overhead(model: str, quick: bool = False, min_rounds: int = 5, max_rounds: i
     if peer:
         variants["tensorboard"] = lambda: tensorboard(task_class, config)
     return compare(variants, baseline="bare", targets={"recorder": TARGET}, min_rounds=min_rounds,
-                   max_rounds=max_rounds, warmup=1)
+                   max_rounds=max_rounds, warmup=0 if quick else 1)
 
 
 def main() -> None:

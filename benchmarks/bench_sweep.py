@@ -60,7 +60,7 @@ def timed(configs: list[RunConfig], **kwargs) -> float:
 
 def worker_speedup(runs: int = 6, steps: int = 100, min_rounds: int = 3, max_rounds: int = 7) -> dict[str, Figure]:
     """``{"speed-up": 1-worker wall / 2-worker wall per round, "2 workers": its inverse, "1 worker": raw s}``."""
-    logging.getLogger("distributed").setLevel(logging.WARNING)
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # the nanny warns on every cluster shut-down
     big = sweep_configs(runs, steps)
     figs = compare({"1 worker": lambda: timed(big, scheduler=None, workers=1, here=False),
                     "2 workers": lambda: timed(big, scheduler=None, workers=2, here=False)},

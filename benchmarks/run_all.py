@@ -57,7 +57,7 @@ GIB = 2**30
 def recorder_rows(model: str, quick: bool) -> list[tuple[str, Figure | str]]:
     from benchmarks import bench_recorder
 
-    figs = bench_recorder.overhead(model, quick=quick, min_rounds=3 if quick else 5, max_rounds=3 if quick else 11)
+    figs = bench_recorder.overhead(model, quick=quick, min_rounds=2 if quick else 5, max_rounds=2 if quick else 11)
     return [(f"recorder / bare, {model}", figs["recorder"]),
             (f"  + held-out test error, {model}", figs["recorder+test"]),
             (f"  TensorBoard histograms / bare, {model}", figs["tensorboard"])]

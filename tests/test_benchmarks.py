@@ -105,7 +105,7 @@ def test_run_all_quick_smoke(tmp_path):
     figures = json.loads(out.read_text())
     assert [f["metric"].strip() for f in figures] == [r[0] for r in rows]
     judged = rows[0]
-    assert judged[1] == "<= 1.05" and judged[4] == "3"
+    assert judged[1] == "<= 1.05" and judged[4] == "2"
     median = float(judged[2])
     assert judged[5].startswith("pass" if median <= 1.05 else "FAIL")
     assert figures[0]["passed"] == (figures[0]["median"] <= 1.05)
