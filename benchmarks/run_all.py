@@ -222,8 +222,10 @@ def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, inc
     }
     for metric in metrics:
         started = time.perf_counter()
-        rows += steps[metric]()
-        print(f"[{metric}: {time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
+        new = steps[metric]()
+        rows += new
+        # Each metric's rows as soon as they exist: a long run stopped half-way keeps what it measured.
+        print(f"[{metric}: {time.perf_counter() - started:.0f} s]\n{format_table(new)}", file=sys.stderr, flush=True)
     return rows
 
 
