@@ -504,7 +504,10 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         jobs, runs_of = [], {}
         for scene in scenes:
             experiment = getattr(scene, "experiment", None)
-            params = experiment_overrides(layers, experiment, active[experiment]) if experiment else {}
+            # the scene's own defaults for its experiment (e.g. its seeds) under the user's settings, as its setup
+            # merges them: the runs trained here and counted by --check are the runs the scene reads
+            params = {**getattr(scene, "experiment_defaults", {}),
+                      **experiment_overrides(layers, experiment, active[experiment])} if experiment else {}
             try:
                 runs = _build(experiment, params) if experiment else {}
             except ConfigError as exc:

@@ -31,7 +31,7 @@ from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
 from scenes.beats import BeatLog
-from scenes import voice as speech
+from scenes import encoder, voice as speech
 from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
@@ -68,6 +68,7 @@ class LectureScene(Scene):
     voice: str | None = None  # a name from scenes.voice.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
+        encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/encoder.py)
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
         set_language(self.lang)
         self.theme = set_theme(self.theme).name

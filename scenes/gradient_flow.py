@@ -25,6 +25,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import is_missing
+from scenes.frame_cost import Restyle, draw_first
 from scenes.widgets import GapMark, LogAxes, _axes_gap, gapped_polyline, log_floor_exponent
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
@@ -183,6 +184,9 @@ class GradientFlowOverTraining(LectureScene):
         history = self._make_history(ratios, steps, records)
         self.narrate("n_training", 3)
         self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
+        # the still parts are drawn once per play, not at every frame (scenes/frame_cost.py: no pixel changes)
+        draw_first(self, title, subtitle, scale_bar, history["frame"],
+                   *[m for arch in rows for m in rows[arch]["still"]])
         per_record = min(0.45, 9.0 / max(records - 1, 1))
         for k in range(1, records):
             step = int(steps["plain"][k])
@@ -250,7 +254,8 @@ class GradientFlowOverTraining(LectureScene):
             lane.move_to([x1, path_y - 0.3, 0], aligned_edge=RIGHT)
             frame.add(lane)
         frame.add(fills)  # inside the blocks
-        return {"arch": arch, "frame": frame, "fills": fills, "segments": segments, "xs": xs, "path_y": path_y,
+        still = [base, ends, label, *([lane] if arch == "residual" else [])]  # never animated after the fade-in
+        return {"arch": arch, "frame": frame, "still": still, "fills": fills, "segments": segments, "xs": xs, "path_y": path_y,
                 "in_x": in_x, "out_x": out_x, "y": y, "block": (block_w, block_h), "gaps": None}
 
     def _show_gaps(self, row: dict, k: int, step: int) -> None:
@@ -354,13 +359,16 @@ class GradientFlowOverTraining(LectureScene):
             seg.set_stroke(width=width, opacity=opacity)
 
     def _lit_targets(self, row: dict, levels: np.ndarray) -> list:
-        """Animations taking a fully lit row to ``levels``."""
-        out = []
-        for l, (fill, seg) in enumerate(zip(row["fills"], row["segments"])):
+        """Animations taking a fully lit row to ``levels``: the blocks' fills and the wire or lane segments
+        (one Restyle per group; frame for frame what ``.animate.set_fill``/``set_stroke`` per block drew)."""
+        def fill(block, l):
+            block.set_fill(opacity=self._fill_opacity(levels[l]))
+
+        def stroke(segment, l):
             width, opacity = self._segment_style(levels[l])
-            out += [fill.animate.set_fill(opacity=self._fill_opacity(levels[l])),
-                    seg.animate.set_stroke(width=width, opacity=opacity)]
-        return out
+            segment.set_stroke(width=width, opacity=opacity)
+
+        return [Restyle(row["fills"], fill), Restyle(row["segments"], stroke)]
 
     def _run_pulse(self, row: dict, levels: np.ndarray, present: np.ndarray | None = None,
                    run_time: float = 3.2) -> None:
@@ -376,12 +384,20 @@ class GradientFlowOverTraining(LectureScene):
             radius = 0.05 + 0.2 * level
             for circle, (grow, alpha) in zip(group, ((2.6, 0.16), (1.7, 0.35), (1.0, 0.95))):
                 circle.scale_to_fit_width(2 * radius * grow).move_to([x, y, 0]).set_fill(opacity=alpha * level)
-            self._light(row, levels, x)
+
+        def light(_) -> None:
+            self._light(row, levels, where.get_value())
 
         follow(glow)
         glow.add_updater(follow)
+        # The lighting is the blocks' own updater, so that Manim redraws them on every frame of the pulse
+        # (a mobject changed only by another one's updater stays in the still background of the play).
+        row["fills"].add_updater(light)
+        row["segments"].add_updater(lambda _: None)  # restyled by light(): redrawn each frame too
         self.add(glow)
         self.play(where.animate.set_value(row["in_x"]), run_time=run_time, rate_func=linear)
         glow.clear_updaters()
+        row["fills"].clear_updaters()
+        row["segments"].clear_updaters()
         self._light(row, levels, row["in_x"])
         self.remove(glow)

@@ -8,7 +8,9 @@ Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture": Fig
 Fig. 3 (at initialisation the Post-LN gradient norm of the FFN weight W^2 grows toward the output layers, the
 Pre-LN one does not), Fig. 2 (Post-LN needs a learning-rate warm-up). The scene draws both placements, then
 the measured ||dL/dW^2|| per layer at initialisation of the ``layernorm`` experiment and its three training
-curves at one high learning rate, and says in words whether each claim held in these runs.
+curves at one high learning rate, and says in words whether each claim held in these runs. Bars and bold
+curves are the first seed's runs; a dot per other seed (``--set seeds=...``, default three) sits on each
+bar, a thin curve per other seed follows each loss curve, and each verdict says on how many seeds it holds.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
 from scenes.base import LectureScene
+from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
 from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
@@ -50,7 +53,7 @@ def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
     return running_mean(curve, window)
 
 
-class PostLNvsPreLN(LectureScene):
+class PostLNvsPreLN(SeedSpread, LectureScene):
     """Post-LN vs Pre-LN: LayerNorm's place, measured per-layer gradient norms at init, and warm-up (Xiong 2020)."""
 
     experiment = "layernorm"
@@ -91,6 +94,7 @@ class PostLNvsPreLN(LectureScene):
         "n_train": {"en": "Now train all three at the same high learning rate.", "zh": "现在用同样高的学习率训练三个模型。"},
         "n_verdict": {"en": "Large gradients near the output need small steps first: that is what warm-up gives.",
                       "zh": "靠近输出的梯度很大，一开始就需要小步走：这正是预热的作用。"},
+        **SEED_STRINGS,
     }
 
     def construct(self) -> None:
@@ -146,20 +150,48 @@ class PostLNvsPreLN(LectureScene):
         self.narrate("n_grads", 4)
         self.play(Create(chart.chart), FadeIn(grad_title), FadeIn(axis), FadeIn(legend), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*chart.bars[0], *chart.bars[1]]], run_time=2)
+        others = self.other_seeds()
+        seed_grads = {name: self.across_seeds_array(name, init_ffn_grad_norm) for name in (POST_LN, PRE_LN)}
+        for name in seed_grads:
+            for seed in others:
+                for layer, value in zip(layers, seed_grads[name].get(seed, ())):
+                    self.number(f"{name}.seed.{seed}.{layer}.init_ffn_grad_norm", value)
+        if others:
+            dots = [bar_seed_dots(chart, s, {seed: seed_grads[name][seed] for seed in others if seed in seed_grads[name]})
+                    for s, name in enumerate((POST_LN, PRE_LN))]
+            dots_note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
+            dots_note.next_to(legend, DOWN, buff=0.2).align_to(legend, LEFT)
+            self.play(*[FadeIn(d) for d in dots], FadeIn(dots_note), run_time=0.6)
+        else:
+            dots_note = VGroup()
         stack = "decoder" if config["arch"] == "encoder_decoder" else "encoder"
         ratio_post = stack_ratio(post, grads["post_ln"], stack)
         ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
         rises = (compare(ratio_post, RISE), compare(ratio_post, ratio_pre))
         key = "no_verdict" if None in rises else ("grad_rise" if all(rises) else "grad_flat")
-        grad_verdict = self.text(key, size=SIZE_SMALL, post=self.number("post_ln.last_over_first", ratio_post),
-                                 pre=self.number("pre_ln.last_over_first", ratio_pre))
-        grad_verdict.to_edge(LEFT, buff=0.35).set_y(-2.75)
+        seed_ratios = {}
+        for name in seed_grads:
+            for seed, values in seed_grads[name].items():
+                ratio = stack_ratio(self.seed_traces[seed][name], values, stack)
+                self.number(f"{name}.seed.{seed}.last_over_first", ratio)
+                seed_ratios.setdefault(name, {})[seed] = ratio
+        seed_rises = []
+        for seed in seed_ratios[POST_LN]:
+            if seed in seed_ratios[PRE_LN]:
+                checks = (compare(seed_ratios[POST_LN][seed], RISE),
+                          compare(seed_ratios[POST_LN][seed], seed_ratios[PRE_LN][seed]))
+                seed_rises.append(None if None in checks else all(checks))
+        rise_k, rise_n = self.seed_count("post_ln.grad_rise", seed_rises)
+        grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
+                                                              pre=self.number("pre_ln.last_over_first", ratio_pre)),
+                                                 rise_k, rise_n), size=SIZE_SMALL)
+        grad_verdict.scale_to_fit_width(min(grad_verdict.width, 13.0)).to_edge(LEFT, buff=0.35).set_y(-2.75)
         first_bar = 0 if stack == "encoder" else depth  # the trend of the Post-LN bars of that stack
         trend = make_dashed_polyline([bar.get_top() + UP * 0.08 for bar in chart.bars[0][first_bar:first_bar + depth]],
                                      RUN_COLORS["post_ln"], stroke_width=3, num_dashes=18)
         self.play(FadeIn(grad_verdict, shift=UP * 0.1), Create(trend))
         self.wait(3)
-        self.play(FadeOut(VGroup(chart, grad_title, axis, legend, trend)))
+        self.play(FadeOut(VGroup(chart, grad_title, axis, legend, trend, dots_note, *(dots if others else ()))))
 
         # 3. Training curves at one high peak lr: Post-LN without and with warm-up, Pre-LN without.
         runs = {"post_ln": post, "post_ln_warmup": post_warm, "pre_ln": pre}
@@ -202,16 +234,44 @@ class PostLNvsPreLN(LectureScene):
             drawn.append(lr_axes.polyline(xs, lr_values[name], RUN_COLORS[name], stroke_width=2,
                                           what=f"{name}.lr_curve"))
         self.play(*[Create(m) for m in drawn], run_time=4)
+        spread = VGroup()  # the other seeds' loss curves, thin
+        for name in runs:
+            for seed in others:
+                trace = self.seed_traces[seed].get(name)
+                if trace is None:
+                    continue
+                done = steps_run(trace, len(trace["loss_curve"]))
+                spread.add(loss_axes.polyline(xs[:done], smooth(trace["loss_curve"][:done]), RUN_COLORS[name],
+                                              stroke_width=1.5, what=f"{name}.seed.{seed}.loss_curve"
+                                              ).set_stroke(opacity=0.5))
+        if others:
+            lines_note = self.text("seed_lines", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
+            lines_note.next_to(legend_runs, DOWN, buff=0.2).align_to(legend_runs, LEFT)
+            self.play(FadeIn(spread), FadeIn(lines_note), run_time=0.6)
 
         # 4. The verdict, computed from the runs (mean loss of the last 10 % of the steps).
         final = {name: tail_mean(t["loss_curve"], 0.1, stop=ran[name]) for name, t in runs.items()}
         checks = (compare(final["post_ln"], final["post_ln_warmup"]), compare(final["post_ln"], final["pre_ln"]))
+        seed_final = {name: self.across_seeds(name, lambda t: tail_mean(t["loss_curve"], 0.1,
+                                                                        stop=steps_run(t, len(t["loss_curve"]))))
+                      for name in runs}
+        for name, by_seed in seed_final.items():
+            for seed, value in by_seed.items():
+                self.number(f"{name}.seed.{seed}.final_loss", value)
+        seed_checks = []
+        for seed in seed_final["post_ln"]:
+            if all(seed in seed_final[name] for name in runs):
+                pair = (compare(seed_final["post_ln"][seed], seed_final["post_ln_warmup"][seed]),
+                        compare(seed_final["post_ln"][seed], seed_final["pre_ln"][seed]))
+                seed_checks.append(None if None in pair else all(pair))
+        warm_k, warm_n = self.seed_count("warmup_helps", seed_checks)
         verdict = VGroup(
             self.text("warmup_helps", size=SIZE_SMALL, post=self.number("post_ln.final_loss", final["post_ln"]),
                       post_warm=self.number("post_ln_warmup.final_loss", final["post_ln_warmup"]),
                       pre=self.number("pre_ln.final_loss", final["pre_ln"])),
-            self.text("no_verdict" if None in checks else ("warmup_verdict_yes" if all(checks) else "warmup_verdict_no"),
-                      size=SIZE_SMALL),
+            make_text(with_seed_count(self, self.t("no_verdict" if None in checks else
+                                                   ("warmup_verdict_yes" if all(checks) else "warmup_verdict_no")),
+                                      warm_k, warm_n), size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.next_to(grad_verdict, DOWN, buff=0.12, aligned_edge=LEFT)
         self.narrate("n_verdict", 4)

@@ -8,7 +8,9 @@ Veit et al. 2016, "Residual Networks Behave Like Ensembles of Relatively Shallow
 residual blocks unroll into 2^n paths, and the number through k branches is C(n, k), so most paths
 are of middle length (Fig. 6a). Deleting one block at test time removes half of the paths but
 leaves 2^(n-1) intact, so a residual net barely notices, while a plain net, one single path, breaks
-(Fig. 3). The path-length share and the lesion test errors come from the ``paths`` experiment.
+(Fig. 3). The path-length share and the lesion test errors come from the ``paths`` experiment. The
+lesion bars are the first seed's nets, a dot per other seed (``--set seeds=...``, default three) sits on
+each bar, and the verdict says on how many seeds it holds (the path-length share is C(n, k) / 2^n on every seed).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, 
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import compare, finite_max, is_missing, strict_mean
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
 
@@ -41,7 +44,7 @@ def _percent_axis(value: float) -> str:
     return f"{value * 100:g}%"
 
 
-class PathEnsemble(LectureScene):
+class PathEnsemble(SeedSpread, LectureScene):
     """Residual nets as ensembles of paths: path-length shares and a one-block lesion test (Veit 2016)."""
 
     experiment = "paths"
@@ -75,6 +78,7 @@ class PathEnsemble(LectureScene):
                       "zh": "一半的路径仍然完好，残差网络几乎察觉不到。"},
         "n_verdict_differs": {"en": "Half of the paths survive, yet here the residual net suffers as much.",
                               "zh": "一半的路径仍然完好，但这里残差网络受到的影响同样大。"},
+        **SEED_STRINGS,
     }
 
     def construct(self) -> None:
@@ -90,6 +94,14 @@ class PathEnsemble(LectureScene):
             for l, error in enumerate(lesion[name]):
                 self.number(f"{name}.block.{l}.lesion_test_error", error)
         colors = {"plain": PALETTE["plain"], "residual": PALETTE["residual"]}
+        # Every seed's lesion errors and intact error (the first seed's are the bars; the others are dots).
+        others = self.other_seeds()
+        seed_lesion = {name: self.across_seeds_array(name, lambda t: t["lesion_test_error"]) for name in lesion}
+        seed_intact = {name: self.across_seeds(name, lambda t: t["final_test_error"]) for name in lesion}
+        for name in lesion:
+            for seed in others:
+                for l, error in enumerate(seed_lesion[name].get(seed, ())):
+                    self.number(f"{name}.seed.{seed}.block.{l}.lesion_test_error", error)
 
         # 1. Unrolling: every block is taken or skipped.
         title = self.title("title")
@@ -122,7 +134,8 @@ class PathEnsemble(LectureScene):
         self.wait(1.5)
 
         # 3. The lesion test: delete block l of the trained nets, measure the test error.
-        top = finite_max(np.concatenate([*lesion.values(), list(intact.values())]))
+        top = finite_max(np.concatenate([*lesion.values(), list(intact.values()),
+                                         *(v for by in seed_lesion.values() for v in by.values())]))
         chart = GroupedBars([lesion["plain"], lesion["residual"]], [colors["plain"], colors["residual"]],
                             width=4.8, height=1.9, y_max=top, y_format=_percent_axis)
         chart.move_to([3.6, -0.3, 0])
@@ -140,16 +153,30 @@ class PathEnsemble(LectureScene):
         self.play(Create(chart.chart), FadeIn(chart_title), FadeIn(block_label), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*chart.bars[0], *chart.bars[1]]], Create(levels),
                   FadeIn(legend), run_time=2)
+        if others:
+            dots = [bar_seed_dots(chart, s, {seed: seed_lesion[name][seed] for seed in others if seed in seed_lesion[name]})
+                    for s, name in enumerate(("plain", "residual"))]
+            note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
+            note.next_to(chart_title, UP, buff=0.1).align_to(chart.chart.axes, RIGHT)
+            self.play(*[FadeIn(d) for d in dots], FadeIn(note), run_time=0.6)
         self.wait(1.5)
 
         # 4. The verdict, computed from the runs.
         increase = {name: strict_mean(lesion[name]) - intact[name] for name in lesion}  # NaN if any is missing
         agrees = compare(increase["plain"], increase["residual"])
+        seed_increase = {name: {seed: strict_mean(v) - seed_intact[name].get(seed, float("nan"))
+                                for seed, v in seed_lesion[name].items()} for name in lesion}
+        for name, by_seed in seed_increase.items():
+            for seed, value in by_seed.items():
+                self.number(f"{name}.seed.{seed}.mean_lesion_increase_pct", 100 * value)
+        k, n = self.seed_count("residual.more_robust", [compare(seed_increase["plain"][s], seed_increase["residual"][s])
+                                                        for s in seed_increase["plain"] if s in seed_increase["residual"]])
         verdict = VGroup(
             self.text("robust", size=SIZE_LABEL,
                       residual=signed(self.number("residual.mean_lesion_increase_pct", 100 * increase["residual"])),
                       plain=signed(self.number("plain.mean_lesion_increase_pct", 100 * increase["plain"]))),
-            self.text({True: "robust_agrees", False: "robust_differs", None: "no_verdict"}[agrees], size=SIZE_LABEL),
+            make_text(with_seed_count(self, self.t({True: "robust_agrees", False: "robust_differs",
+                                                    None: "no_verdict"}[agrees]), k, n), size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
         self.narrate({True: "n_verdict", False: "n_verdict_differs", None: "no_verdict"}[agrees], 4)

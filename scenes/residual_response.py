@@ -7,7 +7,9 @@ Example::
 He et al. 2015, Fig. 7: the responses (std of each layer's output) of ResNets are smaller than those
 of their plain counterparts: a residual block learns a small correction to the identity. The scene
 shows the measured ratio ||F(x)|| / ||x|| per block at initialisation and after training, and the std
-of F(x), and says in words whether the run agrees with the paper.
+of F(x), and says in words whether the run agrees with the paper. The bars are the first seed's nets; a
+dot per other seed (``--set seeds=...``, default three) sits on each bar, and each verdict says on how
+many seeds it holds.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex,
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
-from scenes.helpers import finite_max, strict_mean
+from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.helpers import compare, finite_max, strict_mean
 from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["ResidualResponse", "response_ratio"]
@@ -30,7 +33,7 @@ def response_ratio(trace, record: int = -1) -> np.ndarray:
     return np.asarray(trace["branch_norm"][record], np.float64) / np.asarray(trace["input_norm"][record], np.float64)
 
 
-class ResidualResponse(LectureScene):
+class ResidualResponse(SeedSpread, LectureScene):
     """||F(x)|| / ||x|| and the std of F(x) per block of trained plain and residual nets (He 2015, Fig. 7)."""
 
     experiment = "residual_response"
@@ -64,6 +67,7 @@ class ResidualResponse(LectureScene):
         "n_std": {"en": "He et al. measured the standard deviation of each layer's response.",
                   "zh": "He 等人测量的是每层响应的标准差。"},
         "n_verdict": {"en": "Here is what our runs measured.", "zh": "这是我们的实测结果。"},
+        **SEED_STRINGS,
     }
 
     def construct(self) -> None:
@@ -80,6 +84,17 @@ class ResidualResponse(LectureScene):
                 self.number(f"{name}.block.{l}.ratio", ratios[name][1][l])
                 self.number(f"{name}.block.{l}.branch_std", stds[name][l])
         colors = (PALETTE["plain"], PALETTE["residual"])
+        # Every seed's trained ratios and stds (the first seed's are the bars; the others are dots).
+        seed_ratio = {name: self.across_seeds_array(name, lambda t: response_ratio(t, -1)) for name in ("plain", "residual")}
+        seed_std = {name: self.across_seeds_array(name, lambda t: np.asarray(t["branch_std"][-1], np.float64))
+                    for name in ("plain", "residual")}
+        others = self.other_seeds()
+        for name in ("plain", "residual"):
+            for seed in others:
+                for l in range(depth):
+                    if seed in seed_ratio[name]:
+                        self.number(f"{name}.seed.{seed}.block.{l}.ratio", seed_ratio[name][seed][l])
+                        self.number(f"{name}.seed.{seed}.block.{l}.branch_std", seed_std[name][seed][l])
 
         # 1. Title, the ratio, and who is who.
         title = self.title("title")
@@ -114,6 +129,10 @@ class ResidualResponse(LectureScene):
         self.narrate(self.verdict_key(mean["plain"], mean["residual"], "n_trained", "n_trained_large"), 4)
         trained_title = self.text("ratio_trained", size=SIZE_LABEL, step=step).move_to(panel_title)
         self.play(ReplacementTransform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
+        ratio_dots = [bar_seed_dots(after, s, {seed: seed_ratio[name][seed] for seed in others if seed in seed_ratio[name]})
+                      for s, name in enumerate(("plain", "residual"))]
+        if others:
+            self.play(*[FadeIn(d) for d in ratio_dots], run_time=0.6)
         self.wait(1.5)
 
         # 3. He et al.'s own measure: the std of each response.
@@ -124,6 +143,10 @@ class ResidualResponse(LectureScene):
         self.narrate("n_std", 3)
         self.play(Create(std_chart.chart), FadeIn(std_title), FadeIn(std_label), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*std_chart.bars[0], *std_chart.bars[1]]], run_time=1.5)
+        std_dots = [bar_seed_dots(std_chart, s, {seed: seed_std[name][seed] for seed in others if seed in seed_std[name]})
+                    for s, name in enumerate(("plain", "residual"))]
+        if others:
+            self.play(*[FadeIn(d) for d in std_dots], run_time=0.6)
         self.wait(1)
 
         # 4. The verdict, computed from the run.
@@ -131,13 +154,28 @@ class ResidualResponse(LectureScene):
         ratio_key = self.verdict_key(mean["plain"], mean["residual"], "ratio_small", "ratio_not_small")
         std_key = self.verdict_key(mean_std["plain"], mean_std["residual"], "std_agrees", "std_differs")
         why = self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""
+        seeds_smaller = {}  # claim -> (k, n): seeds where the residual mean is below the plain one
+        for claim, by_seed in (("ratio", seed_ratio), ("branch_std", seed_std)):
+            means = {name: {seed: strict_mean(v) for seed, v in by_seed[name].items()} for name in by_seed}
+            for name in means:
+                for seed, value in means[name].items():
+                    self.number(f"{name}.seed.{seed}.mean_{claim}", value)
+            both = [s for s in means["plain"] if s in means["residual"]]
+            seeds_smaller[claim] = self.seed_count(f"residual.smaller_{claim}",
+                                                   [compare(means["plain"][s], means["residual"][s]) for s in both])
         verdict = VGroup(
-            self.text(ratio_key, size=SIZE_LABEL, residual=self.number("residual.mean_ratio", mean["residual"]),
-                      plain=self.number("plain.mean_ratio", mean["plain"])),
-            self.text(std_key, size=SIZE_LABEL, residual=self.number("residual.mean_branch_std", mean_std["residual"]),
-                      plain=self.number("plain.mean_branch_std", mean_std["plain"]), why=why),
+            make_text(with_seed_count(self, self.t(ratio_key, residual=self.number("residual.mean_ratio", mean["residual"]),
+                                                   plain=self.number("plain.mean_ratio", mean["plain"])),
+                                      *seeds_smaller["ratio"]), size=SIZE_LABEL),
+            make_text(with_seed_count(self, self.t(std_key, residual=self.number("residual.mean_branch_std",
+                                                                                 mean_std["residual"]),
+                                                   plain=self.number("plain.mean_branch_std", mean_std["plain"]), why=why),
+                                      *seeds_smaller["branch_std"]), size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).shift(DOWN * 2.75)
+        if others:
+            note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
+            self.add(note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT))
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, Fig. 7")

@@ -22,7 +22,14 @@ import numpy as np
 
 from simulation.seeds import group_by_seed
 
-__all__ = ["SeedSpread", "count_true", "seed_range"]
+__all__ = ["SeedSpread", "SEED_STRINGS", "count_true", "seed_range", "bar_seed_dots", "with_seed_count"]
+
+# Strings every seed-spread scene shares (merge into a scene's ``strings``).
+SEED_STRINGS = {
+    "seed_of": {"en": "{k} of {n} seeds", "zh": "{n} 个种子中 {k} 个"},
+    "seed_dots": {"en": "dots: the other {m} seeds", "zh": "圆点：其余 {m} 个种子"},
+    "seed_lines": {"en": "thin lines: the other {m} seeds", "zh": "细线：其余 {m} 个种子"},
+}
 
 
 class SeedSpread:
@@ -47,6 +54,23 @@ class SeedSpread:
         """``{seed: value(trace)}`` of run ``run`` in every seed that has it (``value``: Trace -> float)."""
         return {seed: float(value(traces[run])) for seed, traces in self.seed_traces.items() if run in traces}
 
+    def across_seeds_array(self, run: str, value) -> dict[int, np.ndarray]:
+        """``{seed: value(trace)}`` of run ``run`` in every seed that has it (``value``: Trace -> float64 array)."""
+        return {seed: np.asarray(value(traces[run]), dtype=np.float64) for seed, traces in self.seed_traces.items()
+                if run in traces}
+
+    def other_seeds(self) -> list[int]:
+        """The seeds drawn as a spread: every seed but the first (whose run is drawn in full)."""
+        return list(self.seed_traces)[1:]
+
+    def seed_count(self, key: str, verdicts: Iterable[bool | None]) -> tuple[int, int]:
+        """"k of n seeds" of a claim: ``verdicts`` one per seed, None where a value it needs is missing
+        (that seed is not counted). Records ``<key>.seeds`` (k) and ``<key>.of`` (n)."""
+        k, n = count_true(v for v in verdicts if v is not None)
+        self.number(f"{key}.seeds", k)
+        self.number(f"{key}.of", n)
+        return k, n
+
 
 def count_true(flags: Iterable[bool]) -> tuple[int, int]:
     """(how many of ``flags`` hold, how many there are): the "n of N seeds" of a claim."""
@@ -61,3 +85,30 @@ def seed_range(values: Iterable[float]) -> tuple[float, float, float]:
     if arr.size == 0:
         return float("nan"), float("nan"), float("nan")
     return float(arr.min()), float(np.median(arr)), float(arr.max())
+
+
+def with_seed_count(scene, text: str, k: int, n: int) -> str:
+    """``text`` followed by "(k of n seeds)" in the scene's language (full-width brackets in Chinese)."""
+    count = scene.t("seed_of", k=k, n=n)
+    return f"{text}（{count}）" if scene.lang == "zh" else f"{text} ({count})"
+
+
+def bar_seed_dots(bars, series: int, by_seed: dict[int, np.ndarray], radius: float = 0.045):
+    """A dot per seed on the bars of ``bars`` (a :class:`scenes.widgets.GroupedBars`): for each seed's
+    values [n] of series ``series``, a dot at the x of bar i and the height of its value (clipped to the
+    chart's top). A missing (NaN) value gets no dot: the seed's numbers JSON entry says it is missing."""
+    from manim import Dot, VGroup
+
+    from scenes.style import PALETTE
+
+    chart = bars.chart
+    top = chart.axes.y_range[1]
+    dots = VGroup()
+    for values in by_seed.values():
+        for bar, value in zip(bars.bars[series], np.asarray(values, dtype=np.float64)):
+            if np.isnan(value):
+                continue
+            y = chart.point(0, float(np.clip(value, 0.0, top)))[1]
+            dots.add(Dot([bar.get_center()[0], y, 0], radius=radius, color=PALETTE["text"],
+                         stroke_width=1.5, stroke_color=PALETTE["background"]))
+    return dots

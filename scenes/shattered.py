@@ -8,7 +8,9 @@ Balduzzi et al. 2017, "The Shattered Gradients Problem": sweep a scalar input t 
 plot d(output)/dt at initialisation. A shallow net's gradient is smooth (brown noise); with depth, a
 plain net's gradient decorrelates into white noise (its autocorrelation drops like 2^-L), while a
 residual net's keeps its structure (decays like 1/sqrt(L)). The scene draws the recorded sweeps of
-every depth of the ``shattered`` experiment and the autocorrelation of the deepest pair.
+every depth of the ``shattered`` experiment and the autocorrelation of the deepest pair. The sweeps are
+the first seed's nets; the autocorrelation chart adds a thin line per other seed (``--set seeds=...``,
+default three), and the verdict says on how many seeds the residual gradient is the more correlated one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, VMobject, Write
 
 from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import compare
 from scenes.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
 
@@ -47,7 +50,7 @@ def scaled_sweep(gradient: np.ndarray) -> tuple[np.ndarray, float]:
     return shape, (float("nan") if missing.any() else scale)
 
 
-class ShatteredGradients(LectureScene):
+class ShatteredGradients(SeedSpread, LectureScene):
     """d(output)/d(input) over a swept scalar input at init, and its autocorrelation (Balduzzi 2017)."""
 
     experiment = "shattered"
@@ -76,6 +79,7 @@ class ShatteredGradients(LectureScene):
                                "zh": "有了捷径：在这次运行中，深网络的梯度并不更平滑。"},
         "n_autocorr": {"en": "Autocorrelation measures it: neighbours of white noise are unrelated.",
                        "zh": "自相关可以度量这一点：白噪声相邻的点彼此无关。"},
+        **SEED_STRINGS,
     }
 
     def construct(self) -> None:
@@ -156,20 +160,46 @@ class ShatteredGradients(LectureScene):
                 self.number(f"{name}.autocorr.{k}", value)
             lines.append(chart.polyline(np.arange(len(autocorr)), np.clip(autocorr, -0.5, 1.0), colors[arch],
                                         stroke_width=3))
-        legend = make_legend([(self.t(arch), colors[arch]) for arch in runs], size=SIZE_SMALL)
+        others = self.other_seeds()
+        spread = VGroup()  # the other seeds' autocorrelation, thin
+        seed_r1 = {}  # arch -> {seed: r(1) of the deepest run}
+        for arch in runs:
+            _, name = deep[arch]
+            seed_r1[arch] = self.across_seeds(name, lambda t: t["input_grad_autocorr"][AT_INIT][1])
+            for seed in others:
+                if seed not in self.seed_traces or name not in self.seed_traces[seed]:
+                    continue
+                autocorr = np.asarray(self.seed_traces[seed][name]["input_grad_autocorr"][AT_INIT][:lags], np.float64)
+                for k, value in enumerate(autocorr):
+                    self.number(f"{name}.seed.{seed}.autocorr.{k}", value)
+                spread.add(chart.polyline(np.arange(len(autocorr)), np.clip(autocorr, -0.5, 1.0), colors[arch],
+                                          stroke_width=1.5, what=f"{name}.seed.{seed}.input_grad_autocorr"
+                                          ).set_stroke(opacity=0.5))
+        entries = [(self.t(arch), colors[arch]) for arch in runs]
+        legend = make_legend(entries, size=SIZE_SMALL)
         legend.next_to(lag_label, DOWN, buff=0.12)
         self.narrate("n_autocorr", 4)
         self.play(Create(chart), FadeIn(chart_title), FadeIn(lag_label), FadeIn(legend), run_time=1.2)
         self.play(*[Create(line) for line in lines], run_time=2)
+        if others:
+            note = self.text("seed_lines", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
+            note.next_to(legend, DOWN, buff=0.1).align_to(chart.axes, RIGHT)
+            self.play(FadeIn(spread), FadeIn(note), run_time=0.6)
         self.wait(1)
 
         # 4. The verdict, computed from the runs.
         plain_r1, residual_r1 = r1[deep["plain"][1]], r1[deep["residual"][1]]
+        for arch in runs:
+            for seed, value in seed_r1[arch].items():
+                self.number(f"deepest.{arch}.seed.{seed}.autocorr_lag1", value)
+        k, n = self.seed_count("residual.more_correlated", [compare(seed_r1["residual"][s], seed_r1["plain"][s])
+                                                            for s in seed_r1["residual"] if s in seed_r1["plain"]])
         verdict = VGroup(
             self.text("measured", size=SIZE_LABEL, depth=depth,
                       residual=self.number("deepest.residual.autocorr_lag1", residual_r1),
                       plain=self.number("deepest.plain.autocorr_lag1", plain_r1)),
-            self.text({True: "agrees", False: "differs", None: "no_verdict"}[agrees], size=SIZE_LABEL),
+            make_text(with_seed_count(self, self.t({True: "agrees", False: "differs", None: "no_verdict"}[agrees]), k, n),
+                      size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
+from scenes.frame_cost import drop_svg_paths
 from scenes.theme import ROLES, current_theme
 
 __all__ = [
@@ -90,11 +91,13 @@ def current_language() -> str:
 def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = None, **kwargs) -> Text:
     """A Pango ``Text`` in the current language's font. Never put Chinese into MathTex (no CJK font).
 
-    In Chinese the norm bars ‖ come from the Latin font: the CJK font draws them full-width."""
+    In Chinese the norm bars ‖ come from the Latin font: the CJK font draws them full-width. The glyphs drop
+    their parsed SVG paths once drawn into points (scenes.frame_cost.drop_svg_paths): copies, which every
+    Transform and FadeIn makes, then cost a sixth; the points, hence the frames, are the same."""
     lang = _current["lang"]
     if lang != "en" and "‖" in content:
         kwargs.setdefault("t2f", {"‖": FONTS["en"]})
-    return Text(content, font=FONTS[lang], font_size=size, color=color or PALETTE["text"], **kwargs)
+    return drop_svg_paths(Text(content, font=FONTS[lang], font_size=size, color=color or PALETTE["text"], **kwargs))
 
 
 def format_number(value: float, digits: int = 2) -> str:

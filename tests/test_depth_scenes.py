@@ -254,3 +254,17 @@ def test_depth_sweep_numbers_when_tampered(tmp_path):
     s = dry_run(variant(DepthSweep, files=files), tmp_path)
     assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces()), rel=1e-9)
     assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files)), rel=1e-9)
+
+
+def test_depth_sweep_conv_numbers_when_tampered(tmp_path):
+    """DepthSweepConv's twin: seed 1's deep conv plain net recorded half its error and a thousand times smaller
+    first gradient: the scene reports both, and not the clean numbers."""
+    files = dict(tiny_trace_files_with_seeds("depth_sweep"))
+    trace = Trace.load(files["conv_plain_d14@seed1"])
+    trace.arrays["error_curve"] = trace.arrays["error_curve"] * 0.5
+    blocks = trace.arrays["grad_norm"].shape[1]
+    trace.arrays["grad_norm"] = trace.arrays["grad_norm"] * np.where(np.arange(blocks) == 0, 1e-3, 1.0)
+    files["conv_plain_d14@seed1"] = str(trace.save(tmp_path / "tampered.npz"))
+    s = dry_run(variant(DepthSweepConv, files=files), tmp_path)
+    assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces(), "conv"), rel=1e-9)
+    assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files), "conv"), rel=1e-9)

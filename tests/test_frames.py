@@ -36,7 +36,7 @@ from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
 from scenes.degradation import Degradation
-from scenes.depth_sweep import DepthSweep
+from scenes.depth_sweep import DepthSweep, DepthSweepConv
 from scenes.gradient_flow import GradientFlowOverTraining
 from scenes.seeds import SeedSpread
 from scenes.highway import IdentityHighway
@@ -48,6 +48,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import dry_run
+from seed_numbers import SEED_NUMBERS, base_runs
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -136,7 +137,7 @@ def last_block_times_two(values: np.ndarray) -> np.ndarray:
 # Each function below recomputes, straight from the arrays, every number its scene must report.
 
 def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {"step": float(traces["residual"]["step"][-1])}
+    out = {"step": float(traces["residual"]["step"][-1]), **SEED_NUMBERS["ResidualResponse"](traces)}
     for name in ("plain", "residual"):
         t = traces[name]
         x = t["input_norm"].astype(np.float64)
@@ -182,7 +183,8 @@ def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 def path_ensemble_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     fraction = traces["residual"]["path_length_fraction"].astype(np.float64)
     depth = traces["residual"].config["depth"]
-    out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction)}
+    out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction),
+           **SEED_NUMBERS["PathEnsemble"](traces)}
     out.update({f"path_length.{k}.fraction": v for k, v in enumerate(fraction)})
     for name in ("plain", "residual"):
         lesion = traces[name]["lesion_test_error"].astype(np.float64)
@@ -194,9 +196,9 @@ def path_ensemble_numbers(traces: dict[str, Trace]) -> dict[str, float]:
 
 
 def shattered_gradients_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {}
+    out = SEED_NUMBERS["ShatteredGradients"](traces)
     deepest = {}
-    for name, t in traces.items():
+    for name, t in base_runs(traces).items():
         g = t["input_grad"][0].astype(np.float64)
         out[f"{name}.input_grad_scale"] = float(np.abs(g - g.mean()).max())
         out[f"{name}.autocorr_lag1"] = float(t["input_grad_autocorr"][0, 1])
@@ -294,6 +296,7 @@ FRAME_SCENES = [
     (GradientFlowOverTraining, "gradient_flow_over_training", "residual_sigmoid_d8", "out_grad_norm",
      lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
     (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
+    (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -336,11 +339,24 @@ def test_light_and_dark_control_frames_differ():
 
 
 # -- the issue-10 scenes in Chinese too: same traces, zh strings, their own control frames --------------------
-ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep)]
+# The seed-spread scenes' Chinese twins tamper another seed than the one drawn in full: the dots and thin
+# lines of the other seeds are drawn from their own traces.
+ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep, DepthSweepConv)] + [
+    (ResidualResponse, "residual_response", "residual@seed2", "branch_std", times_two),
+    (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
+    (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
+    (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
+]
+# Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
+# English frame runs by default) are slow, so the default run stays fast.
+ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
-    globals()[f"test_{_name}_zh"] = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
+    _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
+    globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test
 
 
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), ZH_FRAME_SCENES, ids=[m[1] for m in ZH_FRAME_SCENES])
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"),
+                         [pytest.param(*m, id=m[1], marks=pytest.mark.slow if m[1] in ZH_SLOW else ())
+                          for m in ZH_FRAME_SCENES])
 def test_frame_fails_on_tampered_trace_zh(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, f"{name}_zh", run=run, key=key, tamper=tamper, lang="zh")

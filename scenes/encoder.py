@@ -1,0 +1,76 @@
+"""A repeated frame converted to the video's pixel format once, not once per copy.
+
+Manim 0.22 writes a frame that stays on screen (a ``wait``, a frozen frame between animations) as one
+``write_frame(pixels, repeat=n)``; :class:`manim.scene.video_segment_encoder.VideoSegmentEncoder` then builds a
+new RGBA ``av.VideoFrame`` and lets PyAV convert it to the codec's format (yuv420p) for every one of the ``n``
+copies. At 1080p that conversion is most of the cost of a held frame, and the lecture holds frames for as
+long as a line of narration takes (docs/speed.md).
+
+:func:`install` replaces ``write_frame`` with one that converts the frame once, exactly as PyAV's encoder
+would (same reformatter defaults: size, format, the codec's thread count), and sends that frame ``n`` times
+with consecutive timestamps: the encoder gets the same pixels and writes the same packets
+(tests/test_encoder.py compares the files byte for byte). A single frame (``repeat == 1``) goes through
+Manim's own method. ``install`` refuses a Manim whose encoder it was not written for: it checks the
+method it replaces is the one of Manim 0.22 (by its code), and leaves the encoder alone otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from fractions import Fraction
+
+import av
+
+from manim.scene import video_segment_encoder as _segment
+
+__all__ = ["install", "installed", "write_frame"]
+
+_ORIGINAL = _segment.VideoSegmentEncoder.write_frame
+# co_code of Manim 0.22.0's VideoSegmentEncoder.write_frame (what this module was checked against).
+_KNOWN = {"f8be085ba027c0e7"}
+
+
+def _fingerprint(func) -> str:
+    code = func.__code__
+    return hashlib.sha256(code.co_code + repr(code.co_names).encode()).hexdigest()[:16]
+
+
+def write_frame(self, pixels, *, repeat: int = 1) -> None:
+    """``VideoSegmentEncoder.write_frame`` that converts a repeated frame once.
+
+    ``pixels``: (height, width, 4) uint8 RGBA, C-contiguous; ``repeat``: copies, a positive int. Raises
+    what Manim's method raises (ValueError/TypeError on a bad frame, RuntimeError on an encoder error)."""
+    if repeat == 1:
+        return _ORIGINAL(self, pixels, repeat=repeat)
+    self._validate_frame(pixels, repeat)
+    time_base = Fraction(self.spec.frame_rate.denominator, self.spec.frame_rate.numerator)
+    try:
+        context = self._stream.codec_context
+        frame = av.VideoFrame.from_ndarray(pixels, format="rgba")
+        if frame.format.name != context.pix_fmt or frame.width != context.width or frame.height != context.height:
+            frame = frame.reformat(width=context.width, height=context.height, format=context.pix_fmt,
+                                   threads=context.thread_count)
+        frame.time_base = time_base
+        for _ in range(repeat):
+            frame.pts = self._next_pts
+            self._next_pts += 1
+            for packet in self._stream.encode(frame):
+                self._container.mux(packet)
+    except BaseException as error:
+        raise self._operation_error("encode", error) from error
+
+
+def installed() -> bool:
+    """Whether Manim's segment encoder uses :func:`write_frame` now."""
+    return _segment.VideoSegmentEncoder.write_frame is write_frame
+
+
+def install() -> bool:
+    """Use :func:`write_frame` for every video segment from now on (idempotent). Returns whether it is in
+    use: False where this Manim's ``write_frame`` is not the one this module was checked against."""
+    if installed():
+        return True
+    if _fingerprint(_ORIGINAL) not in _KNOWN:
+        return False
+    _segment.VideoSegmentEncoder.write_frame = write_frame
+    return True

@@ -1,0 +1,143 @@
+"""Cheaper frames for the same pixels: still parts drawn once per ``play``, restyling without copies.
+
+Example::
+
+    moved = draw_first(self, title, legend, *row_labels)   # inside construct(), before a long animation
+    self.play(Restyle(bars, lambda bar, i: bar.set_fill(opacity=levels[i])), run_time=0.4)
+
+Manim's Cairo renderer draws, at the start of every ``play``, the mobjects *before* the first one that
+moves into a background image, then redraws only the first moving mobject and everything after it (in
+drawing order) on every frame. A label added after an animated chart is therefore redrawn at every frame
+although it never changes. :func:`draw_first` moves such parts to the front of the drawing order. That
+changes no pixel only where a part overlaps nothing it is moved in front of, so every part is checked on
+bounding boxes (grown by ``margin`` for strokes and anti-aliasing) against each mobject it would pass;
+a part that touches one stays where it is.
+
+:class:`Restyle` animates every member of a group to a new style the way ``member.animate.set_fill(...)``
+does (Manim's Transform: the same straight-path interpolation of points and colours, frame for frame), but
+without the two deep copies per member that each ``.animate`` makes, which cost more than the drawing in
+scenes that restyle dozens of blocks per step.
+
+:func:`drop_svg_paths` lets the glyphs of a ``Text`` forget the svgelements path they were built from:
+Manim reads it once, to make the points, but every deep copy (each Transform, FadeIn, ``.animate``) copies it
+again, which made copying a line of text 6-7 times slower than copying its points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from collections.abc import Callable
+from types import SimpleNamespace
+
+from manim import Animation, Mobject, Scene
+from manim.utils.paths import straight_path
+
+__all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths"]
+
+_STYLE = ("fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
+          "sheen_direction", "sheen_factor")  # what VMobject.interpolate_color interpolates
+
+
+def _box(mob: Mobject, margin: float) -> np.ndarray | None:
+    """[[x_min, y_min], [x_max, y_max]] of ``mob``'s points (scene units), grown by ``margin``; None without points."""
+    points = [m.points[:, :2] for m in mob.family_members_with_points()]
+    if not points:
+        return None
+    allp = np.concatenate(points)
+    return np.array([allp.min(axis=0) - margin, allp.max(axis=0) + margin])
+
+
+def boxes_overlap(a: Mobject, b: Mobject, margin: float = 0.08) -> bool:
+    """Whether the bounding boxes of ``a`` and ``b`` (each grown by ``margin`` scene units) intersect."""
+    box_a, box_b = _box(a, margin), _box(b, margin)
+    if box_a is None or box_b is None:
+        return False
+    return bool(np.all(box_a[0] <= box_b[1]) and np.all(box_b[0] <= box_a[1]))
+
+
+def draw_first(scene: Scene, *parts: Mobject, margin: float = 0.08) -> list[Mobject]:
+    """Move each of ``parts`` (mobjects on screen, or submobjects of them) to the front of ``scene``'s
+    drawing order, in the order given, where that changes no pixel; returns the parts moved.
+
+    A part is moved only when its bounding box, grown by ``margin`` scene units on each side, meets the box
+    of no drawn mobject (leaf with points) that comes before it now and is not itself moved: those are the
+    ones it will be drawn under instead of over. Call it when the parts will not be animated in the plays
+    that follow (an animated part is redrawn at every frame either way), and when what they pass stays where
+    it is while they are on screen (a mobject that later moves over a part would be drawn over it).
+    Scenes with ``z_index`` set keep their order (nothing is moved)."""
+    if scene.renderer.camera.use_z_index and any(m.z_index for m in scene.get_mobject_family_members()):
+        return []
+    order = scene.get_mobject_family_members()
+    position = {id(m): i for i, m in enumerate(order)}
+    moved: list[tuple[int, Mobject]] = []
+    taken: set[int] = set()
+    for part in parts:
+        family = [m for m in part.family_members_with_points()]
+        if not family or any(id(m) not in position for m in family):
+            continue  # not on screen (or only partly): leave it
+        first = min(position[id(m)] for m in family)
+        members = {id(m) for m in part.get_family()}
+        passed = [m for m in order[:first] if id(m) not in members and id(m) not in taken
+                  and len(m.points) and m not in scene.foreground_mobjects]
+        if any(boxes_overlap(part, m, margin) for m in passed):
+            continue
+        # the family in between must be contiguous, or members of other parts would be reordered with it
+        last = max(position[id(m)] for m in family)
+        inside = [m for m in order[first:last + 1] if len(m.points)]
+        if any(id(m) not in members for m in inside):
+            continue
+        moved.append((first, part))
+        taken.update(members)
+    moved.sort(key=lambda pair: pair[0])  # the moved parts keep their order among themselves
+    if moved:
+        scene.bring_to_back(*(part for _, part in moved))
+    return [part for _, part in moved]
+
+
+def drop_svg_paths(mob: Mobject) -> Mobject:
+    """Set ``path_obj`` (the parsed svgelements path of an SVG glyph, read only when its points are made, in
+    ``VMobjectFromSVGPath.__init__``) to None on every member of ``mob``'s family; returns ``mob``. Points,
+    colours and so every frame stay the same."""
+    for member in mob.get_family():
+        if getattr(member, "path_obj", None) is not None:
+            member.path_obj = None
+    return mob
+
+
+def _snapshot(mob: Mobject) -> SimpleNamespace:
+    """Copies of what Mobject.interpolate reads from a start or target mobject: points and the style arrays."""
+    return SimpleNamespace(points=mob.points.copy(),
+                           **{a: (lambda v: v.copy() if isinstance(v, np.ndarray) else v)(getattr(mob, a))
+                              for a in _STYLE if hasattr(mob, a)})
+
+
+class Restyle(Animation):
+    """Animate each member of ``group`` (a group already on screen) from its style now to the style
+    ``restyle(member, index)`` sets (e.g. ``member.set_fill(opacity=0.4)``); ``restyle`` must change
+    style only, in place.
+
+    Frame for frame the same as one ``member.animate.<method>(...)`` animation per member played with the
+    same ``run_time`` and ``rate_func`` (Transform's straight path, ``lag_ratio`` 0): each family member is
+    set to ``interpolate(start, target, rate_func(alpha))`` of its points and style arrays."""
+
+    def __init__(self, group: Mobject, restyle: Callable[[Mobject, int], object], **kwargs) -> None:
+        self._restyle = restyle
+        self._pairs: list[tuple[Mobject, SimpleNamespace, SimpleNamespace]] = []
+        super().__init__(group, **kwargs)
+
+    def create_starting_mobject(self) -> Mobject:
+        return Mobject()  # the start is kept as snapshots, not as a deep copy of the group
+
+    def begin(self) -> None:
+        family = [m for member in self.mobject.submobjects for m in member.get_family()]  # not the group itself
+        starts = [_snapshot(m) for m in family]
+        for index, member in enumerate(self.mobject.submobjects):
+            self._restyle(member, index)
+        self._pairs = [(m, start, _snapshot(m)) for m, start in zip(family, starts)]
+        super().begin()  # interpolate(0): back to the start
+
+    def interpolate_mobject(self, alpha: float) -> None:
+        sub_alpha = self.get_sub_alpha(alpha, 0, 1)
+        path = straight_path()
+        for mob, start, end in self._pairs:
+            mob.interpolate(start, end, sub_alpha, path)

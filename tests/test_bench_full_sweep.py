@@ -1,0 +1,62 @@
+"""benchmarks/bench_full_sweep.py: its count of the full sweep and its schedule, against independent ones.
+
+Example::
+
+    pytest tests/test_bench_full_sweep.py -q -n 0
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from bench_full_sweep import count, estimate, full_sweep_runs, representatives, schedule_wall  # noqa: E402
+from simulation.experiments import FULL_SWEEP  # noqa: E402
+
+
+def test_the_count_is_depths_times_archs_times_seeds():
+    runs = full_sweep_runs()
+    table = count(runs)
+    seeds = len(FULL_SWEEP["seeds"].split(","))
+    for model in ("mlp", "conv"):
+        depths = [int(d) for d in FULL_SWEEP[f"{model}_depths"].split(",")]
+        assert sorted(table[model]) == depths
+        assert all(cell["runs"] == 2 * seeds for cell in table[model].values())
+        for depth, cell in table[model].items():  # the work of one run: steps x blocks (conv: 20 per block)
+            config = runs[f"{model}_plain_d{depth}"]
+            assert config.steps == 300 and config.batch_size == 128
+            blocks = (depth - 2) // 2 * 20 if model == "conv" else depth
+            assert cell["work"] == 2 * seeds * config.steps * blocks
+    assert sum(c["runs"] for d in table.values() for c in d.values()) == len(runs) == 220
+
+
+def test_representatives_are_the_ends_and_middle_of_each_model_at_the_sweeps_settings():
+    runs = full_sweep_runs()
+    chosen = representatives(runs)
+    assert sorted(chosen) == [("conv", 8), ("conv", 44), ("conv", 110), ("mlp", 2), ("mlp", 20), ("mlp", 110)]
+    for (model, depth), config in chosen.items():
+        assert config == runs[f"{model}_residual_d{depth}"] and config.seed == 0
+
+
+def test_estimate_interpolates_in_depth_and_is_exact_at_the_measured_runs():
+    runs = {"mlp_plain_d2": None, "mlp_plain_d6": None, "mlp_residual_d10": None, "conv_plain_d8@seed3": None,
+            "mlp_plain_d20": None}
+    measured = {("mlp", 2): 1.0, ("mlp", 10): 5.0, ("conv", 8): 7.0}
+    out = estimate(runs, measured)
+    assert out == pytest.approx({"mlp_plain_d2": 1.0, "mlp_plain_d6": 3.0, "mlp_residual_d10": 5.0,
+                                 "conv_plain_d8@seed3": 7.0, "mlp_plain_d20": 10.0})
+
+
+@pytest.mark.parametrize("seconds", [[5, 4, 3, 3, 2, 1], [10, 1, 1, 1], [2, 2, 2], [7]])
+def test_schedule_wall_against_every_assignment(seconds):
+    assert schedule_wall(seconds, 1) == pytest.approx(sum(seconds))
+    best = min(max(sum(s for s, w in zip(seconds, pick) if w == k) for k in (0, 1))
+               for pick in itertools.product((0, 1), repeat=len(seconds)))
+    two = schedule_wall(seconds, 2)
+    assert best <= two <= best * 7 / 6 + 1e-9  # longest-first is within 7/6 of the best on two workers (Graham)
+    assert two >= max(max(seconds), sum(seconds) / 2)

@@ -1,0 +1,94 @@
+"""scenes/encoder.py: a repeated frame converted once gives the very same video file as Manim's encoder."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+from manim._config.video_encoder import _DEFAULT_OPTIONS, VideoEncoderSpec
+from manim.scene import video_segment_encoder as segment
+
+from scenes import encoder
+
+PROFILES = [("mp4", "libx264", "yuv420p"), ("mov", "qtrle", "argb"), ("webm", "libvpx-vp9", "yuva420p")]
+
+
+def _frames(seed: int, width: int, height: int) -> list[tuple[np.ndarray, int]]:
+    """A scene-like run: a few drawn frames, each held for a random number of copies (1 = an animation frame)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    base = rng.integers(0, 256, size=(height, width, 4), dtype=np.uint8)
+    base[..., 3] = 255
+    for _ in range(6):
+        frame = base.copy()
+        y, x = rng.integers(0, height - 8), rng.integers(0, width - 8)
+        frame[y:y + 8, x:x + 8, :3] = rng.integers(0, 256, size=3, dtype=np.uint8)
+        out.append((frame, int(rng.choice([1, 1, 2, 5, 17]))))
+    return out
+
+
+def _encode(path, spec, frames, write) -> bytes:
+    enc = segment.VideoSegmentEncoder(target=path, spec=spec)
+    for pixels, repeat in frames:
+        write(enc, pixels.copy(), repeat=repeat)
+    enc.finish()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("container,codec,pix_fmt", PROFILES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_converted_once_writes_the_same_file_as_manim(tmp_path, container, codec, pix_fmt, seed):
+    width, height = 64, 48
+    # One encoder thread: x264 with threads was seen once to write other bytes for the same input under load.
+    options = {**_DEFAULT_OPTIONS.get(codec, {}), **({"threads": "1"} if codec != "qtrle" else {})}
+    spec = VideoEncoderSpec(container_format=container, codec=codec, pixel_format=pix_fmt, width=width,
+                            height=height, frame_rate=Fraction(15), options=tuple(sorted(options.items())))
+    frames = _frames(seed, width, height)
+    theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
+    ours = _encode(tmp_path / f"ours.{container}", spec, frames, encoder.write_frame)
+    assert sum(r for _, r in frames) > len(frames)  # the case at hand: held frames
+    if container == "webm":  # Matroska writes a random segment UID: the same frames, other bytes
+        assert theirs != _encode(tmp_path / "manim-again.webm", spec, frames, encoder._ORIGINAL)
+        assert _decoded(tmp_path / "ours.webm") == _decoded(tmp_path / "manim.webm")
+    else:
+        assert ours == theirs
+    assert len(_decoded(tmp_path / f"ours.{container}")) == sum(r for _, r in frames)
+
+
+def _decoded(path) -> list[bytes]:
+    with av.open(str(path)) as video:
+        return [frame.to_ndarray(format="rgba").tobytes() for frame in video.decode(video=0)]
+
+
+def test_a_changed_frame_changes_the_file(tmp_path):
+    """The comparison above can fail: one pixel more in a held frame gives other bytes."""
+    spec = VideoEncoderSpec(container_format="mov", codec="qtrle", pixel_format="argb", width=64, height=48,
+                            frame_rate=Fraction(15), options=())
+    frames = _frames(3, 64, 48)
+    theirs = _encode(tmp_path / "manim.mov", spec, frames, encoder._ORIGINAL)
+    tampered = [(f.copy(), r) for f, r in frames]
+    held = next(i for i, (_, r) in enumerate(tampered) if r > 1)
+    tampered[held][0][0, 0, :3] ^= 0xFF
+    assert _encode(tmp_path / "ours.mov", spec, tampered, encoder.write_frame) != theirs
+
+
+def test_bad_frames_are_refused_as_manim_refuses_them(tmp_path):
+    spec = VideoEncoderSpec(container_format="mp4", codec="libx264", pixel_format="yuv420p", width=64, height=48,
+                            frame_rate=Fraction(15), options=tuple(sorted(_DEFAULT_OPTIONS["libx264"].items())))
+    enc = segment.VideoSegmentEncoder(target=tmp_path / "x.mp4", spec=spec)
+    with pytest.raises(ValueError, match="shape"):
+        encoder.write_frame(enc, np.zeros((10, 10, 4), np.uint8), repeat=3)
+    with pytest.raises(ValueError, match="positive"):
+        encoder.write_frame(enc, np.zeros((48, 64, 4), np.uint8), repeat=0)
+    enc.abort()
+
+
+def test_install_is_idempotent_and_checks_the_method_it_replaces(monkeypatch):
+    monkeypatch.setattr(segment.VideoSegmentEncoder, "write_frame", encoder._ORIGINAL)
+    assert not encoder.installed()
+    assert encoder.install() and encoder.install() and encoder.installed()
+    monkeypatch.setattr(segment.VideoSegmentEncoder, "write_frame", encoder._ORIGINAL)
+    monkeypatch.setattr(encoder, "_KNOWN", set())  # another Manim's method: left alone
+    assert not encoder.install() and not encoder.installed()

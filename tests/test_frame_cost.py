@@ -1,0 +1,140 @@
+"""scenes.frame_cost: cheaper frames must be the same frames.
+
+Example::
+
+    pytest tests/test_frame_cost.py -q -n 0
+
+``Restyle`` is checked against Manim's own ``.animate`` (Transform) at every alpha, bit for bit;
+``draw_first`` is checked on Hypothesis-generated layouts (random overlapping shapes in a random order): the
+frame drawn after it moves parts equals the frame before, and the moving set of an animation shrinks when a
+still part is moved in front of it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from manim import BLUE, RED, Circle, FadeIn, Rectangle, Scene, Square, Text, VGroup, tempconfig
+
+from scenes.frame_cost import Restyle, boxes_overlap, draw_first
+
+SMALL = {"pixel_width": 192, "pixel_height": 108, "frame_rate": 15, "dry_run": True, "verbosity": "ERROR",
+         "progress_bar": "none"}
+STYLE = ("points", "fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
+         "sheen_factor")
+
+
+def _group(n: int = 4) -> VGroup:
+    return VGroup(*[Rectangle(width=0.5, height=0.3, fill_color=BLUE, fill_opacity=0.1 * k, stroke_width=k)
+                    .shift([k - 2, 0, 0]) for k in range(n)])
+
+
+def _state(group: VGroup) -> list[list[np.ndarray]]:
+    return [[np.array(getattr(m, a), dtype=float) for a in STYLE] for m in group]
+
+
+@pytest.mark.parametrize("rate", ["linear", "smooth"])
+def test_restyle_matches_animate_bit_for_bit(rate):
+    from manim import linear, smooth
+
+    rate_func = {"linear": linear, "smooth": smooth}[rate]
+    levels = [0.9, 0.0, 0.35, 0.6]
+    reference, ours = _group(), _group()
+    animations = [m.animate.set_fill(opacity=levels[k]).set_stroke(width=2 + 3 * levels[k], opacity=levels[k])
+                  for k, m in enumerate(reference)]
+    animations = [a.build() for a in animations]
+    restyle = Restyle(ours, lambda m, k: m.set_fill(opacity=levels[k]).set_stroke(width=2 + 3 * levels[k],
+                                                                                  opacity=levels[k]))
+    for anim in [*animations, restyle]:
+        anim.rate_func = rate_func
+        anim.begin()
+    for alpha in np.linspace(0, 1, 17):
+        for anim in [*animations, restyle]:
+            anim.interpolate(alpha)
+        for ref, got in zip(_state(reference), _state(ours)):
+            for a, b in zip(ref, got):
+                assert np.array_equal(a, b), alpha
+    for anim in [*animations, restyle]:
+        anim.finish()
+    for ref, got in zip(_state(reference), _state(ours)):
+        assert all(np.array_equal(a, b) for a, b in zip(ref, got))
+
+
+def _frame(scene: Scene) -> np.ndarray:
+    camera = scene.renderer.camera
+    camera.reset()
+    camera.capture_mobjects(scene.mobjects)
+    return camera.pixel_array.copy()
+
+
+shapes = st.lists(st.tuples(st.sampled_from(["square", "circle", "text"]),
+                            st.floats(-6, 6), st.floats(-3.5, 3.5), st.floats(0.2, 2.5), st.floats(0, 1)),
+                  min_size=2, max_size=7)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=shapes, pick=st.lists(st.integers(0, 6), max_size=5))
+def test_draw_first_never_changes_a_pixel(layout, pick):
+    with tempconfig(SMALL):
+        scene = Scene()
+        mobs = []
+        for kind, x, y, size, opacity in layout:
+            if kind == "text":
+                mob = Text("ab", font_size=24 * size)
+            else:
+                mob = (Square(size) if kind == "square" else Circle(size / 2))
+                mob.set_fill(RED, opacity=opacity).set_stroke(BLUE, width=6)
+            mobs.append(mob.move_to([x, y, 0]))
+        scene.add(VGroup(*mobs[:2]), *mobs[2:])  # parts may sit inside a group
+        before = _frame(scene)
+        parts = [mobs[k % len(mobs)] for k in pick]
+        moved = draw_first(scene, *parts)
+        assert _frame(scene).tobytes() == before.tobytes()
+        for part in moved:  # a moved part overlaps nothing now drawn before it
+            order = scene.get_mobject_family_members()
+            first = min(order.index(m) for m in part.family_members_with_points())
+            assert all(m in part.get_family() or any(m in p.get_family() for p in moved)
+                       for m in order[:first] if len(m.points))
+
+
+def test_draw_first_moves_disjoint_parts_and_keeps_overlapping_ones():
+    with tempconfig(SMALL):
+        scene = Scene()
+        moving = Square(1).move_to([-3, 0, 0])
+        far = Text("far").move_to([4, 2, 0])
+        over = Circle(0.5).move_to([-3, 0.2, 0])  # drawn over the moving square
+        scene.add(moving, far, over)
+        assert boxes_overlap(moving, over) and not boxes_overlap(moving, far)
+        drawn = lambda: [m for m in scene.get_moving_mobjects(FadeIn(moving)) if len(m.points)]  # noqa: E731
+        assert len(drawn()) == 1 + len(far.family_members_with_points()) + 1
+        assert draw_first(scene, far, over) == [far]
+        assert scene.mobjects[0] is far
+        assert drawn() == [moving, over]  # the square and the circle over it; the text is drawn once
+
+
+def test_drop_svg_paths_keeps_the_frame_and_copies_transform():
+    from manim import Transform
+
+    from scenes.frame_cost import drop_svg_paths
+
+    with tempconfig(SMALL):
+        scene = Scene()
+        kept, dropped = Text("step 12 of 199", font_size=30), drop_svg_paths(Text("step 12 of 199", font_size=30))
+        assert any(getattr(m, "path_obj", None) is not None for m in kept.get_family())
+        assert all(getattr(m, "path_obj", None) is None for m in dropped.get_family())
+        scene.add(kept)
+        before = _frame(scene)
+        scene.remove(kept)
+        scene.add(dropped)
+        assert _frame(scene).tobytes() == before.tobytes()
+        target = drop_svg_paths(Text("step 13 of 199", font_size=30))
+        morph = Transform(dropped, target)
+        morph.begin()
+        morph.interpolate(0.5)
+        reference = Transform(kept, Text("step 13 of 199", font_size=30))
+        reference.begin()
+        reference.interpolate(0.5)
+        for a, b in zip(kept.family_members_with_points(), dropped.family_members_with_points()):
+            assert np.array_equal(a.points, b.points)

@@ -1,0 +1,165 @@
+"""Seeds on the claim scenes ResidualResponse, PathEnsemble, ShatteredGradients and PostLNvsPreLN.
+
+Example::
+
+    pytest tests/test_seed_scenes.py -q -n 0
+
+Each scene in a Manim dry run from the tiny committed traces of seeds 0, 1, 2 (``tests/data/<experiment>/`` and
+``seed<k>/``), in both languages: clean layout, 15-40 s, narrated, every seed listed; its per-seed numbers and
+"k of n seeds" counts equal those recomputed from the arrays (tests/seed_numbers.py), with a tamper twin that
+changes another seed than the one drawn in full. Another seed's missing value is recorded as missing and that
+seed is left out of the count; a single seed still builds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scenes.layernorm import PostLNvsPreLN
+from scenes.paths import PathEnsemble
+from scenes.residual_response import ResidualResponse
+from scenes.shattered import ShatteredGradients
+from scenes.style import LANGS
+from simulation.trace import Trace
+
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
+from dry_run import dry_run
+from seed_numbers import SEED_NUMBERS
+
+SCENES = [ResidualResponse, PathEnsemble, ShatteredGradients, PostLNvsPreLN]
+# scene -> (a run of another seed, an array the seed spread draws, the claim count it changes, a value index)
+OTHER_SEED = {
+    "ResidualResponse": ("plain@seed2", "branch_std", "residual.smaller_branch_std", (-1, 0)),
+    "PathEnsemble": ("plain@seed1", "lesion_test_error", "residual.more_robust", (0,)),
+    "ShatteredGradients": ("residual_d6@seed2", "input_grad_autocorr", "residual.more_correlated", (0, 1)),
+    "PostLNvsPreLN": ("post_ln@seed1", "loss_curve", "warmup_helps", (-1,)),
+}
+# PostLNvsPreLN's dry run is the slowest (about three times the others'): its extra builds run in the slow set.
+EXTRA_BUILDS = [pytest.param(scene, id=scene.__name__, marks=pytest.mark.slow if scene is PostLNvsPreLN else ())
+                for scene in SCENES]
+TAMPER = {  # the twin: a change to that run that a correct scene must report
+    "ResidualResponse": lambda v: v * 3.0,
+    "PathEnsemble": lambda v: v * 0.1,
+    "ShatteredGradients": lambda v: -v,
+    "PostLNvsPreLN": lambda v: v * 0.25,
+}
+
+
+def seeded_files(scene: type) -> dict[str, str]:
+    files = tiny_trace_files_with_seeds(scene.experiment)
+    assert files is not None and any("@seed2" in k for k in files), \
+        f"run python tests/data/make_traces.py --seeds {scene.experiment}"
+    return files
+
+
+def variant(scene: type, lang: str = "en", files: dict | None = None) -> type:
+    return type(scene.__name__, (scene,), {"lang": lang, "check_layout": True,
+                                           "trace_files": files or seeded_files(scene)})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    done = {}
+
+    def get(scene: type, lang: str):
+        if (scene, lang) not in done:
+            done[(scene, lang)] = dry_run(variant(scene, lang), tmp_path_factory.mktemp("media"))
+        return done[(scene, lang)]
+
+    return get
+
+
+def loaded(files: dict[str, str]) -> dict[str, Trace]:
+    return {k: Trace.load(v) for k, v in files.items()}
+
+
+def assert_seed_numbers(shown: dict, expected: dict) -> None:
+    """Every per-seed value and count is there and equal; the scene records no per-seed key of its own."""
+    seed_keys = {k for k in shown if ".seed." in k or k.endswith((".seeds", ".of"))}
+    assert seed_keys == set(expected), f"extra {seed_keys - set(expected)}, missing {set(expected) - seed_keys}"
+    for key, value in expected.items():
+        assert shown[key] == pytest.approx(float(value), rel=1e-9, abs=1e-12), key
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+def test_seed_scene_layout_length_and_narration(scene, lang, built):
+    s = built(scene, lang)
+    assert s.layout_log == []
+    assert s.numbers["seeds"] == [0, 1, 2]
+    assert 15 <= s.renderer.time <= 40, f"{scene.__name__} lasts {s.renderer.time:.1f} s"
+    captions = s.renderer.file_writer.subcaptions
+    assert len(captions) >= 3 and all(c.content for c in captions)
+    if lang == "zh":
+        assert any("\u4e00" <= ch <= "\u9fff" for c in captions for ch in c.content)
+
+
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+def test_every_seed_value_and_count_equal_the_traces(scene, built):
+    s = built(scene, "en")
+    expected = SEED_NUMBERS[scene.__name__](loaded(seeded_files(scene)))
+    assert expected, "nothing to compare"
+    assert_seed_numbers(s.numbers["values"], expected)
+
+
+@pytest.mark.parametrize("scene", EXTRA_BUILDS)
+def test_every_seed_value_when_another_seed_is_tampered(scene, built, tmp_path):
+    """The twin: another seed's run changed; the scene reports the change (and not the clean numbers)."""
+    run, key, _, _ = OTHER_SEED[scene.__name__]
+    files = dict(seeded_files(scene))
+    trace = Trace.load(files[run])
+    trace.arrays[key] = TAMPER[scene.__name__](trace.arrays[key].astype(np.float64)).astype(trace.arrays[key].dtype)
+    files[run] = str(trace.save(tmp_path / "tampered.npz"))
+    s = dry_run(variant(scene, files=files), tmp_path / "media")
+    with pytest.raises(AssertionError):
+        assert_seed_numbers(s.numbers["values"], SEED_NUMBERS[scene.__name__](loaded(seeded_files(scene))))
+    assert_seed_numbers(s.numbers["values"], SEED_NUMBERS[scene.__name__](loaded(files)))
+
+
+@pytest.mark.parametrize("scene", EXTRA_BUILDS)
+def test_another_seeds_missing_value_is_missing_and_not_counted(scene, tmp_path):
+    run, key, count, index = OTHER_SEED[scene.__name__]
+    files = dict(seeded_files(scene))
+    trace = Trace.load(files[run])
+    values = np.array(trace.arrays[key], dtype=np.float64)
+    assert np.isfinite(values[index])
+    values[index] = np.nan
+    trace.arrays[key] = values
+    files[run] = str(trace.save(tmp_path / "damaged.npz"))
+    s = dry_run(variant(scene, files=files), tmp_path / "media")
+    numbers = json.loads(json.dumps(s.numbers))
+    seed = run.partition("@seed")[2]
+    assert any(f".seed.{seed}." in k for k in numbers["missing"]), numbers["missing"]
+    assert all(numbers["values"][k] is None for k in numbers["missing"])
+    assert numbers["values"][f"{count}.of"] == 2, "a seed whose value is missing is counted"
+    assert s.layout_log == []
+
+
+@pytest.mark.slow  # the default run builds every scene from one seed already (tests/test_scenes_all.py)
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+def test_a_single_seed_builds_without_spread(scene, tmp_path):
+    s = dry_run(variant(scene, files=tiny_trace_files(scene.experiment)), tmp_path)
+    assert s.layout_log == [] and len(s.numbers["seeds"]) == 1
+    values = s.numbers["values"]
+    assert not any(".seed." in k and ".block." in k for k in values)  # no dots: there is no other seed
+    assert all(values[k] == 1 for k in values if k.endswith(".of"))
+
+
+@pytest.mark.parametrize(("args", "runs"), [
+    (["ResidualResponse"], 6),  # plain + residual, seeds 0, 1, 2 (the scene's default)
+    (["ResidualResponse", "--set", "seeds=4"], 2),  # the user's seeds win over the scene's
+    (["DepthSweep"], 24),  # only the MLPs it draws (models=mlp): 4 depths x 2 x 3 seeds, no conv net
+])
+def test_render_check_counts_the_runs_the_scene_reads(args, runs, tmp_path):
+    """The command line trains (and --check counts) the runs of the scene's own experiment defaults, the
+    runs its setup then reads: none is left for the scene to train on its own, none trained for nothing."""
+    from click.testing import CliRunner
+
+    from render import cli
+
+    result = CliRunner().invoke(cli, ["render", *args, "--check", "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"{runs} of {runs} traces trained" in result.output
