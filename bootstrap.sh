@@ -64,7 +64,7 @@ install_python() {
     if ! "$VENV/bin/python" -m pip install -q --no-index --no-deps "torch==$TORCH_VERSION" 2>/dev/null; then
         "$VENV/bin/python" -m pip install -q --no-deps "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
     fi
-    "$VENV/bin/python" -m pip install -q -e ".[test]"
+    "$VENV/bin/python" -m pip install -q -e ".[test,bench]"
     echo "$want" > "$stamp"
 }
 

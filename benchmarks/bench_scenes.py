@@ -8,7 +8,8 @@ Example::
 For each scene: render it to a temporary folder (traces come from the cache; missing ones are trained
 first and not timed), count frames and the mobjects on screen at the end, then render a bare scene with
 the same number of plain VMobjects moving for the same number of frames. Prints frames per second of
-both and the ratio of per-frame cost (target: at most 1.2).
+both and the ratio of per-frame cost (target: at most 1.2), as the median of interleaved rounds with its
+interquartile range (benchmarks.measure).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from manim import Scene, Square, VGroup, linear, tempconfig  # noqa: E402
 
+from benchmarks.measure import Target, compare, format_table  # noqa: E402
 from scenes import SCENES_IN_ORDER, get_scene  # noqa: E402
 from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import build_runs  # noqa: E402
@@ -31,6 +33,7 @@ import logging  # noqa: E402
 
 logging.getLogger("simulation").setLevel(logging.WARNING)
 
+TARGET = Target("<=", 1.2)
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality"}
 
 
@@ -60,27 +63,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenes", nargs="*", help="scene names (default: the whole lecture)")
     parser.add_argument("--quality", choices=list(QUALITIES), default="l")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds at least")
+    parser.add_argument("--max-rounds", type=int, default=7, help="interleaved rounds at most")
     args = parser.parse_args()
     scenes = [get_scene(name) for name in args.scenes] or list(SCENES_IN_ORDER)
     for scene in scenes:  # train first, outside the timing
         if scene.experiment:
             get_traces(list(build_runs(scene.experiment, dict(scene.params)).values()))
 
-    print(f"{'scene':<26}{'frames':>7}{'objects':>8}{'scene fps':>11}{'bare fps':>10}{'cost ratio':>12}")
-    ratios = []
+    rows = []
     for scene_cls in scenes:
         with tempfile.TemporaryDirectory() as media:
-            seconds, scene = timed_render(scene_cls, args.quality, media)
+            # A first render (discarded: the warm-up) counts the frames and the objects on screen.
+            _, scene = timed_render(scene_cls, args.quality, media)
             frames = scene.renderer.num_plays and round(scene.renderer.time * scene.camera.frame_rate)
             objects = len([m for m in scene.mobjects for _ in m.family_members_with_points()])
-            bare_seconds, _ = timed_render(bare_scene(max(objects, 1), frames, scene.camera.frame_rate),
-                                           args.quality, media)
-        ratio = (seconds / frames) / (bare_seconds / frames)
-        ratios.append(ratio)
-        print(f"{scene_cls.__name__:<26}{frames:>7}{objects:>8}{frames / seconds:>11.1f}"
-              f"{frames / bare_seconds:>10.1f}{ratio:>12.2f}")
-    print(f"{'worst ratio':<52}{max(ratios):>12.2f}  (target <= 1.2)")
-
+            bare = bare_scene(max(objects, 1), frames, scene.camera.frame_rate)
+            # Same frame count on both sides: the ratio of render times is the ratio of per-frame cost.
+            figs = compare({"bare": lambda: timed_render(bare, args.quality, media)[0],
+                            "scene": lambda: timed_render(scene_cls, args.quality, media)[0]},
+                           baseline="bare", targets={"scene": TARGET}, min_rounds=args.rounds,
+                           max_rounds=args.max_rounds, warmup=0)
+        rows.append((f"{scene_cls.__name__} ({frames} frames, {objects} objects) / bare", figs["scene"]))
+        print(f"{scene_cls.__name__}: {frames / figs['bare'].median:.1f} bare fps", file=sys.stderr)
+    print(format_table(rows))
 
 if __name__ == "__main__":
     main()

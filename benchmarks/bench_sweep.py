@@ -3,12 +3,13 @@ run in this process against a local cluster (which is where simulation.sweep.LOC
 
 Example::
 
-    python benchmarks/bench_sweep.py              # 8 runs, 3 repeats, interleaved
-    python benchmarks/bench_sweep.py --repeats 1 --runs 4
+    python benchmarks/bench_sweep.py              # 6 runs, 3-7 interleaved rounds
+    python benchmarks/bench_sweep.py --runs 4 --steps 50
 
 Every timing starts with a fresh cluster (its start-up is part of what a user waits for) and an empty
-cache. Repeats are interleaved (1 worker, 2 workers, in-process, 1 worker, ...) so that load from other
-programs on a shared machine falls on all of them alike; the median and the spread are printed.
+cache. Rounds are interleaved with a rotating order (benchmarks.measure): the figures are the median of
+per-round ratios, their interquartile range and the number of rounds. Target for the speed-up: >= 1.5 on
+2 cores (2.0 is ideal on 2 free cores).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -24,14 +24,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.measure import Figure, Target, compare, format_table  # noqa: E402
 from simulation.config import RunConfig  # noqa: E402
 from simulation.sweep import run_sweep, sweep_work  # noqa: E402
 
+SPEEDUP_TARGET = Target(">=", 1.5)
 
-def sweep_configs(runs: int) -> list[RunConfig]:
+
+def sweep_configs(runs: int, steps: int = 100) -> list[RunConfig]:
     """A depth-sweep-like set: residual and plain ReLU + BatchNorm MLPs of 20 blocks, distinct seeds."""
     return [RunConfig(arch=("plain", "residual")[i % 2], activation="relu", norm="batchnorm", depth=20,
-                      steps=100, batch_size=128, lr=0.05, seed=i) for i in range(runs)]
+                      steps=steps, batch_size=128, lr=0.05, seed=i) for i in range(runs)]
 
 
 def small_configs() -> list[RunConfig]:
@@ -40,41 +43,49 @@ def small_configs() -> list[RunConfig]:
 
 
 def timed(configs: list[RunConfig], **kwargs) -> float:
+    """Wall seconds of ``run_sweep(configs)`` into an empty cache."""
+    previous = os.environ.get("RESIDUAL_CACHE")
     with tempfile.TemporaryDirectory() as cache:
         os.environ["RESIDUAL_CACHE"] = cache
-        started = time.perf_counter()
-        run_sweep(configs, progress=False, **kwargs)
-        return time.perf_counter() - started
+        try:
+            started = time.perf_counter()
+            run_sweep(configs, progress=False, **kwargs)
+            return time.perf_counter() - started
+        finally:
+            if previous is None:
+                os.environ.pop("RESIDUAL_CACHE", None)
+            else:
+                os.environ["RESIDUAL_CACHE"] = previous
 
 
-def _spread(values: list[float]) -> str:
-    return f"median {statistics.median(values):6.1f} s  (min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
+def worker_speedup(runs: int = 6, steps: int = 100, min_rounds: int = 3, max_rounds: int = 7) -> dict[str, Figure]:
+    """``{"speed-up": 1-worker wall / 2-worker wall per round, "2 workers": its inverse, "1 worker": raw s}``."""
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # the nanny warns on every cluster shut-down
+    big = sweep_configs(runs, steps)
+    figs = compare({"1 worker": lambda: timed(big, scheduler=None, workers=1, here=False),
+                    "2 workers": lambda: timed(big, scheduler=None, workers=2, here=False)},
+                   baseline="1 worker", targets={"2 workers": Target("<=", 1 / SPEEDUP_TARGET.bound)},
+                   min_rounds=min_rounds, max_rounds=max_rounds, warmup=0)
+    ratio = figs["2 workers"]
+    figs["speed-up"] = Figure([1 / r for r in ratio.samples], SPEEDUP_TARGET, "x", ratio.loads,
+                              f"{runs} runs, {sum(map(sweep_work, big))} block-steps")
+    return figs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--max-rounds", type=int, default=7)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    big, small = sweep_configs(args.runs), small_configs()
-    times: dict[str, list[float]] = {k: [] for k in ("1 worker", "2 workers", "small here", "small cluster")}
-    for _ in range(args.repeats):
-        times["1 worker"].append(timed(big, scheduler=None, workers=1, here=False))
-        times["2 workers"].append(timed(big, scheduler=None, workers=2, here=False))
-        times["small here"].append(timed(small, scheduler="local"))
-        times["small cluster"].append(timed(small, scheduler=None, workers=2, here=False))
-    print(f"sweep of {len(big)} runs (work {sum(map(sweep_work, big))} block-steps), fresh local cluster each time:")
-    for key in ("1 worker", "2 workers"):
-        print(f"  {key:<10} {_spread(times[key])}")
-    ratios = [a / b for a, b in zip(times["1 worker"], times["2 workers"])]
-    print(f"  speed-up 1 -> 2 workers: median {statistics.median(ratios):.2f}x "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f})  [ideal 2.00 on 2 free cores]")
-    print(f"small set of {len(small)} runs (work {sum(map(sweep_work, small))} block-steps):")
-    print(f"  in this process  {_spread(times['small here'])}")
-    print(f"  local cluster    {_spread(times['small cluster'])}")
-    ratios = [a / b for a, b in zip(times["small cluster"], times["small here"])]
-    print(f"  cluster / in-process: median {statistics.median(ratios):.2f}x")
+    figs = worker_speedup(args.runs, args.steps, max_rounds=max(3, args.max_rounds))
+    small = compare({"here": lambda: timed(small_configs(), scheduler="local"),
+                     "cluster": lambda: timed(small_configs(), scheduler=None, workers=2, here=False)},
+                    baseline="here", min_rounds=3, max_rounds=3, warmup=0)
+    print(format_table([(f"sweep of {args.runs} runs, 1 -> 2 workers speed-up", figs["speed-up"]),
+                        ("small set: local cluster / in this process", small["cluster"])]))
+    print(f"1 worker: median {figs['1 worker'].median:.1f} s per sweep")
 
 
 if __name__ == "__main__":

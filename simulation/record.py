@@ -13,9 +13,11 @@ Hook points are named (``block.3``, ``block.3.branch``, ``block.3.shortcut``; th
 ``tensor.register_hook`` on h gives dL/dh during backward. Full backward hooks are avoided on purpose:
 they break on in-place ops such as ReLU(inplace=True) (pytorch#61519). Every handle is removed on exit,
 also after an exception. Only statistics are kept (a few floats per layer per record), never whole
-tensors. A step that is not armed costs one Python call per hook and nothing else; an armed step
-holds references to its block tensors until :meth:`Recorder.collect`, which reduces them to statistics
-with a few batched operations (tensors of one shape are stacked) and lets them go.
+tensors. Hooks are lazy: they are added by :meth:`~HookRecorder.arm` and removed by
+:meth:`~HookRecorder.collect`, so a step that is not recorded runs the model exactly as if no recorder
+existed (PyTorch's fast module-call path, no Python call per module). An armed step holds references to
+its block tensors until :meth:`Recorder.collect`, which reduces them to statistics with a few batched
+operations (tensors of one shape are stacked) and lets them go.
 """
 
 from __future__ import annotations
@@ -70,8 +72,13 @@ def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
 
 def _moments(stack: torch.Tensor) -> torch.Tensor:
     """[n, B, width] -> [n, 3]: mean and std of all entries, mean over examples of the row L2 norm."""
-    var, mean = torch.var_mean(stack.flatten(1), dim=1)  # one contiguous axis: much faster than (1, 2)
-    return torch.stack([mean, var.sqrt(), torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)], dim=1)
+    flat = stack.flatten(1)
+    # Two passes (mean, then the sum of squared deviations): ~10x faster on CPU than torch.var_mean's
+    # single-pass kernel here, the same to float rounding (the unbiased estimator, as torch.var).
+    mean = flat.mean(1, keepdim=True)
+    deviation = flat - mean
+    var = (deviation * deviation).sum(1) / max(flat.shape[1] - 1, 1)
+    return torch.stack([mean[:, 0], var.sqrt(), torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)], dim=1)
 
 
 def _row_norm(stack: torch.Tensor) -> torch.Tensor:
@@ -109,9 +116,10 @@ class HookRecorder:
     keeps per-step state in :meth:`_clear` and turns it into one row ``{key: array}`` in :meth:`_statistics`;
     :attr:`DTYPES` gives the dtype each key is stored with in a trace.
 
-    A context manager: forward hooks are added on entry and every one is removed on exit, also after an
-    exception or when adding them fails half-way. Tensor hooks (:meth:`_watch_grad`, ``tensor.register_hook``)
-    need no removal: they die with their tensors. A step that is not armed costs one Python call per hook.
+    A context manager: forward hooks are added by :meth:`arm` (inside the context only) and removed by
+    :meth:`collect`, and every one is removed on exit, also after an exception or when adding them fails
+    half-way. Tensor hooks (:meth:`_watch_grad`, ``tensor.register_hook``) need no removal: they die with their
+    tensors. A step that is not armed runs with no hook at all.
     """
 
     DTYPES: dict[str, Any] = {}
@@ -122,6 +130,7 @@ class HookRecorder:
         self.points = self.hook_points()
         self.handles: list[Any] = []
         self.armed = False
+        self.entered = False
         self._clear()
 
     # -- what a subclass provides -------------------------------------------------------------
@@ -148,22 +157,29 @@ class HookRecorder:
 
     # -- lifetime -----------------------------------------------------------------------------
     def __enter__(self) -> Self:
+        self.entered = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+        self.entered = False
+
+    def _add_hooks(self) -> None:
         try:
             for point in self.points:
                 self.handles.append(point.module.register_forward_hook(self._forward_hook(point)))
         except BaseException:
             self.remove()
             raise
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        """Remove every hook this recorder added and forget the armed step."""
+    def _remove_hooks(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
+
+    def remove(self) -> None:
+        """Remove every hook this recorder added and forget the armed step."""
+        self._remove_hooks()
         self.armed = False
         self._clear()
 
@@ -184,14 +200,20 @@ class HookRecorder:
 
     # -- one recorded step --------------------------------------------------------------------
     def arm(self) -> None:
-        """Record the next forward/backward pass."""
+        """Record the next forward/backward pass: adds the forward hooks (once, if not armed already).
+        RuntimeError outside the ``with`` block, where no exit would remove them."""
+        if not self.entered:
+            raise RuntimeError(f"{type(self).__name__}.arm() called outside its with block")
         self._clear()
+        if not self.handles:
+            self._add_hooks()
         self.armed = True
 
     def collect(self) -> dict[str, np.ndarray]:
         """Finish a recorded step (call after ``backward``) and return its statistics."""
         if not self.armed:
             raise RuntimeError(f"{type(self).__name__}.collect() called without arm()")
+        self._remove_hooks()  # the tensor hooks of this step have run: backward is done
         try:
             return self._statistics()
         finally:
@@ -264,7 +286,13 @@ class Recorder(HookRecorder):
         return row
 
     def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
-        for i, (mean, std, norm) in _reduce(self._outputs, _moments).items():
+        # Outputs h and branches F(x) of one shape go through one stack: a few reductions for the whole net.
+        moments = _reduce({**{("h", i): t for i, t in self._outputs.items()},
+                           **{("F", i): t for i, t in self._branches.items()}}, _moments)
+        for (kind, i), (mean, std, norm) in moments.items():
+            if kind == "F":
+                row["branch_std"][i], row["branch_norm"][i] = std, norm
+                continue
             row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
             if not math.isfinite(mean):  # the mean is finite iff every entry is (sums accumulate in float64)
                 row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
@@ -278,8 +306,6 @@ class Recorder(HookRecorder):
                 row["shortcut_norm"][i] = row["input_norm"][i]
         for i, (norm,) in _reduce(self._shortcuts, _row_norm).items():
             row["shortcut_norm"][i] = norm
-        for i, (_, std, norm) in _reduce(self._branches, _moments).items():
-            row["branch_std"][i], row["branch_norm"][i] = std, norm
 
     def _gradient_stats(self, row: dict[str, np.ndarray]) -> None:
         for i, (norm,) in _reduce(self._out_grads, _norm).items():

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from .config import TransformerConfig
 from .loop import Divergence, StepResult, Task, record_steps, train
 from .loop import main as loop_main
-from .record import HookPoint, HookRecorder
+from .record import HookPoint, HookRecorder, _by_shape
 from .trace import Trace
 
 __all__ = [
@@ -247,16 +247,6 @@ def lr_at(config: TransformerConfig, step: int) -> float:
 SUBLAYER_KEYS = ("input_norm", "branch_norm", "sum_norm", "out_norm")
 
 
-def _token_cos(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Mean over tokens of cos(a[b, i, :], b[b, i, :]), for two [B, T, width] tensors."""
-    return float(F.cosine_similarity(a.detach().double(), b.detach().double(), dim=-1).mean())
-
-
-def _token_norm(t: torch.Tensor) -> float:
-    """Mean over tokens of ||t[b, i, :]||, for a [B, T, width] tensor."""
-    return float(t.detach().double().norm(dim=-1).mean())
-
-
 class TransformerRecorder(HookRecorder):
     """Hooks every layer and sublayer of a :class:`Seq2SeqTransformer`; a context manager.
 
@@ -282,6 +272,10 @@ class TransformerRecorder(HookRecorder):
         self.layers = model.layers
         # The first layer of each stack reads the embedded tokens: each layer's index of that first layer.
         self.stack_start = [0 if i < len(model.encoder) else len(model.encoder) for i in range(len(self.layers))]
+        # The weight matrices of each layer (biases and LayerNorm gains are 1-D), and which one is the FFN's W^2.
+        self.weights = [[p for p in layer.parameters() if p.ndim >= 2] for layer in self.layers]
+        self.ffn_w2 = [next(k for k, p in enumerate(weights) if p is layer.ffn.linear_2.weight)
+                       for layer, weights in zip(self.layers, self.weights)]
         super().__init__(model)
 
     def hook_points(self) -> list[HookPoint]:
@@ -296,61 +290,96 @@ class TransformerRecorder(HookRecorder):
         return points
 
     def _clear(self) -> None:
-        n_layers, n_sub = len(self.layers), len(self.names("branch"))
-        self._row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm",
-                                                                  "input_cos")}
+        # The armed step's tensors, reduced in collect() with a few batched float64 operations.
         self._stack_inputs: dict[int, torch.Tensor] = {}  # first layer index of a stack -> its input
-        self._row["nonfinite"] = np.zeros(n_layers)
-        self._row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
-        self._pending: dict[int, torch.Tensor] = {}  # x (pre_ln) or the branch (post_ln) of a sublayer
+        self._outputs: dict[int, torch.Tensor] = {}  # layer -> its output h
+        self._out_grads: dict[int, torch.Tensor] = {}  # layer -> dL/dh
+        self._branches: dict[int, torch.Tensor] = {}  # sublayer -> Sublayer(.)
+        self._ln_inputs: dict[int, torch.Tensor] = {}  # sublayer -> what its LayerNorm reads
+        self._ln_outputs: dict[int, torch.Tensor] = {}  # sublayer -> its LayerNorm's output (post_ln)
 
     def _statistics(self) -> dict[str, np.ndarray]:
-        for index, layer in enumerate(self.layers):
-            squares = 0.0
-            for param in layer.parameters():
-                if param.grad is not None and param.ndim >= 2:
-                    grad = param.grad.detach()
-                    squares += float(grad.double().pow(2).sum())
-                    self._row["nonfinite"][index] += int((~torch.isfinite(grad)).sum())
-            self._row["grad_norm"][index] = squares ** 0.5
-            w2 = layer.ffn.linear_2.weight.grad
-            if w2 is not None:
-                self._row["ffn_grad_norm"][index] = float(w2.detach().double().norm())
-        return self._row
+        n_layers, n_sub = len(self.layers), len(self.names("branch"))
+        row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm", "input_cos")}
+        row["nonfinite"] = np.zeros(n_layers)
+        row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
+        for keys, stack in _by_shape(self._outputs):
+            counts = torch.logical_not(torch.isfinite(stack)).flatten(1).sum(1).tolist()
+            for index, count in zip(keys, counts):
+                row["nonfinite"][index] += count
+            for start in {self.stack_start[i] for i in keys}:  # cos with the input of the layer's stack
+                rows = [k for k, i in enumerate(keys) if self.stack_start[i] == start]
+                cos = F.cosine_similarity(self._stack_inputs[start].double()[None], stack[rows].double(), dim=-1)
+                for k, value in zip(rows, cos.flatten(1).mean(1).tolist()):
+                    row["input_cos"][keys[k]] = value
+        for keys, stack in _by_shape(self._out_grads):
+            for index, value in zip(keys, torch.linalg.vector_norm(stack.double().flatten(1), dim=1).tolist()):
+                row["out_grad_norm"][index] = value
+        self._sublayer_stats(row)
+        # Weight matrices of one shape are stacked: their squared norms and non-finite counts in a few ops.
+        grads = {(index, k): p.grad.detach() for index, weights in enumerate(self.weights)
+                 for k, p in enumerate(weights) if p.grad is not None}
+        squares: dict[tuple[int, int], float] = {}
+        for keys, stack in _by_shape(grads):
+            flat = stack.double().flatten(1)
+            values = flat.pow(2).sum(1).tolist()
+            bad = [k for k, v in enumerate(values) if not math.isfinite(v)]
+            counts = torch.logical_not(torch.isfinite(flat[bad])).sum(1).tolist() if bad else []
+            for k, count in zip(bad, counts):
+                row["nonfinite"][keys[k][0]] += count
+            squares.update(zip(keys, values))
+        for index, weights in enumerate(self.weights):
+            present = [squares[(index, k)] for k in range(len(weights)) if (index, k) in squares]
+            row["grad_norm"][index] = sum(present) ** 0.5
+            w2 = self.ffn_w2[index]
+            if (index, w2) in squares:
+                row["ffn_grad_norm"][index] = squares[(index, w2)] ** 0.5
+        return row
 
-    # -- hooks (called only while armed) ---------------------------------------------------------
+    def _sublayer_stats(self, row: dict[str, np.ndarray]) -> None:
+        """The :data:`SUBLAYER_KEYS` and ``branch_std`` of every sublayer seen in the armed step."""
+        norms: dict[tuple[str, int], torch.Tensor] = {}  # (key, sublayer) -> tensor whose token norm it is
+        for index, branch in self._branches.items():
+            norms[("branch_norm", index)] = branch
+            if index not in self._ln_inputs:
+                continue
+            if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm read x
+                x = self._ln_inputs[index]
+                norms[("input_norm", index)] = x
+                norms[("sum_norm", index)] = x + branch
+            else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm read the sum
+                total = self._ln_inputs[index]
+                norms[("input_norm", index)] = total - branch
+                norms[("sum_norm", index)] = total
+                norms[("out_norm", index)] = self._ln_outputs[index]
+        for keys, stack in _by_shape(norms):
+            for (key, index), value in zip(keys, stack.double().norm(dim=-1).flatten(1).mean(1).tolist()):
+                row[key][index] = value
+        if self.model.norm == "pre_ln":  # what leaves a Pre-LN Add & Norm is the sum itself
+            row["out_norm"][:] = row["sum_norm"]
+        for keys, stack in _by_shape(self._branches):
+            for index, value in zip(keys, stack.double().flatten(1).std(1).tolist()):
+                row["branch_std"][index] = value
+
+    # -- hooks (added only while armed): keep references; collect() computes the statistics -------
     def _on_layer(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
-        self._row["nonfinite"][index] += int((~torch.isfinite(output.detach())).sum())
         start = self.stack_start[index]
         if index == start:
             self._stack_inputs[start] = inputs[0].detach()
-        self._row["input_cos"][index] = _token_cos(self._stack_inputs[start], output)
+        self._outputs[index] = output.detach()
         self._watch_grad(index, output)
 
     def _on_grad(self, index: int, grad: torch.Tensor) -> None:
-        self._row["out_grad_norm"][index] = float(grad.detach().double().norm())
+        self._out_grads[index] = grad.detach()
 
     def _on_branch(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
-        self._row["branch_norm"][index] = _token_norm(output)
-        self._row["branch_std"][index] = float(output.detach().double().std())
-        if self.model.norm == "pre_ln":  # its LayerNorm ran first and kept x
-            total = self._pending.pop(index) + output.detach()
-            self._row["sum_norm"][index] = self._row["out_norm"][index] = _token_norm(total)
-        else:  # its LayerNorm runs next and needs the branch to recover x = sum - branch
-            self._pending[index] = output.detach()
+        self._branches[index] = output.detach()
 
     def _on_ln(self, index: int, inputs: tuple, output: torch.Tensor) -> None:
-        if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm reads x
-            self._pending[index] = inputs[0].detach()
-            self._row["input_norm"][index] = _token_norm(inputs[0])
-        else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm reads the sum
-            total, branch = inputs[0].detach(), self._pending.pop(index)
-            self._row["input_norm"][index] = _token_norm(total - branch)
-            self._row["sum_norm"][index] = _token_norm(total)
-            self._row["out_norm"][index] = _token_norm(output)
+        self._ln_inputs[index] = inputs[0].detach()
+        if self.model.norm != "pre_ln":
+            self._ln_outputs[index] = output.detach()
 
-
-# -- training ----------------------------------------------------------------------------------
 
 def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, float]:
     src, tgt_in, tgt = batch
@@ -399,8 +428,7 @@ class TransformerTask(Task[TransformerConfig]):
     def step(self, step: int, batch: tuple[torch.Tensor, ...]) -> StepResult:
         for group in self.opt.param_groups:
             group["lr"] = float(self._curves["lr_curve"][step])
-        self.model.train()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=True)  # in train mode: built so, and test_error() restores it
         loss, error = _loss_and_error(self.model, batch)
         loss.backward()
         self._curves["loss_curve"][step] = loss_value = loss.item()
@@ -408,8 +436,11 @@ class TransformerTask(Task[TransformerConfig]):
 
     def test_error(self) -> float:
         self.model.eval()
-        with torch.no_grad():
-            return _loss_and_error(self.model, self.test_set)[1]
+        try:
+            with torch.no_grad():
+                return _loss_and_error(self.model, self.test_set)[1]
+        finally:
+            self.model.train()
 
     def update(self, step: int) -> None:
         self.opt.step()

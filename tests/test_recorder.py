@@ -63,13 +63,22 @@ def _hook_count(model: nn.Module) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks) for m in model.modules())
 
 
-def test_no_hooks_remain_after_exit():
+def test_hooks_live_only_while_armed_and_none_remain_after_exit():
     model = build_model("residual", 8, 8, 4, 2, "relu")
     with Recorder(model) as rec:
-        assert _hook_count(model) == 2 * 4
+        assert _hook_count(model) == 0  # lazy: an unrecorded step runs the bare model
         rec.arm()
+        assert _hook_count(model) == 2 * 4
+        rec.arm()  # arming twice adds no second set
+        assert _hook_count(model) == 2 * 4
         model(torch.randn(4, 8)).sum().backward()
         rec.collect()
+        assert _hook_count(model) == 0
+        rec.arm()  # armed, never collected: the exit removes them
+        assert _hook_count(model) == 2 * 4
+    assert _hook_count(model) == 0
+    with pytest.raises(RuntimeError, match="outside its with block"):
+        rec.arm()
     assert _hook_count(model) == 0
 
 

@@ -150,8 +150,9 @@ def test_hooks_are_removed_also_after_an_error():
         return sum(len(m._forward_hooks) for m in model.modules())
 
     with TransformerRecorder(model) as rec:
-        assert hooked() > 0
+        assert hooked() == 0  # hooks are added by arm() only
         rec.arm()
+        assert hooked() > 0
         model(src, tgt_in)
     assert hooked() == 0
     with pytest.raises(RuntimeError, match="boom"):

@@ -1,0 +1,197 @@
+"""Recorder overhead: our recorded training loop, a bare loop and a TensorBoard histogram peer, interleaved.
+
+Example::
+
+    python benchmarks/bench_recorder.py                 # MLP, conv net, Transformer; adaptive repeats
+    python benchmarks/bench_recorder.py --quick --only mlp
+
+Three variants train the same model from the same seed on the same batches with the same optimiser, and each
+is timed over its training steps only (CPU seconds of this process, ``time.process_time``; training uses one
+thread; model building, data loading and what a trace measures after training are outside the timing):
+
+- ``bare``: a plain PyTorch loop, ``zero_grad / loss.backward() / step`` (the Transformer also sets its
+  warm-up learning rate): what a user writes with no logging at all.
+- ``recorder``: :func:`simulation.loop.train` as every trace is made: the hook recorder on every block, the
+  per-step loss, error and gradient-norm curves, full statistics every ``record_every`` steps; the held-out
+  test error the loop also takes every ``record_every`` steps is timed apart and left out of this figure
+  (it is an evaluation a user's loop would run too, not a cost of recording), and reported with it as
+  ``+ held-out test error``.
+- ``tensorboard``: the bare loop plus what a user would pick instead: a hook on every parameter's gradient that
+  writes a ``SummaryWriter.add_histogram`` of it on every record step (the W&B ``watch(log="gradients")``
+  pattern), and the loss as ``add_scalar`` every step; the writer is flushed and closed inside the timing.
+
+Target: recorder / bare <= 1.05 (issue 11). Rounds are interleaved with a rotating order (benchmarks.measure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from benchmarks.measure import Figure, Target, compare, format_table  # noqa: E402
+from simulation.config import RunConfig, TransformerConfig  # noqa: E402
+from simulation.loop import record_steps, train  # noqa: E402
+from simulation.train import ConvTask, MLPTask  # noqa: E402
+from simulation.transformer import TransformerTask  # noqa: E402
+
+TARGET = Target("<=", 1.05)
+
+# The representative configs: degradation's 20-block residual ReLU + BatchNorm MLP, its conv ResNet-20
+# (option A), and the layernorm experiment's Pre-LN encoder-decoder; each recorded every 10 steps.
+MODELS = {
+    "mlp": (MLPTask, RunConfig(arch="residual", activation="relu", norm="batchnorm", depth=20, batch_size=128,
+                               lr=0.05, record_every=10, steps=200)),
+    "conv": (ConvTask, RunConfig(model="conv", arch="residual", activation="relu", norm="batchnorm", depth=20,
+                                 width=16, shortcut="zero_pad", batch_size=128, lr=0.1, record_every=10, steps=60)),
+    "transformer": (TransformerTask, TransformerConfig(task="reverse", norm="pre_ln", depth=6, width=32, steps=100,
+                                                       batch_size=16, lr=5e-3, warmup_steps=60, record_every=10,
+                                                       init_batches=1)),
+}
+QUICK_STEPS = {"mlp": 10, "conv": 4, "transformer": 6}
+
+
+def _timed(task_class):
+    """``task_class`` with a stopwatch over its training steps (entered recorder, after before_training,
+    until final_arrays)."""
+
+    class Timed(task_class):
+        elapsed = evaluation = float("nan")
+
+        def before_training(self, recorder):
+            super().before_training(recorder)
+            type(self).evaluation = 0.0
+            self._started = time.process_time()
+
+        def test_error(self):
+            started = time.process_time()
+            try:
+                return super().test_error()
+            finally:
+                type(self).evaluation += time.process_time() - started
+
+        def final_arrays(self, diverged):
+            type(self).elapsed = time.process_time() - self._started
+            return super().final_arrays(diverged)
+
+    Timed.__name__ = f"Timed{task_class.__name__}"
+    return Timed
+
+
+def recorded(task_class, config) -> dict[str, float]:
+    """CPU seconds of the training steps of ``simulation.loop.train``: ``recorder`` (hooks, statistics and
+    per-step curves, the held-out test passes left out) and ``recorder+test`` (all of it)."""
+    timed = _timed(task_class)
+    train(timed, config, progress=False)
+    return {"recorder": timed.elapsed - timed.evaluation, "recorder+test": timed.elapsed}
+
+
+def _bare_step(task, step: int, batch) -> torch.Tensor:
+    """One user-written step on ``task``'s model and optimiser: the loss, after backward (no update)."""
+    if isinstance(task, TransformerTask):
+        for group in task.opt.param_groups:
+            group["lr"] = float(task._curves["lr_curve"][step])
+        src, tgt_in, tgt = batch
+        task.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(task.model(src, tgt_in).flatten(0, 1), tgt.flatten())
+    else:
+        x, y = batch
+        task.opt.zero_grad(set_to_none=True)
+        loss = task.loss_fn(task.model(x), y)
+    loss.backward()
+    return loss
+
+
+def _loop(task_class, config, writer_dir: str | None) -> float:
+    """CPU seconds of ``config.steps`` bare steps; with ``writer_dir``, plus TensorBoard histograms."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(config.seed)
+        task = task_class(config)
+        task.model.train()
+        if isinstance(task, MLPTask):
+            for p in task.params:  # MLPTask points .grad into one flat buffer; a user's loop does not
+                p.grad = None
+        wanted = set(record_steps(config))
+        writer, handles, state = None, [], {"step": -1}
+        if writer_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            writer = SummaryWriter(writer_dir)
+
+            def watch(name):
+                def hook(grad):
+                    if state["step"] in wanted:
+                        writer.add_histogram(f"gradients/{name}", grad, state["step"])
+                return hook
+
+            handles = [p.register_hook(watch(name)) for name, p in task.model.named_parameters()]
+        started = time.process_time()
+        for step in range(config.steps):
+            state["step"] = step
+            batch = task.batch(step)
+            loss = _bare_step(task, step, batch)
+            if writer is not None:
+                writer.add_scalar("loss", loss.item(), step)
+            task.opt.step()
+        if writer is not None:
+            writer.close()
+        elapsed = time.process_time() - started
+        for h in handles:
+            h.remove()
+        return elapsed
+    finally:
+        torch.set_num_threads(threads)
+
+
+def bare(task_class, config) -> float:
+    return _loop(task_class, config, None)
+
+
+def tensorboard(task_class, config) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-tb-") as folder:
+        return _loop(task_class, config, folder)
+
+
+def overhead(model: str, quick: bool = False, min_rounds: int = 5, max_rounds: int = 21,
+             peer: bool = True) -> dict[str, Figure]:
+    """``{"recorder": Figure, "tensorboard": Figure, "bare": Figure}`` for ``model`` (a key of MODELS):
+    recorder / bare and tensorboard / bare per round, interleaved."""
+    task_class, config = MODELS[model]
+    if quick:
+        config = config.replace(steps=QUICK_STEPS[model])
+    variants = {"bare": lambda: bare(task_class, config), "recorder": lambda: recorded(task_class, config)}
+    if peer:
+        variants["tensorboard"] = lambda: tensorboard(task_class, config)
+    return compare(variants, baseline="bare", targets={"recorder": TARGET}, min_rounds=min_rounds,
+                   max_rounds=max_rounds, warmup=0 if quick else 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs, 3 rounds")
+    parser.add_argument("--only", choices=list(MODELS), action="append")
+    parser.add_argument("--no-peer", action="store_true", help="leave out the TensorBoard peer")
+    args = parser.parse_args()
+    rows = []
+    for model in args.only or MODELS:
+        figs = overhead(model, args.quick, *((3, 3) if args.quick else (5, 21)), peer=not args.no_peer)
+        rows.append((f"recorder overhead, {model}", figs["recorder"]))
+        rows.append((f"  + held-out test error, {model}", figs["recorder+test"]))
+        if "tensorboard" in figs:
+            rows.append((f"tensorboard peer, {model}", figs["tensorboard"]))
+        bare_ms = figs["bare"].median / MODELS[model][1].steps * 1e3
+        print(f"{model}: bare step {bare_ms:.2f} ms (median)", file=sys.stderr)
+    print(format_table(rows))
+
+
+if __name__ == "__main__":
+    main()

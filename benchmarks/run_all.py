@@ -1,0 +1,271 @@
+"""Every speed and memory target of the project in one table: metric, target, median, spread, repeats, pass/fail.
+
+Example::
+
+    .venv/bin/python benchmarks/run_all.py                       # ~10-15 min on 2 cores
+    .venv/bin/python benchmarks/run_all.py --include-hq --include-pytest
+    .venv/bin/python benchmarks/run_all.py --quick --only recorder-mlp   # a smoke test, seconds
+    .venv/bin/python benchmarks/run_all.py --only lecture --repeats 3 --json figures.json
+
+Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
+
+- ``recorder-mlp``, ``recorder-conv``, ``recorder-transformer``: training-step time with the recorder over a bare
+  PyTorch loop, and beside it, in the same interleaved rounds, a TensorBoard ``add_histogram`` gradient logger
+  (``benchmarks/bench_recorder.py``). Target <= 1.05.
+- ``sweep``: speed-up of a sweep on a fresh local Dask cluster, 1 worker over 2 workers (``bench_sweep.py``),
+  paired rounds. Target >= 1.5 (2.0 is ideal on 2 free cores).
+- ``lecture``: ``render.py all -q l`` from the command line, video seconds per wall second, cold (empty trace
+  cache, empty output) and cached (traces cached, a new output folder: Manim's caches empty); and the peak
+  resident memory of the whole process tree during the cold run (psutil, summed over render.py and all its
+  children, sampled every 0.1 s). Targets >= 1.5, >= 3, <= 1 GiB.
+- ``hq`` (only with ``--include-hq``; about 10 min): ``render.py all -q h``, traces cached, wall / video.
+  Target <= 1.5.
+- ``pytest`` (only with ``--include-pytest``): wall time of the default ``pytest`` run. Target <= 180 s.
+
+Ratios come from interleaved rounds (``benchmarks.measure``: rotating order, a discarded warm-up, median and
+interquartile range, rounds added until the range is clear of the target or a cap is hit). The lecture,
+1080p and pytest figures are one run each by default (``--repeats`` for more): each takes minutes. The load
+column is the 1-minute load average while each figure was measured. ``--quick``: tiny configs and few rounds,
+to check that everything runs; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
+
+METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "sweep", "lecture", "hq", "pytest")
+GIB = 2**30
+
+
+# -- recorder -------------------------------------------------------------------------------------
+
+def recorder_rows(model: str, quick: bool) -> list[tuple[str, Figure | str]]:
+    from benchmarks import bench_recorder
+
+    figs = bench_recorder.overhead(model, quick=quick, min_rounds=2 if quick else 5, max_rounds=2 if quick else 11)
+    return [(f"recorder / bare, {model}", figs["recorder"]),
+            (f"  + held-out test error, {model}", figs["recorder+test"]),
+            (f"  TensorBoard histograms / bare, {model}", figs["tensorboard"])]
+
+
+# -- sweep ----------------------------------------------------------------------------------------
+
+def sweep_rows(quick: bool) -> list[tuple[str, Figure | str]]:
+    from benchmarks import bench_sweep
+
+    figs = bench_sweep.worker_speedup(runs=2 if quick else 6, steps=10 if quick else 100,
+                                      min_rounds=1 if quick else 3, max_rounds=1 if quick else 7)
+    return [("sweep speed-up, 1 -> 2 workers", figs["speed-up"])]
+
+
+# -- the lecture through the command line ---------------------------------------------------------
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` and all its descendants (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def render(args: list[str], cache: Path) -> tuple[float, int]:
+    """Run ``render.py ARGS`` with trace cache ``cache``: (wall seconds, peak tree RSS in bytes). Exits with the
+    command's error on failure."""
+    env = {**os.environ, "RESIDUAL_CACHE": str(cache)}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "render.py"), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    if proc.returncode:
+        sys.exit(f"render.py {' '.join(args)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    return wall, peak[0]
+
+
+def video_seconds(folder: Path) -> float:
+    import av
+
+    total = 0.0
+    for path in sorted(folder.glob("*.mp4")):
+        with av.open(str(path)) as container:
+            total += container.duration / av.time_base
+    return total
+
+
+def lecture_command(quick: bool) -> list[str]:
+    """``all`` or, with --quick, two small scenes trained for a few steps."""
+    return ["render", "IdentityHighway", "Analogies", "--set", "steps=20"] if quick else ["all"]
+
+
+def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str, Figure | str]]:
+    from benchmarks.measure import load
+
+    command = lecture_command(quick)
+    cold, cached, rss, hq = [], [], [], []
+    loads: dict[str, list[float]] = {"cold": [], "cached": [], "hq": []}
+    with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
+        tmp = Path(tmp)
+        traces = tmp / "traces"
+        for index in range(repeats):
+            cache, out = tmp / f"cache{index}", tmp / f"out{index}"
+            wall, peak = render([*command, "-q", "l", "-o", str(out)], cache)
+            cold.append(video_seconds(out / "480p15" / "en") / wall)
+            rss.append(peak / GIB)
+            loads["cold"].append(load())
+            if not traces.exists():
+                shutil.copytree(cache, traces)
+            shutil.rmtree(out)
+            again = tmp / f"again{index}"
+            wall, _ = render([*command, "-q", "l", "-o", str(again)], traces)
+            cached.append(video_seconds(again / "480p15" / "en") / wall)
+            loads["cached"].append(load())
+            shutil.rmtree(again)
+        if include_hq:
+            for index in range(repeats):
+                out = tmp / f"hq{index}"
+                wall, _ = render([*command, "-q", "h", "-o", str(out)], traces)
+                hq.append(wall / video_seconds(out / "1080p60" / "en"))
+                loads["hq"].append(load())
+                shutil.rmtree(out)
+    what = "2 scenes, steps=20" if quick else "render.py all"
+    rows: list[tuple[str, Figure | str]] = [
+        (f"lecture -ql cold, video s / wall s ({what})", Figure(cold, Target(">=", 1.5), "", loads["cold"])),
+        ("lecture -ql traces cached, video s / wall s", Figure(cached, Target(">=", 3.0), "", loads["cached"])),
+        ("peak RSS of the process tree, cold lecture", Figure(rss, Target("<=", 1.0), "GiB", loads["cold"])),
+    ]
+    rows.append(("1080p60 lecture, traces cached, wall / video",
+                 Figure(hq, Target("<=", 1.5), "", loads["hq"]) if include_hq
+                 else "skipped: pass --include-hq (~10 min)"))
+    return rows
+
+
+# -- the default test run -------------------------------------------------------------------------
+
+def pytest_wall() -> float:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):  # 1: some test failed; the time still counts
+        sys.exit(f"pytest could not run (exit {done.returncode})")
+    return wall
+
+
+def pytest_rows(include: bool, repeats: int) -> list[tuple[str, Figure | str]]:
+    if not include:
+        return [("default pytest run, wall", "skipped: pass --include-pytest")]
+    return [("default pytest run, wall", repeat(pytest_wall, Target("<=", 180), repeats, repeats, unit="s"))]
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+def selected(only: list[str] | None) -> list[str]:
+    """The metrics named by ``--only`` (exact names or prefixes), in table order; all without it."""
+    if not only:
+        return list(METRICS)
+    chosen = []
+    for name in only:
+        match = [m for m in METRICS if m == name or m.startswith(name)]
+        if not match:
+            raise SystemExit(f"error: unknown metric {name!r}; known: {', '.join(METRICS)}")
+        chosen += match
+    return [m for m in METRICS if m in chosen]
+
+
+def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, include_pytest: bool
+            ) -> list[tuple[str, Figure | str]]:
+    rows: list[tuple[str, Figure | str]] = []
+    steps: dict[str, Callable[[], list[tuple[str, Figure | str]]]] = {
+        "recorder-mlp": lambda: recorder_rows("mlp", quick),
+        "recorder-conv": lambda: recorder_rows("conv", quick),
+        "recorder-transformer": lambda: recorder_rows("transformer", quick),
+        "sweep": lambda: sweep_rows(quick),
+        "lecture": lambda: lecture_rows(quick, repeats, include_hq),
+        "hq": lambda: [] if "lecture" in metrics else lecture_rows(quick, repeats, include_hq)[-1:],
+        "pytest": lambda: pytest_rows(include_pytest, repeats),
+    }
+    for metric in metrics:
+        started = time.perf_counter()
+        new = steps[metric]()
+        rows += new
+        # Each metric's rows as soon as they exist: a long run stopped half-way keeps what it measured.
+        print(f"[{metric}: {time.perf_counter() - started:.0f} s]\n{format_table(new)}", file=sys.stderr, flush=True)
+    return rows
+
+
+def to_json(rows: list[tuple[str, Figure | str]]) -> list[dict]:
+    out = []
+    for metric, fig in rows:
+        if isinstance(fig, str):
+            out.append({"metric": metric, "skipped": fig})
+            continue
+        q1, q3 = fig.iqr
+        out.append({"metric": metric, "target": None if fig.target is None else str(fig.target), "unit": fig.unit,
+                    "median": fig.median, "q1": q1, "q3": q3, "repeats": fig.repeats, "passed": fig.passed,
+                    "decided": fig.decided, "samples": fig.samples, "load": fig.loads})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny configs, few rounds: a smoke test")
+    parser.add_argument("--only", action="append", metavar="NAME", help=f"one of {', '.join(METRICS)} (repeatable)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each lecture / 1080p / pytest figure")
+    parser.add_argument("--include-hq", action="store_true", help="also the 1080p60 lecture (~10 min)")
+    parser.add_argument("--include-pytest", action="store_true", help="also the default pytest run's wall time")
+    parser.add_argument("--json", type=Path, help="also write the figures, every sample included, to this file")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    metrics = selected(args.only)
+    named = set(args.only or ())  # naming a flagged metric in --only includes it
+    started = time.perf_counter()
+    rows = collect(metrics, args.quick, args.repeats, args.include_hq or "hq" in named,
+                   args.include_pytest or "pytest" in named)
+    load = os.getloadavg()
+    print(format_table(rows))
+    print(f"({time.perf_counter() - started:.0f} s; load average now {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+          f"{os.cpu_count()} cores{'; --quick: figures mean nothing' if args.quick else ''})")
+    if args.json:
+        args.json.write_text(json.dumps(to_json(rows), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The benchmark machinery (benchmarks/measure.py) on fake costs, and a smoke run of benchmarks/run_all.py.
+
+No test here asserts a time: speed lives in the benchmark scripts. These check that rounds interleave with a
+rotating order, that ratios are paired per round, that the adaptive rule stops when the interquartile range is
+clear of the target and goes on to the cap when it is not, and that run_all's table says pass exactly when the
+median meets the target.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.measure import COLUMNS, Figure, Target, compare, format_table, quartiles, repeat  # noqa: E402
+
+
+def test_rounds_rotate_who_goes_first_and_ratios_pair_within_a_round():
+    calls = []
+    # Costs drift from round to round (load coming and going); B's k-th run costs twice A's k-th.
+    counts = {"a": itertools.count(1), "b": itertools.count(1)}
+
+    def variant(name, factor):
+        def run():
+            calls.append(name)
+            return factor * next(counts[name])
+        return run
+
+    figs = compare({"a": variant("a", 1), "b": variant("b", 2)}, baseline="a", min_rounds=4, max_rounds=4, warmup=1)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]  # ABBAAB...: the warm-up round first
+    assert figs["a"].repeats == figs["b"].repeats == 4  # the warm-up round is discarded
+    assert figs["b"].samples == [2.0] * 4 and figs["a"].samples == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_adaptive_rule_stops_once_the_spread_is_clear_of_the_target():
+    figs = compare({"bare": lambda: 1.0, "x": lambda: 1.5}, "bare", {"x": Target("<=", 1.05)},
+                   min_rounds=5, max_rounds=50, warmup=1)
+    assert figs["x"].repeats == 5 and figs["x"].median == pytest.approx(1.5)
+    assert figs["x"].passed is False and figs["x"].decided
+
+
+def test_adaptive_rule_runs_to_the_cap_while_the_spread_straddles_the_target():
+    ratios = itertools.cycle([0.9, 1.2, 1.0, 1.1])  # the interquartile range always contains 1.05
+    figs = compare({"bare": lambda: 1.0, "x": lambda: next(ratios)}, "bare", {"x": Target("<=", 1.05)},
+                   min_rounds=3, max_rounds=9, warmup=0)
+    assert figs["x"].repeats == 9 and not figs["x"].decided
+    assert "undecided" in figs["x"].verdict
+
+
+def test_a_variant_may_report_several_series_from_one_run():
+    figs = compare({"bare": lambda: 2.0, "rec": lambda: {"rec": 2.2, "rec+test": 3.0}}, "bare",
+                   {"rec": Target("<=", 1.05)}, min_rounds=2, max_rounds=2, warmup=0)
+    assert figs["rec"].median == pytest.approx(1.1) and figs["rec+test"].median == pytest.approx(1.5)
+
+
+def test_quartiles_and_repeat():
+    assert quartiles([5.0]) == (5.0, 5.0, 5.0)
+    assert quartiles([1, 2, 3, 4, 5]) == (2, 3, 4)
+    values = iter([3.0, 1.0, 2.0, 10.0])
+    fig = repeat(lambda: next(values), Target(">=", 0.5), min_repeats=3, max_repeats=4)
+    assert fig.samples == [3.0, 1.0, 2.0] and fig.passed  # clear of the target after 3
+    with pytest.raises(ValueError):
+        compare({"a": lambda: 1.0}, "b")
+    with pytest.raises(ValueError):
+        Target("<", 1)
+
+
+@pytest.mark.parametrize("op,bound,samples,expected", [
+    ("<=", 1.05, [1.0, 1.01, 1.02], "pass"), ("<=", 1.05, [1.2, 1.3, 1.1], "FAIL"),
+    (">=", 3.0, [3.5, 2.0, 3.1], "pass (undecided)"), (">=", 1.5, [0.9], "FAIL")])
+def test_verdict_follows_the_median(op, bound, samples, expected):
+    fig = Figure(samples, Target(op, bound), "x", [1.0] * len(samples))
+    assert fig.verdict == expected
+    table = format_table([("m", fig), ("skipped one", "skipped: pass --include-hq")])
+    header, rule, row, skipped = table.splitlines()
+    assert [c.strip() for c in header.split(" | ")] == list(COLUMNS)
+    assert [c.strip() for c in row.split(" | ")][5] == expected
+    assert "skipped: pass --include-hq" in skipped
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split(" | ")]
+
+
+def test_run_all_quick_smoke(tmp_path):
+    """run_all --quick --only recorder-mlp prints the table's columns and rows, and each pass/fail agrees with
+    its median and target (and with the JSON it writes)."""
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, "benchmarks/run_all.py", "--quick", "--only", "recorder-mlp",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("metric"))
+    assert _cells(lines[start]) == list(COLUMNS)
+    rows = [_cells(line) for line in lines[start + 2:start + 5]]
+    assert [r[0] for r in rows] == ["recorder / bare, mlp", "+ held-out test error, mlp",
+                                    "TensorBoard histograms / bare, mlp"]
+    figures = json.loads(out.read_text())
+    assert [f["metric"].strip() for f in figures] == [r[0] for r in rows]
+    judged = rows[0]
+    assert judged[1] == "<= 1.05" and judged[4] == "2"
+    median = float(judged[2])
+    assert judged[5].startswith("pass" if median <= 1.05 else "FAIL")
+    assert figures[0]["passed"] == (figures[0]["median"] <= 1.05)
+    assert all(f["median"] > 0 and f["q1"] <= f["median"] <= f["q3"] for f in figures)
+
+
+def test_run_all_rejects_an_unknown_metric():
+    done = subprocess.run([sys.executable, "benchmarks/run_all.py", "--only", "nonsense"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "unknown metric 'nonsense'" in done.stderr
