@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import av
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -50,14 +48,6 @@ def trained(stderr: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def video_seconds(folder: Path) -> float:
-    total = 0.0
-    for path in sorted(folder.glob("*.mp4")):
-        with av.open(str(path)) as container:
-            total += container.duration / av.time_base
-    return total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("scenes", nargs="*", help="scene names (default: the whole lecture, `render.py all`)")
@@ -66,6 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import scenes as scene_package
+    from benchmarks.measure import video_seconds
 
     names = args.scenes or [s.__name__ for s in scene_package.SCENES_IN_ORDER]
     with_trace = [s.__name__ for s in scene_package.SCENES_IN_ORDER if s.__name__ in names and s.experiment]

@@ -22,22 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import av
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import video_seconds as _video_seconds  # noqa: E402
 from tree_rss import measure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _video_seconds(folder: Path) -> float:
-    total = 0.0
-    for clip in folder.rglob("*.mp4"):
-        if ".beat-" in clip.name or clip.name.startswith("lecture"):
-            continue
-        with av.open(str(clip)) as container:
-            total += container.duration / av.time_base
-    return total
 
 
 def _run(checkout: Path, cache: Path, out: Path, extra: list[str]) -> dict:

@@ -22,6 +22,8 @@ verdict still follows the median.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import math
 import operator
 import os
@@ -29,7 +31,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Target", "Figure", "quartiles", "compare", "repeat", "format_table", "load"]
+__all__ = ["Target", "Figure", "quartiles", "compare", "repeat", "format_table", "load", "video_seconds"]
 
 _OPS = {"<=": operator.le, ">=": operator.ge}
 
@@ -207,3 +209,17 @@ def format_table(rows: list[tuple[str, Figure | str]]) -> str:
     out.append("-+-".join("-" * w for w in widths))
     out += [" | ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in lines]
     return "\n".join(out)
+
+
+def video_seconds(folder: Path) -> float:
+    """Seconds of video of the scene clips under ``folder`` (any depth): each scene's ``.mp4`` once; its beats
+    (``NAME.beat-NN.mp4``, sections of the same clip) and a joined ``lecture.mp4`` are not counted again."""
+    import av
+
+    total = 0.0
+    for clip in sorted(Path(folder).rglob("*.mp4")):
+        if ".beat-" in clip.name or clip.name.startswith("lecture"):
+            continue
+        with av.open(str(clip)) as container:
+            total += container.duration / av.time_base
+    return total

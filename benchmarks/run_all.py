@@ -118,23 +118,13 @@ def render(args: list[str], cache: Path) -> tuple[float, int]:
     return wall, peak[0]
 
 
-def video_seconds(folder: Path) -> float:
-    import av
-
-    total = 0.0
-    for path in sorted(folder.glob("*.mp4")):
-        with av.open(str(path)) as container:
-            total += container.duration / av.time_base
-    return total
-
-
 def lecture_command(quick: bool) -> list[str]:
     """``all`` or, with --quick, two small scenes trained for a few steps."""
     return ["render", "IdentityHighway", "Analogies", "--set", "steps=20"] if quick else ["all"]
 
 
 def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str, Figure | str]]:
-    from benchmarks.measure import load
+    from benchmarks.measure import load, video_seconds
 
     command = lecture_command(quick)
     cold, cached, rss, hq = [], [], [], []
@@ -149,7 +139,8 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
             rss.append(peak / GIB)
             loads["cold"].append(load())
             if not traces.exists():
-                shutil.copytree(cache, traces)
+                # the traces only: Manim's segment cache ($RESIDUAL_CACHE/manim) would make it a no-op re-render
+                shutil.copytree(cache, traces, ignore=shutil.ignore_patterns("manim"))
             shutil.rmtree(out)
             again = tmp / f"again{index}"
             wall, _ = render([*command, "-q", "l", "-o", str(again)], traces)
