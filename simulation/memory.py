@@ -34,6 +34,7 @@ __all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "availa
 BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
 DEFAULT_FRACTION = 0.5
 FLOAT = 4  # bytes of a float32
+TEST_SEQUENCES = 512  # the Transformer's held-out set (TransformerTask.test_set; a test keeps the two equal)
 SWEEP_POINTS = 256  # the MLP's input sweep (simulation.train.SWEEP_POINTS; a test keeps the two equal)
 # (features, classes) of each data set (simulation.data; a test keeps them equal).
 DATA_SHAPES = {"digits": (64, 10), "bands": (1, 2)}
@@ -114,8 +115,12 @@ def _transformer(config: TransformerConfig) -> MemoryEstimate:
     # an FFN 2 [T, ffn_width] and 3 [T, w]; every sublayer's Add & Norm 3 [T, w].
     attn_act, ffn_act = 8 * t * w + 3 * h * t * t + 3 * t * w, 2 * t * f + 6 * t * w
     per_sequence = config.depth * (attn_act + ffn_act) + n_dec * (2 * attn_act + ffn_act) + 2 * t * v
+    # The held-out test pass (TransformerTask: TEST_SEQUENCES at once, no grad) holds one sublayer's tensors at a
+    # time: scores and softmax [heads, T, T], the FFN's [T, ffn_width], a few [T, w] and the logits [T, vocab].
+    # Measured RSS adds it to the training peak (freed training tensors stay in the allocator's heap).
+    held_out = TEST_SEQUENCES * (3 * h * t * t + 2 * t * f + 4 * t * w + 2 * t * v)
     return MemoryEstimate(params * FLOAT, params * FLOAT, 3 * params * FLOAT,
-                          config.batch_size * per_sequence * FLOAT)
+                          (config.batch_size * per_sequence + held_out) * FLOAT)
 
 
 def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:

@@ -104,6 +104,11 @@ def test_the_estimate_knows_the_data_sets_and_the_sweep():
     from simulation.train import SWEEP_POINTS
 
     assert memory.SWEEP_POINTS == SWEEP_POINTS
+    from simulation.config import TransformerConfig
+    from simulation.transformer import TransformerTask
+
+    task = TransformerTask(TransformerConfig(depth=1, width=8, ffn_width=16, steps=1))
+    assert len(task.test_set[0]) == memory.TEST_SEQUENCES  # the held-out pass the Transformer estimate counts
     for name, (features, classes) in memory.DATA_SHAPES.items():
         data = load_dataset(name, seed=0)
         assert (data.n_features, data.n_classes) == (features, classes)
