@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
-from simulation.cache import cache_dir
+from simulation.cache import digest_path
 
 __all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "Trainer", "ClusterTrainer", "run_pipeline",
            "module_root"]
@@ -194,7 +194,7 @@ class ClusterPool:
     def _trace(self, digest: str):
         with self._lock:  # each trace goes to the cluster once, however many scenes read it
             if digest not in self._scattered:
-                payload = _trace_file(digest).read_bytes()
+                payload = digest_path(digest).read_bytes()
                 self._scattered[digest] = self.client.scatter(payload, hash=False)
             return self._scattered[digest]
 
@@ -217,10 +217,6 @@ class ClusterPool:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _trace_file(digest: str) -> Path:
-    return cache_dir() / f"{digest}.npz"  # simulation.cache.trace_path of the config with this digest
 
 
 class Trainer:
@@ -317,7 +313,7 @@ def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note
     try:
         if trainer is not None:
             pool.limit(training_slots)
-            ready.update(d for job in todo for d in job.traces.values() if _trace_file(d).is_file())
+            ready.update(d for job in todo for d in job.traces.values() if digest_path(d).is_file())
             submit_ready()
             trainer.run(done)
             pool.unlimit()

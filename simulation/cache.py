@@ -22,7 +22,7 @@ from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from
 from .memory import check_memory
 from .trace import Trace, TraceError
 
-__all__ = ["cache_dir", "trace_path", "get_trace", "get_traces"]
+__all__ = ["cache_dir", "digest_path", "trace_path", "get_trace", "get_traces"]
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +33,13 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
 
 
+def digest_path(digest: str) -> Path:
+    """Where the trace of the config with this digest lives in the cache."""
+    return cache_dir() / f"{digest}.npz"
+
+
 def trace_path(config: RunConfig | TransformerConfig) -> Path:
-    return cache_dir() / f"{config.digest()}.npz"
+    return digest_path(config.digest())
 
 
 def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = None) -> Trace:
