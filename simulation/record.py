@@ -265,6 +265,11 @@ class Recorder(HookRecorder):
         self.identity = [isinstance(getattr(b, "shortcut", None), nn.Identity) for b in self.blocks]
         # The weight matrices of each block (biases and BatchNorm affine parameters are 1-D).
         self.weights = [[p for p in b.parameters() if p.ndim >= 2] for b in self.blocks]
+        shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for b, weights in enumerate(self.weights):
+            for k, p in enumerate(weights):
+                shapes.setdefault(tuple(p.shape), []).append((b, k))
+        self._weight_groups = [(keys, [self.weights[b][k] for b, k in keys]) for keys in shapes.values()]
         super().__init__(model)
 
     def hook_points(self) -> list[HookPoint]:
@@ -321,16 +326,18 @@ class Recorder(HookRecorder):
             row["out_grad_norm"][i] = norm
             if not math.isfinite(norm):
                 row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
-        # Weight matrices of one shape are stacked: a handful of reductions for the whole network.
-        grads = {(b, k): p.grad.detach() for b, weights in enumerate(self.weights)
-                 for k, p in enumerate(weights) if p.grad is not None}
+        # Weight matrices of one shape are stacked: a handful of reductions for the whole network. The
+        # groups are fixed by the model (built once); a weight without a gradient is left out of its group.
         squares: dict[int, list[float]] = {}
-        for (b, _), (norm,) in _reduce(grads, _norm).items():
-            squares.setdefault(b, []).append(norm * norm)
+        for keys, weights in self._weight_groups:
+            present = {key: p.grad.detach() for key, p in zip(keys, weights) if p.grad is not None}
+            for (b, _), (norm,) in _reduce(present, _norm).items():
+                squares.setdefault(b, []).append(norm * norm)
         for index, values in squares.items():
             row["grad_norm"][index] = math.sqrt(math.fsum(values))
             if not math.isfinite(row["grad_norm"][index]):  # a finite norm means no entry is NaN/inf
-                row["nonfinite_grad"][index] += sum(int(_nonfinite(g)) for (b, _), g in grads.items() if b == index)
+                row["nonfinite_grad"][index] += sum(int(_nonfinite(p.grad)) for p in self.weights[index]
+                                                    if p.grad is not None)
 
     # -- hooks: while armed, keep references; statistics are computed in collect() ------------
     def _on_block(self, index: int, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
