@@ -131,9 +131,10 @@ class HookRecorder:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.points = self.hook_points()
-        # Each point's forward hook, built once: arming a step only registers them.
-        self._hooks = [(point.module, self._forward_hook(point)) for point in self.points]
-        self._grad_hooks: dict[int, Any] = {}  # index -> its _on_grad partial, built on first use
+        # Each point's forward hook and each index's gradient hook, built once per ``with`` block (arming a
+        # step only registers them) and dropped on exit, so that no reference cycle outlives the block.
+        self._hooks: list[tuple[nn.Module, Any]] = []
+        self._grad_hooks: dict[int, Any] = {}
         self.handles: list[Any] = []
         self.armed = False
         self.entered = False
@@ -171,6 +172,8 @@ class HookRecorder:
         self.entered = False
 
     def _add_hooks(self) -> None:
+        if not self._hooks:
+            self._hooks = [(point.module, self._forward_hook(point)) for point in self.points]
         try:
             for module, hook in self._hooks:
                 self.handles.append(module.register_forward_hook(hook))
@@ -186,6 +189,7 @@ class HookRecorder:
     def remove(self) -> None:
         """Remove every hook this recorder added and forget the armed step."""
         self._remove_hooks()
+        self._hooks, self._grad_hooks = [], {}
         self.armed = False
         self._clear()
 
