@@ -400,10 +400,23 @@ def _scene_options(func):
     return func
 
 
+def _voice_not_a_scene(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--voice SCENE``: click reads a word after a bare --voice as its value; say so instead of failing
+    later with "missing argument SCENE" or "unknown voice"."""
+    if value is None or value == "auto" or value.startswith("-"):
+        return value
+    import scenes
+
+    if value in {s.__name__ for s in scenes.SCENES_IN_ORDER}:
+        raise click.BadParameter(f"{value!r} is a scene, not a voice: put the scene first "
+                                 f"({ctx.info_name} {value} --voice) or name the voice (--voice en-piper)", ctx, param)
+    return value
+
+
 def _voice_option(func):
     """``--voice [NAME]``, shared by every command that renders (render, all, slides)."""
     return click.option("--voice", default=None, metavar="NAME", is_flag=False, flag_value="auto",
-                        help="Speak the narration with an offline voice (`render.py list` names them: en-piper, "
+                        callback=_voice_not_a_scene, help="Speak the narration with an offline voice (`render.py list` names them: en-piper, "
                              "zh-espeak); a bare --voice picks the language's own. Off by default.")(func)
 
 
@@ -414,7 +427,7 @@ def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: st
     func = _scheduler_option(func)
     func = click.option("--check", is_flag=True,
                         help="Check every input and say what would be trained and rendered; write nothing.")(func)
-    func = click.option("--jobs", "-j", type=int, default=RENDER_DEFAULTS["jobs"],
+    func = click.option("--jobs", "-j", type=click.IntRange(min=1), default=RENDER_DEFAULTS["jobs"],
                         help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
     func = click.option("--output", "-o", type=_Path(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)

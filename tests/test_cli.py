@@ -102,7 +102,9 @@ BAD_INPUTS = [
     ("unknown format", [*R, "--format", "avi"], 2, "Invalid value for '--format'"),
     ("unknown quality", [*R, "--quality", "z"], 2, "Invalid value for '--quality'"),
     ("unknown language", [*R, "--lang", "fr"], 2, "Invalid value for '--lang'"),
-    ("zero jobs", [*R, "--jobs", "0"], 1, "jobs must be an integer from 1 to"),
+    ("zero jobs", [*R, "--jobs", "0"], 2, "Invalid value for '--jobs'"),
+    ("voice swallows the scene", ["render", "--voice", "IdentityHighway"], 2,
+     "'IdentityHighway' is a scene, not a voice: put the scene first (render IdentityHighway --voice)"),
     ("transparent mp4", [*R, "--transparent"], 1, "mp4 has no alpha channel"),
     ("concat of stills", ["all", "--concat", "--format", "png"], 1, "--concat joins videos"),
     ("output is a file", [*R, "--output", _a_file], 2, "is a file"),
@@ -457,3 +459,18 @@ def test_a_scene_parameter_without_its_scene_prefix_is_explained(isolated_cache,
     assert result.exit_code == 1
     assert "belongs to scene IdentityHighway: set IdentityHighway.projection_factor" in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["train", "chain_rule", *TINY], [*R, "--check"]], ids=["train", "render"])
+@pytest.mark.parametrize("cache", ["a file", "under a file"])
+def test_an_unusable_trace_cache_is_refused_before_any_training(command, cache, tmp_path, monkeypatch):
+    """$RESIDUAL_CACHE that is a file, or lies under one, is one line and exit 1 before anything trains."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("RESIDUAL_CACHE", str(blocker if cache == "a file" else blocker / "traces"))
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command, "--output", str(tmp_path / "out")) if command[0] == "render" else invoke(*command)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "trace cache ($RESIDUAL_CACHE)" in lines[0], result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"] and blocker.read_text() == "not a folder"
