@@ -48,7 +48,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
-                                  "voice"})
+                                  "voice", "param_limits"})
 
 
 @dataclass
@@ -206,13 +206,14 @@ def experiment_overrides(layers: Iterable[Layer], experiment: str, param_names: 
 
 def scene_params(scene: type) -> dict[str, tuple[Any, str]]:
     """A scene's knobs: its public class attributes of a simple type (bool, int, float, str or a tuple
-    of those), found on the scene and on its project base classes; -> {name: (default, type name)}."""
+    of those), found on the scene and on its project base classes; -> {name: (default, type name)}.
+    UPPER_CASE attributes are constants of the scene's code, not knobs."""
     out: dict[str, tuple[Any, str]] = {}
     for klass in reversed(scene.__mro__):
         if klass.__module__.split(".")[0] in ("manim", "builtins") or klass is object:
             continue
         for name, value in vars(klass).items():
-            if name.startswith("_") or name in RESERVED_SCENE_ATTRS:
+            if name.startswith("_") or name in RESERVED_SCENE_ATTRS or name.isupper():
                 continue
             kind = type_name(value)
             if kind is not None:
@@ -234,4 +235,19 @@ def scene_overrides(layers: Iterable[Layer], scene: type) -> dict[str, Any]:
                 has = f"its parameters: {', '.join(params)}" if params else "it has no parameters"
                 raise ConfigError(f"unknown parameter {key!r} of scene {name} ({layer.origin}); {has}")
             out[key] = convert_value(f"{name}.{key}", params[key][0], value, finite=True)
+            check_limit(scene, key, out[key])
     return out
+
+
+def check_limit(scene: type, key: str, value: Any) -> None:
+    """Raise ConfigError unless ``value`` is within the scene's ``param_limits[key]``: ``(low, high)`` for a
+    number (inclusive), or a tuple of the allowed strings. A knob without limits takes any value of its type."""
+    limit = getattr(scene, "param_limits", {}).get(key)
+    if limit is None:
+        return
+    label = f"{scene.__name__}.{key}"
+    if isinstance(value, str):
+        if value not in limit:
+            raise ConfigError(f"{label} must be one of {', '.join(limit)}; got {value!r}")
+    elif not limit[0] <= value <= limit[1]:
+        raise ConfigError(f"{label} must be between {limit[0]} and {limit[1]}; got {value!r}")

@@ -78,6 +78,7 @@ class HighwayDenseNetResidual(LectureScene):
 
     experiment = "chain_rule"  # the nets whose width and depth are compared
     growth = 12  # DenseNet growth rate k: new features per layer; 12 is the paper's smallest (Huang 2017, Table 2)
+    param_limits = {"growth": (1, 256)}  # Huang 2017 uses k = 12 to 48
     strings = {
         "title": {"en": "Gate, concatenate or add", "zh": "门控、拼接，还是相加"},
         "highway": {"en": "Highway network", "zh": "高速公路网络"},

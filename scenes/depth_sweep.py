@@ -113,6 +113,7 @@ class DepthSweep(SeedSpread, LectureScene):
 
     experiment = "depth_sweep"
     model: str = "mlp"  # which nets of the sweep: "mlp" (sigmoid MLPs) | "conv" (He et al. 2015 §4.2 ResNets)
+    param_limits = {"model": ("mlp", "conv")}
     experiment_defaults = {"seeds": "0,1,2", "models": "mlp"}  # train only the nets drawn
     strings = {
         "title": {"en": "Deeper and deeper", "zh": "越来越深"},

@@ -88,6 +88,7 @@ class GradientFlowOverTraining(LectureScene):
     shown_depth: int = 20  # depth of the two nets drawn (the nearest depth the experiment ran)
     activation: str = "sigmoid"
     decades: int = 6  # the log scale spans this many powers of ten below the largest ||dL/dh_l||
+    param_limits = {"shown_depth": (1, 1000), "activation": ("sigmoid", "tanh", "relu"), "decades": (1, 40)}
     strings = {
         "title": {"en": "The gradient's way back", "zh": "梯度回传的路"},
         "subtitle": {"en": "{depth} {act} blocks each, digits; brightness and width: measured ‖∂L/∂h_l‖",

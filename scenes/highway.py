@@ -78,6 +78,7 @@ class IdentityHighway(LectureScene):
     }
     BRANCH_PARTS = (3, 4, 9)  # boxes, arrows and label of the branch in get_diagram's group
     projection_factor = 2  # output width / input width of the projection block: ResNet doubles the width (He 2015 §3.3)
+    param_limits = {"projection_factor": (1, 8)}  # a projection shortcut that widens, by up to 8x (cli.params)
 
     def construct(self) -> None:
         trace = self.traces[RESIDUAL]

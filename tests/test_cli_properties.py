@@ -211,3 +211,39 @@ def test_the_property_check_can_fail(sandbox, monkeypatch):
     monkeypatch.setattr(render, "_all_params", writes)
     with pytest.raises(AssertionError, match="wrote files"):
         _check(["list", "--json"], sandbox)
+
+
+# -- scene knobs with limits --------------------------------------------------------------------
+
+LIMITED = [(scene, key, limit) for scene in scenes.SCENES_IN_ORDER
+           for key, limit in getattr(scene, "param_limits", {}).items()]
+
+
+def test_every_limit_names_a_knob_of_its_scene_and_admits_the_default():
+    assert LIMITED, "no scene declares param_limits"
+    for scene, key, limit in LIMITED:
+        default, _ = scene_params(scene)[key]
+        assert default in limit if isinstance(default, str) else limit[0] <= default <= limit[1], (scene, key)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(LIMITED), data=st.data())
+def test_scene_knobs_outside_their_limits_are_refused_and_inside_accepted(case, data):
+    """A generated value for a limited knob is refused (ConfigError naming the knob) exactly when it lies outside
+    the declared limit; numbers come as the strings --set passes, including huge ones."""
+    from cli.params import Layer, scene_overrides
+    from simulation.config import ConfigError
+
+    scene, key, limit = case
+    if isinstance(limit[0], str):
+        value = data.draw(st.one_of(st.sampled_from(limit), st.text(min_size=1, max_size=12)))
+        inside = value in limit
+    else:
+        value = data.draw(st.integers(min_value=-10**30, max_value=10**30) | st.integers(limit[0] - 3, limit[1] + 3))
+        inside = limit[0] <= value <= limit[1]
+    layer = Layer("--set", scenes={scene.__name__: {key: str(value)}})
+    if inside:
+        assert scene_overrides([layer], scene)[key] == value
+    else:
+        with pytest.raises(ConfigError, match=f"{scene.__name__}.{key} must be"):
+            scene_overrides([layer], scene)
