@@ -331,8 +331,10 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
     from cli.media import check_cache_dir
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
+    from simulation.config import ConfigError
     from simulation.experiments import get_experiment
     from simulation.summary import summarize
+    from simulation.values import convert_value
 
     with _user_errors():
         params = list(get_experiment(experiment).params())
@@ -341,6 +343,9 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
         _validate_scoped(layers, {})
         overrides = experiment_overrides(layers, experiment, params)
         if seed is not None:
+            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
+                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
+                                  "give one")
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
         check_cache_dir()

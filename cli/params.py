@@ -22,6 +22,7 @@ nor manim.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,9 @@ class Layer:
     render: dict[str, Any] = field(default_factory=dict)  # render options (files only; see RENDER_DEFAULTS)
 
 
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
 def parse_sets(pairs: Iterable[str], experiments: Iterable[str], scenes: Iterable[str]) -> Layer:
     """``("depth=3", "vanishing.depths=8,20", "Summary.pause=2")`` -> a :class:`Layer` of strings.
 
@@ -74,6 +78,9 @@ def parse_sets(pairs: Iterable[str], experiments: Iterable[str], scenes: Iterabl
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got {pair!r}")
+        if not _KEY.fullmatch(key):
+            raise ConfigError(f"--set {key[:60]!r}: a key is NAME or SCOPE.NAME (SCOPE an experiment or a "
+                              "scene; letters, digits and _), as `render.py list` shows them")
         scope, dot, name = key.rpartition(".")
         if not dot:
             layer.common[key] = value.strip()

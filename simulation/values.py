@@ -60,7 +60,10 @@ def convert_value(label: str, default: Any, value: Any, finite: bool = False) ->
         if isinstance(value, (list, tuple)):
             items = list(value)
         elif isinstance(value, str):
-            items = [v for v in value.split(",") if v.strip()]
+            parts = value.split(",")
+            items = [v for v in parts if v.strip()]
+            if items and len(items) < len(parts):  # "8,,20" or "8,20,": a value left out?
+                raise _error(f"{label} has an empty item in {_show(value)}")
         else:
             items = [value]
         kind = type(default[0])
@@ -80,6 +83,8 @@ def convert_value(label: str, default: Any, value: Any, finite: bool = False) ->
                 if text.lower() not in TRUE_WORDS + FALSE_WORDS:
                     raise ValueError
                 value = text.lower() in TRUE_WORDS
+            elif not text.isascii() or "_" in text:  # int() also reads "１２", "٣" and "1_0"
+                raise ValueError
             else:
                 value = kind(text)  # int("4300 digits and more") raises ValueError too
         except (ValueError, OverflowError):

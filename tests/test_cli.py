@@ -126,6 +126,12 @@ BAD_INPUTS = [
     ("trace without records", ["inspect", lambda t: Trace({"config": {}}, {"step": np.arange(0)}).save(t / "x.npz")],
      1, "has no records"),
     ("negative seed", ["train", "vanishing", "--set", "seed=-1"], 1, "seed must be between 0 and"),
+    ("two seeds", ["train", "vanishing", "--seed", "3", "--set", "seed=4"], 1, "--seed 3 and seed=4"),
+    ("empty list item", ["train", "vanishing", "--set", "depths=8,,20"], 1, "depths has an empty item in"),
+    ("non-ASCII digits", ["train", "vanishing", "--set", "depth=\uff11\uff12"], 1, "depth must be int"),
+    ("path as a key", [*R, "--set", "../../etc=1"], 1, "a key is NAME or SCOPE.NAME"),
+    ("scene knob out of range", ["render", "IdentityHighway", "--set", "IdentityHighway.projection_factor=-5"], 1,
+     "IdentityHighway.projection_factor must be between 1 and 8; got -5"),
     ("run too large for memory", ["train", "chain_rule", "--set", "depth=1000", "--set", "width=4096"], 1,
      "over the memory budget"),
 ]
