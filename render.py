@@ -203,6 +203,25 @@ def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | 
     return layers + [parse_sets(sets, EXPERIMENTS, scene_names or [])]
 
 
+def _refuse_unused_sets(layers: list, experiments: set[str], scene_names: set[str]) -> None:
+    """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
+    (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
+    from simulation.config import ConfigError
+
+    for layer in layers:
+        if layer.origin != "--set":
+            continue
+        for name, values in layer.experiments.items():
+            if name not in experiments:
+                key = next(iter(values))
+                used = ", ".join(sorted(experiments)) or "none"
+                raise ConfigError(f"--set {name}.{key}: this command runs no scene of experiment {name} "
+                                  f"(its experiments: {used})")
+        for name, values in layer.scenes.items():
+            if name not in scene_names:
+                raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
+
+
 def _validate_scoped(layers: list, scenes_by_name: dict[str, type]) -> None:
     """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
     from cli.params import experiment_overrides, scene_overrides
@@ -341,6 +360,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
         layers = _layers(ctx, sets, None)
         check_common_keys(layers, {experiment: params}, _all_params())
         _validate_scoped(layers, {})
+        _refuse_unused_sets(layers, {experiment}, set())
         overrides = experiment_overrides(layers, experiment, params)
         if seed is not None:
             if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
@@ -524,6 +544,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 active[scene.experiment] = list(get_experiment(scene.experiment).params())
         check_common_keys(layers, active, _all_params(), scenes)
         _validate_scoped(layers, by_name)
+        _refuse_unused_sets(layers, set(active), {s.__name__ for s in scenes})
         # 2. Tools Manim needs (and the voice), and the output folder.
         missing = missing_tools(options["lang"])
         if missing:
