@@ -101,6 +101,17 @@ def trace_summaries(clip: Clip) -> dict[str, Any]:
     return out
 
 
+def beat_label(text: str, limit: int = 60) -> str:
+    """``text`` cut to at most ``limit`` characters for a beat button: at the last space when there is one in
+    its second half (English), else at the limit (Chinese has no spaces), with "…" where it was cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    cut = cut if cut >= limit // 2 else limit - 1
+    return text[:cut].rstrip(" ,;:") + "…"
+
+
 def _data_url(text: str, mime: str) -> str:
     return f"data:{mime};charset=utf-8;base64," + base64.b64encode(text.encode("utf-8")).decode("ascii")
 
@@ -166,8 +177,9 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False) 
             params += [(k, str(inputs[k])) for k in ("quality", "lang") if k in inputs]
             traces = [(name, html.escape(info["digest"])) for name, info in summary.items()]
             beats = "".join(
-                f'<button data-video="v-{scene}" data-start="{b["start"]:.3f}">{b["index"] + 1}. '
-                f'{html.escape(" ".join(b["narration"].get(lang, [])[:1])[:60] or "—")}</button>'
+                f'<button data-video="v-{scene}" data-start="{b["start"]:.3f}" '
+                f'title="{html.escape(" ".join(b["narration"].get(lang, [])[:1]), quote=True)}">{b["index"] + 1}. '
+                f'{html.escape(beat_label(" ".join(b["narration"].get(lang, [])[:1])) or "—")}</button>'
                 for b in clip.beats.get("beats", []))
             title = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
             nav.append(f'<li><a href="#{scene}">{scene}</a></li>')

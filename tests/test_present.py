@@ -16,6 +16,8 @@ from pathlib import Path
 
 import av
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from cli.deck import staged_dir
@@ -494,3 +496,23 @@ def test_real_scene_deck_in_the_browser(tmp_path, browser):
     page.keyboard.press("ArrowRight")
     page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=30_000)
     assert errors == [] and remote(requests) == []
+
+
+@given(st.lists(st.text(alphabet="abcdé残差块,", min_size=1, max_size=14), max_size=16).map(" ".join)
+       | st.text(alphabet="残差块的梯度", max_size=90), st.integers(min_value=8, max_value=80))
+def test_beat_labels_are_cut_at_a_word_and_marked(text, limit):
+    """A beat button's label never exceeds the limit, is the text itself when it fits, and otherwise is a prefix
+    of the (space-normalised) text ending at a space, or at the limit when the text has no space in its second half,
+    followed by an ellipsis."""
+    from cli.page import beat_label
+
+    label, flat = beat_label(text, limit), " ".join(text.split())
+    assert len(label) <= limit
+    if len(flat) <= limit:
+        assert label == flat
+    else:
+        assert label.endswith("…") and flat.startswith(label[:-1])
+        if " " in flat[limit // 2:limit]:  # a word boundary in the second half: cut there, never mid-word
+            assert flat[len(label) - 1] in " ,;:"
+        else:
+            assert len(label) == limit or flat[len(label) - 1] in ",;:"
