@@ -349,7 +349,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
     from cli.media import check_cache_dir
     from cli.params import check_common_keys, experiment_overrides
-    from simulation.cache import get_traces, trace_path
+    from simulation.cache import get_traces, is_cached, trace_path
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
     from simulation.summary import summarize
@@ -369,7 +369,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
         check_cache_dir()
-        fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
+        fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t).to_dict()} for (name, cfg), t in zip(runs.items(), traces)}
     if as_json:
@@ -521,7 +521,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                            concat_lecture, missing_tools, render_job, source_digest, up_to_date)
     from cli.jobs import check_jobs, default_jobs
     from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
-    from simulation.cache import trace_path
+    from simulation.cache import is_cached
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
     from simulation.memory import check_memory
@@ -581,7 +581,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 unchanged += files
         # 4. Where and how many at once: a cluster, or this machine's cores as memory permits (cli/jobs.py).
         configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))  # lecture order
-        fresh = [c for c in configs if not trace_path(c).is_file()]
+        fresh = [c for c in configs if not is_cached(c)]
         for config in fresh:  # a run that cannot fit is refused before anything starts
             check_memory(config)
         scheduler = scheduler_address(ctx.params.get("scheduler"))

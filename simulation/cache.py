@@ -106,13 +106,22 @@ def _describe(config: RunConfig | TransformerConfig) -> str:
 
 
 def _try_load(path: Path) -> Trace | None:
+    """The cached trace at ``path``, or None when there is none or it cannot be read (corrupt, truncated, an
+    older schema): such a file is removed, with one warning, so that the run is trained again and nothing
+    counts it as cached."""
     if not path.is_file():
         return None
     try:
         return Trace.load(path)
     except TraceError as exc:
         log.warning("ignoring cached trace, training again: %s", exc)
+        path.unlink(missing_ok=True)
         return None
+
+
+def is_cached(config: RunConfig | TransformerConfig) -> bool:
+    """Whether the cache holds a readable trace of ``config`` (an unreadable one is removed: see _try_load)."""
+    return _try_load(trace_path(config)) is not None
 
 
 def stream(configs: list[RunConfig | TransformerConfig], out=None) -> None:

@@ -484,3 +484,18 @@ def test_an_unusable_trace_cache_is_refused_before_any_training(command, cache, 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "trace cache ($RESIDUAL_CACHE)" in lines[0], result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"] and blocker.read_text() == "not a folder"
+
+
+def test_a_corrupt_cached_trace_is_counted_as_to_train_and_warned_about_once(isolated_cache, caplog):
+    """A cached trace that cannot be read is reported once, counted among the runs to train (not 'from the
+    cache'), and replaced by a readable one."""
+    first = invoke("train", "chain_rule", *TINY)
+    assert first.exit_code == 0, first.output
+    victim = Path(first.stdout.split("wrote:")[1].split()[0])
+    victim.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    caplog.clear()
+    again = invoke("train", "chain_rule", *TINY)
+    assert again.exit_code == 0, again.output
+    assert caplog.text.count("ignoring cached trace") == 1, caplog.text
+    assert "traces: 1 trained, 1 from the cache" in again.stderr
+    assert Trace.load(victim).meta.digest == victim.stem
