@@ -54,11 +54,14 @@ def cache_settings() -> dict:
     return {"tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
 
 
+SMALL_FRAME = {"pixel_height": 480, "pixel_width": 854}  # 16:9 as the default: same scene units, a quarter of the pixels
+
+
 def dry_settings(media) -> dict:
-    """Manim settings for a dry run into ``media`` (no frames, no partial-movie hashing, quiet); LaTeX and
-    Pango files go to :func:`shared_manim_cache`."""
+    """Manim settings for a dry run into ``media`` (no frames written, no partial-movie hashing, quiet, the
+    frame drawn after each play at 854x480); LaTeX and Pango files go to :func:`shared_manim_cache`."""
     return {"dry_run": True, "disable_caching": True, "media_dir": str(media), "progress_bar": "none",
-            "verbosity": "WARNING", **cache_settings()}
+            "verbosity": "WARNING", **SMALL_FRAME, **cache_settings()}
 
 
 def dry_run(scene_class: type, media) -> LectureScene:
