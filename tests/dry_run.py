@@ -11,8 +11,10 @@ dry run and never change what a test sees:
 - Manim's LaTeX and Pango caches (``tex_dir``, ``text_dir``): files named by a hash of their content, so a
   formula compiled once is read back by every later dry run instead of calling latex and dvisvgm again.
 - :func:`built_scene`: the scene after one dry run with the layout check on, per (scene, language, trace
-  files). The layout, length, narration and numbers tests of one scene read the same build; tests that
-  build a variant of their own (tampered traces, another theme) still call :func:`dry_run`.
+  files, theme). The layout, length, narration, numbers *and frame* tests of one scene read the same build
+  (:func:`frame_build` runs it under the settings of Manim's ``frames_comparison`` and keeps its last
+  frame, so tests/test_frames.py compares that frame instead of building the scene once more); tests that
+  build a variant of their own (tampered traces, another theme) call :func:`frame_build` or :func:`dry_run`.
   Their tests carry ``xdist_group(scene_group(scene, lang))`` so ``--dist loadgroup`` sends them to one worker.
 """
 
@@ -24,12 +26,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from manim import tempconfig
+from manim import config, tempconfig
+from manim.utils.testing.frames_comparison import _config_test
 
 from scenes.base import LectureScene
 
-__all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "scene_group", "scene_lang_params", "shared_manim_cache"]
+__all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "frame_build", "frame_settings", "scene_group",
+           "scene_lang_params", "shared_manim_cache"]
 
+DEFAULT_FRAME_RATE = config.frame_rate  # Manim's default (60): what every dry run of the tests runs at
 _CACHE: dict[str, Path] = {}
 _BUILT: dict[tuple, LectureScene] = {}
 
@@ -49,11 +54,14 @@ def cache_settings() -> dict:
     return {"tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
 
 
+SMALL_FRAME = {"pixel_height": 480, "pixel_width": 854}  # 16:9 as the default: same scene units, a quarter of the pixels
+
+
 def dry_settings(media) -> dict:
-    """Manim settings for a dry run into ``media`` (no frames, no partial-movie hashing, quiet); LaTeX and
-    Pango files go to :func:`shared_manim_cache`."""
+    """Manim settings for a dry run into ``media`` (no frames written, no partial-movie hashing, quiet, the
+    frame drawn after each play at 854x480); LaTeX and Pango files go to :func:`shared_manim_cache`."""
     return {"dry_run": True, "disable_caching": True, "media_dir": str(media), "progress_bar": "none",
-            "verbosity": "WARNING", **cache_settings()}
+            "verbosity": "WARNING", **SMALL_FRAME, **cache_settings()}
 
 
 def dry_run(scene_class: type, media) -> LectureScene:
@@ -65,18 +73,50 @@ def dry_run(scene_class: type, media) -> LectureScene:
     return scene
 
 
-def built_scene(scene: type, lang: str, trace_files: dict[str, str] | None = None) -> LectureScene:
-    """``scene`` in ``lang`` after one dry run with ``check_layout`` on, reading ``trace_files`` (for a
-    scene with an experiment); built once per process for each (scene, lang, files). Read it, never
-    change it: other tests get the same object."""
+def frame_settings(media) -> dict:
+    """Manim's test config for a last-frame comparison (854x480, caching off), dry run, at Manim's default
+    frame rate: the scenes round waits and narration to whole frames, so a scene's length (which the
+    tests check) depends on it, its last frame does not. LaTeX/Pango files go to
+    :func:`shared_manim_cache`; nothing is written under ``media``."""
+    return {**_config_test(True), "frame_rate": DEFAULT_FRAME_RATE, "dry_run": True, "media_dir": str(media),
+            "progress_bar": "none", "verbosity": "WARNING", **cache_settings()}
+
+
+def frame_build(scene: type, lang: str, trace_files: dict[str, str] | None = None, theme: str = "dark",
+                check_layout: bool = True) -> LectureScene:
+    """``scene`` in ``lang`` and ``theme`` reading ``trace_files``, after one dry run under
+    :func:`frame_settings`; ``last_frame`` holds the frame ``frames_comparison`` would compare (the same
+    end-of-construct step: the last animation brought to its end and drawn once more); tests/test_frames.py
+    writes its control data from it too (``--set_test``). Not cached."""
+    attrs = {"lang": lang, "theme": theme, "check_layout": check_layout}
+    if trace_files is not None:
+        attrs["trace_files"] = dict(trace_files)
+
+    def construct(self) -> None:
+        super(variant, self).construct()
+        if self.animations is not None:  # what manim.utils.testing._make_test_scene_class does after construct
+            self.update_to_time(self.get_run_time(self.animations))
+            self.renderer.render(self, 1, self.moving_mobjects)
+
+    attrs["construct"] = construct
+    variant = type(scene.__name__, (scene,), attrs)
+    media = Path(tempfile.mkdtemp(prefix="dry-run-media-", dir=shared_manim_cache()))
+    with tempconfig(frame_settings(media)):
+        built = variant(skip_animations=True)
+        built.render()
+        built.last_frame = built.renderer.get_frame().copy()
+    return built
+
+
+def built_scene(scene: type, lang: str, trace_files: dict[str, str] | None = None,
+                theme: str = "dark") -> LectureScene:
+    """``scene`` in ``lang`` and ``theme`` after one dry run with ``check_layout`` on, reading
+    ``trace_files`` (for a scene with an experiment): :func:`frame_build`, once per process for each
+    (scene, lang, files, theme). Read it, never change it: other tests get the same object."""
     files = tuple(sorted(trace_files.items())) if trace_files is not None else None
-    key = (scene, lang, files)
+    key = (scene, lang, files, theme)
     if key not in _BUILT:
-        attrs = {"lang": lang, "check_layout": True}
-        if files is not None:
-            attrs["trace_files"] = dict(files)
-        media = Path(tempfile.mkdtemp(prefix="dry-run-media-", dir=shared_manim_cache()))
-        _BUILT[key] = dry_run(type(scene.__name__, (scene,), attrs), media)
+        _BUILT[key] = frame_build(scene, lang, dict(files) if files is not None else None, theme)
     return _BUILT[key]
 
 

@@ -7,8 +7,9 @@ Example::
 
 Each scene reads the tiny traces under ``tests/data/<experiment>/`` (made by
 ``tests/data/make_traces.py``) through ``LectureScene.trace_files``, so the frames depend on those
-files only. Manim's ``frames_comparison`` compares the last frame (854x480) with the committed control
-frame. The ``*_fails_on_tampered_trace`` twin changes one recorded array and shows that the same
+files only. The last frame (854x480) of the scene's one shared dry run (tests/dry_run.py: built_scene, under
+Manim's last-frame test settings) is compared with the committed control frame by Manim's frame tester, with
+the tolerances of its ``frames_comparison``. The ``*_fails_on_tampered_trace`` twin changes one recorded array and shows that the same
 comparison then raises: the frame really is drawn from the trace. Every scene is compared in both
 themes (``<name>.npz`` dark, ``<name>_light.npz`` light), each with its tamper twin.
 """
@@ -27,7 +28,7 @@ import numpy as np
 import pytest
 from manim import tempconfig
 from manim.utils.testing import frames_comparison as manim_frames
-from manim.utils.testing.frames_comparison import frames_comparison
+from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTester
 
 from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
@@ -47,7 +48,7 @@ from simulation.summary import tail_mean
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import built_scene, cache_settings, dry_run, scene_group
+from dry_run import built_scene, cache_settings, dry_run, frame_build, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -79,16 +80,38 @@ def committed_traces(scene: type) -> dict[str, str]:
     return files
 
 
+CONTROL_DATA = Path(__file__).parent / "control_data" / __module_test__
+
+
+def assert_last_frame_matches(built, name: str, write: bool = False) -> None:
+    """``built.last_frame`` (dry_run.frame_build) against control data ``<name>.npz`` by Manim's own frame
+    tester (the tolerances of ``frames_comparison``); ``write``: save it as the control data instead."""
+    path = CONTROL_DATA / f"{name}.npz"
+    tester = _ControlDataWriter(path, size_frame=built.last_frame.shape[:2]) if write else _FramesTester(path)
+    with tester.testing():
+        tester.check_frame(-1 if not write else 0, built.last_frame)
+
+
 def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en",
                     theme: str = "dark"):
-    """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``."""
-    variant = scene_variant(scene, trace_files or committed_traces(scene), lang, theme)
+    """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``
+    (``--set_test``: writing it).
 
-    def construct(scene):  # frames_comparison needs an argument called exactly "scene"
-        variant.construct(scene)
+    With the committed traces it compares the frame of :func:`dry_run.built_scene`, the build that the
+    layout, narration and numbers tests of the scene read (one build, not two); given ``trace_files``
+    (a tamper twin) it builds the scene anew by the same recipe (:func:`dry_run.frame_build`)."""
 
-    construct.__name__ = f"test_{name}"  # the control file is named after the test, less "test_"
-    return frames_comparison(base_scene=variant, **cache_settings())(construct)  # LaTeX compiled once per worker
+    def test(request):
+        write = request.config.getoption("--set_test")
+        if trace_files is None:
+            built = built_scene(scene, lang, committed_traces(scene) if scene.experiment else None, theme)
+        else:
+            built = frame_build(scene, lang, trace_files, theme)
+        assert_last_frame_matches(built, name, write=write)
+
+    test.__name__ = f"test_{name}"
+    test.pytestmark = [pytest.mark.xdist_group(scene_group(scene, lang))]
+    return test
 
 
 def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
@@ -109,10 +132,8 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
     assert not np.array_equal(trace.arrays[key], original), "the tamper changed nothing"
     trace.save(files[run])
     check = make_frame_test(scene, name, trace_files=files, lang=lang, theme=theme)
-    scratch = tmp_path / "manim"  # Manim cleans its tex folder: keep the traces out of it
-    scratch.mkdir()
     with pytest.raises(AssertionError, match="Frame no"):
-        check(request=request, tmp_path=scratch)
+        check(request=request)
 
 
 def times_two(values: np.ndarray) -> np.ndarray:

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from manim.utils.testing.frames_comparison import frames_comparison
 
 from scenes.analogies import Analogies
 from scenes.conveyor_belt import ConveyorBelt
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.identity_fit import IdentityFit
 
-from dry_run import cache_settings
 from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -48,18 +46,8 @@ for _scene, _name, _run, _key, _tamper in NOTE_SCENES:
         globals()[f"test_{_name}_{_lang}"] = make_frame_test(_scene, f"{_name}_{_lang}", lang=_lang)
 
 
-def _analogies(lang: str):
-    variant = type("Analogies", (Analogies,), {"lang": lang})
-
-    def construct(scene):
-        variant.construct(scene)
-
-    construct.__name__ = f"test_analogies_{lang}"
-    return frames_comparison(base_scene=variant, **cache_settings())(construct)
-
-
-test_analogies_en = _analogies("en")  # not trace-driven: no tamper twin
-test_analogies_zh = _analogies("zh")
+test_analogies_en = make_frame_test(Analogies, "analogies_en", lang="en")  # not trace-driven: no tamper twin
+test_analogies_zh = make_frame_test(Analogies, "analogies_zh", lang="zh")
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

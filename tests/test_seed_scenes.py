@@ -26,7 +26,7 @@ from scenes.style import LANGS
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import dry_run
+from dry_run import built_scene, dry_run, scene_group, scene_lang_params
 from seed_numbers import SEED_NUMBERS
 
 SCENES = [ResidualResponse, PathEnsemble, ShatteredGradients, PostLNvsPreLN]
@@ -61,13 +61,12 @@ def variant(scene: type, lang: str = "en", files: dict | None = None) -> type:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    done = {}
+def built():
+    """``built(scene, lang)``: the seeded build, once per process (dry_run.built_scene; tests/test_frames.py
+    compares its last frame)."""
 
     def get(scene: type, lang: str):
-        if (scene, lang) not in done:
-            done[(scene, lang)] = dry_run(variant(scene, lang), tmp_path_factory.mktemp("media"))
-        return done[(scene, lang)]
+        return built_scene(scene, lang, seeded_files(scene))
 
     return get
 
@@ -84,8 +83,7 @@ def assert_seed_numbers(shown: dict, expected: dict) -> None:
         assert shown[key] == pytest.approx(float(value), rel=1e-9, abs=1e-12), key
 
 
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene,lang", scene_lang_params(SCENES, LANGS))
 def test_seed_scene_layout_length_and_narration(scene, lang, built):
     s = built(scene, lang)
     assert s.layout_log == []
@@ -97,7 +95,8 @@ def test_seed_scene_layout_length_and_narration(scene, lang, built):
         assert any("\u4e00" <= ch <= "\u9fff" for c in captions for ch in c.content)
 
 
-@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("scene", [pytest.param(s, id=s.__name__, marks=pytest.mark.xdist_group(scene_group(s, "en")))
+                                   for s in SCENES])
 def test_every_seed_value_and_count_equal_the_traces(scene, built):
     s = built(scene, "en")
     expected = SEED_NUMBERS[scene.__name__](loaded(seeded_files(scene)))
