@@ -6,20 +6,24 @@ Example::
 
 A render worker is a ``render.py _worker`` process (Manim, one core). Its peak resident memory was measured
 with ``benchmarks/tree_rss.py`` (psutil, summed over the process tree) on IdentityHighway, the scene with the
-most mobjects of the early lecture: 335 MiB at ``-q l`` (854x480) and 790 MiB at ``-q h`` (1920x1080),
-traces cached, Manim 0.22, Debian 12. ``-q m`` and ``-q k`` follow the line through those two points
-(about 223 MiB + 274 MiB per megapixel: Cairo's frame buffers and libx264's look-ahead grow with the
-frame). The command itself (click, Manim and the scenes imported, no torch) peaks at about 140 MiB, and a
-trainer process (``python -m simulation.cache``: torch, the data, one run) at about 400 MiB plus the run's
-own estimate (:func:`simulation.memory.estimate`; 440 MiB measured for the lecture's largest run, a
-20-layer conv net estimated at 52 MB).
+most mobjects of the early lecture, as the local pool runs it (one libx264 thread, ``$RESIDUAL_ENCODER_THREADS``):
+281 MiB at ``-q l`` (854x480) and 434 MiB at ``-q h`` (1920x1080), traces cached, Manim 0.22, Debian 12.
+At ``-q h`` that was 790 MiB with Manim's encoder settings: libx264's look-ahead of 40 frames held ~8 MiB per
+frame; it is 5 frames at ``-q m/h/k`` now (:func:`scenes.encoder.video_options`), and each segment's freed
+encoder buffers go back to the system (:func:`scenes.encoder.finish`). ``-q m`` and ``-q k`` follow the line
+through the two points (about 243 MiB + 92 MiB per megapixel; not measured). The command itself (click,
+Manim and the scenes imported, no torch) peaks at about 140 MiB, and a trainer process (``python -m
+simulation.cache``: torch, the data, one run) at about 400 MiB plus the run's own estimate
+(:func:`simulation.memory.estimate`; 440 MiB measured for the lecture's largest run, a 20-layer conv net
+estimated at 52 MB).
 
 The default (``--jobs`` not given) is the cores this process may use (``os.sched_getaffinity``), capped so
 that the tree, the command plus its render workers, stays within :data:`TREE_BUDGET` (1 GiB) and within the
 memory budget of :func:`simulation.memory.budget_bytes` (half the available memory). An explicit
 ``--jobs N`` is honoured when N workers fit in the memory budget and refused before any work otherwise.
 While a trainer runs beside the renders, fewer renders start (:func:`render_slots`), so the tree keeps to
-the same bound; at ``-q h`` the default is one job and rendering waits for the training.
+the same bound. Two ``-q h`` workers and the command (2 x 434 + 140 = 1008 MiB) fit in 1 GiB, so on 2 cores
+the default at ``-q h`` is 2 jobs (while a trainer runs, one render at a time, or none).
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ __all__ = ["WORKER_MIB", "MAIN_MIB", "TRAINER_BASE_MIB", "TREE_BUDGET", "worker_
 MiB = 2**20
 # Peak RSS of one render worker by quality (MiB): l and h measured, m and k on the line through them.
 _PIXELS = {"l": 854 * 480, "m": 1280 * 720, "h": 1920 * 1080, "k": 3840 * 2160}
-_MEASURED_MIB = {"l": 335, "h": 790}
+_MEASURED_MIB = {"l": 281, "h": 434}  # benchmarks/tree_rss.py, IdentityHighway, one x264 thread
 _SLOPE = (_MEASURED_MIB["h"] - _MEASURED_MIB["l"]) / (_PIXELS["h"] - _PIXELS["l"])  # MiB per pixel
 WORKER_MIB = {q: round(_MEASURED_MIB["l"] + _SLOPE * (px - _PIXELS["l"])) for q, px in _PIXELS.items()}
 MAIN_MIB = 140  # render.py itself: click, Manim, the scenes (measured 133-136 MiB for `all --check`)
 TRAINER_BASE_MIB = 400  # python -m simulation.cache with torch imported, before the run's own memory
 TREE_BUDGET = 1024 * MiB  # the default keeps the whole process tree within this (issue 11)
+ENCODER_THREADS = "RESIDUAL_ENCODER_THREADS"  # libx264 threads of a render worker (set by the local pool)
 
 
 def worker_bytes(quality: str) -> int:
