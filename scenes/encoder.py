@@ -24,7 +24,7 @@ import av
 
 from manim.scene import video_segment_encoder as _segment
 
-__all__ = ["install", "installed", "write_frame", "finish", "video_options", "LOOKAHEAD"]
+__all__ = ["install", "installed", "write_frame", "finish", "video_options", "queue_size", "LOOKAHEAD", "QUEUE"]
 
 _ORIGINAL = _segment.VideoSegmentEncoder.write_frame
 _FINISH = _segment.VideoSegmentEncoder.finish
@@ -51,6 +51,18 @@ def video_options(quality: str, threads: int | None = None) -> dict[str, str]:
             raise ValueError(f"threads must be a positive int; got {threads!r}")
         options["threads"] = str(threads)
     return options
+
+
+QUEUE = 2  # frames waiting for the encoder at -q m, h and k; Manim's default encoder_queue_size is 8
+
+
+def queue_size(quality: str) -> int | None:
+    """Manim ``encoder_queue_size`` for a render at ``quality``: :data:`QUEUE` from 720p up (a 1080p RGBA frame
+    is 7.9 MiB, and with one x264 thread the queue fills: 8 frames held 63 MiB), None (Manim's 8) at -q l.
+    The queue only bounds how far drawing runs ahead of encoding: the frames and bytes are the same."""
+    if quality not in ("l", "m", "h", "k"):
+        raise ValueError(f"quality must be one of l, m, h, k; got {quality!r}")
+    return QUEUE if quality in _REDUCED else None
 
 
 def _fingerprint(func) -> str:

@@ -140,3 +140,47 @@ def test_finish_closes_the_segment_as_manims_does(tmp_path):
     assert files[0] == files[1] and len(files[0]) > 0
     encoder.install()
     assert segment.VideoSegmentEncoder.finish is encoder.finish and encoder.installed()
+
+
+def test_queue_size_is_short_from_720p_and_manims_at_preview():
+    assert encoder.queue_size("l") is None
+    assert [encoder.queue_size(q) for q in "mhk"] == [encoder.QUEUE] * 3 and 1 <= encoder.QUEUE < 8
+    with pytest.raises(ValueError, match="quality"):
+        encoder.queue_size("x")
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("quality,fmt,threads,options,queue", [
+    ("h", "mp4", "1", {"rc-lookahead": str(encoder.LOOKAHEAD), "threads": "1"}, encoder.QUEUE),
+    ("h", "mp4", None, {"rc-lookahead": str(encoder.LOOKAHEAD)}, encoder.QUEUE),
+    ("l", "mp4", "1", {"threads": "1"}, None),
+    ("h", "webm", "1", None, encoder.QUEUE),  # libvpx: Manim's options
+])
+def test_a_render_passes_the_encoder_settings_to_manim(tmp_path, monkeypatch, quality, fmt, threads, options, queue):
+    from contextlib import contextmanager
+
+    from cli import media
+
+    seen = {}
+
+    @contextmanager
+    def recording(settings):
+        seen.update(settings)
+        raise _Stop
+        yield
+
+    monkeypatch.setattr(media, "scene_config", recording)
+    monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
+    if threads is None:
+        monkeypatch.delenv("RESIDUAL_ENCODER_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("RESIDUAL_ENCODER_THREADS", threads)
+    job = media.RenderJob(scene="S", module="m", params={}, attrs={}, traces={}, source="s", quality=quality,
+                          lang="en", format=fmt, transparent=False, output=str(tmp_path / "out"))
+    with pytest.raises(_Stop):
+        media.render_job(job, object)
+    assert seen.get("video_encoder_options") == options
+    assert seen.get("encoder_queue_size") == queue
