@@ -38,6 +38,14 @@ log = logging.getLogger("render")
 
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
+    # dask.distributed logs every scheduler/worker start and stop at INFO and a worker killed at shut-down as a
+    # WARNING, in this process and in the cluster's worker processes (which inherit the environment): only
+    # its errors are shown unless --verbose. Its logging is configured from dask's config when it is imported.
+    import os
+
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "info" if verbose else "error")
+    if "distributed" in sys.modules:
+        logging.getLogger("distributed").setLevel(logging.INFO if verbose else logging.ERROR)
     for name in ("simulation", "render"):
         logging.getLogger(name).setLevel(logging.INFO)
 
@@ -320,6 +328,7 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None,
           as_json: bool, scheduler: str | None) -> None:
     """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
+    from cli.media import check_cache_dir
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, trace_path
     from simulation.experiments import get_experiment
@@ -334,6 +343,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
         if seed is not None:
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
+        check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not trace_path(cfg).is_file()]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
     summary = {name: {"trace": str(trace_path(cfg)), **summarize(t).to_dict()} for (name, cfg), t in zip(runs.items(), traces)}
@@ -344,7 +354,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
                               indent=2))
     else:
         for name, s in summary.items():
-            status = f"diverged at step {s['diverged_step']}, block {s['diverged_layer']}" if s["diverged"] else "finite"
+            status = f"diverged at step {s['diverged_step']}, {_diverged_where(s['diverged_layer'])}" if s["diverged"] else "finite"
             click.echo(f"{name:<24} loss {_fmt(s['final_loss'], '.4g')}  error {_fmt(s['final_error'], '.3f')}  "
                        f"test error {_fmt(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
                        f"{_fmt(s['grad_ratio_step0'], '.3g')}  {status}")
@@ -469,7 +479,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     """Render ``scenes`` with the context's options; returns (jobs, written, unchanged), None after --check. ``video_only``: mp4,
     opaque, whatever --format and the file say (decks and the page play the videos)."""
     import scenes as scene_package
-    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_output_dir, check_voice,
+    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_cache_dir, check_output_dir, check_voice,
                            concat_lecture, missing_tools, render_job, source_digest, up_to_date)
     from cli.jobs import check_jobs, default_jobs
     from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
@@ -503,6 +513,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
         output = Path(options["output"]).expanduser().absolute()
         check_output_dir(output)
+        check_cache_dir()
         # 3. One job per scene; its key says whether the files on disk are still current.
         jobs, runs_of = [], {}
         for scene in scenes:
@@ -648,6 +659,12 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
         written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
                               light=ctx.params.get("theme") == "light")
     _report(written, unchanged)
+
+
+def _diverged_where(layer: int | None) -> str:
+    """Where a run diverged, blocks counted from 1 as the scenes count them (``layer`` is 0-based; -1 or
+    None: the stem, the head or the loss)."""
+    return f"block {layer + 1}" if layer is not None and layer >= 0 else "stem, head or loss"
 
 
 def _scenes_or_lecture(names: tuple[str, ...]) -> list[type]:

@@ -107,31 +107,39 @@ def _prints_something(command: list[str]) -> bool:
     return done.returncode == 0 and bool(done.stdout.strip())
 
 
-def check_output_dir(path: Path) -> None:
+def check_output_dir(path: Path, what: str = "output folder") -> None:
     """Raise RenderError unless ``path`` is (or can be created as) a writable folder. Creates nothing:
-    the probe file it writes into the nearest existing folder is removed at once."""
+    the probe file it writes into the nearest existing folder is removed at once. ``what`` names the
+    folder in the message ("output folder", "trace cache ($RESIDUAL_CACHE)")."""
     try:
-        _check_output_dir(path)
+        _check_output_dir(path, what)
     except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte, a loop of links ...
         shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:77] + "...")
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise RenderError(f"output folder {shown} is not usable ({reason})") from None
+        raise RenderError(f"{what} {shown} is not usable ({reason})") from None
 
 
-def _check_output_dir(path: Path) -> None:
+def check_cache_dir() -> None:
+    """Raise RenderError unless the trace cache (:func:`simulation.cache.cache_dir`, ``$RESIDUAL_CACHE``) is
+    or can be created as a writable folder: checked before any training, so that a bad ``$RESIDUAL_CACHE``
+    fails in one line instead of after the first run."""
+    check_output_dir(cache_dir(), "trace cache ($RESIDUAL_CACHE)")
+
+
+def _check_output_dir(path: Path, what: str = "output folder") -> None:
     if path.exists() and not path.is_dir():
-        raise RenderError(f"output folder {path} is a file")
+        raise RenderError(f"{what} {path} is a file")
     existing = path
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise RenderError(f"cannot create output folder {path}: {existing} is a file")
+        raise RenderError(f"cannot create {what} {path}: {existing} is a file")
     try:
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=existing)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise RenderError(f"output folder {path} is not writable ({exc.strerror or exc})") from None
+        raise RenderError(f"{what} {path} is not writable ({exc.strerror or exc})") from None
 
 
 # -- what a render depends on -----------------------------------------------------------------

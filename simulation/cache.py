@@ -82,8 +82,7 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
     elif missing:
         from .sweep import run_sweep
 
-        for config in missing:
-            log.info("training %s (%s)", config.digest(), _describe(config))
+        # run_sweep says "training ..." per run once it runs (after a scheduler answered, on a cluster)
         traces.update(zip(missing, run_sweep(missing, scheduler=scheduler, progress=progress, on_trace=on_trace,
                                              in_order=in_order)))
     return [traces[c] for c in configs]

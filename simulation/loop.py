@@ -172,8 +172,9 @@ def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace
             if not result.finite:
                 diverged = task.where_diverged(step, rows[-1])
                 records["test_error"].append(float("nan"))
-                log.warning("run %s diverged at step %d, layer %d (%s)", config.digest(), step, diverged.layer,
-                            diverged.pass_ or "pass unknown")
+                where = f"block {diverged.layer + 1}" if diverged.layer >= 0 else "stem, head or loss"
+                log.warning("run %s diverged at step %d, %s (%s)", config.digest(), step, where,
+                            diverged.pass_ or "pass unknown")  # blocks counted from 1, as on screen
                 break
             if record:
                 records["test_error"].append(task.test_error())

@@ -55,30 +55,33 @@ def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.T
 
 
 def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
-    """``{key: fn(stack)[row]}`` with ``fn``: stack [n, *shape] -> statistics [n, k]. Computed in the
-    tensors' own precision (CPU reductions accumulate in float64), and again in float64 for a group
-    whose results are non-finite, 0 or outside [1e-15, 1e15], where float32 squares underflow or
-    overflow (a float32 norm of 1e-25s is 0)."""
+    """``{key: fn(stack)[row]}`` with ``fn``: stack [n, *shape] -> statistics [n, k]; ``fn`` may overwrite
+    the stack (it is a fresh copy). Computed in the tensors' own precision (CPU reductions accumulate in
+    float64), and again in float64 for a group whose results are non-finite, 0 or outside [1e-15, 1e15],
+    where float32 squares underflow or overflow (a float32 norm of 1e-25s is 0)."""
     out: dict[Any, list[float]] = {}
     for keys, stack in _by_shape(tensors):
         values = fn(stack)
         if stack.dtype != _F64:
-            size = values.abs()
-            if not bool(((size > 1e-15) & (size < 1e15)).all()):
-                values = fn(stack.to(_F64))
+            low, high = torch.aminmax(values.abs())  # NaN propagates: a NaN group is recomputed too
+            if not (low.item() > 1e-15 and high.item() < 1e15):
+                values = fn(torch.stack([tensors[k] for k in keys]).to(_F64))
         out.update(zip(keys, values.tolist()))
     return out
 
 
 def _moments(stack: torch.Tensor) -> torch.Tensor:
-    """[n, B, width] -> [n, 3]: mean and std of all entries, mean over examples of the row L2 norm."""
+    """[n, B, width] -> [n, 3]: mean and std of all entries, mean over examples of the row L2 norm.
+    Overwrites ``stack``."""
+    norm = torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)
     flat = stack.flatten(1)
     # Two passes (mean, then the sum of squared deviations): ~10x faster on CPU than torch.var_mean's
-    # single-pass kernel here, the same to float rounding (the unbiased estimator, as torch.var).
+    # single-pass kernel here, the same to float rounding (the unbiased estimator, as torch.var). In place:
+    # no temporary as large as the stack.
     mean = flat.mean(1, keepdim=True)
-    deviation = flat - mean
-    var = (deviation * deviation).sum(1) / max(flat.shape[1] - 1, 1)
-    return torch.stack([mean[:, 0], var.sqrt(), torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)], dim=1)
+    deviation = flat.sub_(mean)
+    var = deviation.mul_(deviation).sum(1) / max(flat.shape[1] - 1, 1)
+    return torch.stack([mean[:, 0], var.sqrt(), norm], dim=1)
 
 
 def _row_norm(stack: torch.Tensor) -> torch.Tensor:
@@ -128,6 +131,10 @@ class HookRecorder:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.points = self.hook_points()
+        # Each point's forward hook and each index's gradient hook, built once per ``with`` block (arming a
+        # step only registers them) and dropped on exit, so that no reference cycle outlives the block.
+        self._hooks: list[tuple[nn.Module, Any]] = []
+        self._grad_hooks: dict[int, Any] = {}
         self.handles: list[Any] = []
         self.armed = False
         self.entered = False
@@ -165,9 +172,11 @@ class HookRecorder:
         self.entered = False
 
     def _add_hooks(self) -> None:
+        if not self._hooks:
+            self._hooks = [(point.module, self._forward_hook(point)) for point in self.points]
         try:
-            for point in self.points:
-                self.handles.append(point.module.register_forward_hook(self._forward_hook(point)))
+            for module, hook in self._hooks:
+                self.handles.append(module.register_forward_hook(hook))
         except BaseException:
             self.remove()
             raise
@@ -180,6 +189,7 @@ class HookRecorder:
     def remove(self) -> None:
         """Remove every hook this recorder added and forget the armed step."""
         self._remove_hooks()
+        self._hooks, self._grad_hooks = [], {}
         self.armed = False
         self._clear()
 
@@ -196,7 +206,10 @@ class HookRecorder:
     def _watch_grad(self, index: int, output: torch.Tensor) -> None:
         """Call ``self._on_grad(index, dL/d output)`` during backward."""
         if output.requires_grad:
-            output.register_hook(functools.partial(self._on_grad, index))
+            hook = self._grad_hooks.get(index)
+            if hook is None:
+                hook = self._grad_hooks[index] = functools.partial(self._on_grad, index)
+            output.register_hook(hook)
 
     # -- one recorded step --------------------------------------------------------------------
     def arm(self) -> None:
@@ -256,6 +269,11 @@ class Recorder(HookRecorder):
         self.identity = [isinstance(getattr(b, "shortcut", None), nn.Identity) for b in self.blocks]
         # The weight matrices of each block (biases and BatchNorm affine parameters are 1-D).
         self.weights = [[p for p in b.parameters() if p.ndim >= 2] for b in self.blocks]
+        shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for b, weights in enumerate(self.weights):
+            for k, p in enumerate(weights):
+                shapes.setdefault(tuple(p.shape), []).append((b, k))
+        self._weight_groups = [(keys, [self.weights[b][k] for b, k in keys]) for keys in shapes.values()]
         super().__init__(model)
 
     def hook_points(self) -> list[HookPoint]:
@@ -312,16 +330,18 @@ class Recorder(HookRecorder):
             row["out_grad_norm"][i] = norm
             if not math.isfinite(norm):
                 row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
-        # Weight matrices of one shape are stacked: a handful of reductions for the whole network.
-        grads = {(b, k): p.grad.detach() for b, weights in enumerate(self.weights)
-                 for k, p in enumerate(weights) if p.grad is not None}
+        # Weight matrices of one shape are stacked: a handful of reductions for the whole network. The
+        # groups are fixed by the model (built once); a weight without a gradient is left out of its group.
         squares: dict[int, list[float]] = {}
-        for (b, _), (norm,) in _reduce(grads, _norm).items():
-            squares.setdefault(b, []).append(norm * norm)
+        for keys, weights in self._weight_groups:
+            present = {key: p.grad.detach() for key, p in zip(keys, weights) if p.grad is not None}
+            for (b, _), (norm,) in _reduce(present, _norm).items():
+                squares.setdefault(b, []).append(norm * norm)
         for index, values in squares.items():
             row["grad_norm"][index] = math.sqrt(math.fsum(values))
             if not math.isfinite(row["grad_norm"][index]):  # a finite norm means no entry is NaN/inf
-                row["nonfinite_grad"][index] += sum(int(_nonfinite(g)) for (b, _), g in grads.items() if b == index)
+                row["nonfinite_grad"][index] += sum(int(_nonfinite(p.grad)) for p in self.weights[index]
+                                                    if p.grad is not None)
 
     # -- hooks: while armed, keep references; statistics are computed in collect() ------------
     def _on_block(self, index: int, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:

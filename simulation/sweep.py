@@ -139,12 +139,19 @@ def _bar(total: int, show: bool):
     return tqdm(total=total, desc="runs", unit="run", disable=not show, file=sys.stderr)
 
 
+def _log_training(config: Config) -> None:
+    from .cache import _describe
+
+    logging.getLogger("simulation.cache").info("training %s (%s)", config.digest(), _describe(config))
+
+
 def _run_here(missing: list[Config], show: bool, on_trace=None) -> dict[Config, Trace]:
     from .cache import trace_path
 
     out = {}
     with _bar(len(missing), show) as bar:
         for config in missing:
+            _log_training(config)
             out[config] = _store(config, run_to_bytes(config.to_dict()), trace_path(config))
             bar.update()
             if on_trace is not None:
@@ -175,6 +182,8 @@ def _run_on_dask(missing: list[Config], address: str | None, show: bool, retries
             cluster.close()
         raise SweepError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     out: dict[Config, Trace] = {}
+    for config in missing:  # only now: the scheduler answered (an unreachable one fails before these lines)
+        _log_training(config)
     try:
         futures = {}
         # Heaviest first, so that the last runs to finish are short ones (less idle time at the end); in the

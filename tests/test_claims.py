@@ -93,7 +93,7 @@ def test_exploding_per_block_gain_matches_closed_form_and_the_large_gain_run_div
         for name in ("plain_gain3", "plain_large_lr"):
             meta = t[name].meta
             ok &= meta["diverged"] and 0 <= meta["diverged_layer"] < meta["config"]["depth"]
-            figures.append(f"{name} diverged at step {meta['diverged_step']}, block {meta['diverged_layer']}")
+            figures.append(f"{name} diverged at step {meta['diverged_step']}, block {meta['diverged_layer'] + 1}")
         return ok, "; ".join(figures)
 
     holds_on_most_seeds(check)

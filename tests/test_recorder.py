@@ -121,3 +121,40 @@ def test_hook_points_are_named_and_the_transformer_recorder_shares_the_base():
     assert t_rec.names("branch")[-3:] == ["decoder.1.self_attn", "decoder.1.cross_attn", "decoder.1.ffn"]
     with pytest.raises(RuntimeError, match="TransformerRecorder.collect\\(\\) called without arm"):
         t_rec.collect()
+
+
+def test_tiny_float32_statistics_are_recomputed_in_float64():
+    """Activations and gradients of ~1e-21 square to below float32's range: the recorder recomputes those
+    groups in float64 from the block tensors themselves (its float32 pass overwrites its own copy), so every
+    statistic matches a float64 computation on the same float32 tensors (abs=0: pytest.approx's default
+    absolute tolerance of 1e-12 would accept any value this small)."""
+    torch.manual_seed(2)
+    model = build_model("residual", n_in=6, width=8, depth=3, n_out=2, activation="relu")
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                m.bias.zero_()
+    x = torch.randn(16, 6) * 1e-21
+    with Recorder(model) as rec:
+        rec.arm()
+        model(x).sum().backward()
+        row = rec.collect()
+    with torch.no_grad():
+        h = model.stem(x)
+        seen = []
+        for block in model.blocks:
+            f = block.branch(h)
+            seen.append((h, f, block.shortcut(h) + f))
+            h = seen[-1][2]
+    for i, (x_in, f, out) in enumerate(seen):
+        x_in, f, out = x_in.double(), f.double(), out.double()
+        assert 0 < float(out.abs().max()) < 1e-18  # the case this test is about
+        assert row["act_mean"][i] == pytest.approx(float(out.mean()), rel=1e-9, abs=0)
+        assert row["act_std"][i] == pytest.approx(float(out.std()), rel=1e-9, abs=0)
+        assert row["act_norm"][i] == pytest.approx(float(out.norm(dim=1).mean()), rel=1e-9, abs=0)
+        assert row["branch_std"][i] == pytest.approx(float(f.std()), rel=1e-9, abs=0)
+        assert row["branch_norm"][i] == pytest.approx(float(f.norm(dim=1).mean()), rel=1e-9, abs=0)
+        assert row["input_norm"][i] == pytest.approx(float(x_in.norm(dim=1).mean()), rel=1e-9, abs=0)
+        weights = [m.weight.grad.double() for m in model.blocks[i].modules() if isinstance(m, nn.Linear)]
+        expected = sum(float(g.pow(2).sum()) for g in weights) ** 0.5
+        assert 0 < expected < 1e-15 and row["grad_norm"][i] == pytest.approx(expected, rel=1e-9, abs=0)
