@@ -144,6 +144,7 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
                 shutil.copytree(cache, traces, ignore=shutil.ignore_patterns("manim"))
             shutil.rmtree(out)
             again = tmp / f"again{index}"
+            shutil.rmtree(traces / "manim", ignore_errors=True)  # each cached run starts with Manim's caches empty
             wall, _ = render([*command, "-q", "l", "-o", str(again)], traces)
             cached.append(video_seconds(again / "480p15" / "en") / wall)
             loads["cached"].append(load())
@@ -151,6 +152,7 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
         if include_hq:
             for index in range(repeats):
                 out = tmp / f"hq{index}"
+                shutil.rmtree(traces / "manim", ignore_errors=True)  # no segment of an earlier run
                 wall, _ = render([*command, "-q", "h", "-o", str(out)], traces)
                 hq.append(wall / video_seconds(out / "1080p60" / "en"))
                 loads["hq"].append(load())

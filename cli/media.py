@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
+from cli.jobs import ENCODER_THREADS
 from simulation.cache import cache_dir
 from simulation.atomic_io import atomic_write
 
@@ -412,6 +413,13 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
             "disable_caching": False, "max_files_cached": -1, "write_all": False,
             "verbosity": "INFO" if job.verbose else "WARNING", "progress_bar": "display" if progress else "none",
         }
+        from scenes.encoder import queue_size, video_options
+
+        if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/encoder.py)
+            threads = os.environ.get(ENCODER_THREADS)
+            settings["video_encoder_options"] = video_options(job.quality, int(threads) if threads else None)
+        if job.format != "png" and queue_size(job.quality) is not None:  # fewer 1080p frames wait for the encoder
+            settings["encoder_queue_size"] = queue_size(job.quality)
         with scene_config(settings):
             instance = make_variant(scene, job)()
             try:

@@ -92,3 +92,95 @@ def test_install_is_idempotent_and_checks_the_method_it_replaces(monkeypatch):
     monkeypatch.setattr(segment.VideoSegmentEncoder, "write_frame", encoder._ORIGINAL)
     monkeypatch.setattr(encoder, "_KNOWN", set())  # another Manim's method: left alone
     assert not encoder.install() and not encoder.installed()
+
+
+def test_video_options_shorten_the_look_ahead_from_720p_and_set_threads():
+    assert encoder.video_options("l") == {}
+    for quality in "mhk":
+        assert encoder.video_options(quality) == {"rc-lookahead": str(encoder.LOOKAHEAD)}
+    assert encoder.video_options("h", 1) == {"rc-lookahead": str(encoder.LOOKAHEAD), "threads": "1"}
+    assert encoder.video_options("l", 2) == {"threads": "2"}
+    for bad in ("x", "H", ""):
+        with pytest.raises(ValueError, match="quality"):
+            encoder.video_options(bad)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="threads"):
+            encoder.video_options("h", bad)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_with_the_render_options_ours_still_writes_manims_bytes_and_a_browser_mp4(tmp_path, seed):
+    """The options a 1080p render passes (short look-ahead, one thread): our held-frame path still gives
+    Manim's bytes, and the file is H.264 High, yuv420p, every frame there."""
+    width, height = 64, 48
+    options = {**_DEFAULT_OPTIONS["libx264"], **encoder.video_options("h", 1)}
+    spec = VideoEncoderSpec(container_format="mp4", codec="libx264", pixel_format="yuv420p", width=width,
+                            height=height, frame_rate=Fraction(60), options=tuple(sorted(options.items())))
+    frames = _frames(seed, width, height)
+    theirs = _encode(tmp_path / "manim.mp4", spec, frames, encoder._ORIGINAL)
+    assert _encode(tmp_path / "ours.mp4", spec, frames, encoder.write_frame) == theirs
+    with av.open(str(tmp_path / "ours.mp4")) as video:
+        stream = video.streams.video[0]
+        assert (stream.codec_context.name, stream.format.name) == ("h264", "yuv420p")
+    assert len(_decoded(tmp_path / "ours.mp4")) == sum(r for _, r in frames)
+
+
+def test_finish_closes_the_segment_as_manims_does(tmp_path):
+    """encoder.finish (Manim's finish, then malloc_trim) leaves the same file as Manim's own finish."""
+    spec = VideoEncoderSpec(container_format="mp4", codec="libx264", pixel_format="yuv420p", width=64, height=48,
+                            frame_rate=Fraction(15), options=(("crf", "23"), ("threads", "1")))
+    frames = _frames(5, 64, 48)
+    files = []
+    for name, finish in (("manim", encoder._FINISH), ("ours", encoder.finish)):
+        enc = segment.VideoSegmentEncoder(target=tmp_path / f"{name}.mp4", spec=spec)
+        for pixels, repeat in frames:
+            encoder._ORIGINAL(enc, pixels.copy(), repeat=repeat)
+        finish(enc)
+        files.append((tmp_path / f"{name}.mp4").read_bytes())
+    assert files[0] == files[1] and len(files[0]) > 0
+    encoder.install()
+    assert segment.VideoSegmentEncoder.finish is encoder.finish and encoder.installed()
+
+
+def test_queue_size_is_short_from_720p_and_manims_at_preview():
+    assert encoder.queue_size("l") is None
+    assert [encoder.queue_size(q) for q in "mhk"] == [encoder.QUEUE] * 3 and 1 <= encoder.QUEUE < 8
+    with pytest.raises(ValueError, match="quality"):
+        encoder.queue_size("x")
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("quality,fmt,threads,options,queue", [
+    ("h", "mp4", "1", {"rc-lookahead": str(encoder.LOOKAHEAD), "threads": "1"}, encoder.QUEUE),
+    ("h", "mp4", None, {"rc-lookahead": str(encoder.LOOKAHEAD)}, encoder.QUEUE),
+    ("l", "mp4", "1", {"threads": "1"}, None),
+    ("h", "webm", "1", None, encoder.QUEUE),  # libvpx: Manim's options
+])
+def test_a_render_passes_the_encoder_settings_to_manim(tmp_path, monkeypatch, quality, fmt, threads, options, queue):
+    from contextlib import contextmanager
+
+    from cli import media
+
+    seen = {}
+
+    @contextmanager
+    def recording(settings):
+        seen.update(settings)
+        raise _Stop
+        yield
+
+    monkeypatch.setattr(media, "scene_config", recording)
+    monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
+    if threads is None:
+        monkeypatch.delenv("RESIDUAL_ENCODER_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("RESIDUAL_ENCODER_THREADS", threads)
+    job = media.RenderJob(scene="S", module="m", params={}, attrs={}, traces={}, source="s", quality=quality,
+                          lang="en", format=fmt, transparent=False, output=str(tmp_path / "out"))
+    with pytest.raises(_Stop):
+        media.render_job(job, object)
+    assert seen.get("video_encoder_options") == options
+    assert seen.get("encoder_queue_size") == queue

@@ -35,23 +35,31 @@ def test_the_default_is_the_cores_or_as_many_workers_as_fit(quality, n_cores, bu
 
 def test_on_two_cores_and_a_gibibyte_the_default_is_two_at_preview_and_one_at_1080p():
     assert default_jobs("l", n_cores=2, budget=GiB) == 2
-    assert default_jobs("h", n_cores=2, budget=GiB) == 1
-    assert default_jobs("l", n_cores=16, budget=GiB) == 2  # memory, not the cores, caps it
+    assert default_jobs("h", n_cores=2, budget=GiB) == 1  # 140 + 2 x 451 MiB = 1042 MiB do not fit
+    assert default_jobs("l", n_cores=16, budget=GiB) == 3  # memory, not the cores, caps it: 140 + 3 x 294
+    assert default_jobs("h", n_cores=2, budget=1042 * MiB) == 2
     assert cli_jobs.tree_budget() <= cli_jobs.TREE_BUDGET
+
+
+def test_the_measured_figures_are_the_ones_the_docstring_gives():
+    assert (WORKER_MIB["l"], WORKER_MIB["h"]) == (294, 451)
+    doc = " ".join(cli_jobs.__doc__.split())
+    assert "294 MiB at ``-q l``" in doc and "451 MiB at ``-q h``" in doc
 
 
 def test_fewer_renders_start_while_a_trainer_runs():
     trainer = 450 * MiB
     assert render_slots(2, "l", 0, explicit=False, budget=GiB) == 2
-    assert render_slots(2, "l", trainer, explicit=False, budget=GiB) == 1  # 140 + 450 + 335 MiB fit, + 335 not
-    assert render_slots(1, "h", trainer, explicit=False, budget=GiB) == 0  # 1080p waits for the training
+    assert render_slots(2, "l", trainer, explicit=False, budget=GiB) == 1  # 140 + 450 + 294 MiB fit, + 294 not
+    assert render_slots(2, "h", 433 * MiB, explicit=False, budget=GiB) == 1  # 140 + 433 + 451 MiB fit
+    assert render_slots(2, "h", trainer, explicit=False, budget=GiB) == 0  # 140 + 450 + 451 > 1024: it waits
 
 
 def test_an_explicit_jobs_that_cannot_fit_is_refused(monkeypatch):
     monkeypatch.setenv("RESIDUAL_MEMORY_BUDGET", "2G")
-    check_jobs(2, "h")  # 140 + 2 x 790 MiB fit in 2 GiB
-    with pytest.raises(ConfigError, match=r"--jobs 3 at quality h would need about 2\.5 GiB .* use --jobs 2"):
-        check_jobs(3, "h")
+    check_jobs(4, "h")  # 140 + 4 x 451 MiB fit in 2 GiB
+    with pytest.raises(ConfigError, match=r"--jobs 5 at quality h would need about 2\.3 GiB .* use --jobs 4"):
+        check_jobs(5, "h")
 
 
 def test_the_command_line_refuses_it_before_any_work_and_says_the_default(tmp_path, monkeypatch):
@@ -164,3 +172,13 @@ def test_stopping_parallel_renders_stops_every_worker_and_leaves_no_final_file(t
     assert not alive, [p.cmdline() for p in alive]
     assert not list(folder.glob("TinySlow*")) and not list(folder.glob(".render-*"))
     assert not [p for p in isolated_cache.rglob(".*") if p.is_file()]  # no half-written trace or cache entry
+
+
+@pytest.mark.parametrize("slots,env", [(1, None), (2, {"RESIDUAL_ENCODER_THREADS": "1"})])
+def test_renders_that_share_the_cores_get_one_encoder_thread_each(monkeypatch, slots, env):
+    from cli import pipeline
+
+    seen = []
+    monkeypatch.setattr(pipeline, "run_worker", lambda job, env=None, **kw: seen.append(env) or [])
+    pipeline.LocalPool(slots).render(_job("A", "d1"))
+    assert seen == [env]
