@@ -128,7 +128,7 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
     from benchmarks.measure import load, video_seconds
 
     command = lecture_command(quick)
-    cold, cached, rss, hq = [], [], [], []
+    cold, cached, rss, hq, hq_rss = [], [], [], [], []
     loads: dict[str, list[float]] = {"cold": [], "cached": [], "hq": []}
     with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
         tmp = Path(tmp)
@@ -153,8 +153,9 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
             for index in range(repeats):
                 out = tmp / f"hq{index}"
                 shutil.rmtree(traces / "manim", ignore_errors=True)  # no segment of an earlier run
-                wall, _ = render([*command, "-q", "h", "-o", str(out)], traces)
+                wall, peak = render([*command, "-q", "h", "-o", str(out)], traces)
                 hq.append(wall / video_seconds(out / "1080p60" / "en"))
+                hq_rss.append(peak / GIB)
                 loads["hq"].append(load())
                 shutil.rmtree(out)
     what = "2 scenes, steps=20" if quick else "render.py all"
@@ -166,6 +167,8 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
     rows.append(("1080p60 lecture, traces cached, wall / video",
                  Figure(hq, Target("<=", 1.5), "", loads["hq"]) if include_hq
                  else "skipped: pass --include-hq (~10 min)"))
+    if include_hq:
+        rows.append(("peak RSS of the process tree, 1080p60 lecture", Figure(hq_rss, Target("<=", 1.0), "GiB", loads["hq"])))
     return rows
 
 

@@ -7,11 +7,12 @@ Example::
 A render worker is a ``render.py _worker`` process (Manim, one core). Its peak resident memory was measured
 as the local pool runs it (one libx264 thread, ``$RESIDUAL_ENCODER_THREADS``), traces cached, Manim 0.22,
 Debian 12: 294 MiB at ``-q l`` (854x480; the largest maximum RSS, ``/usr/bin/time -f %M``, of IdentityHighway,
-GradientPlusOne and ChainRuleProduct) and 451 MiB at ``-q h`` (1920x1080; ChainRuleExploding, the largest
-worker of a whole ``render.py all -q h --jobs 2`` run, ``benchmarks/tree_rss.py``; the three scenes above
-peaked at 385-410 MiB). With Manim's encoder settings a ``-q h``
+GradientPlusOne and ChainRuleProduct) and 436 MiB at ``-q h`` (1920x1080; ChainRuleExploding, the largest
+worker of a whole ``render.py all -q h --jobs 2`` run, ``benchmarks/tree_rss.py``: 409 and 436 MiB in two runs
+with a look-ahead of 3 frames, 432-453 with 5; the three scenes above peaked at 385-410 MiB with 5). With
+Manim's encoder settings a ``-q h``
 worker peaked at 730-780 MiB: libx264's look-ahead of 40 frames held ~8 MiB per frame and up to 8 frames
-(7.9 MiB each) waited for the encoder; at ``-q m/h/k`` the look-ahead is 5 frames and the queue 2
+(7.9 MiB each) waited for the encoder; at ``-q m/h/k`` the look-ahead is 3 frames and the queue 2
 (:func:`scenes.encoder.video_options`, :func:`scenes.encoder.queue_size`), and each segment's freed encoder
 buffers go back to the system (:func:`scenes.encoder.finish`); docs/speed.md. ``-q m`` and ``-q k`` follow the
 line through the two points (about 255 MiB + 94 MiB per megapixel; not measured). The command itself (click,
@@ -25,9 +26,9 @@ that the tree, the command plus its render workers, stays within :data:`TREE_BUD
 memory budget of :func:`simulation.memory.budget_bytes` (half the available memory). An explicit
 ``--jobs N`` is honoured when N workers fit in the memory budget and refused before any work otherwise.
 While a trainer runs beside the renders, fewer renders start (:func:`render_slots`), so the tree keeps to
-the same bound. Two ``-q h`` workers and the command by this rule need 2 x 451 + 140 = 1042 MiB, 18 MiB over
-1 GiB, so the default at ``-q h`` stays 1 job; ``--jobs 2`` is honoured (a whole ``-q h`` lecture with it peaked
-at 955 MiB summed over the tree: the two workers' peaks do not coincide).
+the same bound. Two ``-q h`` workers and the command by this rule need 2 x 436 + 140 = 1012 MiB, so the
+default at ``-q h`` on 2 cores is 2 jobs (a whole ``-q h`` lecture with two jobs and a look-ahead of 5 peaked at
+955 MiB summed over the tree: the two workers' peaks do not coincide).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ __all__ = ["WORKER_MIB", "MAIN_MIB", "TRAINER_BASE_MIB", "TREE_BUDGET", "worker_
 MiB = 2**20
 # Peak RSS of one render worker by quality (MiB): l and h measured, m and k on the line through them.
 _PIXELS = {"l": 854 * 480, "m": 1280 * 720, "h": 1920 * 1080, "k": 3840 * 2160}
-_MEASURED_MIB = {"l": 294, "h": 451}  # measured peaks, one x264 thread (see the docstring)
+_MEASURED_MIB = {"l": 294, "h": 436}  # measured peaks, one x264 thread (see the docstring)
 _SLOPE = (_MEASURED_MIB["h"] - _MEASURED_MIB["l"]) / (_PIXELS["h"] - _PIXELS["l"])  # MiB per pixel
 WORKER_MIB = {q: round(_MEASURED_MIB["l"] + _SLOPE * (px - _PIXELS["l"])) for q, px in _PIXELS.items()}
 MAIN_MIB = 140  # render.py itself: click, Manim, the scenes (measured 133-136 MiB for `all --check`)

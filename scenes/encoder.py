@@ -32,7 +32,7 @@ _FINISH = _segment.VideoSegmentEncoder.finish
 _KNOWN = {"f8be085ba027c0e7"}
 
 
-LOOKAHEAD = 5  # libx264 rc-lookahead (frames) at -q m, h and k; Manim's default (preset medium) is 40
+LOOKAHEAD = 3  # libx264 rc-lookahead (frames) at -q m, h and k; Manim's default (preset medium) is 40
 _REDUCED = ("m", "h", "k")  # -q l keeps Manim's defaults: a 480p look-ahead holds ~60 MiB, 2 workers fit anyway
 
 
@@ -41,7 +41,7 @@ def video_options(quality: str, threads: int | None = None) -> dict[str, str]:
 
     ``threads``: libx264 encoder threads (None: x264 chooses, 1.5 per core). Manim's ``crf`` 23 stays.
     A shorter look-ahead changes the encoded bytes, not the frames drawn (the mp4 stays H.264 yuv420p):
-    x264's macroblock-tree rate control sees 5 frames ahead instead of 40 (docs/speed.md gives the
+    x264's macroblock-tree rate control sees LOOKAHEAD (3) frames ahead instead of 40 (docs/speed.md gives the
     file sizes and CPU). The options are libx264's: cli/media.py passes them for mp4 segments only."""
     if quality not in ("l", "m", "h", "k"):
         raise ValueError(f"quality must be one of l, m, h, k; got {quality!r}")

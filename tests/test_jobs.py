@@ -35,29 +35,30 @@ def test_the_default_is_the_cores_or_as_many_workers_as_fit(quality, n_cores, bu
 
 def test_on_two_cores_and_a_gibibyte_the_default_is_two_at_preview_and_one_at_1080p():
     assert default_jobs("l", n_cores=2, budget=GiB) == 2
-    assert default_jobs("h", n_cores=2, budget=GiB) == 1  # 140 + 2 x 451 MiB = 1042 MiB do not fit
+    assert default_jobs("h", n_cores=2, budget=GiB) == 2  # 140 + 2 x 436 MiB = 1012 MiB fit
+    assert default_jobs("h", n_cores=3, budget=GiB) == 2  # 140 + 3 x 436 MiB do not
     assert default_jobs("l", n_cores=16, budget=GiB) == 3  # memory, not the cores, caps it: 140 + 3 x 294
     assert default_jobs("h", n_cores=2, budget=1042 * MiB) == 2
     assert cli_jobs.tree_budget() <= cli_jobs.TREE_BUDGET
 
 
 def test_the_measured_figures_are_the_ones_the_docstring_gives():
-    assert (WORKER_MIB["l"], WORKER_MIB["h"]) == (294, 451)
+    assert (WORKER_MIB["l"], WORKER_MIB["h"]) == (294, 436)
     doc = " ".join(cli_jobs.__doc__.split())
-    assert "294 MiB at ``-q l``" in doc and "451 MiB at ``-q h``" in doc
+    assert "294 MiB at ``-q l``" in doc and "436 MiB at ``-q h``" in doc
 
 
 def test_fewer_renders_start_while_a_trainer_runs():
     trainer = 450 * MiB
     assert render_slots(2, "l", 0, explicit=False, budget=GiB) == 2
     assert render_slots(2, "l", trainer, explicit=False, budget=GiB) == 1  # 140 + 450 + 294 MiB fit, + 294 not
-    assert render_slots(2, "h", 433 * MiB, explicit=False, budget=GiB) == 1  # 140 + 433 + 451 MiB fit
-    assert render_slots(2, "h", trainer, explicit=False, budget=GiB) == 0  # 140 + 450 + 451 > 1024: it waits
+    assert render_slots(2, "h", 433 * MiB, explicit=False, budget=GiB) == 1  # 140 + 433 + 436 MiB fit
+    assert render_slots(2, "h", trainer, explicit=False, budget=GiB) == 0  # 140 + 450 + 436 > 1024: it waits
 
 
 def test_an_explicit_jobs_that_cannot_fit_is_refused(monkeypatch):
     monkeypatch.setenv("RESIDUAL_MEMORY_BUDGET", "2G")
-    check_jobs(4, "h")  # 140 + 4 x 451 MiB fit in 2 GiB
+    check_jobs(4, "h")  # 140 + 4 x 436 MiB fit in 2 GiB
     with pytest.raises(ConfigError, match=r"--jobs 5 at quality h would need about 2\.3 GiB .* use --jobs 4"):
         check_jobs(5, "h")
 
