@@ -5,7 +5,7 @@ Example::
     python -c "from cli.jobs import default_jobs; print(default_jobs('l'))"
 
 A render worker is a ``render.py _worker`` process (Manim, one core). Its peak resident memory was measured
-as the local pool runs it (one libx264 thread, ``$RESIDUAL_ENCODER_THREADS``), traces cached, Manim 0.22,
+with one libx264 thread (:data:`ENCODER_THREADS`, as every render runs), traces cached, Manim 0.22,
 Debian 12: 294 MiB at ``-q l`` (854x480; the largest maximum RSS, ``/usr/bin/time -f %M``, of IdentityHighway,
 GradientPlusOne and ChainRuleProduct) and 436 MiB at ``-q h`` (1920x1080; ChainRuleExploding, the largest
 worker of a whole ``render.py all -q h --jobs 2`` run, ``benchmarks/tree_rss.py``: 409 and 436 MiB in two runs
@@ -49,7 +49,7 @@ WORKER_MIB = {q: round(_MEASURED_MIB["l"] + _SLOPE * (px - _PIXELS["l"])) for q,
 MAIN_MIB = 140  # render.py itself: click, Manim, the scenes (measured 133-136 MiB for `all --check`)
 TRAINER_BASE_MIB = 400  # python -m simulation.cache with torch imported, before the run's own memory
 TREE_BUDGET = 1024 * MiB  # the default keeps the whole process tree within this (issue 11)
-ENCODER_THREADS = "RESIDUAL_ENCODER_THREADS"  # libx264 threads of a render worker (set by the local pool)
+ENCODER_THREADS = 1  # libx264 threads of every render (cli/media.py): the same segments pooled or alone
 
 
 def worker_bytes(quality: str) -> int:

@@ -416,8 +416,10 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
         from scenes.encoder import queue_size, video_options
 
         if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/encoder.py)
-            threads = os.environ.get(ENCODER_THREADS)
-            settings["video_encoder_options"] = video_options(job.quality, int(threads) if threads else None)
+            # One x264 thread for every render, pooled or alone: Manim 0.22 keys its segment cache on the encoder
+            # options, so a lone render and the same scene in a pool share segments; the encode still runs beside
+            # the drawing (Manim's encoder thread; PyAV releases the GIL), and two pooled renders fill 2 cores.
+            settings["video_encoder_options"] = video_options(job.quality, ENCODER_THREADS)
         if job.format != "png" and queue_size(job.quality) is not None:  # fewer 1080p frames wait for the encoder
             settings["encoder_queue_size"] = queue_size(job.quality)
         with scene_config(settings):

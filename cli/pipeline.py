@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
 
-from cli.jobs import ENCODER_THREADS
 from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
 from simulation.cache import digest_path
 
@@ -148,10 +147,7 @@ class LocalPool:
         with self._gate:
             if self._stopped is not None:
                 raise RenderError(f"{job.scene}: not started (stopped)")
-            # Renders that share the cores: one libx264 thread each (less CPU than x264's own threads, and
-            # the same bytes for the same frames); a lone render keeps x264's threads for its wall time.
-            env = {ENCODER_THREADS: "1"} if self.slots > 1 else None
-            return run_worker(job, env=env, pythonpath=module_root(job.module), started=self._started)
+            return run_worker(job, pythonpath=module_root(job.module), started=self._started)
 
     def _started(self, proc: subprocess.Popen) -> None:
         with self._lock:  # a render started while stop() ran is stopped too

@@ -175,11 +175,13 @@ def test_stopping_parallel_renders_stops_every_worker_and_leaves_no_final_file(t
     assert not [p for p in isolated_cache.rglob(".*") if p.is_file()]  # no half-written trace or cache entry
 
 
-@pytest.mark.parametrize("slots,env", [(1, None), (2, {"RESIDUAL_ENCODER_THREADS": "1"})])
-def test_renders_that_share_the_cores_get_one_encoder_thread_each(monkeypatch, slots, env):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_pooled_render_gets_no_environment_of_its_own(monkeypatch, slots):
+    """A pool passes nothing that would make its renders differ from a lone render (Manim's segment cache is
+    keyed on the encoder options, which cli/media.py sets the same for every render)."""
     from cli import pipeline
 
     seen = []
     monkeypatch.setattr(pipeline, "run_worker", lambda job, env=None, **kw: seen.append(env) or [])
     pipeline.LocalPool(slots).render(_job("A", "d1"))
-    assert seen == [env]
+    assert seen == [None]
