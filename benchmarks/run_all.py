@@ -59,6 +59,7 @@ def recorder_rows(model: str, quick: bool) -> list[tuple[str, Figure | str]]:
 
     figs = bench_recorder.overhead(model, quick=quick, min_rounds=2 if quick else 5, max_rounds=2 if quick else 11)
     return [(f"recorder / bare, {model}", figs["recorder"]),
+            (f"  plain totals, {model}", figs["recorder total"]),
             (f"  + held-out test error, {model}", figs["recorder+test"]),
             (f"  TensorBoard histograms / bare, {model}", figs["tensorboard"])]
 

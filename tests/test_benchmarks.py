@@ -99,8 +99,8 @@ def test_run_all_quick_smoke(tmp_path):
     lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("metric"))
     assert _cells(lines[start]) == list(COLUMNS)
-    rows = [_cells(line) for line in lines[start + 2:start + 5]]
-    assert [r[0] for r in rows] == ["recorder / bare, mlp", "+ held-out test error, mlp",
+    rows = [_cells(line) for line in lines[start + 2:start + 6]]
+    assert [r[0] for r in rows] == ["recorder / bare, mlp", "plain totals, mlp", "+ held-out test error, mlp",
                                     "TensorBoard histograms / bare, mlp"]
     figures = json.loads(out.read_text())
     assert [f["metric"].strip() for f in figures] == [r[0] for r in rows]
@@ -116,3 +116,22 @@ def test_run_all_rejects_an_unknown_metric():
     done = subprocess.run([sys.executable, "benchmarks/run_all.py", "--only", "nonsense"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "unknown metric 'nonsense'" in done.stderr
+
+
+def test_the_record_cycle_estimate_ignores_one_slow_cycle_and_counts_the_last():
+    """CycleClock: the median full cycle times the full cycles, plus the last cycle as it was; one cycle slowed
+    from outside does not move it, a cost in every cycle does."""
+    from benchmarks.bench_recorder import CycleClock
+
+    def estimate(cycles):
+        clock = CycleClock(10)
+        clock.marks = [0.0]
+        for c in cycles:
+            clock.marks.append(clock.marks[-1] + c)
+        return clock.estimate(), clock.total()
+
+    even, total = estimate([1.0] * 19 + [1.5])
+    assert even == pytest.approx(20.5) and total == pytest.approx(20.5)
+    slowed, total = estimate([1.0] * 9 + [9.0] + [1.0] * 9 + [1.5])
+    assert slowed == pytest.approx(20.5) and total == pytest.approx(28.5)
+    assert estimate([1.1] * 19 + [1.5])[0] == pytest.approx(19 * 1.1 + 1.5)
