@@ -49,7 +49,7 @@ WORKER_MIB = {q: round(_MEASURED_MIB["l"] + _SLOPE * (px - _PIXELS["l"])) for q,
 MAIN_MIB = 140  # render.py itself: click, Manim, the scenes (measured 133-136 MiB for `all --check`)
 TRAINER_BASE_MIB = 400  # python -m simulation.cache with torch imported, before the run's own memory
 TREE_BUDGET = 1024 * MiB  # the default keeps the whole process tree within this (issue 11)
-ENCODER_THREADS = 1  # libx264 threads of every render (cli/media.py): the same segments pooled or alone
+ENCODER_THREADS = 1  # libx264 threads of every render from -q m up (cli/media.py): the same segments pooled or alone
 
 
 def worker_bytes(quality: str) -> int:

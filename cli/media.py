@@ -416,10 +416,11 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
         from scenes.encoder import queue_size, video_options
 
         if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/encoder.py)
-            # One x264 thread for every render, pooled or alone: Manim 0.22 keys its segment cache on the encoder
-            # options, so a lone render and the same scene in a pool share segments; the encode still runs beside
-            # the drawing (Manim's encoder thread; PyAV releases the GIL), and two pooled renders fill 2 cores.
-            settings["video_encoder_options"] = video_options(job.quality, ENCODER_THREADS)
+            # The same options for every render of a quality, pooled or alone: Manim 0.22 keys its segment cache
+            # on them, so a lone render and the same scene in a pool share segments. From 720p up one x264 thread
+            # (the encode still runs beside the drawing, in Manim's encoder thread); at -q l Manim's own.
+            threads = ENCODER_THREADS if job.quality != "l" else None
+            settings["video_encoder_options"] = video_options(job.quality, threads)
         if job.format != "png" and queue_size(job.quality) is not None:  # fewer 1080p frames wait for the encoder
             settings["encoder_queue_size"] = queue_size(job.quality)
         with scene_config(settings):

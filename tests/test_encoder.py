@@ -155,7 +155,7 @@ class _Stop(Exception):
 
 @pytest.mark.parametrize("quality,fmt,options,queue", [
     ("h", "mp4", {"rc-lookahead": str(encoder.LOOKAHEAD), "threads": "1"}, encoder.QUEUE),
-    ("l", "mp4", {"threads": "1"}, None),
+    ("l", "mp4", {}, None),  # -q l: Manim's own encoder options
     ("h", "webm", None, encoder.QUEUE),  # libvpx: Manim's options
 ])
 def test_a_render_passes_the_encoder_settings_to_manim(tmp_path, monkeypatch, quality, fmt, options, queue):
