@@ -44,10 +44,11 @@ class TinyTrace(LectureScene):
 
 
 class TinySlow(LectureScene):
-    """One long animation (a minute of frames): a render to interrupt."""
+    """One long animation (ten minutes of frames, ~20 s to render at -q l): a render to interrupt. Long, so that
+    it is still running when a test on a busy machine gets round to sending the signal."""
 
     def construct(self) -> None:
-        self.play(Create(Circle()), run_time=60)
+        self.play(Create(Circle()), run_time=600)
 
 
 class TinyStill(LectureScene):
