@@ -114,6 +114,9 @@ def render_slots(jobs: int, quality: str, trainer: int, explicit: bool, budget: 
 def describe_cap() -> str:
     """One line for --help: the rule and the measured figures it uses."""
     per = ", ".join(f"{q} {WORKER_MIB[q]}" for q in ("l", "m", "h", "k"))
-    here = ", ".join(f"{default_jobs(q)} at -q {q}" for q in ("l", "h"))
+    try:
+        here = ", ".join(f"{default_jobs(q)} at -q {q}" for q in ("l", "h"))
+    except ConfigError:  # e.g. a bad $RESIDUAL_MEMORY_BUDGET: --help must still work; a render reports it
+        here = "unknown (the memory budget setting is invalid)"
     return (f"Default: the cores, capped so the command and its workers stay within 1 GiB and half the "
             f"available memory (MiB per worker: {per}); here now: {here}.")

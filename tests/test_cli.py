@@ -499,3 +499,17 @@ def test_a_corrupt_cached_trace_is_counted_as_to_train_and_warned_about_once(iso
     assert caplog.text.count("ignoring cached trace") == 1, caplog.text
     assert "traces: 1 trained, 1 from the cache" in again.stderr
     assert Trace.load(victim).meta.digest == victim.stem
+
+
+@pytest.mark.parametrize("budget", ["abc", "-1", "1.5"])
+def test_a_bad_memory_budget_is_one_line_and_list_still_works(budget, tmp_path):
+    """$RESIDUAL_MEMORY_BUDGET is read while --help text is built: a bad value must not break `list` (exit 0)
+    and a render says why in one line (exit 1), without a traceback."""
+    env = {**os.environ, "RESIDUAL_MEMORY_BUDGET": budget, "RESIDUAL_CACHE": str(tmp_path / "cache")}
+    listing = subprocess.run([sys.executable, "render.py", "list"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert listing.returncode == 0 and "Traceback" not in listing.stderr, listing.stderr
+    check = subprocess.run([sys.executable, "render.py", "render", "ChainRuleProduct", "--check"], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    lines = check.stderr.strip().splitlines()
+    assert check.returncode == 1 and len(lines) == 1, check.stderr
+    assert lines[0].startswith("Error: RESIDUAL_MEMORY_BUDGET") and lines[0].endswith(f"got {budget!r}"), lines
