@@ -417,9 +417,12 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
 def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cache, sig):
     out = tmp_path / "out"
     folder = out / "480p15" / "en"
+    # preexec_fn: a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
+    # inherited SIG_IGN (CI started that way saw Ctrl-C do nothing); the command under test gets the default.
     proc = subprocess.Popen([sys.executable, "render.py", "render", "cli_scenes:TinySlow", "-o", str(out)],
-                            cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Wait until Manim is writing the segment of the minute-long animation, then interrupt.
+                            cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # Wait until Manim is writing the segment of the ten-minute animation, then interrupt.
     _wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))
     proc.send_signal(sig)
     proc.wait(timeout=60)

@@ -53,6 +53,14 @@ def test_converted_once_writes_the_same_file_as_manim(tmp_path, container, codec
         assert theirs != _encode(tmp_path / "manim-again.webm", spec, frames, encoder._ORIGINAL)
         assert _decoded(tmp_path / "ours.webm") == _decoded(tmp_path / "manim.webm")
     else:
+        # libx264 on this shared machine has written other bytes for the same input and options (twice in CI, one
+        # thread): both sides are encoded again, up to three times; a held-frame path that differs from Manim's
+        # differs every time, an encoder that wavered once does not.
+        for attempt in range(2):
+            if ours == theirs:
+                break
+            theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
+            ours = _encode(tmp_path / f"ours.{container}", spec, frames, encoder.write_frame)
         assert ours == theirs
     assert len(_decoded(tmp_path / f"ours.{container}")) == sum(r for _, r in frames)
 
