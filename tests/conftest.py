@@ -19,3 +19,24 @@ def pytest_addoption(parser):
                      help="Write the frame-comparison control data under tests/control_data/ instead of comparing.")
     parser.addoption("--show_diff", action="store_true", default=False,
                      help="Show a failing frame comparison side by side (needs a display).")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup`` (pyproject's addopts): give each test with an ``xdist_group`` mark the ``@group``
+    suffix on its node id, which is how pytest-xdist's scheduler sends a group to one worker.
+
+    pytest-xdist 3.8 writes the suffix into ``item._nodeid``; pytest 9.2 keeps node ids in ``item._id``, so the
+    suffix is lost and every grouped test is scheduled alone (pytest-dev/pytest-xdist#1386): the scene
+    builds the groups exist to share (tests/dry_run.py) were made on both workers. Where xdist's own suffix
+    took, nothing is changed."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = f"@{'_'.join(names)}"
+        if names and not item.nodeid.endswith(suffix):
+            from _pytest.nodeid import NodeId  # pytest >= 9.2 only; older pytest took xdist's suffix above
+
+            item._id = NodeId.parse(item.nodeid + suffix)
