@@ -44,9 +44,14 @@ def _visible(mob: Mobject) -> bool:
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
-    left, right = mob.get_left()[0], mob.get_right()[0]
-    bottom, top = mob.get_bottom()[1], mob.get_top()[1]
-    return left, right, bottom, top
+    """(left, right, bottom, top): the values of ``get_left()[0]``, ``get_right()[0]``, ``get_bottom()[1]``
+    and ``get_top()[1]``, from one pass over the boundary points instead of four (Manim's
+    ``get_critical_point`` takes the min or max of the same points; none: all 0)."""
+    points = mob.get_points_defining_boundary()
+    if len(points) == 0:
+        return 0.0, 0.0, 0.0, 0.0
+    low, high = points.min(axis=0), points.max(axis=0)
+    return low[0], high[0], low[1], high[1]
 
 
 def _describe(mob: Mobject) -> str:

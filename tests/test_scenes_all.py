@@ -15,9 +15,11 @@ checker itself catches both faults.
 from __future__ import annotations
 
 import pytest
-from manim import DOWN, RIGHT, UP
+from hypothesis import given, settings, strategies as st
+from manim import DOWN, RIGHT, UP, Dot, Text, VGroup
 
 from scenes import SCENES_IN_ORDER
+from scenes import layout
 from scenes.base import LectureScene
 from scenes.style import LANGS
 
@@ -111,3 +113,17 @@ def test_layout_checker_catches_overlapping_texts(tmp_path):
 def test_layout_checker_catches_text_outside_the_frame(tmp_path):
     log = dry_run(_OffFrame, tmp_path).layout_log
     assert len(log) == 1 and log[0].startswith("outside the frame:") and "omega" in log[0], log
+
+
+_BOX_PROBES = {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(dx=st.floats(-9, 9), dy=st.floats(-6, 6), angle=st.floats(-3.2, 3.2), scale=st.floats(0.05, 4),
+       which=st.sampled_from(["text", "group", "empty"]))
+def test_layout_box_is_the_four_edges_manim_reports(dx, dy, angle, scale, which):
+    """layout._box (one pass over the boundary points) gives exactly Manim's get_left/right/bottom/top."""
+    if not _BOX_PROBES:
+        _BOX_PROBES.update(text=Text("alpha ‖x‖"), group=VGroup(Text("omega"), Dot().shift(2 * DOWN)), empty=VGroup())
+    mob = _BOX_PROBES[which].copy().scale(scale).rotate(angle).shift([dx, dy, 0])
+    assert layout._box(mob) == (mob.get_left()[0], mob.get_right()[0], mob.get_bottom()[1], mob.get_top()[1])
