@@ -504,15 +504,30 @@ def test_a_corrupt_cached_trace_is_counted_as_to_train_and_warned_about_once(iso
     assert Trace.load(victim).meta.digest == victim.stem
 
 
+BUDGET_PROBE = """
+import json
+from click.testing import CliRunner
+from render import cli  # building the options' --help reads $RESIDUAL_MEMORY_BUDGET
+out = {}
+for name, args in (("list", ["list"]), ("check", ["render", "ChainRuleProduct", "--check"])):
+    result = CliRunner().invoke(cli, args)
+    out[name] = {"code": result.exit_code, "stderr": result.stderr,
+                 "exception": type(result.exception).__name__ if result.exception else None}
+print(json.dumps(out))
+"""
+
+
 @pytest.mark.parametrize("budget", ["abc", "-1", "1.5"])
 def test_a_bad_memory_budget_is_one_line_and_list_still_works(budget, tmp_path):
-    """$RESIDUAL_MEMORY_BUDGET is read while --help text is built: a bad value must not break `list` (exit 0)
-    and a render says why in one line (exit 1), without a traceback."""
+    """$RESIDUAL_MEMORY_BUDGET is read while --help text is built, when render.py is imported: in a fresh
+    interpreter with a bad value, the import must work, `list` exit 0 and a render say why in one line (exit 1),
+    never a traceback (an exception other than click's exit). One interpreter per value runs both commands."""
     env = {**os.environ, "RESIDUAL_MEMORY_BUDGET": budget, "RESIDUAL_CACHE": str(tmp_path / "cache")}
-    listing = subprocess.run([sys.executable, "render.py", "list"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert listing.returncode == 0 and "Traceback" not in listing.stderr, listing.stderr
-    check = subprocess.run([sys.executable, "render.py", "render", "ChainRuleProduct", "--check"], cwd=ROOT, env=env,
-                           capture_output=True, text=True)
-    lines = check.stderr.strip().splitlines()
-    assert check.returncode == 1 and len(lines) == 1, check.stderr
+    done = subprocess.run([sys.executable, "-c", BUDGET_PROBE], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    listing, check = json.loads(done.stdout.splitlines()[-1]).values()
+    assert listing["code"] == 0 and listing["exception"] in (None, "SystemExit"), listing
+    assert "Traceback" not in listing["stderr"], listing["stderr"]
+    lines = check["stderr"].strip().splitlines()
+    assert check["code"] == 1 and check["exception"] == "SystemExit" and len(lines) == 1, check
     assert lines[0].startswith("Error: RESIDUAL_MEMORY_BUDGET") and lines[0].endswith(f"got {budget!r}"), lines
