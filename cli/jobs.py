@@ -38,7 +38,7 @@ import os
 from simulation.config import ConfigError
 
 __all__ = ["WORKER_MIB", "MAIN_MIB", "TRAINER_BASE_MIB", "TREE_BUDGET", "worker_bytes", "cores", "tree_budget",
-           "default_jobs", "check_jobs", "render_slots", "describe_cap"]
+           "default_jobs", "check_jobs", "render_slots", "training_room", "describe_cap"]
 
 MiB = 2**20
 # Peak RSS of one render worker by quality (MiB): l and h measured, m and k on the line through them.
@@ -109,6 +109,15 @@ def render_slots(jobs: int, quality: str, trainer: int, explicit: bool, budget: 
     if budget is None:
         budget = _memory_budget()[0] if explicit else tree_budget()
     return min(jobs, _fit(budget, quality, trainer))
+
+
+def training_room(explicit: bool, budget: int | None = None) -> int:
+    """Bytes that trainer processes may hold together beside the command (the budget, as for
+    :func:`render_slots`, less :data:`MAIN_MIB`): two trainers run at once only within it
+    (cli/pipeline.py, RunQueue), each counted as :data:`TRAINER_BASE_MIB` plus its largest run."""
+    if budget is None:
+        budget = _memory_budget()[0] if explicit else tree_budget()
+    return max(0, budget - MAIN_MIB * MiB)
 
 
 def describe_cap() -> str:
