@@ -748,7 +748,8 @@ def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int
     elif fresh:
         sizes = [estimate(c).total for c in fresh]
         # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
-        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None)
+        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
+                         backlog=lambda: pool.waiting > 0)
         trainer = Trainer(fresh, queue=queue)
         helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
         slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)

@@ -247,32 +247,50 @@ class RunQueue:
     ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.memory.estimate`); a
     trainer process counts as ``base`` plus the largest run it has taken (its memory does not shrink after
     a run). The trainer waits before a run that would not fit beside the helper, and the helper, which sees
-    that (:attr:`head_waiting`), stops after its current run."""
+    that (:attr:`head_waiting`), stops after its current run.
+
+    A run too large to ever share the room with a second trainer ("large") is taken out of order while
+    ``backlog()`` is true (scenes wait for the render slot, so no helper could use it anyway), and once a
+    helper found no room beside the trainer's large run, the trainer is told to start a fresh process before
+    its next small run, which gives that memory back (:meth:`take_head`)."""
 
     def __init__(self, configs: list, estimates: list[int] | None = None, base: int = 0,
-                 room: int | None = None) -> None:
+                 room: int | None = None, backlog: Callable[[], bool] = lambda: False) -> None:
         self._items = list(zip(configs, estimates or [0] * len(configs)))
-        self.base, self.room = base, room
-        self.trainer_bytes = 0  # base + largest run the trainer has taken (0 before its first)
+        self.base, self.room, self.backlog = base, room, backlog
+        self.trainer_bytes = 0  # base + largest run the trainer's process has taken (0 before its first)
         self.helper_bytes = 0  # the same for the helper's process while it lives, else 0
         self.head_waiting = False
+        self._helper_starved = False  # a helper found no room beside the trainer's largest run
         self._cond = threading.Condition()
 
     def __len__(self) -> int:
         with self._cond:
             return len(self._items)
 
+    def _large(self, size: int) -> bool:
+        return self.room is not None and 2 * self.base + size > self.room
+
     def take_head(self):
-        """The next run in order for the trainer, None when none is left; waits while it does not fit."""
+        """The next run for the trainer, as (config, restart), None when none is left; waits while it does not
+        fit beside the helper. ``restart``: start a fresh trainer process for it (see the class docstring)."""
         with self._cond:
             while self._items:
-                config, size = self._items[0]
-                need = max(self.trainer_bytes, self.base + size)
+                index = 0
+                if self.backlog():
+                    index = next((i for i, (_, size) in enumerate(self._items) if self._large(size)), 0)
+                config, size = self._items[index]
+                fresh = self.base + size
+                restart = (self._helper_starved and not self._large(size) and self.trainer_bytes > fresh
+                           and self._large(self.trainer_bytes - self.base))
+                need = fresh if restart else max(self.trainer_bytes, fresh)
                 if self.room is None or not self.helper_bytes or need + self.helper_bytes <= self.room:
                     self.head_waiting = False
-                    self._items.pop(0)
+                    del self._items[index]
                     self.trainer_bytes = need
-                    return config
+                    if restart:
+                        self._helper_starved = False
+                    return config, restart
                 self.head_waiting = True
                 self._cond.wait()
             return None
@@ -293,11 +311,17 @@ class RunQueue:
             return None
 
     def could_help(self) -> bool:
-        """Whether a helper process starting now would find a run that fits."""
+        """Whether a helper process starting now would find a run that fits (if one would but for the trainer's
+        large run, the trainer starts afresh before its next small run)."""
         with self._cond:
+            if self.room is None or self.head_waiting:
+                return False
             trainer = max(self.trainer_bytes, self.base)
-            return (self.room is not None and not self.head_waiting
-                    and any(self.base + size + trainer <= self.room for _, size in self._items))
+            if any(self.base + size + trainer <= self.room for _, size in self._items):
+                return True
+            if any(not self._large(size) for _, size in self._items):
+                self._helper_starved = True
+            return False
 
     def helper_gone(self) -> None:
         with self._cond:
@@ -315,7 +339,12 @@ class Trainer:
 
     def run(self, done: Callable[[str, str | None], None]) -> None:
         """Call ``done(digest, error or None)`` for each run as it is cached, until the queue is empty."""
-        while (config := self.queue.take_head()) is not None:
+        while (taken := self.queue.take_head()) is not None:
+            config, restart = taken
+            if restart:  # a fresh process: the memory of the last large run goes back
+                self.proc.stdin.close()
+                self.proc.wait()
+                self.proc = _start_trainer()
             digest, error = _train_one(self.proc, config)
             done(digest, error)
         self.proc.stdin.close()
