@@ -6,8 +6,8 @@ Example::
         all -q l -o $(mktemp -d)
 
 Runs ``render.py ARGS`` (this checkout) and samples its process tree with psutil every ``--interval`` seconds:
-each process's first and last sighting and its CPU seconds (user + sys, its reaped children included: LaTeX,
-dvisvgm). The trainer's log lines (``training DIGEST (...)``) on stderr are time-stamped to split the trainer
+each process's first and last sighting, its CPU seconds (user + sys, its reaped children included: LaTeX,
+dvisvgm) and its peak RSS, and the peak of the tree's summed RSS. The trainer's log lines (``training DIGEST (...)``) on stderr are time-stamped to split the trainer
 into its runs. Prints one line per task in start order (training runs, render workers), then CPU s per phase
 (start-up of the command, training, rendering) and where the cores of this tree were idle: the seconds during
 which fewer tasks ran than ``--cores``, the wall time after the trainer ended, and the task that ended last.
@@ -71,6 +71,7 @@ def record(args: list[str], interval: float = 0.1) -> dict:
     reader.start()
     root = psutil.Process(proc.pid)
     seen: dict[int, dict] = {}
+    peak_tree = 0  # summed RSS of the tree, as benchmarks/tree_rss.py
     active: list[tuple[float, int, float]] = []  # (t, tasks running, tree CPU s so far)
     trainer_cpu: list[tuple[float, float]] = []  # (t, the trainer's CPU s so far)
     cache = Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
@@ -81,7 +82,7 @@ def record(args: list[str], interval: float = 0.1) -> dict:
             tree = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             break
-        tasks, total = 0, 0.0
+        tasks, total, rss = 0, 0.0, 0
         for p in tree:
             try:
                 info = seen.get(p.pid)
@@ -90,6 +91,9 @@ def record(args: list[str], interval: float = 0.1) -> dict:
                     info = seen[p.pid] = {"pid": p.pid, "kind": kind, "name": name, "start": now, "end": now,
                                           "cpu": 0.0, "ppid": p.ppid()}
                 info["end"], info["cpu"] = now, _cpu(p, info["kind"])
+                mem = p.memory_info().rss
+                info["peak_rss"] = max(info.get("peak_rss", 0), mem)
+                rss += mem
             except psutil.Error:
                 continue
             if info["kind"] in ("trainer", "worker"):
@@ -99,6 +103,7 @@ def record(args: list[str], interval: float = 0.1) -> dict:
             if info["kind"] != "tool":  # a tool's CPU is its parent's children_* once reaped
                 total += info["cpu"]
         active.append((now, tasks, total))
+        peak_tree = max(peak_tree, rss)
         if cache.is_dir():
             for entry in os.scandir(cache):
                 if entry.name.endswith(".npz") and not entry.name.startswith("."):
@@ -109,7 +114,7 @@ def record(args: list[str], interval: float = 0.1) -> dict:
     return {"wall_s": round(time.perf_counter() - started, 2), "returncode": returncode,
             "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], "processes": list(seen.values()),
             "log": log, "active": active,
-            "trainer_cpu": trainer_cpu, "cached": cached}
+            "trainer_cpu": trainer_cpu, "cached": cached, "peak_tree_rss": peak_tree}
 
 
 def _trainings(run: dict) -> list[dict]:
@@ -138,12 +143,13 @@ def _trainings(run: dict) -> list[dict]:
 
 def summarise(run: dict, cores: int) -> str:
     procs = run["processes"]
-    lines = [f"wall {run['wall_s']:.1f} s, exit {run['returncode']}, load {run['load'][0]} -> {run['load'][1]}"]
+    lines = [f"wall {run['wall_s']:.1f} s, exit {run['returncode']}, load {run['load'][0]} -> {run['load'][1]}, "
+             f"peak RSS of the tree {run.get('peak_tree_rss', 0) / 2**20:.0f} MiB"]
     tasks = sorted([p for p in procs if p["kind"] in ("worker", "trainer", "main")], key=lambda p: p["start"])
-    lines.append(f"{'start':>7} {'end':>7} {'wall':>6} {'CPU s':>6}  task")
+    lines.append(f"{'start':>7} {'end':>7} {'wall':>6} {'CPU s':>6} {'MiB':>5}  task")
     for p in tasks:
-        lines.append(f"{p['start']:7.1f} {p['end']:7.1f} {p['end'] - p['start']:6.1f} {p['cpu']:6.1f}  "
-                     f"{p['kind']} {p['name']}")
+        lines.append(f"{p['start']:7.1f} {p['end']:7.1f} {p['end'] - p['start']:6.1f} {p['cpu']:6.1f} "
+                     f"{p.get('peak_rss', 0) / 2**20:5.0f}  {p['kind']} {p['name']}")
     trainings = _trainings(run)
     if trainings:
         lines.append("training runs (from the trainer's log lines):")
