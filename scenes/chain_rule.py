@@ -17,7 +17,7 @@ then where the trace says training became non-finite (step, block, pass). Source
 from __future__ import annotations
 
 import numpy as np
-from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
+from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
 
 from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
@@ -53,7 +53,8 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         "axis_y": {"en": "‖∂L/∂h_l‖ / ‖∂L/∂h_L‖", "zh": "‖∂L/∂h_l‖ / ‖∂L/∂h_L‖"},
         "plain": {"en": "plain sigmoid net", "zh": "普通 sigmoid 网络"},
         "residual": {"en": "residual sigmoid net", "zh": "残差 sigmoid 网络"},
-        "factor": {"en": "× {value}", "zh": "× {value}"},
+        "factor_start": {"en": "× 1", "zh": "× 1"},
+        "factor": {"en": "block {a} → {b}: × {value}", "zh": "第 {a} 块 → 第 {b} 块：× {value}"},
         "weights": {"en": "first / last block ‖∂L/∂W‖ at step 0:  plain {plain}   residual {residual}",
                     "zh": "第一块 / 最后一块 ‖∂L/∂W‖（第 0 步）：普通 {plain}   残差 {residual}"},
         "n_formula": {"en": "Backpropagation multiplies one factor per layer.",
@@ -110,7 +111,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             color = PALETTE[role]
             label = make_text(self.run_label(name), size=SIZE_LABEL, color=color)
             label.move_to([legend_x, 0.9 - 1.5 * row, 0], aligned_edge=LEFT)
-            readout = make_text(self.t("factor", value="1"), size=SIZE_LABEL, color=color)
+            readout = make_text(self.t("factor_start"), size=SIZE_LABEL, color=color)
             readout.next_to(label, DOWN, aligned_edge=LEFT, buff=0.12)
             rows[name] = (label, readout, color, factors[name], products[name])
             self.add(label, readout)
@@ -125,7 +126,8 @@ class ChainRuleProduct(SeedSpread, LectureScene):
                       radius=0.07)
             self.add(dot)
             for l in range(depth - 2, -1, -1):  # the factor between block l+1 and block l
-                new_readout = make_text(self.t("factor", value=self.number(f"{name}.block.{l}.factor", factor[l])),
+                value = self.number(f"{name}.block.{l}.factor", factor[l])  # blocks counted from 1, as the axis
+                new_readout = make_text(self.t("factor", a=l + 2, b=l + 1, value=value),
                                         size=SIZE_LABEL, color=color).move_to(readout, aligned_edge=LEFT)
                 new_curve = axes.polyline(blocks[l:][::-1], product[l:][::-1], color, what=f"{name}.out_grad_norm")
                 moves = [dot.animate.move_to(points[l])] if points[l] is not None else []  # the pen waits at a gap
@@ -145,6 +147,9 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         seed_lines = self.seed_claim(names)
         if seed_lines is not None:  # under the legend: how many seeds show the same
             seed_lines.next_to(rows[names[-1]][1], DOWN, buff=0.45, aligned_edge=LEFT)
+            room = config.frame_x_radius - 0.25 - seed_lines.get_left()[0]  # the Chinese lines are the longer
+            if seed_lines.width > room:
+                seed_lines.scale_to_fit_width(room).next_to(rows[names[-1]][1], DOWN, buff=0.45, aligned_edge=LEFT)
             self.play(FadeIn(seed_lines), run_time=0.6)
         self.cite(self._source)
         self.finish(names, summary)
