@@ -27,9 +27,10 @@ memory budget of :func:`simulation.memory.budget_bytes` (half the available memo
 ``--jobs N`` is honoured when N workers fit in the memory budget and refused before any work otherwise.
 While a trainer runs beside the renders, fewer renders start (:func:`render_slots`), so the tree keeps to
 the same bound; a second trainer takes an idle render slot only when both trainers, each counted as
-:data:`TRAINER_BASE_MIB` plus its largest run, fit in :func:`training_room` (cli/pipeline.py, RunQueue). Two ``-q h`` workers and the command by this rule need 2 x 436 + 140 = 1012 MiB, so the
-default at ``-q h`` on 2 cores is 2 jobs (a whole ``-q h`` lecture with two jobs and a look-ahead of 5 peaked at
-955 MiB summed over the tree: the two workers' peaks do not coincide).
+:data:`TRAINER_BASE_MIB` plus its largest run, fit in :func:`training_room` (cli/pipeline.py, RunQueue).
+Two ``-q h`` workers and the command by this rule need 2 x 436 + 140 = 1012 MiB, so the default at ``-q h`` on 2
+cores is 2 jobs (a whole ``-q h`` lecture with two jobs and a look-ahead of 5 peaked at 955 MiB summed over the
+tree: the two workers' peaks do not coincide).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ cluster. As soon as the last run a scene reads is in the cache, the scene is han
 the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
 traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
 on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon
-as a scene waits for it. Without it the one trainer was the cold lecture's critical path (docs/speed.md). Both pools render a scene the same way, with ``render.py _worker JOB`` in a process
-of its own (:func:`run_worker`); they differ only in where that process runs:
+as a scene waits for it. Without it the one trainer was the cold lecture's critical path (docs/speed.md).
+Both pools render a scene the same way, with ``render.py _worker JOB`` in a process of its own
+(:func:`run_worker`); they differ only in where that process runs:
 
 - :class:`LocalPool`: here, at most ``--jobs`` at once (fewer while a trainer runs, see cli/jobs.py),
   writing straight into the output folder;
