@@ -8,12 +8,11 @@ Example::
 Runs ``render.py ARGS`` (this checkout) and samples its process tree with psutil every ``--interval`` seconds: each
 process's first and last sighting, its CPU seconds (user + sys, its reaped children included: LaTeX, dvisvgm) and
 its peak RSS, and the peak of the tree's summed RSS. The trainer's log lines (``training DIGEST (...)``) on stderr
-are time-stamped to split the trainer into its runs. Prints one line per task in start order (training runs, render workers), then CPU s per phase
-(start-up of the command, training, rendering) and where the cores of this tree were idle: the seconds during
-which fewer tasks ran than ``--cores``, the wall time after the trainer ended, and the task that ended last.
-The load average is printed at the start and the end: CPU seconds are robust to other programs' load, wall
-seconds are not.
-"""
+are time-stamped to split the trainer into its runs. Prints one line per task in start order (training runs, render
+workers), then CPU s per phase (start-up of the command, training, rendering) and where the cores of this tree were
+idle: the seconds during which fewer tasks ran than ``--cores``, the wall time after the trainer ended, and the
+task that ended last. The load average is printed at the start and the end: CPU seconds are robust to other
+programs' load, wall seconds are not. """
 
 from __future__ import annotations
 
