@@ -12,6 +12,7 @@ cd "$(dirname "$0")"
 
 APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk espeak-ng)
 APT_PACKAGES+=(chromium)  # the deck and page tests drive it headless (Playwright, executable_path)
+APT_PACKAGES+=(valgrind)  # benchmarks/bench_instructions.py counts the recorder's instructions with callgrind
 VENV=${VENV:-.venv}
 TORCH_VERSION=2.13.0  # keep in step with pyproject.toml
 PY=${PYTHON:-python3}

@@ -737,22 +737,27 @@ def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int
     """Train ``fresh`` in lecture order while the scenes of ``todo`` render as their traces arrive, on
     the cluster at ``scheduler`` or in up to ``n_jobs`` local processes (cli/pipeline.py); (written,
     failures). Ctrl-C and SIGTERM stop the trainer and every render."""
-    from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots
-    from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, Trainer, run_pipeline
+    from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots, training_room
+    from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, RunQueue, Trainer, TrainingHelper, run_pipeline
     from simulation.memory import estimate
 
     pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
-    trainer, slots = None, n_jobs
+    trainer, helper, slots = None, None, n_jobs
     if fresh and scheduler:
         trainer = ClusterTrainer(fresh, scheduler)
     elif fresh:
-        trainer = Trainer(fresh)
-        slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in fresh), explicit)
+        sizes = [estimate(c).total for c in fresh]
+        # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
+        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
+                         backlog=lambda: pool.waiting > 0)
+        trainer = Trainer(fresh, queue=queue)
+        helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
+        slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)
 
     def stop_signal() -> int:
         return signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
 
-    return run_pipeline(todo, pool, trainer, slots, _note, stop_signal, progress=sys.stderr.isatty())
+    return run_pipeline(todo, pool, trainer, slots, _note, stop_signal, progress=sys.stderr.isatty(), helper=helper)
 
 
 @cli.command("_worker", hidden=True)

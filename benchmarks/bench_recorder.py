@@ -151,9 +151,10 @@ def _bare_step(task, step: int, batch) -> torch.Tensor:
     return loss
 
 
-def _loop(task_class, config, writer_dir: str | None) -> tuple[float, float]:
+def _loop(task_class, config, writer_dir: str | None, around=None) -> tuple[float, float]:
     """CPU seconds of ``config.steps`` bare steps, (record-cycle estimate, total); with ``writer_dir``, plus
-    TensorBoard histograms."""
+    TensorBoard histograms. ``around(True)`` / ``around(False)`` is called just before the first step and
+    after the last (bench_instructions switches callgrind's counting with it)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -178,6 +179,8 @@ def _loop(task_class, config, writer_dir: str | None) -> tuple[float, float]:
 
             handles = [p.register_hook(watch(name)) for name, p in task.model.named_parameters()]
         clock = CycleClock(config.record_every)
+        if around is not None:
+            around(True)
         for step in range(config.steps):
             clock.mark(step)
             state["step"] = step
@@ -189,6 +192,8 @@ def _loop(task_class, config, writer_dir: str | None) -> tuple[float, float]:
         if writer is not None:
             writer.close()
         clock.close()
+        if around is not None:
+            around(False)
         for h in handles:
             h.remove()
         return clock.estimate(), clock.total()

@@ -21,6 +21,9 @@ Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
 - ``hq`` (only with ``--include-hq``; about 10 min): ``render.py all -q h``, traces cached, wall / video.
   Target <= 1.5.
 - ``pytest`` (only with ``--include-pytest``): wall time of the default ``pytest`` run. Target <= 180 s.
+- ``instructions`` (only with ``--include-instructions``; ~25 min on one core, needs valgrind): the recorder's
+  overhead counted in instructions under callgrind (``bench_instructions.py``): the same count whatever the load,
+  a floor under the time ratio. Target <= 1.05.
 
 Ratios come from interleaved rounds (``benchmarks.measure``: rotating order, a discarded warm-up, median and
 interquartile range, rounds added until the range is clear of the target or a cap is hit). The lecture,
@@ -48,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
 
-METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "sweep", "lecture", "hq", "pytest")
+METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "instructions", "sweep", "lecture", "hq", "pytest")
 GIB = 2**30
 
 
@@ -173,6 +176,22 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
     return rows
 
 
+def instruction_rows(include: bool, quick: bool) -> list[tuple[str, Figure | str]]:
+    """Recorder / bare in instructions (callgrind; bench_instructions.py): one run each, deterministic."""
+    from benchmarks import bench_instructions, bench_recorder
+
+    if not include:
+        return [("recorder / bare, instructions", "skipped: pass --include-instructions")]
+    if not bench_instructions.available():
+        return [("recorder / bare, instructions", "skipped: valgrind is not installed")]
+    rows: list[tuple[str, Figure | str]] = []
+    for model in (("mlp",) if quick else bench_recorder.MODELS):
+        bare, recorded = bench_instructions.counts(model, 4 if quick else None)
+        rows.append((f"recorder / bare, instructions, {model}",
+                     Figure([recorded / bare], Target("<=", bench_instructions.TARGET), "x", [os.getloadavg()[0]])))
+    return rows
+
+
 # -- the default test run -------------------------------------------------------------------------
 
 def pytest_wall() -> float:
@@ -206,13 +225,14 @@ def selected(only: list[str] | None) -> list[str]:
     return [m for m in METRICS if m in chosen]
 
 
-def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, include_pytest: bool
-            ) -> list[tuple[str, Figure | str]]:
+def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, include_pytest: bool,
+            include_instructions: bool = False) -> list[tuple[str, Figure | str]]:
     rows: list[tuple[str, Figure | str]] = []
     steps: dict[str, Callable[[], list[tuple[str, Figure | str]]]] = {
         "recorder-mlp": lambda: recorder_rows("mlp", quick),
         "recorder-conv": lambda: recorder_rows("conv", quick),
         "recorder-transformer": lambda: recorder_rows("transformer", quick),
+        "instructions": lambda: instruction_rows(include_instructions, quick),
         "sweep": lambda: sweep_rows(quick),
         "lecture": lambda: lecture_rows(quick, repeats, include_hq),
         "hq": lambda: [] if "lecture" in metrics else lecture_rows(quick, repeats, include_hq)[-1:],
@@ -247,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs of each lecture / 1080p / pytest figure")
     parser.add_argument("--include-hq", action="store_true", help="also the 1080p60 lecture (~10 min)")
     parser.add_argument("--include-pytest", action="store_true", help="also the default pytest run's wall time")
+    parser.add_argument("--include-instructions", action="store_true",
+                        help="also the recorder's overhead in instructions (valgrind; ~25 min on one core)")
     parser.add_argument("--json", type=Path, help="also write the figures, every sample included, to this file")
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -255,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     named = set(args.only or ())  # naming a flagged metric in --only includes it
     started = time.perf_counter()
     rows = collect(metrics, args.quick, args.repeats, args.include_hq or "hq" in named,
-                   args.include_pytest or "pytest" in named)
+                   args.include_pytest or "pytest" in named, args.include_instructions or "instructions" in named)
     load = os.getloadavg()
     print(format_table(rows))
     print(f"({time.perf_counter() - started:.0f} s; load average now {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "

@@ -26,9 +26,11 @@ that the tree, the command plus its render workers, stays within :data:`TREE_BUD
 memory budget of :func:`simulation.memory.budget_bytes` (half the available memory). An explicit
 ``--jobs N`` is honoured when N workers fit in the memory budget and refused before any work otherwise.
 While a trainer runs beside the renders, fewer renders start (:func:`render_slots`), so the tree keeps to
-the same bound. Two ``-q h`` workers and the command by this rule need 2 x 436 + 140 = 1012 MiB, so the
-default at ``-q h`` on 2 cores is 2 jobs (a whole ``-q h`` lecture with two jobs and a look-ahead of 5 peaked at
-955 MiB summed over the tree: the two workers' peaks do not coincide).
+the same bound; a second trainer takes an idle render slot only when both trainers, each counted as
+:data:`TRAINER_BASE_MIB` plus its largest run, fit in :func:`training_room` (cli/pipeline.py, RunQueue).
+Two ``-q h`` workers and the command by this rule need 2 x 436 + 140 = 1012 MiB, so the default at ``-q h`` on 2
+cores is 2 jobs (a whole ``-q h`` lecture with two jobs and a look-ahead of 5 peaked at 955 MiB summed over the
+tree: the two workers' peaks do not coincide).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import os
 from simulation.config import ConfigError
 
 __all__ = ["WORKER_MIB", "MAIN_MIB", "TRAINER_BASE_MIB", "TREE_BUDGET", "worker_bytes", "cores", "tree_budget",
-           "default_jobs", "check_jobs", "render_slots", "describe_cap"]
+           "default_jobs", "check_jobs", "render_slots", "training_room", "describe_cap"]
 
 MiB = 2**20
 # Peak RSS of one render worker by quality (MiB): l and h measured, m and k on the line through them.
@@ -109,6 +111,15 @@ def render_slots(jobs: int, quality: str, trainer: int, explicit: bool, budget: 
     if budget is None:
         budget = _memory_budget()[0] if explicit else tree_budget()
     return min(jobs, _fit(budget, quality, trainer))
+
+
+def training_room(explicit: bool, budget: int | None = None) -> int:
+    """Bytes that trainer processes may hold together beside the command (the budget, as for
+    :func:`render_slots`, less :data:`MAIN_MIB`): two trainers run at once only within it
+    (cli/pipeline.py, RunQueue), each counted as :data:`TRAINER_BASE_MIB` plus its largest run."""
+    if budget is None:
+        budget = _memory_budget()[0] if explicit else tree_budget()
+    return max(0, budget - MAIN_MIB * MiB)
 
 
 def describe_cap() -> str:

@@ -413,13 +413,13 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
             "disable_caching": False, "max_files_cached": -1, "write_all": False,
             "verbosity": "INFO" if job.verbose else "WARNING", "progress_bar": "display" if progress else "none",
         }
-        from scenes.encoder import queue_size, video_options
+        from scenes.encoder import REDUCED, queue_size, video_options
 
         if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/encoder.py)
             # The same options for every render of a quality, pooled or alone: Manim 0.22 keys its segment cache
             # on them, so a lone render and the same scene in a pool share segments. From 720p up one x264 thread
             # (the encode still runs beside the drawing, in Manim's encoder thread); at -q l Manim's own.
-            threads = ENCODER_THREADS if job.quality != "l" else None
+            threads = ENCODER_THREADS if job.quality in REDUCED else None
             settings["video_encoder_options"] = video_options(job.quality, threads)
         if job.format != "png" and queue_size(job.quality) is not None:  # fewer 1080p frames wait for the encoder
             settings["encoder_queue_size"] = queue_size(job.quality)

@@ -8,8 +8,12 @@ Example::
 The missing runs train in lecture order, one after the other, in a trainer process (``python -m
 simulation.cache --stream``, so torch's memory goes back when it ends) or, with a scheduler, on the
 cluster. As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
-the next runs train. Both pools render a scene the same way, with ``render.py _worker JOB`` in a process
-of its own (:func:`run_worker`); they differ only in where that process runs:
+the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
+traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
+on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon
+as a scene waits for it. Without it the one trainer was the cold lecture's critical path (docs/speed.md).
+Both pools render a scene the same way, with ``render.py _worker JOB`` in a process of its own
+(:func:`run_worker`); they differ only in where that process runs:
 
 - :class:`LocalPool`: here, at most ``--jobs`` at once (fewer while a trainer runs, see cli/jobs.py),
   writing straight into the output folder;
@@ -41,8 +45,8 @@ from typing import Any, Callable
 from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
 from simulation.cache import digest_path
 
-__all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "Trainer", "ClusterTrainer", "run_pipeline",
-           "module_root"]
+__all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "RunQueue", "Trainer", "TrainingHelper",
+           "ClusterTrainer", "run_pipeline", "module_root"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RENDER_PY = ROOT / "render.py"
@@ -129,6 +133,7 @@ class LocalPool:
         self.procs: list[subprocess.Popen] = []
         self._gate = threading.Semaphore(slots)
         self._held = 0
+        self.waiting = 0  # renders waiting for a slot
         self._stopped: int | None = None  # the signal that stopped the pool
         self._lock = threading.Lock()
 
@@ -144,10 +149,30 @@ class LocalPool:
             self._held -= 1
 
     def render(self, job: RenderJob) -> list[Path]:
-        with self._gate:
+        with self._lock:
+            self.waiting += 1
+        try:
+            self._gate.acquire()
+        finally:
+            with self._lock:
+                self.waiting -= 1
+        try:
             if self._stopped is not None:
                 raise RenderError(f"{job.scene}: not started (stopped)")
             return run_worker(job, pythonpath=module_root(job.module), started=self._started)
+        finally:
+            self._gate.release()
+
+    def idle(self) -> bool:
+        """No render is waiting for a slot."""
+        return not self.waiting and self._stopped is None
+
+    def try_take_slot(self) -> bool:
+        """Take a free render slot for something else (a :class:`TrainingHelper`); False when none is free."""
+        return self._gate.acquire(blocking=False)
+
+    def give_slot(self) -> None:
+        self._gate.release()
 
     def _started(self, proc: subprocess.Popen) -> None:
         with self._lock:  # a render started while stop() ran is stopped too
@@ -219,33 +244,226 @@ class ClusterPool:
         self.client.close()
 
 
-class Trainer:
-    """``python -m simulation.cache --stream``: trains configs in the given order, one JSON line per run."""
+class RunQueue:
+    """The runs still to train, shared by the trainer (which takes them from the head, lecture order) and a
+    :class:`TrainingHelper` (from the tail); it keeps the two trainer processes within ``room`` bytes.
 
-    def __init__(self, configs: list) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "simulation.cache", "--stream"], cwd=ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
-        self.proc.stdin.write("".join(json.dumps(c.to_dict()) + "\n" for c in configs))
-        self.proc.stdin.close()
+    ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.memory.estimate`); a
+    trainer process counts as ``base`` plus the largest run it has taken (its memory does not shrink after
+    a run). The trainer waits before a run that would not fit beside the helper, and the helper, which sees
+    that (:attr:`head_waiting`), stops after its current run.
+
+    A run too large to ever share the room with a second trainer ("large") is taken out of order while
+    ``backlog()`` is true (scenes wait for the render slot, so no helper could use it anyway), and once a
+    helper found no room beside the trainer's large run, the trainer is told to start a fresh process before
+    its next small run, which gives that memory back (:meth:`take_head`)."""
+
+    def __init__(self, configs: list, estimates: list[int] | None = None, base: int = 0,
+                 room: int | None = None, backlog: Callable[[], bool] = lambda: False) -> None:
+        self._items = list(zip(configs, estimates or [0] * len(configs)))
+        self.base, self.room, self.backlog = base, room, backlog
+        self.trainer_bytes = 0  # base + largest run the trainer's process has taken (0 before its first)
+        self.helper_bytes = 0  # the same for the helper's process while it lives, else 0
+        self.head_waiting = False
+        self._helper_starved = False  # a helper found no room beside the trainer's largest run
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    def _large(self, size: int) -> bool:
+        return self.room is not None and 2 * self.base + size > self.room
+
+    def take_head(self):
+        """The next run for the trainer, as (config, restart), None when none is left; waits while it does not
+        fit beside the helper. ``restart``: start a fresh trainer process for it (see the class docstring)."""
+        with self._cond:
+            while self._items:
+                index = 0
+                if self.backlog():
+                    index = next((i for i, (_, size) in enumerate(self._items) if self._large(size)), 0)
+                config, size = self._items[index]
+                fresh = self.base + size
+                restart = (self._helper_starved and not self._large(size) and self.trainer_bytes > fresh
+                           and self._large(self.trainer_bytes - self.base))
+                need = fresh if restart else max(self.trainer_bytes, fresh)
+                if self.room is None or not self.helper_bytes or need + self.helper_bytes <= self.room:
+                    self.head_waiting = False
+                    del self._items[index]
+                    self.trainer_bytes = need
+                    if restart:
+                        self._helper_starved = False
+                    return config, restart
+                self.head_waiting = True
+                self._cond.wait()
+            return None
+
+    def take_tail(self, helper_bytes: int):
+        """The last run that fits beside the trainer in a helper process holding ``helper_bytes`` (0: not started
+        yet), as (config, the helper's bytes after it); None when none does or the trainer waits for room."""
+        with self._cond:
+            if self.head_waiting or self.room is None:
+                return None
+            for index in range(len(self._items) - 1, -1, -1):
+                config, size = self._items[index]
+                need = max(helper_bytes, self.base + size)
+                if need + max(self.trainer_bytes, self.base) <= self.room:
+                    del self._items[index]
+                    self.helper_bytes = need
+                    return config, need
+            return None
+
+    def could_help(self) -> bool:
+        """Whether a helper process starting now would find a run that fits (if one would but for the trainer's
+        large run, the trainer starts afresh before its next small run)."""
+        with self._cond:
+            if self.room is None or self.head_waiting:
+                return False
+            trainer = max(self.trainer_bytes, self.base)
+            if any(self.base + size + trainer <= self.room for _, size in self._items):
+                return True
+            if any(not self._large(size) for _, size in self._items):
+                self._helper_starved = True
+            return False
+
+    def helper_gone(self) -> None:
+        with self._cond:
+            self.helper_bytes = 0
+            self._cond.notify_all()
+
+
+class Trainer:
+    """``python -m simulation.cache --stream``: trains configs one at a time as this object hands them over
+    (from ``queue``'s head, or all of ``configs`` in order), one JSON line back per run."""
+
+    def __init__(self, configs: list, queue: RunQueue | None = None) -> None:
+        self.queue = queue if queue is not None else RunQueue(configs)
+        self.proc = _start_trainer()
 
     def run(self, done: Callable[[str, str | None], None]) -> None:
-        """Call ``done(digest, error or None)`` for each run as it is cached, until all are."""
-        for line in self.proc.stdout:
-            if line.strip():
-                item = json.loads(line)
-                done(item["digest"], item.get("error"))
+        """Call ``done(digest, error or None)`` for each run as it is cached, until the queue is empty."""
+        while (taken := self.queue.take_head()) is not None:
+            config, restart = taken
+            if restart:  # a fresh process: the memory of the last large run goes back
+                self.proc.stdin.close()
+                self.proc.wait()
+                self.proc = _start_trainer()
+            digest, error = _train_one(self.proc, config)
+            done(digest, error)
+        self.proc.stdin.close()
         if self.proc.wait():
             raise RenderError(f"training stopped (exit status {self.proc.returncode})")
 
     def stop(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        _stop(self.proc, sig)
+
+
+def _start_trainer() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "simulation.cache", "--stream"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+
+
+def _train_one(proc: subprocess.Popen, config) -> tuple[str, str | None]:
+    """Hand one run to a ``--stream`` process and wait for its line: (digest, error or None)."""
+    try:
+        proc.stdin.write(json.dumps(config.to_dict()) + "\n")
+        proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass  # it has exited: the empty read below says so
+    line = proc.stdout.readline()
+    while line and not line.strip():
+        line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise RenderError(f"training stopped (exit status {proc.returncode})")
+    item = json.loads(line)
+    return item["digest"], item.get("error")
+
+
+def _stop(proc: subprocess.Popen | None, sig: int) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class TrainingHelper:
+    """Trains runs from the tail of the queue on a render slot that nothing renders on.
+
+    While the trainer works through the runs in lecture order, the render slot beside it is idle whenever
+    no scene has all of its traces yet (the lecture's later scenes read many runs). This thread then takes
+    that slot from ``pool`` (so no render starts beside it), starts a second ``--stream`` process and trains
+    the last runs of the queue that fit in memory beside the trainer (:class:`RunQueue`), one at a time. It
+    stops after the current run, and its process exits so that its memory goes back, as soon as a scene is
+    waiting for a slot, the trainer is waiting for room, or nothing fitting is left; it starts again when
+    the slot is idle once more. Each run is still trained by ``python -m simulation.cache`` from its config
+    alone, so its trace is the same whichever process trains it."""
+
+    POLL = 0.2  # seconds between looks at an idle slot
+
+    def __init__(self, queue: RunQueue, pool: "LocalPool") -> None:
+        self.queue, self.pool = queue, pool
+        self.proc: subprocess.Popen | None = None
+        self.error: BaseException | None = None
+        self.trained: list[str] = []
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, done: Callable[[str, str | None], None]) -> None:
+        self._thread = threading.Thread(target=self._run, args=(done,), name="training-helper", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait until it has stopped (the queue is empty); re-raise its error, if any."""
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self, done: Callable[[str, str | None], None]) -> None:
+        try:
+            while len(self.queue) and not self._stopped.is_set():
+                if self.pool.idle() and self.queue.could_help() and self.pool.try_take_slot():
+                    try:
+                        self._help(done)
+                    finally:
+                        self.pool.give_slot()
+                else:
+                    self._stopped.wait(self.POLL)
+        except BaseException as exc:  # reported by join() in the pipeline's thread
+            self.error = exc
+
+    def _help(self, done: Callable[[str, str | None], None]) -> None:
+        held = 0
+        try:
+            while not self._stopped.is_set() and not self.pool.waiting:
+                taken = self.queue.take_tail(held)
+                if taken is None:
+                    break
+                config, held = taken
+                if self.proc is None:
+                    self.proc = _start_trainer()
+                digest, error = _train_one(self.proc, config)
+                self.trained.append(digest)
+                done(digest, error)
+        finally:
+            proc, self.proc = self.proc, None
+            if proc is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:  # it was stopped
+                    pass
+                proc.wait()
+            self.queue.helper_gone()
+
+    def stop(self, sig: int) -> None:
+        self._stopped.set()
+        _stop(self.proc, sig)
 
 
 class ClusterTrainer:
@@ -265,11 +483,14 @@ class ClusterTrainer:
 
 
 def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note: Callable[[str], None],
-                 stop_signal: Callable[[], int], progress: bool = False) -> tuple[list[Path], list[str]]:
+                 stop_signal: Callable[[], int], progress: bool = False,
+                 helper: TrainingHelper | None = None) -> tuple[list[Path], list[str]]:
     """Render ``todo`` (lecture order) through ``pool`` as their traces arrive; (files written, failures).
 
     ``trainer.run(done)`` trains the missing runs in order and calls ``done(digest, error)`` for each as it
     is cached (``trainer`` None: nothing to train); while it runs at most ``training_slots`` renders run.
+    ``helper`` (a :class:`TrainingHelper` sharing the trainer's queue) trains runs on a render slot that
+    no scene needs meanwhile; it may call ``done`` from its own thread.
     ``stop_signal()``: the signal to pass on when interrupted (SIGINT for Ctrl-C, SIGTERM for a kill)."""
     from tqdm.auto import tqdm
 
@@ -304,18 +525,23 @@ def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note
                 futures[executor.submit(render, job)] = job
 
     def done(digest: str, error: str | None) -> None:
-        if error:
-            failed_runs[digest] = error
-        else:
-            ready.add(digest)
-        submit_ready()
+        with lock:  # the trainer's thread and the helper's
+            if error:
+                failed_runs[digest] = error
+            else:
+                ready.add(digest)
+            submit_ready()
 
     try:
         if trainer is not None:
             pool.limit(training_slots)
             ready.update(d for job in todo for d in job.traces.values() if digest_path(d).is_file())
             submit_ready()
+            if helper is not None:
+                helper.start(done)
             trainer.run(done)
+            if helper is not None:
+                helper.join()
             pool.unlimit()
         else:
             ready.update(d for job in todo for d in job.traces.values())
@@ -334,6 +560,8 @@ def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note
         sig = stop_signal()
         for future in futures:
             future.cancel()
+        if helper is not None:
+            helper.stop(sig)
         if trainer is not None:
             trainer.stop(sig)
         pool.stop(sig)

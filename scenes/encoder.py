@@ -33,7 +33,7 @@ _KNOWN = {"f8be085ba027c0e7"}
 
 
 LOOKAHEAD = 3  # libx264 rc-lookahead (frames) at -q m, h and k; Manim's default (preset medium) is 40
-_REDUCED = ("m", "h", "k")  # -q l keeps Manim's defaults: a 480p look-ahead holds ~60 MiB, 2 workers fit anyway
+REDUCED = ("m", "h", "k")  # the lean encoder (and, in cli/media.py, one x264 thread); -q l keeps Manim's
 
 
 def video_options(quality: str, threads: int | None = None) -> dict[str, str]:
@@ -45,7 +45,7 @@ def video_options(quality: str, threads: int | None = None) -> dict[str, str]:
     file sizes and CPU). The options are libx264's: cli/media.py passes them for mp4 segments only."""
     if quality not in ("l", "m", "h", "k"):
         raise ValueError(f"quality must be one of l, m, h, k; got {quality!r}")
-    options = {"rc-lookahead": str(LOOKAHEAD)} if quality in _REDUCED else {}
+    options = {"rc-lookahead": str(LOOKAHEAD)} if quality in REDUCED else {}
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive int; got {threads!r}")
@@ -62,7 +62,7 @@ def queue_size(quality: str) -> int | None:
     The queue only bounds how far drawing runs ahead of encoding: the frames and bytes are the same."""
     if quality not in ("l", "m", "h", "k"):
         raise ValueError(f"quality must be one of l, m, h, k; got {quality!r}")
-    return QUEUE if quality in _REDUCED else None
+    return QUEUE if quality in REDUCED else None
 
 
 def _fingerprint(func) -> str:

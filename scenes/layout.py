@@ -61,14 +61,14 @@ def _describe(mob: Mobject) -> str:
 
 def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
                     tolerance: float = 0.02) -> list[str]:
-    """One line per text outside the frame and per pair of texts whose boxes overlap by more than
-    ``tolerance`` scene units on both axes."""
+    """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut)
+    and per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes."""
     texts = text_mobjects(mobjects)
     problems = []
     half_w, half_h = frame_width / 2, frame_height / 2
     boxes = [_box(m) for m in texts]
     for mob, (l, r, b, t) in zip(texts, boxes):
-        if l < -half_w - tolerance or r > half_w + tolerance or b < -half_h - tolerance or t > half_h + tolerance:
+        if l < -half_w or r > half_w or b < -half_h or t > half_h:
             problems.append(f"outside the frame: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], y [{b:.2f}, {t:.2f}]")
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):

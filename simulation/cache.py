@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
 from .memory import check_memory
@@ -124,11 +125,13 @@ def is_cached(config: RunConfig | TransformerConfig) -> bool:
     return _try_load(trace_path(config)) is not None
 
 
-def stream(configs: list[RunConfig | TransformerConfig], out=None) -> None:
+def stream(configs: Iterable[RunConfig | TransformerConfig], out=None) -> None:
     """Train ``configs`` here, one after the other in the given order, skipping cached ones, and print one
     JSON line per config to ``out`` (stdout) as soon as its trace is in the cache: ``{"digest": ...}``, or
     ``{"digest": ..., "error": "..."}`` for a run that failed (the others still train). render.py reads
-    these lines to start each scene's render while the next runs train (cli/pipeline.py)."""
+    these lines to start each scene's render while the next runs train (cli/pipeline.py). ``configs`` may be
+    a lazy iterable: ``--stream`` reads stdin one line at a time, so render.py can hand out one run at a
+    time and decide the next when this one is cached."""
     from .sweep import _store, run_to_bytes
 
     out = out or sys.stdout
@@ -152,8 +155,12 @@ def main(argv: list[str]) -> None:
 
         # SIGTERM (render.py stopping) unwinds like Ctrl-C: the half-written temporary trace is removed.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-        stream([config_from_dict(json.loads(line)) for line in sys.stdin if line.strip()])
-        return
+        stream(config_from_dict(json.loads(line)) for line in sys.stdin if line.strip())
+        # Every trace is in the cache and every line sent: skip the interpreter's teardown of torch (~1 s),
+        # which a render waiting for this process's memory would otherwise wait for (cli/pipeline.py).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     get_traces([config_from_dict(json.loads(arg)) for arg in argv])
 
 

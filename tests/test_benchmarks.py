@@ -135,3 +135,47 @@ def test_the_record_cycle_estimate_ignores_one_slow_cycle_and_counts_the_last():
     slowed, total = estimate([1.0] * 9 + [9.0] + [1.0] * 9 + [1.5])
     assert slowed == pytest.approx(20.5) and total == pytest.approx(28.5)
     assert estimate([1.1] * 19 + [1.5])[0] == pytest.approx(19 * 1.1 + 1.5)
+
+
+@pytest.mark.parametrize("variant", ["bare", "recorder"])
+def test_instruction_counts_cover_the_training_steps_and_leave_out_the_test_passes(variant, monkeypatch):
+    """bench_instructions switches callgrind on for the training steps only: on once before the first step, off
+    after the last (before the trace's after-training measurements), and off around each held-out test pass of
+    the recorded loop; every step runs while it is on."""
+    from benchmarks import bench_instructions
+    from simulation.train import MLPTask
+
+    events, state = [], {"on": False}
+
+    def instrument(on):
+        assert on != state["on"], f"switched {'on' if on else 'off'} twice: {events}"
+        state["on"] = on
+        events.append("on" if on else "off")
+
+    steps_seen = []
+    original_batch, original_eval = MLPTask.batch, MLPTask.test_error
+
+    def batch(self, step):
+        steps_seen.append((step, state["on"]))
+        return original_batch(self, step)
+
+    def test_error(self):
+        events.append(f"test:{'on' if state['on'] else 'off'}")
+        return original_eval(self)
+
+    monkeypatch.setattr(bench_instructions, "_instrument", instrument)
+    monkeypatch.setattr(MLPTask, "batch", batch)
+    monkeypatch.setattr(MLPTask, "test_error", test_error)
+    bench_instructions.child(variant, "mlp", 12)  # records at steps 0 and 10 and the last, 11
+    assert [s for s, _ in steps_seen] == list(range(12)) and all(on for _, on in steps_seen)
+    if variant == "bare":
+        assert events == ["on", "off"]
+    else:
+        assert events == ["on"] + ["off", "test:off", "on"] * 3 + ["off"]
+
+
+def test_instruction_count_is_read_from_callgrinds_summary():
+    from benchmarks.bench_instructions import _COLLECTED
+
+    stderr = "==123== Events    : Ir\n==123== Collected : 1,234,567,890\n==123==\n==123== I   refs:  1,234,567,890\n"
+    assert _COLLECTED.findall(stderr) == ["1,234,567,890"]

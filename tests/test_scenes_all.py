@@ -96,8 +96,10 @@ class _Overlapping(_LayoutProbe):
 
 
 class _OffFrame(_LayoutProbe):
+    overshoot = 0.5  # scene units past the top edge
+
     def arrange(self, a, b) -> None:
-        b.to_edge(UP, buff=0).shift(0.5 * UP)
+        b.to_edge(UP, buff=0).shift(self.overshoot * UP)
 
 
 def test_layout_checker_passes_a_clean_layout(tmp_path):
@@ -110,9 +112,16 @@ def test_layout_checker_catches_overlapping_texts(tmp_path):
     assert "alpha" in log[0] and "omega" in log[0]
 
 
-def test_layout_checker_catches_text_outside_the_frame(tmp_path):
-    log = dry_run(_OffFrame, tmp_path).layout_log
+@pytest.mark.parametrize("overshoot", [0.5, 0.01])  # 0.01: the Chinese ChainRuleProduct line cut at the edge
+def test_layout_checker_catches_text_outside_the_frame(tmp_path, overshoot):
+    probe = type("_OffFrameBy", (_OffFrame,), {"overshoot": overshoot})
+    log = dry_run(probe, tmp_path).layout_log
     assert len(log) == 1 and log[0].startswith("outside the frame:") and "omega" in log[0], log
+
+
+def test_layout_checker_passes_text_touching_the_edge_from_inside(tmp_path):
+    probe = type("_AtEdge", (_OffFrame,), {"overshoot": -0.01})
+    assert dry_run(probe, tmp_path).layout_log == []
 
 
 _BOX_PROBES = {}
