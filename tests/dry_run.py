@@ -64,11 +64,67 @@ def dry_settings(media) -> dict:
             "verbosity": "WARNING", **SMALL_FRAME, **cache_settings()}
 
 
+_DEFERRED = object()  # the renderer's static_image while the static mobjects of a play are not drawn yet
+
+
+def defer_drawing(renderer) -> None:
+    """Make a Cairo renderer that skips animations draw nothing until a frame is asked for.
+
+    While animations are skipped Manim still draws every play: the play's static mobjects into a background
+    (``save_static_frame_data``), then the moving ones (``render`` or, for a wait, ``update_frame``), and it
+    copies the frame for ``add_frame``, which drops it. A dry run reads at most its last frame, so this
+    renderer only notes the last drawing asked for, with the static mobjects of its play, and draws it the same
+    way (background from the static mobjects, then the rest) when ``get_frame`` is called. The frame tests'
+    control frames are the same pixels either way (they are compared, not regenerated). Raises RuntimeError
+    if the renderer stops skipping animations."""
+    cls = type(renderer)
+    state: dict = {"static": None, "pending": None}
+
+    def skipping() -> None:
+        if not renderer.skip_animations:
+            raise RuntimeError("defer_drawing: the renderer stopped skipping animations")
+
+    def save_static_frame_data(scene, static_mobjects):
+        skipping()
+        state["static"] = list(static_mobjects) or None
+        renderer.static_image = _DEFERRED if state["static"] else None
+        return None
+
+    def update_frame(scene, mobjects=None, include_submobjects=True, ignore_skipping=True, **kwargs):
+        skipping()
+        if not ignore_skipping:
+            return  # Manim's update_frame does nothing then, while skipping
+        static = state["static"] if renderer.static_image is _DEFERRED else None
+        state["pending"] = (scene, list(mobjects) if mobjects else None, include_submobjects, kwargs, static)
+
+    def render(scene, time, moving_mobjects=None):
+        update_frame(scene, moving_mobjects)  # add_frame drops the frame while skipping
+
+    def freeze_current_frame(duration):
+        skipping()  # add_frame drops the frame while skipping
+
+    def get_frame():
+        if state["pending"] is not None:
+            scene, mobjects, include_submobjects, kwargs, static = state["pending"]
+            state["pending"] = None
+            renderer.static_image = None
+            if static:
+                cls.update_frame(renderer, scene, mobjects=static)
+                renderer.static_image = cls.get_frame(renderer)
+            cls.update_frame(renderer, scene, mobjects=mobjects, include_submobjects=include_submobjects, **kwargs)
+        return cls.get_frame(renderer)
+
+    skipping()
+    for func in (save_static_frame_data, update_frame, render, freeze_current_frame, get_frame):
+        setattr(renderer, func.__name__, func)
+
+
 def dry_run(scene_class: type, media) -> LectureScene:
     """Run ``construct`` with every animation jumping to its end state (where layout and numbers are
-    checked); returns the scene."""
+    checked), drawing nothing (:func:`defer_drawing`); returns the scene."""
     with tempconfig(dry_settings(media)):
         scene = scene_class(skip_animations=True)
+        defer_drawing(scene.renderer)
         scene.render()
     return scene
 
@@ -103,6 +159,7 @@ def frame_build(scene: type, lang: str, trace_files: dict[str, str] | None = Non
     media = Path(tempfile.mkdtemp(prefix="dry-run-media-", dir=shared_manim_cache()))
     with tempconfig(frame_settings(media)):
         built = variant(skip_animations=True)
+        defer_drawing(built.renderer)  # only the last frame is drawn
         built.render()
         built.last_frame = built.renderer.get_frame().copy()
     return built
