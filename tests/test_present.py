@@ -79,6 +79,7 @@ def duration(path: Path) -> float:
 
 # -- beats ------------------------------------------------------------------------------------
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_beats_follow_the_narration(rendered):
     record = json.loads((rendered / "TinyBeats.beats.json").read_text(encoding="utf-8"))
     beats = record["beats"]
@@ -167,6 +168,7 @@ def test_a_scene_without_narration_is_one_beat(tmp_path):
 
 # -- web-ready videos -------------------------------------------------------------------------
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_deck_and_page_videos_put_the_index_before_the_media(rendered):
     copies = [*(rendered / "slides" / "media").glob("*.mp4"), *(rendered / "page" / "media").glob("*.mp4")]
     assert len(copies) == beat_count(rendered) + 3
@@ -238,6 +240,7 @@ CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('vid
   return {src: v.getAttribute('src'), time: v.currentTime, duration: v.duration, paused: v.paused, ended: v.ended}; }"""
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     deck = rendered / "slides" / "index.html"
     index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
@@ -270,6 +273,7 @@ def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     page.close()
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
     context = browser.new_context()
     requests = []
@@ -293,6 +297,7 @@ def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
     context.close()
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_path):
     """Tamper twin of the offline check: the same deck with one stylesheet from the network fails it."""
     deck = tmp_path / "slides"
@@ -307,6 +312,7 @@ def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_
     page.close()
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_the_stop_check_catches_a_deck_whose_beats_loop(rendered, browser, tmp_path):
     """Tamper twin of 'plays to its beat end and stops': with looping videos no beat ever ends."""
     deck = tmp_path / "slides"
@@ -321,6 +327,7 @@ def test_the_stop_check_catches_a_deck_whose_beats_loop(rendered, browser, tmp_p
     page.close()
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_deck_files_are_all_inside_the_folder(rendered):
     html = (rendered / "slides" / "index.html").read_text(encoding="utf-8")
     assert "http://" not in html and "https://" not in html
@@ -331,6 +338,7 @@ def test_deck_files_are_all_inside_the_folder(rendered):
 
 # -- pptx, pdf --------------------------------------------------------------------------------
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_pptx_has_a_slide_with_video_and_notes_per_beat(rendered):
     from pptx import Presentation
     from pptx.enum.shapes import MSO_SHAPE_TYPE
@@ -346,6 +354,7 @@ def test_pptx_has_a_slide_with_video_and_notes_per_beat(rendered):
     assert len(videos) == len(index)
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_pdf_has_a_page_per_beat(rendered):
     from pypdf import PdfReader
 
@@ -354,6 +363,7 @@ def test_pdf_has_a_page_per_beat(rendered):
 
 # -- the page in a browser --------------------------------------------------------------------
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_page_lists_every_clip_with_loading_videos_and_both_subtitle_tracks(rendered, browser):
     page, requests, errors = open_logged(browser, (rendered / "page" / "lecture.html").as_uri())
     clips = ["TinyBeats", "TinyBeatsTwo", "TinyTrace"]
@@ -405,6 +415,7 @@ def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
     assert [line for line in vtt.splitlines() if line.startswith("第")] == [f"第{i}句" for i in range(len(beats))]
 
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_page_tables_and_trace_summary(rendered):
     html = (rendered / "page" / "lecture.html").read_text(encoding="utf-8")
     assert "<code>answer</code></th><td>42</td>" in html  # TinyBeats' number
@@ -484,6 +495,7 @@ def test_notebook_runs_headless_and_shows_a_video(tmp_path, monkeypatch):
 
 # -- a real lecture scene ---------------------------------------------------------------------
 
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 @pytest.mark.slow
 def test_real_scene_deck_in_the_browser(tmp_path, browser):
     result = invoke("slides", "IdentityHighway", "--set", "steps=30", "--quality", "l", "-o", tmp_path)

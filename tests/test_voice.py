@@ -257,6 +257,7 @@ def voiced(tmp_path_factory):
     return root
 
 
+@pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
 @needs_piper
 def test_clip_has_an_audio_stream_as_long_as_its_video(voiced, tmp_path):
     video = voiced / "out/480p15/en/VoicedLines.mp4"
@@ -268,6 +269,7 @@ def test_clip_has_an_audio_stream_as_long_as_its_video(voiced, tmp_path):
     assert audio_duration_problem(short) is not None
 
 
+@pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
 @needs_piper
 def test_every_cue_lies_in_speech_and_the_gaps_are_quiet_and_a_tampered_cue_fails(voiced):
     folder = voiced / "out/480p15/en"
@@ -285,6 +287,7 @@ def test_every_cue_lies_in_speech_and_the_gaps_are_quiet_and_a_tampered_cue_fail
     assert voice.alignment_problems(noisy, rate, cues)
 
 
+@pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
 @needs_piper
 def test_clip_loudness_is_on_target_with_no_clipping(voiced):
     for name in ("VoicedLines", "VoicedTail"):
@@ -294,6 +297,7 @@ def test_clip_loudness_is_on_target_with_no_clipping(voiced):
         assert loudness_ok(audio, rate) and not loudness_ok(audio * 0.7, rate)
 
 
+@pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
 @needs_piper
 def test_a_cached_re_render_keeps_the_same_sound(voiced, monkeypatch):
     """The record is removed, so the scene is rendered again; every segment comes from Manim's cache,
@@ -312,6 +316,7 @@ def test_a_cached_re_render_keeps_the_same_sound(voiced, monkeypatch):
     assert voice.alignment_problems(after, rate, cues_of(folder / "VoicedLines.srt")) == []
 
 
+@pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
 @needs_piper
 def test_concat_gives_one_continuous_track(voiced):
     out = voiced / "out"
