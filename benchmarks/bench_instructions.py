@@ -5,12 +5,12 @@ Example::
     python benchmarks/bench_instructions.py                # MLP, conv net, Transformer: ~25 min on one core
     python benchmarks/bench_instructions.py --only mlp --steps 40
 
-Time ratios on a shared 2-core machine move by several per cent from round to round (another process, the
-memory layout of a fresh model); the number of instructions a run executes does not: the same command gives the
-same count to a few parts per million, whatever else the machine does (Valgrind's callgrind counts every
-instruction of the process in user space, as codspeed and iai-callgrind do for CI benchmarks). What it does not
-see: the cost of cache and branch-predictor misses and of time in the kernel, so it is a floor under the time
-ratio (and the time ratio is in bench_recorder.py, the target's own figure).
+Time ratios on a shared 2-core machine move by several per cent from round to round (another process, the memory
+layout of a fresh model); the number of instructions a run executes does not: the same command gives the same count
+to ~0.01 % (two runs of the same 20-step MLP: 666,252,672 and 666,163,406), whatever else the machine does
+(Valgrind's callgrind counts every instruction of the process in user space, as codspeed and iai-callgrind do for
+CI benchmarks). What it does not see: the cost of cache and branch-predictor misses and of time in the kernel, so
+it is a floor under the time ratio (and the time ratio is in bench_recorder.py, the target's own figure).
 
 Each variant runs in its own ``valgrind --tool=callgrind --instr-atstart=no`` process, with instrumentation
 switched on (``callgrind_control -i on``) over the training steps only, as bench_recorder times them:
