@@ -275,7 +275,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
             values = scene_overrides(layers, scene)
             listing["scenes"].append({
                 "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
-                "experiment": getattr(scene, "experiment", None),
+                "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
                 "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
                            for k, (d, t) in scene_params(scene).items()},
             })
@@ -295,7 +295,9 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
     click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
     for scene in listing["scenes"]:
         click.echo(f"  {scene['name']:<24} {scene['description']}")
-        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
+        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}"
+                   + (f"; optional chapter {scene['chapter']!r} (render.py all --chapter {scene['chapter']})"
+                      if scene["chapter"] else ""))
         if scene["params"]:
             _echo_params(scene["params"])
     click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
@@ -504,12 +506,21 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @cli.command("all")
 @_render_options
 @click.option("--concat/--no-concat", default=False, help="Also join the scenes into one lecture video.")
+@click.option("--chapter", "chapters", multiple=True, metavar="NAME",
+              help="Also render this optional chapter's scenes, each at its place in the lecture (`render.py list` "
+                   "marks them; README: Optional chapters). Repeatable.")
 @click.pass_context
-def all_command(ctx: click.Context, **_: Any) -> None:
-    """Render the whole lecture in order."""
+def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
+    """Render the whole lecture in order (optional chapters only with --chapter)."""
     import scenes
+    from simulation.config import ConfigError
 
-    _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
+    with _user_errors():
+        try:
+            lecture = scenes.lecture_scenes(chapters)
+        except KeyError as exc:
+            raise ConfigError(exc.args[0]) from None
+    _render(ctx, lecture, concat_allowed=True)
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
@@ -709,7 +720,7 @@ def _diverged_where(layer: int | None) -> str:
 def _scenes_or_lecture(names: tuple[str, ...]) -> list[type]:
     import scenes
 
-    return _resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
+    return _resolve_scenes(names) if names else scenes.lecture_scenes()
 
 
 def _train(configs: list, scheduler: str | None, quality: str) -> None:

@@ -49,7 +49,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
-                                  "voice", "param_limits"})
+                                  "voice", "param_limits", "chapter"})
 
 
 @dataclass

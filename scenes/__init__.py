@@ -14,6 +14,7 @@ from .does_it_copy import DoesItOnlyCopy
 from .highway import IdentityHighway
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
+from .loss_landscape import LossLandscape
 from .nested import NestedFunctionClasses
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
@@ -22,15 +23,31 @@ from .shattered import ShatteredGradients
 from .sigmoid import SigmoidDerivative
 from .summary import Summary
 
-__all__ = ["SCENES_IN_ORDER", "get_scene"]
+__all__ = ["SCENES_IN_ORDER", "CHAPTERS", "lecture_scenes", "get_scene"]
 
 # The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, "keep
 # as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions (gates or concatenation,
 # only copying, the conveyor belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NestedFunctionClasses,
+                   GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape, NestedFunctionClasses,
                    ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
                    ConveyorBelt, PathEnsemble, ShatteredGradients, Summary]
+
+# Optional chapters: their scenes sit in SCENES_IN_ORDER at their place in the story (a scene's ``chapter``
+# names its chapter), but ``render.py all`` renders them only when asked (``--chapter NAME``): their runs cost
+# more than the cold lecture's time budget (README, "Optional chapters").
+CHAPTERS = {
+    "beyond": "findings after 2016 whose runs take minutes of CPU (issue 23): LossLandscape",
+}
+
+
+def lecture_scenes(chapters: tuple[str, ...] | list[str] = ()) -> list[type]:
+    """SCENES_IN_ORDER without the scenes of the optional chapters not in ``chapters``. Raises KeyError for
+    an unknown chapter name."""
+    unknown = sorted(set(chapters) - set(CHAPTERS))
+    if unknown:
+        raise KeyError(f"unknown chapter {unknown[0]!r}; available: {', '.join(CHAPTERS)}")
+    return [s for s in SCENES_IN_ORDER if getattr(s, "chapter", None) in (None, *chapters)]
 
 
 def get_scene(name: str):

@@ -274,8 +274,10 @@ def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
         return TransformerConfig.from_dict(data)
     if kind == "identity_fit":
         return IdentityFitConfig.from_dict(data)
+    if kind == "landscape":
+        return LandscapeConfig.from_dict(data)
     if kind != "mlp":
-        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit")
+        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit, landscape")
     if "kind" not in RunConfig.field_types():
         data = {k: v for k, v in data.items() if k != "kind"}
     return RunConfig.from_dict(data)
@@ -303,5 +305,40 @@ class IdentityFitConfig(_Config):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.landscape) ---------
+
+MAX_GRID = 201
+
+
+@dataclass(frozen=True)
+class LandscapeConfig(_Config):
+    """A conv net of He et al. 2015 §4.2 trained on digits, then its loss on a filter-normalised random 2-D
+    slice through the trained weights (Li et al. 2018, §4 and Fig. 5); the cache key."""
+
+    kind: str = _one_of("landscape", ("landscape",))  # which trainer runs this config (see config_from_dict)
+    arch: str = _one_of("residual", ARCHS)  # "plain": no shortcuts ("noshort" in Li et al.); "residual": skips
+    depth: int = _in(20, 8, MAX_DEPTH)  # weighted layers, 6n + 2 (20, 56: ResNet-20 / -56 and their plain twins)
+    width: int = _in(16, 1, MAX_WIDTH // 4)  # channels of the first stage (then 2x, 4x); He et al.: 16
+    steps: int = _in(300, 1, MAX_STEPS)  # SGD steps before the slice is taken
+    batch_size: int = _in(128, 2, MAX_BATCH)  # examples per step (Li et al.: 128)
+    lr: float = _in(0.1, 0.0, 1e6, open_low=True)  # SGD learning rate, momentum 0.9 (Li et al.: 0.1)
+    weight_decay: float = _in(5e-4, 0.0, 10.0)  # L2 penalty (Li et al.: 5e-4)
+    grid: int = _in(21, 3, MAX_GRID)  # points per axis of the slice (Li et al.: 51)
+    span: float = _in(1.0, 0.0, 100.0, open_low=True)  # the slice covers alpha, beta in [-span, span] (Li et al.: 1)
+    eval_examples: int = _in(512, 1, MAX_BATCH)  # the fixed training examples the slice's loss is averaged over
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the data split, init, batch order and the two random directions
+
+    def _check(self) -> None:
+        if (self.depth - 2) % 6:
+            raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {self.depth}")
+
+    def run_config(self) -> RunConfig:
+        """The :class:`RunConfig` of the same conv net and training (ReLU, BatchNorm, option-A shortcuts):
+        for the memory guard and the sweep's cost estimate."""
+        return RunConfig(model="conv", arch=self.arch, depth=self.depth, width=self.width, activation="relu",
+                         norm="batchnorm", shortcut="zero_pad", steps=self.steps, batch_size=self.batch_size,
+                         lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
+
+
+__all__ += ["TransformerConfig", "IdentityFitConfig", "LandscapeConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
+from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, LandscapeConfig, Range,
+                     RunConfig,
                      TransformerConfig, shown)
 from .values import convert_value
 
@@ -27,7 +28,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP"]
+           "DepthSweepParams", "FULL_SWEEP", "LandscapeParams"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -452,4 +453,31 @@ _register(Experiment(
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_both_layernorms,
+))
+
+
+# -- beyond 2016 (issue 23) ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LandscapeParams(ExperimentParams):
+    # conv depths 6n + 2 (Li et al. 2018, Fig. 5: ResNet-20 / -56 / -110 and their "noshort" twins)
+    depths: tuple[int, ...] = field(default=(20, 56), metadata={"range": Range(8, MAX_DEPTH)})
+
+
+def _loss_landscape(base: LandscapeConfig, params: LandscapeParams) -> dict[str, LandscapeConfig]:
+    """``{arch}_d{depth}``: a plain and a residual conv net at every depth, each with its own slice."""
+    return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
+            for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
+
+
+# Width 8 (not He et al.'s 16), 200 steps and a 21 x 21 grid on 256 examples keep the four runs of one seed at
+# ~3 min of one core (measured: plain d56 ~45 s on an 11 x 11 grid); Li et al. used width 16, 300 epochs, 51 x 51.
+_register(Experiment(
+    name="loss_landscape",
+    description="loss on a filter-normalised random 2-D slice through trained conv nets of 20 and 56 layers, with "
+                "and without skips: non-convex fraction of the slice and its local minima",
+    source="Li, Xu, Taylor, Studer & Goldstein 2018, Fig. 1, Fig. 5 and Fig. 7",
+    base=LandscapeConfig(width=8, steps=200, grid=21, eval_examples=256),
+    build=_loss_landscape,
+    params_type=LandscapeParams,
 ))

@@ -26,7 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+from .config import ConfigError, IdentityFitConfig, LandscapeConfig, RunConfig, TransformerConfig, config_from_dict
 
 __all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "available_bytes", "DATA_SHAPES",
            "BUDGET_ENV", "DEFAULT_FRACTION"]
@@ -131,12 +131,14 @@ def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
 
 
-def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig) -> MemoryEstimate:
+def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig | LandscapeConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see the module docstring for what is counted)."""
     if isinstance(config, TransformerConfig):
         return _transformer(config)
     if isinstance(config, IdentityFitConfig):  # before ``model``: an identity fit has none
         return _identity_fit(config)
+    if isinstance(config, LandscapeConfig):  # its training is a conv run's; the slice runs without autograd
+        return _conv(config.run_config())
     if config.model == "conv":
         return _conv(config)
     return _mlp(config)

@@ -69,7 +69,11 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
 def sweep_work(config: Config) -> int:
     """A rough cost of one run in MLP block-steps (~0.2 ms of one core each at batch 128, width 32):
     steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured); an
-    identity fit (IdentityFitConfig, no ``depth``) is one block."""
+    identity fit (IdentityFitConfig, no ``depth``) is one block; a loss-landscape run (``kind`` "landscape") is
+    its conv training plus grid**2 forward passes (a third of a step each) of ``eval_examples``."""
+    if getattr(config, "kind", "") == "landscape":
+        blocks = 20 * (config.depth - 2) // 2
+        return config.steps * blocks + config.grid ** 2 * blocks * config.eval_examples // (3 * 128)
     if getattr(config, "model", "mlp") == "conv":
         return config.steps * 20 * (config.depth - 2) // 2
     return config.steps * max(getattr(config, "depth", 1), 1)
