@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
@@ -151,8 +152,8 @@ class RunConfig(_Config):
         if self.stages > self.depth:
             raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
         if self.model == "conv":  # He et al. 2015 §4.2: 6n + 2 layers, three stages w, 2w, 4w (``stages`` unused)
-            if self.depth < 8 or (self.depth - 2) % 6:
-                raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {self.depth}")
+            if conv_depth_error(self.depth):
+                raise ConfigError(conv_depth_error(self.depth))
             if self.dataset != "digits":
                 raise ConfigError(f"model conv needs images: dataset must be digits; got {self.dataset!r}")
             if self.width * 4 > MAX_WIDTH:
@@ -214,6 +215,26 @@ def _check_fields(cfg: _Config) -> None:
             raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
 
 
+def config_from_argv(cls: type[_Config], argv: list[str] | None, description: str, check=None) -> "_Config | None":
+    """The ``python -m simulation.X --set key=value ...`` entry of a trainer: ``cls`` with the pairs applied
+    (:func:`config_from_sets`) and ``check(config)`` (a one-line reason or None) passed, or None after printing
+    ``error: <one line>`` to stderr (the caller exits with status 2)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_sets(cls, args.set)
+        problem = check(config) if check else None
+        if problem:
+            raise ConfigError(problem)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    return config
+
+
 def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
     """``cls`` with command-line ``key=value`` pairs applied (typed by :func:`parse_value`).
 
@@ -264,6 +285,13 @@ class TransformerConfig(_Config):
     def _check(self) -> None:
         if self.width % 2 or self.width % self.heads:
             raise ConfigError(f"width must be even and divisible by heads ({self.heads}); got {self.width}")
+
+
+def conv_depth_error(depth: int) -> str | None:
+    """Why ``depth`` is no conv net's depth (6n + 2, n >= 1: 8, 14, 20, ..., 56, ..., 110), or None."""
+    if depth < 8 or (depth - 2) % 6:
+        return f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {depth}"
+    return None
 
 
 def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
@@ -317,7 +345,9 @@ class LandscapeConfig(_Config):
 
     kind: str = _one_of("landscape", ("landscape",))  # which trainer runs this config (see config_from_dict)
     arch: str = _one_of("residual", ARCHS)  # "plain": no shortcuts ("noshort" in Li et al.); "residual": skips
-    depth: int = _in(20, 8, MAX_DEPTH)  # weighted layers, 6n + 2 (20, 56: ResNet-20 / -56 and their plain twins)
+    # weighted layers, 6n + 2 (20, 56: ResNet-20 / -56 and their plain twins); checked by conv_depth_error where a net
+    # is built (the experiment's depths, the trainer), so a global ``--set depth=3`` meant for the MLPs passes here
+    depth: int = _in(20, 1, MAX_DEPTH)
     width: int = _in(16, 1, MAX_WIDTH // 4)  # channels of the first stage (then 2x, 4x); He et al.: 16
     steps: int = _in(300, 1, MAX_STEPS)  # SGD steps before the slice is taken
     batch_size: int = _in(128, 2, MAX_BATCH)  # examples per step (Li et al.: 128)
@@ -328,10 +358,6 @@ class LandscapeConfig(_Config):
     eval_examples: int = _in(512, 1, MAX_BATCH)  # the fixed training examples the slice's loss is averaged over
     seed: int = _in(0, 0, MAX_SEED)  # seeds the data split, init, batch order and the two random directions
 
-    def _check(self) -> None:
-        if (self.depth - 2) % 6:
-            raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {self.depth}")
-
     def run_config(self) -> RunConfig:
         """The :class:`RunConfig` of the same conv net and training (ReLU, BatchNorm, option-A shortcuts):
         for the memory guard and the sweep's cost estimate."""
@@ -340,5 +366,5 @@ class LandscapeConfig(_Config):
                          lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "LandscapeConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+__all__ += ["TransformerConfig", "IdentityFitConfig", "LandscapeConfig", "conv_depth_error", "config_from_argv", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]

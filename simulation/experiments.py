@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, LandscapeConfig, Range,
-                     RunConfig,
+                     RunConfig, conv_depth_error,
                      TransformerConfig, shown)
 from .values import convert_value
 
@@ -465,7 +465,11 @@ class LandscapeParams(ExperimentParams):
 
 
 def _loss_landscape(base: LandscapeConfig, params: LandscapeParams) -> dict[str, LandscapeConfig]:
-    """``{arch}_d{depth}``: a plain and a residual conv net at every depth, each with its own slice."""
+    """``{arch}_d{depth}``: a plain and a residual conv net at every depth, each with its own slice. Raises
+    ConfigError for a depth that is not 6n + 2."""
+    for depth in params.depths:
+        if conv_depth_error(depth):
+            raise ConfigError(conv_depth_error(depth))
     return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
             for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
 

@@ -18,7 +18,6 @@ the network in eval mode (BatchNorm's running statistics, as their ``evaluation.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import platform
 import sys
@@ -29,7 +28,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from .config import ConfigError, LandscapeConfig, config_from_sets
+from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_error
 from .conv import build_conv_net
 from .data import load_dataset
 from .summary import slice_figures
@@ -116,6 +115,8 @@ def run(config: LandscapeConfig, progress: bool | None = None) -> Trace:
 
 
 def _run(config: LandscapeConfig) -> Trace:
+    if conv_depth_error(config.depth):
+        raise ConfigError(conv_depth_error(config.depth))
     started = time.perf_counter()
     data = load_dataset("digits", seed=config.seed)
     torch.manual_seed(config.seed)
@@ -176,13 +177,8 @@ def _run(config: LandscapeConfig) -> Trace:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m simulation.landscape --set key=value ...``: train, slice, print the non-convexity figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_sets(LandscapeConfig, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    config = config_from_argv(LandscapeConfig, argv, __doc__.splitlines()[0], lambda c: conv_depth_error(c.depth))
+    if config is None:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     started = time.perf_counter()

@@ -33,16 +33,9 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
+from test_transformer import one_thread  # noqa: F401 (autouse fixture: one torch thread, as the trainers use)
 
 from scenes.loss_landscape import MARGIN, LossLandscape, claim_by_seed, landscape_claim, slice_depths
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny_net(seed: int = 0):
@@ -210,7 +203,7 @@ def test_slice_hessians_refuse_a_grid_that_is_not_square(bad):
 
 # -- config and experiment -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("bad", "message"), [({"depth": 21}, "6n \\+ 2"), ({"grid": 2}, "grid"),
+@pytest.mark.parametrize(("bad", "message"), [({"depth": 0}, "depth"), ({"grid": 2}, "grid"),
                                                ({"span": 0.0}, "span"), ({"arch": "dense"}, "arch")])
 def test_bad_landscape_config_is_one_clear_error(bad, message):
     with pytest.raises(ConfigError, match=message) as info:
@@ -224,6 +217,18 @@ def test_landscape_config_round_trips_and_every_field_is_in_the_digest():
     for change in ({"grid": 11}, {"span": 0.5}, {"eval_examples": 100}, {"weight_decay": 0.0}, {"seed": 1},
                    {"width": 4}, {"steps": 10}, {"lr": 0.05}, {"batch_size": 64}):
         assert config.replace(**change).digest() != config.digest(), change
+
+
+def test_a_depth_that_is_not_6n_plus_2_is_refused_before_any_work(capsys):
+    from simulation.landscape import main
+
+    assert main(["--set", "depth=21"]) == 2
+    err = capsys.readouterr().err
+    assert "6n + 2" in err and err.count("\n") == 1
+    with pytest.raises(ConfigError, match="6n"):
+        run_landscape(LandscapeConfig(depth=21))
+    # a global --set depth=3 (meant for the MLP experiments) does not break this experiment: depths decide
+    assert {c.depth for c in build_runs("loss_landscape", {"depth": "3"}).values()} == {20, 56}
 
 
 def test_experiment_builds_plain_and_residual_at_every_depth_and_seed():
@@ -355,3 +360,35 @@ def test_without_skips_the_slice_is_less_convex_on_at_least_4_of_5_seeds_and_the
     assert sum(bool(v) for v in verdicts) >= 4, verdicts
     assert claim_on_seed(HELD_OUT) is True
 
+
+
+# -- the optional chapter -------------------------------------------------------------------------
+
+def test_the_lecture_leaves_the_optional_chapter_out_unless_asked():
+    import scenes
+
+    lecture, beyond = scenes.lecture_scenes(), scenes.lecture_scenes(["beyond"])
+    assert LossLandscape not in lecture and LossLandscape in beyond
+    assert beyond.index(LossLandscape) == beyond.index(scenes.DepthSweep) + 1  # degradation, then its landscape
+    assert [s for s in beyond if s is not LossLandscape] == lecture
+    assert all(getattr(s, "chapter", None) in scenes.CHAPTERS for s in scenes.SCENES_IN_ORDER if s not in lecture)
+    with pytest.raises(KeyError, match="unknown chapter 'nope'"):
+        scenes.lecture_scenes(["nope"])
+
+
+def test_render_all_checks_the_chapter_and_renders_it_only_when_asked():
+    from click.testing import CliRunner
+
+    from render import cli
+
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["all", "--chapter", "nope", "--check", "-q", "l"])
+    assert bad.exit_code != 0 and "unknown chapter 'nope'" in bad.output and bad.output.count("\n") == 1
+    plain, beyond = (runner.invoke(cli, ["all", "--check", "-q", "l", *extra]) for extra in ([], ["--chapter", "beyond"]))
+    assert plain.exit_code == 0 and beyond.exit_code == 0, plain.output + beyond.output
+    import scenes
+
+    n = len(scenes.lecture_scenes())
+    assert f"{n} of {n} scenes" in plain.output and f"{n + 1} of {n + 1} scenes" in beyond.output
+    listing = runner.invoke(cli, ["list"]).output
+    assert "optional chapter 'beyond'" in listing
