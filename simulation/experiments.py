@@ -28,7 +28,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -148,7 +148,7 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
-def _items(value: Any) -> tuple[Any, ...]:
+def split_items(value: Any) -> tuple[Any, ...]:
     """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
     if isinstance(value, (list, tuple)):
         return tuple(value)
@@ -160,7 +160,7 @@ def _items(value: Any) -> tuple[Any, ...]:
 def _seeds(value: Any) -> tuple[int, ...]:
     """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
     seeds = []
-    for item in () if value is None else _items(value):
+    for item in () if value is None else split_items(value):
         try:
             if isinstance(item, (bool, float)):
                 raise ValueError
