@@ -28,7 +28,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "split_items"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "scene_runs"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -224,9 +224,31 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``. Raises
+    ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
+    try:
+        return _build_runs(name, overrides or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {name}: bad parameter value ({exc})") from None
+
+
+def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
+    ``overrides`` over them) and the runs those build, ``(params, {run_name: config})``; ``({}, {})`` for a
+    scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
+    here, so the runs trained and counted before a render are the runs the scene reads."""
+    if not experiment:
+        return {}, {}
+    params = {**defaults, **overrides}
+    return params, build_runs(experiment, dict(params))
+
+
+def _build_runs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
     experiment = get_experiment(name)
-    base, extra = split_params(experiment, overrides or {})
+    base, extra = split_params(experiment, overrides)
     seeds = extra.pop("seeds") or (base.seed,)
     params = experiment.params_type(**extra)
     runs: dict[str, Any] = {}
