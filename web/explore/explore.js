@@ -594,7 +594,7 @@
       const k = stepIndex(s);
       if (k >= s.length - 1) { stop(); return; }
       setStepIndex(k + 1);
-    }, 350);
+    }, Math.max(40, Math.min(400, 8000 / Math.max(steps.length, 1))));  // the whole run in about 8 s
   }
   function pulse() {  // the lecture's pulse: from the loss end to the input end, brightness from the levels drawn
     if (pulseFrame !== null) cancelAnimationFrame(pulseFrame);
@@ -651,7 +651,7 @@
       else if (e.key === 'Home') { e.preventDefault(); stop(); setStepIndex(0); }
       else if (e.key === 'End') { e.preventDefault(); stop(); setStepIndex(timeline().length - 1); }
     });
-    window.addEventListener('hashchange', () => { readHash(); applyTheme(); applyLanguage(); update(); });
+    window.addEventListener('hashchange', () => { stop(); readHash(); applyTheme(); applyLanguage(); update(); });
   }
 
   window.explore = {state, render, update, setStepIndex, timeline, lastRenderMs: 0};
