@@ -524,7 +524,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     from simulation.cache import is_cached
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
-    from simulation.memory import check_memory
+    from simulation.runs import check_memory
     from simulation.sweep import scheduler_address
 
     verbose = ctx.obj["verbose"] if ctx.obj else False
@@ -759,7 +759,7 @@ def _train(configs: list, scheduler: str | None, quality: str) -> None:
     from cli.media import RenderError
     from cli.pipeline import Trainer
     from simulation.cache import get_traces
-    from simulation.memory import estimate
+    from simulation.runs import estimate
 
     trainer = TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in configs)
     if scheduler is not None or MAIN_MIB * MiB + trainer + worker_bytes(quality) <= tree_budget():
@@ -778,7 +778,7 @@ def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int
     failures). Ctrl-C and SIGTERM stop the trainer and every render."""
     from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots, training_room
     from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, RunQueue, Trainer, TrainingHelper, run_pipeline
-    from simulation.memory import estimate
+    from simulation.runs import estimate
 
     pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
     trainer, helper, slots = None, None, n_jobs
