@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+from .config import IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig, config_from_dict
 from .memory import check_memory
 from .trace import Trace, TraceError
 
@@ -95,6 +95,8 @@ def _trainer(config: RunConfig | TransformerConfig):
         from .transformer import run
     elif isinstance(config, IdentityFitConfig):
         from .identity_fit import run
+    elif isinstance(config, UserModelConfig):
+        from .user_model import run
     else:
         from .train import run
     return run

@@ -26,7 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig, config_from_dict
 
 __all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "available_bytes", "DATA_SHAPES",
            "BUDGET_ENV", "DEFAULT_FRACTION"]
@@ -131,12 +131,33 @@ def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
 
 
+def _user_model(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model is built and probed (:func:`simulation.user_model.estimate_memory`): in this process when
+    it has torch already, else in a subprocess, so that a torch-free caller (a scene) stays torch-free. Raises
+    ConfigError (one line) when the model cannot be built or run."""
+    if "torch" in sys.modules:
+        from .user_model import estimate_memory
+
+        return estimate_memory(config)
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", json.dumps(config.to_dict())],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["the model could not be probed"]
+        raise ConfigError(lines[-1].removeprefix("error: "))
+    return MemoryEstimate(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see the module docstring for what is counted)."""
     if isinstance(config, TransformerConfig):
         return _transformer(config)
     if isinstance(config, IdentityFitConfig):  # before ``model``: an identity fit has none
         return _identity_fit(config)
+    if isinstance(config, UserModelConfig):
+        return _user_model(config)
     if config.model == "conv":
         return _conv(config)
     return _mlp(config)

@@ -70,6 +70,8 @@ def sweep_work(config: Config) -> int:
     """A rough cost of one run in MLP block-steps (~0.2 ms of one core each at batch 128, width 32):
     steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured); an
     identity fit (IdentityFitConfig, no ``depth``) is one block."""
+    if getattr(config, "kind", "") == "user_model":  # blocks unknown until the model is built: a conv net's cost
+        return config.steps * 20 * 10
     if getattr(config, "model", "mlp") == "conv":
         return config.steps * 20 * (config.depth - 2) // 2
     return config.steps * max(getattr(config, "depth", 1), 1)
