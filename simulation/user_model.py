@@ -40,11 +40,11 @@ from torch import nn
 from .config import ConfigError, UserModelConfig, parse_spec
 from .loop import Divergence, StepResult, Task, train
 from .memory import FLOAT, MemoryEstimate
-from .record import COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, _moments, _norm, _reduce, _row_norm
+from .record import COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, moments, tensor_norm, reduce_by_shape, row_norm
 from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from .trace import Trace
 
-__all__ = ["UserModelError", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
+__all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
            "UserTask", "run", "estimate_memory", "record", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
 
 TEST_SEQUENCES = 512  # token tasks: held-out sequences (as the Transformer runs)
@@ -60,7 +60,7 @@ class UserModelError(ConfigError):
 
 # -- loading the factory ------------------------------------------------------------------------------
 
-def _allow_torchvision_without_ops() -> None:
+def allow_torchvision_without_ops() -> None:
     """torchvision's PyPI wheel is built against CUDA torch: with the CPU torch its C++ ops (nms, roi_align ...)
     do not load, and its import then fails where it registers fakes for two of them. Define those two schemas
     (never called: no classification model uses them) so that the pure-Python model definitions import. Does
@@ -127,7 +127,7 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
     loaded again. Raises :class:`UserModelError` (one line) for a missing file or module, code that raises
     or does not parse, or a missing or non-callable factory."""
     kind, where, name = parse_spec(spec)
-    _allow_torchvision_without_ops()
+    allow_torchvision_without_ops()
     try:
         if kind == "file":
             path = Path(where)
@@ -454,10 +454,10 @@ class UserRecorder(HookRecorder):
                      shortcut: torch.Tensor | None) -> None:
         row = self._row
         with torch.no_grad():
-            (mean, std, norm), = _reduce({0: branch.detach()}, _moments).values()
+            (mean, std, norm), = reduce_by_shape({0: branch.detach()}, moments).values()
             row["branch_std"][index], row["branch_norm"][index] = std, norm
-            norms = _reduce({k: t.detach() for k, t in (("x", x), ("s", shortcut)) if t is not None
-                             and not (k == "s" and self.identity[index])}, _row_norm)
+            norms = reduce_by_shape({k: t.detach() for k, t in (("x", x), ("s", shortcut)) if t is not None
+                             and not (k == "s" and self.identity[index])}, row_norm)
         if "x" in norms:
             row["input_norm"][index] = norms["x"][0]
         if shortcut is not None:
@@ -468,7 +468,7 @@ class UserRecorder(HookRecorder):
     def _on_output(self, index: int, h: torch.Tensor) -> None:
         row = self._row
         with torch.no_grad():
-            (mean, std, norm), = _reduce({0: h.detach()}, _moments).values()
+            (mean, std, norm), = reduce_by_shape({0: h.detach()}, moments).values()
         row["act_mean"][index], row["act_std"][index], row["act_norm"][index] = mean, std, norm
         if not math.isfinite(mean):
             row["nonfinite_act"][index] = int(torch.logical_not(torch.isfinite(h.detach())).sum())
@@ -481,7 +481,7 @@ class UserRecorder(HookRecorder):
     def _statistics(self) -> dict[str, np.ndarray]:
         row = self._row
         for key, grads in (("out_grad_norm", self._out_grads), ("in_grad_norm", self._in_grads)):
-            for i, (norm,) in _reduce(grads, _norm).items():
+            for i, (norm,) in reduce_by_shape(grads, tensor_norm).items():
                 row[key][i] = norm
                 if key == "out_grad_norm" and not math.isfinite(norm):
                     row["nonfinite_grad"][i] += int(torch.logical_not(torch.isfinite(grads[i])).sum())
@@ -489,7 +489,7 @@ class UserRecorder(HookRecorder):
             present = {k: p.grad.detach() for k, p in enumerate(weights) if p.grad is not None}
             if not present:
                 continue
-            squares = [norm * norm for (norm,) in _reduce(present, _norm).values()]
+            squares = [norm * norm for (norm,) in reduce_by_shape(present, tensor_norm).values()]
             row["grad_norm"][i] = math.sqrt(math.fsum(squares))
             if not math.isfinite(row["grad_norm"][i]):
                 row["nonfinite_grad"][i] += sum(int(torch.logical_not(torch.isfinite(g)).sum()) for g in present.values())
@@ -574,9 +574,9 @@ class UserTask(Task[UserModelConfig]):
         self.opt.step()
 
     def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
-        from .train import _diverged_where
+        from .train import diverged_where
 
-        return Divergence(step, *_diverged_where(row))
+        return Divergence(step, *diverged_where(row))
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
         if diverged is not None:
@@ -630,13 +630,12 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m simulation.user_model CONFIG_JSON``: train one run and print its summary as JSON;
     ``--estimate CONFIG_JSON``: print the memory estimate's parts as JSON (used by the torch-free memory guard).
     A bad model or parameter prints one line and returns 1."""
-    from .config import config_from_dict
     from .summary import summarize
 
     argv = sys.argv[1:] if argv is None else argv
     estimate_only = argv[:1] == ["--estimate"]
     try:
-        config = config_from_dict({"kind": "user_model", **json.loads(argv[estimate_only])})
+        config = UserModelConfig.from_dict({"kind": "user_model", **json.loads(argv[estimate_only])})
         if estimate_only:
             e = estimate_memory(config)
             print(json.dumps({"parameters": e.parameters, "gradients": e.gradients, "optimizer": e.optimizer,

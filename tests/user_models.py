@@ -11,9 +11,9 @@ from torch import nn
 
 
 def torchvision_models():
-    from simulation.user_model import _allow_torchvision_without_ops
+    from simulation.user_model import allow_torchvision_without_ops
 
-    _allow_torchvision_without_ops()
+    allow_torchvision_without_ops()
     import torchvision.models
 
     return torchvision.models
@@ -21,9 +21,9 @@ def torchvision_models():
 
 def tiny_gpt2(layers: int = 2, vocab: int = 9, positions: int = 16, width: int = 16, dropout: float = 0.0):
     """A Hugging Face GPT-2 built from a small GPT2Config (no download)."""
-    from simulation.user_model import _allow_torchvision_without_ops
+    from simulation.user_model import allow_torchvision_without_ops
 
-    _allow_torchvision_without_ops()
+    allow_torchvision_without_ops()
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
