@@ -34,6 +34,8 @@ SELECTIONS = {"flow": "view=flow&family=vanishing&depth=56&act=sigmoid&seed=0",
               "degradation": "view=degradation&family=degradation",
               "responses": "view=responses&family=residual_response"}
 
+SCREENSHOT = "view=flow&family=vanishing&depth=20&act=sigmoid&seed=0&step=120"  # the lecture's depth (README)
+
 TIME_STEPS = """(rounds) => {
   const out = [];
   const n = window.explore.timeline().length;
@@ -58,7 +60,7 @@ def build(folder: Path) -> None:
 
 
 def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[str, Figure]:
-    """{view: Figure of step-change times in ms}, and the screenshot at 1280x720 (the flow view) if asked."""
+    """{view: Figure of step-change times in ms}, and the screenshot at 1280x720 (``SCREENSHOT``) if asked."""
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -77,7 +79,7 @@ def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[s
             if times:  # (a folder of other runs may lack the selection: nothing to time)
                 figures[view] = Figure(times, REDRAW_MS, "ms", [load()])
         if screenshot is not None:
-            page.evaluate(f"location.hash = '{SELECTIONS['flow']}&step=120'")
+            page.evaluate(f"location.hash = '{SCREENSHOT}'")
             page.wait_for_function("window.explore.state.step === 120")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot))
