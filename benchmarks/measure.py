@@ -188,6 +188,7 @@ def _number(value: float, unit: str) -> str:
     return text + ("" if unit in ("", "x") else f" {unit}")
 
 
+_SECONDS = {"s": 1.0, "ms": 1e-3}  # units of time, given also in yardsticks
 COLUMNS = ("metric", "target", "median", "spread (IQR)", "repeats", "pass/fail", "load")
 
 
@@ -195,7 +196,7 @@ def format_table(rows: list[tuple[str, Figure | str]], yardstick=None) -> str:
     """A plain-text table, one row per ``(metric, Figure)``; a string in place of the figure is a row that
     was not measured (the string says why, e.g. "skipped: pass --include-hq"). With ``yardstick`` (a
     ``benchmarks.yardstick.Yardstick`` measured in the same run) the table opens with its line and every
-    figure in seconds is also given in yardsticks (median / yardstick, column "yardsticks")."""
+    figure in seconds or milliseconds is also given in yardsticks (median / yardstick, column "yardsticks")."""
     columns = COLUMNS + (("yardsticks",) if yardstick is not None else ())
     lines = []
     for metric, fig in rows:
@@ -208,7 +209,8 @@ def format_table(rows: list[tuple[str, Figure | str]], yardstick=None) -> str:
         loads = f"{min(fig.loads):.1f}-{max(fig.loads):.1f}" if fig.loads else ""
         line = (metric, target, _number(fig.median, fig.unit), spread, str(fig.repeats), fig.verdict, loads)
         if yardstick is not None:
-            line += (f"{yardstick.of(fig.median):.1f}" if fig.unit == "s" else "",)
+            seconds = fig.median * _SECONDS.get(fig.unit, math.nan)
+            line += (f"{yardstick.of(seconds):.3g}" if math.isfinite(seconds) else "",)
         lines.append(line)
     widths = [max(len(str(r[i])) for r in [columns, *lines]) for i in range(len(columns))]
     out = [str(yardstick)] if yardstick is not None else []

@@ -35,7 +35,7 @@ def file_kind(path: Path) -> str:
         return "beat clip"
     if name in ("slides.pptx", "slides.pdf") or (name == "index.html" and path.parent.name == "slides"):
         return "deck"
-    if name == "lecture.html":
+    if name == "lecture.html" or name == "index.html":  # the lecture page, the explorer
         return "page"
     if name.endswith(".json"):  # .numbers.json, .beats.json, .render.json, a deck's beats.json
         return "record"

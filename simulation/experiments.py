@@ -3,6 +3,7 @@
 Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
+    python -m simulation.experiments depth_sweep --set seeds=0,1 --scheduler tcp://10.0.0.5:8786   # one sweep
 
 An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
 :class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
@@ -16,18 +17,19 @@ marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
-                     TransformerConfig, shown)
+                     TransformerConfig, UserModelConfig, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -147,7 +149,7 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
-def _items(value: Any) -> tuple[Any, ...]:
+def split_items(value: Any) -> tuple[Any, ...]:
     """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
     if isinstance(value, (list, tuple)):
         return tuple(value)
@@ -159,7 +161,7 @@ def _items(value: Any) -> tuple[Any, ...]:
 def _seeds(value: Any) -> tuple[int, ...]:
     """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
     seeds = []
-    for item in () if value is None else _items(value):
+    for item in () if value is None else split_items(value):
         try:
             if isinstance(item, (bool, float)):
                 raise ValueError
@@ -184,6 +186,7 @@ class Experiment:
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
     conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
+    open_args: str = ""  # a config field (JSON object) that takes every parameter not otherwise known: factory kwargs
 
     @property
     def extra_defaults(self) -> dict[str, Any]:
@@ -202,7 +205,7 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, {**experiment.params_type.defaults(), "seeds": ()}
+    base_changes, extra, free = {}, {**experiment.params_type.defaults(), "seeds": ()}, {}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
@@ -210,9 +213,17 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
             extra["seeds"] = _seeds(value)
         elif key in extra:
             extra[key] = experiment.params_type.convert(key, value)
+        elif experiment.open_args:
+            free[key] = _literal(key, value)
         else:
             known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    if free:
+        import json
+
+        merged = {**json.loads(base_changes.get(experiment.open_args, getattr(experiment.base, experiment.open_args))),
+                  **free}
+        base_changes[experiment.open_args] = json.dumps(merged, sort_keys=True)
     if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
         if not experiment.conv:
             with_conv = ", ".join(name for name, e in EXPERIMENTS.items() if e.conv)
@@ -220,6 +231,26 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
         for key, value in CONV_DEFAULTS.items():
             base_changes.setdefault(key, value)
     return experiment.base.replace(**base_changes), extra
+
+
+def _literal(key: str, value: Any) -> Any:
+    """A factory argument: TOML values as they are; a command-line string read as JSON where it is one (10,
+    0.5, true, null, [1, 2], {"a": 1}), True / False / None as Python writes them, else the string itself."""
+    import json
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    python = {"True": True, "False": False, "None": None}
+    if text in python:
+        return python[text]
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return value
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        raise ConfigError(f"model argument {key} must be finite; got {shown(value)}")
+    return parsed
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -453,3 +484,58 @@ _register(Experiment(
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_both_layernorms,
 ))
+
+
+# -- a user's own network (issue 20) -----------------------------------------------------------------
+
+def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
+    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed."""
+    if not base.spec:
+        raise ConfigError("experiment model needs a model: --model path/to/file.py:factory or "
+                          "package.module:factory (or --set model.spec=..., [model] spec = ... in a --config file)")
+    return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
+
+
+_register(Experiment(
+    name="model",
+    description="your own network (--model FILE.py:FACTORY): its residual blocks found by their additions, "
+                "trained as written and as its plain twin without shortcuts",
+    source="He et al. 2015, eq. 1 and 2 (h = x + F(x); W_s x where the shapes differ); the user's model",
+    base=UserModelConfig(),
+    build=_user_model,
+    open_args="args",
+))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m simulation.experiments EXPERIMENT [--set k=v ...] [--scheduler ADDRESS]``: train an
+    experiment's missing runs as one sweep (:func:`simulation.cache.run_sweep`) into the trace cache."""
+    import argparse
+    import logging
+    import sys
+
+    from .cache import run_sweep
+    from .sweep import SweepError
+
+    parser = argparse.ArgumentParser(prog="python -m simulation.experiments", description=main.__doc__)
+    parser.add_argument("experiment")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a running `dask scheduler`")
+    parser.add_argument("--workers", type=int, default=None, help="local cluster size (default: cores)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        overrides = {}
+        for pair in args.sets:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value.strip()
+        runs = build_runs(args.experiment, overrides)
+        run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
+    except (ValueError, SweepError) as exc:  # ConfigError, a --set without '=', or a sweep that failed
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()

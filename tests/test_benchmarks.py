@@ -135,11 +135,12 @@ def test_yardstick_line_and_the_table_in_yardsticks():
     assert in_yardsticks(3.0, yard) == "3.00 s (2.0 yardsticks)" and in_yardsticks(3.0, None) == "3.00 s"
     with pytest.raises(ValueError, match="no yardstick line"):
         parse("yardstick: train 0.5 s")
-    rows = [("wall", Figure([30.0, 33.0, 36.0], Target("<=", 40), "s")), ("ratio", Figure([1.0], None, "x", [0.5]))]
-    first, header, _, wall, ratio = format_table(rows, yard).splitlines()
+    rows = [("wall", Figure([30.0, 33.0, 36.0], Target("<=", 40), "s")), ("ratio", Figure([1.0], None, "x", [0.5])),
+            ("step", Figure([3.0], None, "ms"))]
+    first, header, _, wall, ratio, step = format_table(rows, yard).splitlines()
     assert first == str(yard) and first.startswith("yardstick: train 0.50 s, render 1.00 s, sum 1.50 s")
     assert _cells(header) == [*COLUMNS, "yardsticks"]
-    assert _cells(wall)[-1] == "22.0"  # 33 s / 1.5 s
+    assert _cells(wall)[-1] == "22" and _cells(step)[-1] == "0.002"  # 33 s / 1.5 s, 3 ms / 1.5 s
     assert _cells(ratio.rstrip(" |"))[-1] == "0.5-0.5"  # the load column ends it: a ratio has no yardsticks
 
 
