@@ -20,6 +20,7 @@ import functools
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,12 @@ __all__ = ["cli"]
 
 
 @click.group(cls=LectureCli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Show Manim's own log too.")
+@click.option("-v", "--verbose", is_flag=True, help="Show Manim's own log too, and list every file written.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Explain residual connections with animations driven by real, recorded training runs."""
     setup_logging(verbose)
-    ctx.obj = {"verbose": verbose}
+    ctx.obj = {"verbose": verbose, "started": time.monotonic()}
 
 
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
@@ -114,7 +115,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
     note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
-                "from the cache (not trained again):")
+                "from the cache (not trained again):", opens=("trace",))
 
 
 @cli.command()
@@ -215,6 +216,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     """Render what is missing of SCENE... (default: the lecture) as web-ready mp4 for a deck or the page;
     (jobs, clips, written, unchanged), or None after --check."""
     from cli.deck import load_clip
+    from cli.media import scene_title
 
     with user_errors():
         scenes = scenes_or_lecture(scene_names)
@@ -223,7 +225,8 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
         return None
     jobs, written, unchanged = rendered
     with user_errors():
-        clips = [load_clip(job.primary) for job in jobs]
+        titles = {s.__name__: scene_title(s) for s in scenes}  # the page and the deck show what the scene shows
+        clips = [load_clip(job.primary, titles.get(job.scene)) for job in jobs]
     return jobs, clips, written, unchanged
 
 
@@ -249,7 +252,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     with user_errors():
         written += write_deck(clips, jobs[0].final_dir, jobs[0].lang, ctx.params["fmt"],
                               light=ctx.params.get("theme") == "light")
-    report(written, unchanged)
+    report(written, unchanged, opens=("deck",))
 
 
 @cli.command()
@@ -272,7 +275,7 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
         written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
                               light=ctx.params.get("theme") == "light",
                               explorer=Path(ctx.params["output"]) / "explore" / "index.html")
-    report(written, unchanged)
+    report(written, unchanged, opens=("page",))
 
 
 @cli.command()
@@ -309,7 +312,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
                                  page=page_link(target, target.parent, quality))
-    report(written)
+    report(written, opens=("page",))
 
 
 @cli.command("_worker", hidden=True)

@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,14 +64,20 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):") -> None:
-    if unchanged:
-        click.echo(unchanged_heading)
-        for path in unchanged:
-            click.echo(f"  {path}")
-    click.echo("wrote:" if written else "wrote: nothing")
-    for path in written:
-        click.echo(f"  {path}")
+def report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):",
+           opens: tuple[str, ...] = ("clip", "still")) -> None:
+    """The files to open (kinds of cli/report.py), one line for the rest (every file with --verbose), the time."""
+    from cli.report import file_kind, format_duration, report_lines
+
+    ctx = click.get_current_context(silent=True)
+    obj = (ctx.find_root().obj if ctx else None) or {}
+    for line in report_lines(list(written), list(unchanged), set(opens), obj.get("verbose", False), unchanged_heading):
+        click.echo(line)
+    if "started" in obj:
+        hidden = not obj["verbose"] and any(file_kind(p) not in opens for p in [*written, *unchanged])
+        note(f"done in {format_duration(time.monotonic() - obj['started'])}"
+             + (" (every file: render.py -v COMMAND ...)" if hidden else ""))
+
 
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM, so that every ``with`` and ``finally`` on the way out runs
