@@ -29,7 +29,7 @@ from scenes.degradation import MARGIN
 from scenes.helpers import compare, is_missing, tail_mean
 from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots
 from scenes.style import PALETTE, SIZE_SMALL, make_text
-from scenes.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10
+from scenes.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
 
 __all__ = ["ShortcutScale", "gradient_ratios", "branch_gain_sq", "expected_ratio", "run_summary", "seed_verdicts",
            "count_seeds", "FOLLOW_FACTOR"]
@@ -246,7 +246,7 @@ class ShortcutScale(SeedSpread, LectureScene):
             end = ratios[n][-1]
             where = ratio_axes.point(depth - 1, end) if not is_missing(end) else ratio_axes.axes.c2p(depth - 1, 0)
             tags.add(make_text(labels[n], size=SIZE_SMALL * 0.8, color=colors[n]).next_to(where, RIGHT, buff=0.08))
-        _spread(tags)
+        spread_labels(tags)
         self.narrate("n_ratio", 4)
         self.play(Create(ratio_axes), FadeIn(ratio_head), FadeIn(k_label), run_time=1)
         self.play(FadeIn(drawn), run_time=0.8)
@@ -265,7 +265,7 @@ class ShortcutScale(SeedSpread, LectureScene):
         dots = bar_seed_dots(bars, 0, others)
         flags = VGroup(*[self.text("diverged", size=SIZE_SMALL * 0.75, color=PALETTE["warn"]).next_to(bar, UP, buff=0.05)
                          for bar, n in zip(bars.bars[0], names) if first[n]["diverged"]])
-        _spread(flags, vertical=False)
+        spread_labels(flags, vertical=False)
         error_head = self.text("error_axis", size=SIZE_SMALL).next_to(bars.chart.axes, UP, buff=0.12)
         error_head.align_to(bars.chart.axes, LEFT)
         if flags:
@@ -305,16 +305,3 @@ class ShortcutScale(SeedSpread, LectureScene):
         self.cite("He et al. 2016, Identity Mappings, §3, eq. 7-8, Table 1")
         self.wait(5)
 
-
-def _spread(labels: VGroup, vertical: bool = True, gap: float = 0.04) -> None:
-    """Move overlapping labels apart (upwards in the order of their height, or sideways)."""
-    items = sorted(labels, key=lambda m: m.get_center()[1 if vertical else 0])
-    for below, above in zip(items, items[1:]):
-        if vertical:
-            overlap = below.get_top()[1] + gap - above.get_bottom()[1]
-            if overlap > 0:
-                above.shift(UP * overlap)
-        else:
-            overlap = below.get_right()[0] + gap - above.get_left()[0]
-            if overlap > 0 and abs(below.get_center()[1] - above.get_center()[1]) < below.height:
-                above.shift(UP * (below.height + gap))
