@@ -26,12 +26,12 @@ from typing import Any
 
 import click
 
-from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, note, param_options,
-                         render_options, report, resolved_options, scheduler_option, setup_logging, user_errors,
-                         voices)
+from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
+                         param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
+                         user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
-from cli.plan import (all_params, lecture_listing, parameter_layers, plan_render, refuse_unused_sets,
-                      resolve_scenes, scenes_or_lecture, validate_scoped)
+from cli.plan import (experiment_runs, lecture_listing, model_experiment, model_scenes, parameter_layers, plan_render,
+                      resolve_scenes, scenes_or_lecture)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -47,8 +47,9 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    """The parameter layers of this command: its --config file's tables, then --set (cli/plan.py)."""
-    return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names)
+    """The parameter layers of this command: its --config file's tables, --model, then --set (cli/plan.py)."""
+    return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
+                            model=ctx.params.get("model"))
 
 
 # -- list, train, inspect ---------------------------------------------------------------------
@@ -72,35 +73,29 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
 
 
 @cli.command()
-@click.argument("experiment")
+@click.argument("experiment", required=False)
 @param_options
+@model_option
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @scheduler_option
 @click.pass_context
-def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None,
-          as_json: bool, scheduler: str | None) -> None:
-    """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
+def train(ctx: click.Context, experiment: str | None, config_file: str | None, sets: tuple[str, ...],
+          model: str | None, seed: int | None, as_json: bool, scheduler: str | None) -> None:
+    """Train the runs of EXPERIMENT (or load them from the cache) and print a summary.
+
+    With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
-    from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, is_cached, trace_path
-    from simulation.experiments import build_runs, get_experiment
+    from simulation.experiments import NO_MODEL, get_experiment
     from simulation.summary import summarize
-    from simulation.values import convert_value
 
     with user_errors():
-        params = list(get_experiment(experiment).params())
-        layers = _layers(ctx, sets, None)
-        check_common_keys(layers, {experiment: params}, all_params())
-        validate_scoped(layers, {})
-        refuse_unused_sets(layers, {experiment}, set())
-        overrides = experiment_overrides(layers, experiment, params)
-        if seed is not None:
-            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
-                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
-                                  "give one")
-            overrides["seed"] = seed
-        runs = build_runs(experiment, overrides)
+        experiment = model_experiment(experiment, model)
+        params = {experiment: list(get_experiment(experiment).params())}
+        runs = experiment_runs(_layers(ctx, sets, None), params, seed=seed)[experiment]
+        if experiment == "model" and not all(cfg.spec for cfg in runs.values()):
+            raise ConfigError(NO_MODEL)
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
@@ -112,6 +107,9 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
                               indent=2))
     else:
         echo_run_summaries(summary)
+    if experiment == "model" and not as_json:
+        names = traces[0].meta.layers or []
+        click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
     note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
@@ -140,11 +138,16 @@ def inspect(trace_file: str) -> None:
 @cli.command()
 @click.argument("scene_names", nargs=-1, required=True, metavar="SCENE...")
 @render_options
+@model_option
 @click.pass_context
 def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
-    """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own)."""
+    """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own).
+
+    With --model FILE.py:FACTORY: the scenes drawn from your own network and its plain twin."""
     with user_errors():
         scenes = resolve_scenes(scene_names)
+        if ctx.params.get("model"):
+            scenes = model_scenes(scenes)
     _render(ctx, scenes, concat_allowed=False)
 
 
@@ -295,18 +298,14 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
     Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
     from cli.explore import DEFAULT_EXPERIMENTS, lecture_params, page_link, write_explorer
     from cli.media import check_cache_dir
-    from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces
-    from simulation.experiments import build_runs, get_experiment
+    from simulation.experiments import get_experiment
 
     with user_errors():
         names = list(dict.fromkeys(experiments or DEFAULT_EXPERIMENTS))
         params = {name: list(get_experiment(name).params()) for name in names}
-        layers = _layers(ctx, sets, None)
-        check_common_keys(layers, params, all_params())
-        refuse_unused_sets(layers, set(names), set())
-        runs = {name: build_runs(name, {**lecture_params(name), **experiment_overrides(layers, name, params[name])})
-                for name in names}
+        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in names},
+                               validate=False)
         check_cache_dir()
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)

@@ -30,7 +30,7 @@ from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 __all__ = ["setup_logging", "user_errors", "note", "report", "Terminated", "LectureCli", "scheduler_option",
            "PathType", "param_options", "scene_options", "voice_option", "render_options", "resolved_options",
            "voices", "echo_params", "figure", "diverged_where", "RENDER_PARAMS", "echo_listing",
-           "echo_run_summaries"]
+           "echo_run_summaries", "model_option"]
 
 
 def setup_logging(verbose: bool) -> None:
@@ -168,6 +168,13 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None) 
                      if RENDER_PARAMS[k] in own and fits(own[RENDER_PARAMS[k]], v)}
     ctx.default_map = {**(ctx.default_map or {}), **file_defaults}
     return value
+
+
+def model_option(func):
+    """``--model SPEC``: a user's own network, trained as experiment ``model`` (runs residual and plain)."""
+    return click.option("--model", default=None, metavar="FILE.py:FACTORY",
+                        help="Your own network: FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (torchvision.models:resnet18); "
+                             "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
 
 
 def param_options(func):

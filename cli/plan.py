@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli.params import Layer, config_layer, parse_sets
+from cli.params import Layer, config_layer, model_layer, parse_sets
 from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
-           "resolve_scenes", "scenes_or_lecture", "lecture_listing"]
+           "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
+           "experiment_runs"]
 
 
 def all_params() -> dict[str, list[str]]:
@@ -31,12 +32,40 @@ def all_params() -> dict[str, list[str]]:
 
 
 def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
-                     scene_names: list[str] | None) -> list[Layer]:
-    """The parameter layers, later ones win: the --config file's tables (if any), then --set."""
+                     scene_names: list[str] | None, model: str | None = None) -> list[Layer]:
+    """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
+    experiment model), then --set."""
     from simulation.experiments import EXPERIMENTS
 
     layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
+    if model:
+        layers.append(model_layer(model))
     return layers + [parse_sets(tuple(sets), EXPERIMENTS, scene_names or [])]
+
+
+def model_experiment(experiment: str | None, model: str | None) -> str:
+    """The experiment ``train`` runs: EXPERIMENT, or ``model`` with --model (EXPERIMENT left out or "model")."""
+    if model is None:
+        if experiment is None:
+            raise ConfigError("name an experiment (render.py list) or give --model FILE.py:FACTORY")
+        return experiment
+    if experiment not in (None, "model"):
+        raise ConfigError(f"--model trains your own network (experiment model), not experiment {experiment!r}: "
+                          "leave the experiment out")
+    return "model"
+
+
+def model_scenes(scenes: list[type]) -> list[type]:
+    """Each scene's variant that draws a user's model (experiment ``model``; scenes.model_variant)."""
+    import scenes as scene_package
+
+    variant = getattr(scene_package, "model_variant", None)
+    if variant is None:
+        raise ConfigError("no scene draws your own network in this version; `render.py train --model` trains it")
+    try:
+        return [variant(scene) for scene in scenes]
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
 
 
 def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
@@ -95,6 +124,32 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
                        for k, (d, t) in exp.params().items()},
         }
     return listing
+
+
+def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
+                    seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
+    """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
+    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {run_name: config}}``, for
+    ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
+    also check the layers' values for experiments not run. Raises ConfigError with one line."""
+    from cli.params import check_common_keys, experiment_overrides
+    from simulation.experiments import build_runs
+    from simulation.values import convert_value
+
+    check_common_keys(layers, params, all_params())
+    if validate:
+        validate_scoped(layers, {})
+    refuse_unused_sets(layers, set(params), set())
+    out = {}
+    for name, keys in params.items():
+        overrides = {**(defaults or {}).get(name, {}), **experiment_overrides(layers, name, keys)}
+        if seed is not None:
+            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
+                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
+                                  "give one")
+            overrides["seed"] = seed
+        out[name] = build_runs(name, overrides)
+    return out
 
 
 def resolve_scenes(names: Iterable[str]) -> list[type]:
