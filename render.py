@@ -524,7 +524,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     from simulation.cache import is_cached
     from simulation.config import ConfigError
     from simulation.experiments import get_experiment
-    from simulation.memory import check_memory
+    from simulation.runs import check_memory
     from simulation.sweep import scheduler_address
 
     verbose = ctx.obj["verbose"] if ctx.obj else False
@@ -687,7 +687,8 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
     English and Chinese, the numbers each clip showed, its parameters and trace summaries.
 
-    Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it."""
+    Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
+    links to the explorer at OUTPUT/explore (`render.py explore -o OUTPUT/explore`)."""
     from cli.page import write_page
 
     rendered = _render_clips(ctx, scene_names)
@@ -696,8 +697,46 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     jobs, clips, written, unchanged = rendered
     with _user_errors():
         written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
-                              light=ctx.params.get("theme") == "light")
+                              light=ctx.params.get("theme") == "light",
+                              explorer=Path(ctx.params["output"]) / "explore" / "index.html")
     _report(written, unchanged)
+
+
+@cli.command()
+@click.argument("experiments", nargs=-1, metavar="[EXPERIMENT...]")
+@_param_options
+@click.option("-o", "--output", type=_Path(file_okay=False), default="media/explore", show_default=True,
+              help="The explorer's folder (written whole, or not at all).")
+@click.option("--quality", type=click.Choice(tuple(QUALITIES)), default=RENDER_DEFAULTS["quality"], show_default=True,
+              help="Each view links to its clip on the lecture page of this quality (render.py page -o OUTPUT/..).")
+@_scheduler_option
+@click.pass_context
+def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str | None, sets: tuple[str, ...],
+            output: str, quality: str, scheduler: str | None) -> None:
+    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's): gradient
+    flow, chain-rule product, degradation, residual responses, Post-LN vs Pre-LN (cli/explore.py).
+
+    Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
+    from cli.explore import DEFAULT_EXPERIMENTS, lecture_params, page_link, write_explorer
+    from cli.media import check_cache_dir
+    from cli.params import check_common_keys, experiment_overrides
+    from simulation.cache import get_traces
+    from simulation.experiments import get_experiment
+
+    with _user_errors():
+        names = list(dict.fromkeys(experiments or DEFAULT_EXPERIMENTS))
+        params = {name: list(get_experiment(name).params()) for name in names}
+        layers = _layers(ctx, sets, None)
+        check_common_keys(layers, params, _all_params())
+        _refuse_unused_sets(layers, set(names), set())
+        runs = {name: _build(name, {**lecture_params(name), **experiment_overrides(layers, name, params[name])})
+                for name in names}
+        check_cache_dir()
+        traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
+        target = Path(output)
+        written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
+                                 page=page_link(target, target.parent, quality))
+    _report(written)
 
 
 def _diverged_where(layer: int | None) -> str:
@@ -720,7 +759,7 @@ def _train(configs: list, scheduler: str | None, quality: str) -> None:
     from cli.media import RenderError
     from cli.pipeline import Trainer
     from simulation.cache import get_traces
-    from simulation.memory import estimate
+    from simulation.runs import estimate
 
     trainer = TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in configs)
     if scheduler is not None or MAIN_MIB * MiB + trainer + worker_bytes(quality) <= tree_budget():
@@ -739,7 +778,7 @@ def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int
     failures). Ctrl-C and SIGTERM stop the trainer and every render."""
     from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots, training_room
     from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, RunQueue, Trainer, TrainingHelper, run_pipeline
-    from simulation.memory import estimate
+    from simulation.runs import estimate
 
     pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
     trainer, helper, slots = None, None, n_jobs

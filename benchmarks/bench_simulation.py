@@ -61,7 +61,7 @@ def memory_figures() -> None:
     import subprocess
 
     for config in MEMORY_SIZES:
-        out = subprocess.run([sys.executable, "-m", "simulation.memory", "--measure", json.dumps(config)],
+        out = subprocess.run([sys.executable, "-m", "simulation", "--measure", json.dumps(config)],
                              cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True)
         f = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"memory {json.dumps(config):<110} estimate {f['estimate'] / 1e6:7.1f} MB  peak "

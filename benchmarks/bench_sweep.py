@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.measure import Figure, Target, compare, format_table  # noqa: E402
 from simulation.config import RunConfig  # noqa: E402
-from simulation.sweep import run_sweep, sweep_work  # noqa: E402
+from simulation.cache import run_sweep  # noqa: E402
+from simulation.sweep import sweep_work  # noqa: E402
 
 SPEEDUP_TARGET = Target(">=", 1.5)
 

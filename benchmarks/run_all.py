@@ -21,6 +21,9 @@ Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
 - ``hq`` (only with ``--include-hq``; about 10 min): ``render.py all -q h``, traces cached, wall / video.
   Target <= 1.5.
 - ``pytest`` (only with ``--include-pytest``): wall time of the default ``pytest`` run. Target <= 180 s.
+- ``explorer``: ``render.py explore`` of the default lecture's runs, timed in headless Chromium: ms per step
+  change in each view (every record of the largest selection, 5 passes; ``bench_explore.py``) and the folder's
+  size. Targets <= 50 ms, <= 10 MB.
 - ``instructions`` (only with ``--include-instructions``; ~25 min on one core, needs valgrind): the recorder's
   overhead counted in instructions under callgrind (``bench_instructions.py``): the same count (to ~0.01 %)
   whatever the load, a floor under the time ratio. Target <= 1.05.
@@ -51,7 +54,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
 
-METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "instructions", "sweep", "lecture", "hq", "pytest")
+METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "instructions", "sweep", "lecture", "hq", "pytest",
+           "explorer")
 GIB = 2**30
 
 
@@ -210,6 +214,14 @@ def pytest_rows(include: bool, repeats: int) -> list[tuple[str, Figure | str]]:
     return [("default pytest run, wall", repeat(pytest_wall, Target("<=", 180), repeats, repeats, unit="s"))]
 
 
+# -- the explorer in a browser ----------------------------------------------------------------------
+
+def explorer_rows(quick: bool) -> list[tuple[str, Figure | str]]:
+    from benchmarks import bench_explore
+
+    return bench_explore.rows(rounds=1 if quick else 5)
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 def selected(only: list[str] | None) -> list[str]:
@@ -237,6 +249,7 @@ def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, inc
         "lecture": lambda: lecture_rows(quick, repeats, include_hq),
         "hq": lambda: [] if "lecture" in metrics else lecture_rows(quick, repeats, include_hq)[-1:],
         "pytest": lambda: pytest_rows(include_pytest, repeats),
+        "explorer": lambda: explorer_rows(quick),
     }
     for metric in metrics:
         started = time.perf_counter()

@@ -197,11 +197,11 @@ def staged_dir(target: Path) -> Iterator[Path]:
 
 def _remove_stale_stages(target: Path) -> None:
     """Build folders of ``target`` left by processes that no longer exist (killed with SIGKILL)."""
-    from cli.media import _alive
+    from cli.media import pid_alive
 
     for path in target.parent.glob(f".{target.name}-*"):
         pid = path.name[len(target.name) + 2:].split("-")[0]
-        if path.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        if path.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -41,7 +41,7 @@ from simulation.atomic_io import atomic_write
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
     "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
-    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX",
+    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX", "pid_alive",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
@@ -368,11 +368,12 @@ def _remove_stale(folder: Path) -> None:
     """Private media folders of processes that no longer exist (killed with SIGKILL)."""
     for path in folder.glob(f"{TEMP_PREFIX}*"):
         pid = path.name[len(TEMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

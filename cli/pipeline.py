@@ -248,7 +248,7 @@ class RunQueue:
     """The runs still to train, shared by the trainer (which takes them from the head, lecture order) and a
     :class:`TrainingHelper` (from the tail); it keeps the two trainer processes within ``room`` bytes.
 
-    ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.memory.estimate`); a
+    ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.runs.estimate`); a
     trainer process counts as ``base`` plus the largest run it has taken (its memory does not shrink after
     a run). The trainer waits before a run that would not fit beside the helper, and the helper, which sees
     that (:attr:`head_waiting`), stops after its current run.

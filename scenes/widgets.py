@@ -19,7 +19,7 @@ from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
-           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline"]
+           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap"]
 
 
 class GapMark(VGroup):
@@ -121,10 +121,10 @@ class LogAxes(VGroup):
         """The data (xs, values) as a line with a labelled :class:`GapMark` where values are missing."""
         xs = list(xs)
         return gapped_polyline([self.point(x, v) for x, v in zip(xs, values)], color, stroke_width,
-                               gap_box=lambda a, b: _axes_gap(self.axes, xs, a, b, what))
+                               gap_box=lambda a, b: axes_gap(self.axes, xs, a, b, what))
 
 
-def _axes_gap(axes: Axes, xs: Sequence[float], start: int, stop: int, what: str) -> GapMark:
+def axes_gap(axes: Axes, xs: Sequence[float], start: int, stop: int, what: str) -> GapMark:
     """A GapMark over the x span of the missing points start..stop-1, from the bottom of ``axes`` up."""
     left = axes.c2p(xs[max(start - 1, 0)] if start > 0 else xs[start], axes.y_range[0])
     right = axes.c2p(xs[min(stop, len(xs) - 1)] if stop < len(xs) else xs[stop - 1], axes.y_range[0])
@@ -314,7 +314,7 @@ class LinearAxes(VGroup):
         y0, y1 = self.axes.y_range[0], self.axes.y_range[1]
         points = [None if np.isnan(y) else self.point(x, float(np.clip(y, y0, y1))) for x, y in zip(xs, ys)]
         return gapped_polyline(points, color, stroke_width,
-                               gap_box=lambda a, b: _axes_gap(self.axes, xs, a, b, what))
+                               gap_box=lambda a, b: axes_gap(self.axes, xs, a, b, what))
 
 
 class GroupedBars(VGroup):

@@ -17,9 +17,10 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from .provenance import source_hash
+from .values import ConfigError, convert_value
 
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
            "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "MAX_WIDTH", "MAX_DEPTH",
@@ -38,10 +39,6 @@ MAX_DEPTH = 1000
 MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
 MAX_STEPS = 10**6
 MAX_BATCH = 10**5
-
-
-class ConfigError(ValueError):
-    """A parameter has a wrong name, type or value; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +84,12 @@ def param_range(cls: type, name: str) -> Range | tuple[str, ...] | None:
     return meta.get("range") or meta.get("choices")
 
 
-class _Config:
+class BaseConfig:
     """What every run config shares: checked fields, the cache digest, dict round trip, checked ``replace``."""
+
+    # The run kind that trains this class (simulation.runs.RunKind), set by simulation.runs.register_kind;
+    # its trainer id is hashed into digest(), so another trainer for a kind gives other cache keys.
+    run_kind: ClassVar[Any] = None
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -98,8 +99,13 @@ class _Config:
         """Checks across fields (subclasses)."""
 
     def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field and the run-shaping source hash; stable across runs."""
-        payload = json.dumps({"sources": source_hash(), **self.to_dict()}, sort_keys=True)
+        """16 hex chars of SHA-256 over every field, the run-shaping source hash and the trainer of this
+        class's run kind (``simulation.runs``); stable across runs. Raises ConfigError for a class that is
+        no registered run kind."""
+        kind = type(self).run_kind
+        if kind is None:
+            raise ConfigError(f"{type(self).__name__} is not a registered run kind (simulation.runs.register_kind)")
+        payload = json.dumps({"sources": source_hash(), "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +129,7 @@ class _Config:
 
 
 @dataclass(frozen=True)
-class RunConfig(_Config):
+class RunConfig(BaseConfig):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
     model: str = _one_of("mlp", MODELS)  # "mlp": blocks of Linear layers; "conv": He et al. 2015 §4.2 conv net
@@ -190,15 +196,13 @@ def parse_value(key: str, text: str, cls: type | None = None) -> Any:
 
     Raises ConfigError for an unknown key or a value of the wrong type.
     """
-    from simulation.values import convert_value
-
     defaults = {f.name: f.default for f in fields(cls or RunConfig)}
     if key not in defaults:
         raise ConfigError(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
     return convert_value(key, defaults[key], text)
 
 
-def _check_fields(cfg: _Config) -> None:
+def _check_fields(cfg: BaseConfig) -> None:
     """Every field holds the type of its default (an int where a float is expected is converted) and lies
     in its range or among its choices."""
     for f in fields(cfg):
@@ -214,7 +218,7 @@ def _check_fields(cfg: _Config) -> None:
             raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
 
 
-def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
+def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
     """``cls`` with command-line ``key=value`` pairs applied (typed by :func:`parse_value`).
 
     Raises ConfigError for a pair without '=', an unknown key, a wrong type or an invalid value."""
@@ -239,10 +243,10 @@ MAX_SEQ_LEN = 512
 
 
 @dataclass(frozen=True)
-class TransformerConfig(_Config):
+class TransformerConfig(BaseConfig):
     """A small Transformer on a toy sequence task; its :meth:`digest` is the trace cache key."""
 
-    kind: str = _one_of("transformer", ("transformer",))  # which trainer runs this config (see config_from_dict)
+    kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
     norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
     residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
@@ -268,28 +272,13 @@ class TransformerConfig(_Config):
             raise ConfigError(f"width must be even and divisible by heads ({self.heads}); got {self.width}")
 
 
-def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
-    """The config written by ``to_dict``: a TransformerConfig when ``data["kind"] == "transformer"``, else a
-    RunConfig. Raises ConfigError for an unknown kind, key or value."""
-    kind = data.get("kind", "mlp")
-    if kind == "transformer":
-        return TransformerConfig.from_dict(data)
-    if kind == "identity_fit":
-        return IdentityFitConfig.from_dict(data)
-    if kind != "mlp":
-        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit")
-    if "kind" not in RunConfig.field_types():
-        data = {k: v for k, v in data.items() if k != "kind"}
-    return RunConfig.from_dict(data)
-
-
 # -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
 
 @dataclass(frozen=True)
-class IdentityFitConfig(_Config):
+class IdentityFitConfig(BaseConfig):
     """One block trained to output its own input (H(x) = x) on the digits features; the cache key."""
 
-    kind: str = _one_of("identity_fit", ("identity_fit",))  # which trainer runs this config (see config_from_dict)
+    kind: str = _one_of("identity_fit", ("identity_fit",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("plain", ARCHS)  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
     activation: str = _one_of("relu", ACTIVATIONS)  # nonlinearity inside F
     steps: int = _in(1500, 1, MAX_STEPS)  # optimiser steps, each on the whole training split (full batch)
@@ -305,5 +294,5 @@ class IdentityFitConfig(_Config):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]

@@ -3,6 +3,7 @@
 Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
+    python -m simulation.experiments depth_sweep --set seeds=0,1 --scheduler tcp://10.0.0.5:8786   # one sweep
 
 An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
 :class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
@@ -27,7 +28,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -149,7 +150,7 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
-def _items(value: Any) -> tuple[Any, ...]:
+def split_items(value: Any) -> tuple[Any, ...]:
     """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
     if isinstance(value, (list, tuple)):
         return tuple(value)
@@ -161,7 +162,7 @@ def _items(value: Any) -> tuple[Any, ...]:
 def _seeds(value: Any) -> tuple[int, ...]:
     """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
     seeds = []
-    for item in () if value is None else _items(value):
+    for item in () if value is None else split_items(value):
         try:
             if isinstance(item, (bool, float)):
                 raise ValueError
@@ -467,8 +468,42 @@ _register(Experiment(
     name="rank_collapse",
     description="Rank collapse: relative residual ||X - 1x^T|| / ||X|| of the tokens after each layer of attention-only "
                 "stacks, without and with skips and MLPs (encoder, 6 layers, no LayerNorm), at init and after training",
-    source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need', Fig. 1 and Theorem 2.2",
+    source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need' (res(X) against depth, Fig. 1-2)",
     base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
                            lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
     build=_rank_collapse,
 ))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m simulation.experiments EXPERIMENT [--set k=v ...] [--scheduler ADDRESS]``: train an
+    experiment's missing runs as one sweep (:func:`simulation.cache.run_sweep`) into the trace cache."""
+    import argparse
+    import logging
+    import sys
+
+    from .cache import run_sweep
+    from .sweep import SweepError
+
+    parser = argparse.ArgumentParser(prog="python -m simulation.experiments", description=main.__doc__)
+    parser.add_argument("experiment")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a running `dask scheduler`")
+    parser.add_argument("--workers", type=int, default=None, help="local cluster size (default: cores)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        overrides = {}
+        for pair in args.sets:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value.strip()
+        runs = build_runs(args.experiment, overrides)
+        run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
+    except (ValueError, SweepError) as exc:  # ConfigError, a --set without '=', or a sweep that failed
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS"]
+__all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS", "by_shape"]
 
 # Statistics recorded per block, each one number per layer per record.
 STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
@@ -46,7 +46,7 @@ def _nonfinite(t: torch.Tensor) -> torch.Tensor:
     return torch.logical_not(torch.isfinite(t)).sum()
 
 
-def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
+def by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
     """Group ``{key: tensor}`` by shape: [(keys, stack [n, *shape])]."""
     groups: dict[tuple[int, ...], list[Any]] = {}
     for key, t in tensors.items():
@@ -60,7 +60,7 @@ def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
     float64), and again in float64 for a group whose results are non-finite, 0 or outside [1e-15, 1e15],
     where float32 squares underflow or overflow (a float32 norm of 1e-25s is 0)."""
     out: dict[Any, list[float]] = {}
-    for keys, stack in _by_shape(tensors):
+    for keys, stack in by_shape(tensors):
         values = fn(stack)
         if stack.dtype != _F64:
             low, high = torch.aminmax(values.abs())  # NaN propagates: a NaN group is recomputed too

@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from .config import TransformerConfig
 from .loop import Divergence, StepResult, Task, record_steps, train
 from .loop import main as loop_main
-from .record import HookPoint, HookRecorder, _by_shape
+from .record import HookPoint, HookRecorder, by_shape
 from .trace import Trace
 
 __all__ = [
@@ -322,7 +322,7 @@ class TransformerRecorder(HookRecorder):
         row = {key: np.full(n_layers, np.nan) for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm", "input_cos")}
         row["nonfinite"] = np.zeros(n_layers)
         row.update({key: np.full(n_sub, np.nan) for key in (*SUBLAYER_KEYS, "branch_std")})
-        for keys, stack in _by_shape(self._outputs):
+        for keys, stack in by_shape(self._outputs):
             counts = torch.logical_not(torch.isfinite(stack)).flatten(1).sum(1).tolist()
             for index, count in zip(keys, counts):
                 row["nonfinite"][index] += count
@@ -331,7 +331,7 @@ class TransformerRecorder(HookRecorder):
                 cos = F.cosine_similarity(self._stack_inputs[start].double()[None], stack[rows].double(), dim=-1)
                 for k, value in zip(rows, cos.flatten(1).mean(1).tolist()):
                     row["input_cos"][keys[k]] = value
-        for keys, stack in _by_shape(self._out_grads):
+        for keys, stack in by_shape(self._out_grads):
             for index, value in zip(keys, torch.linalg.vector_norm(stack.double().flatten(1), dim=1).tolist()):
                 row["out_grad_norm"][index] = value
         self._sublayer_stats(row)
@@ -339,7 +339,7 @@ class TransformerRecorder(HookRecorder):
         grads = {(index, k): p.grad.detach() for index, weights in enumerate(self.weights)
                  for k, p in enumerate(weights) if p.grad is not None}
         squares: dict[tuple[int, int], float] = {}
-        for keys, stack in _by_shape(grads):
+        for keys, stack in by_shape(grads):
             flat = stack.double().flatten(1)
             values = flat.pow(2).sum(1).tolist()
             bad = [k for k, v in enumerate(values) if not math.isfinite(v)]
@@ -374,12 +374,12 @@ class TransformerRecorder(HookRecorder):
                 norms[("input_norm", index)] = total - branch
                 norms[("sum_norm", index)] = total
                 norms[("out_norm", index)] = self._ln_outputs[index]
-        for keys, stack in _by_shape(norms):
+        for keys, stack in by_shape(norms):
             for (key, index), value in zip(keys, stack.double().norm(dim=-1).flatten(1).mean(1).tolist()):
                 row[key][index] = value
         if self.model.norm == "pre_ln":  # what leaves a Pre-LN Add & Norm is the sum itself
             row["out_norm"][:] = row["sum_norm"]
-        for keys, stack in _by_shape(self._branches):
+        for keys, stack in by_shape(self._branches):
             for index, value in zip(keys, stack.double().flatten(1).std(1).tolist()):
                 row["branch_std"][index] = value
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -23,10 +24,9 @@ from click.testing import CliRunner
 from cli.deck import staged_dir
 from render import cli
 
+from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
 TINY = ["--set", "steps=20", "--set", "depth=3"]  # TinyTrace's chain_rule runs: well under a second
 NARRATION = {"TinyBeats": ["one", "two", "two_more", "three", "end"], "TinyBeatsTwo": ["a", "b"]}  # in order
@@ -204,36 +204,20 @@ def test_beat_videos_in_the_deck_carry_their_stretch_of_the_sound(tmp_path):
 
 # -- html deck in a browser -------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser():
-    if os.environ.get("CI"):  # CI's set-up installs both: a missing one is a failure there, not a skip
-        from playwright import sync_api as playwright
-        assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing"
-    else:
-        playwright = pytest.importorskip("playwright.sync_api")
-        if not Path(CHROMIUM).is_file():
-            pytest.skip("chromium is not installed (bash bootstrap.sh setup installs it)")
-    with playwright.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-def open_logged(browser, url: str):
-    """A new page at ``url`` with its request log and console errors: (page, requests, errors)."""
-    page = browser.new_page()
-    requests, errors = [], []
-    page.on("request", lambda r: requests.append(r.url))
-    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
-    page.goto(url)
-    return page, requests, errors
-
-
-def remote(requests: list[str]) -> list[str]:
-    """The requests that left the machine's files (anything but file:, data: and blob: URLs)."""
-    return [url for url in requests if not url.startswith(("file:", "data:", "blob:"))]
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_the_page_and_the_explorer_link_to_each_other(rendered):
+    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`), whose views link back
+    to their clips on that page."""
+    out = rendered.parent.parent
+    result = invoke("explore", "chain_rule", *TINY, "--set", "seeds=0", "-o", out / "explore")
+    assert result.exit_code == 0, result.output
+    page = rendered / "page" / "lecture.html"
+    hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
+    assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {(out / "explore" / "index.html").resolve()}
+    data = (out / "explore" / "data.js").read_text(encoding="utf-8")
+    clips = json.loads(data.removeprefix("window.EXPLORE_DATA = ").rstrip().removesuffix(";"))["clips"]["en"]
+    path, anchor = clips["chain"].split("#")
+    assert (out / "explore" / path).resolve() == page.resolve() and anchor == "ChainRuleProduct"
 
 
 CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('video');

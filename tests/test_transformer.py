@@ -19,7 +19,8 @@ import torch
 from torch.nn import functional as F
 
 from simulation.cache import get_traces, trace_path
-from simulation.config import ConfigError, RunConfig, TransformerConfig, config_from_dict
+from simulation.config import ConfigError, RunConfig, TransformerConfig
+from simulation.runs import config_from_dict
 from simulation.experiments import build_runs, get_experiment
 from simulation.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
 
