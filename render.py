@@ -22,6 +22,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -77,14 +78,19 @@ def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):") -> None:
-    if unchanged:
-        click.echo(unchanged_heading)
-        for path in unchanged:
-            click.echo(f"  {path}")
-    click.echo("wrote:" if written else "wrote: nothing")
-    for path in written:
-        click.echo(f"  {path}")
+def _report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):",
+            opens: tuple[str, ...] = ("clip", "still")) -> None:
+    """The files to open (kinds of cli/report.py), one line for the rest (every file with --verbose), the time."""
+    from cli.report import file_kind, format_duration, report_lines
+
+    ctx = click.get_current_context(silent=True)
+    obj = (ctx.find_root().obj if ctx else None) or {}
+    for line in report_lines(list(written), list(unchanged), set(opens), obj.get("verbose", False), unchanged_heading):
+        click.echo(line)
+    if "started" in obj:
+        hidden = not obj["verbose"] and any(file_kind(p) not in opens for p in [*written, *unchanged])
+        _note(f"done in {format_duration(time.monotonic() - obj['started'])}"
+              + (" (every file: render.py -v COMMAND ...)" if hidden else ""))
 
 
 class Terminated(BaseException):
@@ -135,12 +141,12 @@ class LectureCli(click.Group):
 
 
 @click.group(cls=LectureCli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Show Manim's own log too.")
+@click.option("-v", "--verbose", is_flag=True, help="Show Manim's own log too, and list every file written.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Explain residual connections with animations driven by real, recorded training runs."""
     _setup_logging(verbose)
-    ctx.obj = {"verbose": verbose}
+    ctx.obj = {"verbose": verbose, "started": time.monotonic()}
 
 
 # -- parameters -------------------------------------------------------------------------------
@@ -386,7 +392,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
     _note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
         _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
-                "from the cache (not trained again):")
+                "from the cache (not trained again):", opens=("trace",))
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -635,6 +641,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     """Render what is missing of SCENE... (default: the lecture) as web-ready mp4 for a deck or the page;
     (jobs, clips, written, unchanged), or None after --check."""
     from cli.deck import load_clip
+    from cli.media import scene_title
 
     with _user_errors():
         scenes = _scenes_or_lecture(scene_names)
@@ -643,7 +650,8 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
         return None
     jobs, written, unchanged = rendered
     with _user_errors():
-        clips = [load_clip(job.primary) for job in jobs]
+        titles = {s.__name__: scene_title(s) for s in scenes}  # the page and the deck show what the scene shows
+        clips = [load_clip(job.primary, titles.get(job.scene)) for job in jobs]
     return jobs, clips, written, unchanged
 
 
@@ -676,7 +684,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
             written.append(write_pptx(clips, folder / "slides.pptx", jobs[0].lang))
         else:
             written.append(write_pdf(clips, folder / "slides.pdf"))
-    _report(written, unchanged)
+    _report(written, unchanged, opens=("deck",))
 
 
 @cli.command()
@@ -699,7 +707,7 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
         written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
                               light=ctx.params.get("theme") == "light",
                               explorer=Path(ctx.params["output"]) / "explore" / "index.html")
-    _report(written, unchanged)
+    _report(written, unchanged, opens=("page",))
 
 
 @cli.command()
@@ -736,7 +744,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
                                  page=page_link(target, target.parent, quality))
-    _report(written)
+    _report(written, opens=("page",))
 
 
 def _diverged_where(layer: int | None) -> str:

@@ -34,6 +34,8 @@ SELECTIONS = {"flow": "view=flow&family=vanishing&depth=56&act=sigmoid&seed=0",
               "degradation": "view=degradation&family=degradation",
               "responses": "view=responses&family=residual_response"}
 
+SCREENSHOT = "view=flow&family=vanishing&depth=20&act=sigmoid&seed=0&step=120"  # the lecture's depth (README)
+
 TIME_STEPS = """(rounds) => {
   const out = [];
   const n = window.explore.timeline().length;
@@ -58,7 +60,7 @@ def build(folder: Path) -> None:
 
 
 def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[str, Figure]:
-    """{view: Figure of step-change times in ms}, and the screenshot at 1280x720 (the flow view) if asked."""
+    """{view: Figure of step-change times in ms}, and the screenshot at 1280x720 (``SCREENSHOT``) if asked."""
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -77,7 +79,7 @@ def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[s
             if times:  # (a folder of other runs may lack the selection: nothing to time)
                 figures[view] = Figure(times, REDRAW_MS, "ms", [load()])
         if screenshot is not None:
-            page.evaluate(f"location.hash = '{SELECTIONS['flow']}&step=120'")
+            page.evaluate(f"location.hash = '{SCREENSHOT}'")
             page.wait_for_function("window.explore.state.step === 120")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot))
@@ -106,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="passes over every record of each view")
     parser.add_argument("--screenshot", type=Path, help="also save the flow view at 1280x720 here (PNG)")
     args = parser.parse_args(argv)
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the figures
+    print(yard, flush=True)
     table = rows(args.folder, args.rounds, args.screenshot)
-    print(format_table(table))
+    print(format_table(table, yard))
     worst = max(max(fig.samples) for name, fig in table if fig.unit == "ms")
     print(f"(slowest single step change: {worst:.1f} ms; load average {load():.1f}; {os.cpu_count()} cores)")
     return 0

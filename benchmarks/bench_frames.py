@@ -104,6 +104,10 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true", help="time only (no cProfile overhead)")
     parser.add_argument("--lang", choices=("en", "zh"), default=None)
     args = parser.parse_args()
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     scene_cls = get_scene(args.scene)
     if args.lang:
         scene_cls = type(scene_cls.__name__, (scene_cls,), {"lang": args.lang})
@@ -117,9 +121,9 @@ def main() -> None:
     video = frames / fps
     ratio = (lambda s: s / video if video else float("nan"))
     print(f"{'scene':<26}{'quality':>8}{'frames':>8}{'video s':>9}{'wall s':>9}{'wall/video':>12}{'cpu s':>8}"
-          f"{'cpu/video':>11}{'load':>6}")
+          f"{'cpu/video':>11}{'load':>6}{'wall yd':>9}{'cpu yd':>8}")
     print(f"{args.scene:<26}{args.quality:>8}{frames:>8}{video:>9.1f}{wall:>9.1f}{ratio(wall):>12.2f}{cpu:>8.1f}"
-          f"{ratio(cpu):>11.2f}{os.getloadavg()[0]:>6.1f}")
+          f"{ratio(cpu):>11.2f}{os.getloadavg()[0]:>6.1f}{yard.of(wall):>9.1f}{yard.of(cpu):>8.1f}")
     if profile is not None:
         print(f"\ntop {args.top} by own time (tottime)\n" + top_costs(profile, "tottime", args.top))
         print(f"\ntop {args.top} by cumulative time\n" + top_costs(profile, "cumulative", args.top))

@@ -238,6 +238,10 @@ def main() -> None:
     parser.add_argument("--only", choices=list(MODELS), action="append")
     parser.add_argument("--no-peer", action="store_true", help="leave out the TensorBoard peer")
     args = parser.parse_args()
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     rows = []
     for model in args.only or MODELS:
         figs = overhead(model, args.quick, *((3, 3) if args.quick else (5, 21)), peer=not args.no_peer)
@@ -247,8 +251,9 @@ def main() -> None:
         if "tensorboard" in figs:
             rows.append((f"tensorboard peer, {model}", figs["tensorboard"]))
         bare_ms = figs["bare"].median / MODELS[model][1].steps * 1e3
-        print(f"{model}: bare step {bare_ms:.2f} ms (median)", file=sys.stderr)
-    print(format_table(rows))
+        print(f"{model}: bare step {bare_ms:.2f} ms (median, {yard.of(bare_ms / 1e3) * 1e3:.3f} "
+              "milli-yardsticks)", file=sys.stderr)
+    print(format_table(rows, yard))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds at least")
     parser.add_argument("--max-rounds", type=int, default=7, help="interleaved rounds at most")
     args = parser.parse_args()
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     scenes = [get_scene(name) for name in args.scenes] or list(SCENES_IN_ORDER)
     for scene in scenes:  # train first, outside the timing
         if scene.experiment:
@@ -86,7 +90,7 @@ def main() -> None:
                            max_rounds=args.max_rounds, warmup=0)
         rows.append((f"{scene_cls.__name__} ({frames} frames, {objects} objects) / bare", figs["scene"]))
         print(f"{scene_cls.__name__}: {frames / figs['bare'].median:.1f} bare fps", file=sys.stderr)
-    print(format_table(rows))
+    print(format_table(rows, yard))
 
 if __name__ == "__main__":
     main()

@@ -34,8 +34,8 @@ import numpy as np
 from cli.deck import staged_dir
 from cli.media import RenderError
 
-__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "lecture_params", "export_data",
-           "write_explorer", "folder_size", "page_link", "WEB_DIR"]
+__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params", "export_data",
+           "write_explorer", "folder_size", "page_link", "jsonable", "scene_strings", "WEB_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB_DIR = ROOT / "web" / "explore"
@@ -111,7 +111,7 @@ UI_STRINGS = {
 }
 
 
-def _scene_strings() -> dict[str, dict[str, dict[str, str]]]:
+def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
     """The scenes' string tables the captions quote (imports manim, as the scenes do)."""
     from scenes.base import COMMON_STRINGS
     from scenes.chain_rule import ChainRuleProduct
@@ -127,7 +127,7 @@ def _scene_strings() -> dict[str, dict[str, dict[str, str]]]:
 
 
 # view -> [(table, key)] of the scene strings making its title and caption, in order.
-_CAPTIONS = {
+CAPTIONS = {
     "flow": [("flow", "title"), ("flow", "scale"), ("flow", "plain_row"), ("flow", "residual_row")],
     "chain": [("chain", "title"), ("chain", "n_formula"), ("chain", "axis_y"), ("sigmoid", "n_stack")],
     "degradation": [("degradation", "title"), ("degradation", "n_intro"), ("degradation", "n_not_overfit")],
@@ -172,7 +172,7 @@ def lecture_params(experiment: str) -> dict[str, Any]:
 
 # -- export ------------------------------------------------------------------------------------
 
-def _jsonable(values: Any) -> Any:
+def jsonable(values: Any) -> Any:
     """A numpy array or number as nested lists of Python floats/ints; NaN and ±inf as "nan", "inf", "-inf"
     (JSON has no such numbers; the page reads them back)."""
     arr = np.asarray(values)
@@ -185,7 +185,7 @@ def _jsonable(values: Any) -> Any:
 
     if flat.ndim == 0:
         return one(float(flat))
-    return [_jsonable(row) for row in flat] if flat.ndim > 1 else [one(float(x)) for x in flat]
+    return [jsonable(row) for row in flat] if flat.ndim > 1 else [one(float(x)) for x in flat]
 
 
 def _arch(name: str, config: Mapping[str, Any]) -> str | None:
@@ -247,10 +247,10 @@ def _flow_runs(name: str, trace, experiment: str, max_slope: float) -> dict[str,
     factors, products = zip(*(running_product(row) for row in grads)) if len(grads) else ((), ())
     record = _run_record(name, trace, experiment)
     record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
-                  steps=_jsonable(np.asarray(trace["step"])), out_grad_norm=_jsonable(grads),
-                  product=_jsonable(np.array(products)), factor=_jsonable(np.array(factors)))
+                  steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
+                  product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
     if record["activation"] == "sigmoid":
-        record["bound"] = _jsonable(derivative_bound(max_slope, blocks)[::-1])  # block l: (max σ')^(L-1-l)
+        record["bound"] = jsonable(derivative_bound(max_slope, blocks)[::-1])  # block l: (max σ')^(L-1-l)
     return record
 
 
@@ -286,8 +286,8 @@ def _degradation_run(name: str, trace, experiment: str) -> dict[str, Any] | None
     record = _run_record(name, trace, experiment)
     record.update(depth=_depth(trace, "error_curve") if "out_grad_norm" not in trace.arrays
                   else _depth(trace, "out_grad_norm"),
-                  window=smoothing_window(max(done, 1)), curve_steps=_jsonable(steps.astype(np.int64)),
-                  error=_jsonable(smooth))
+                  window=smoothing_window(max(done, 1)), curve_steps=jsonable(steps.astype(np.int64)),
+                  error=jsonable(smooth))
     return record
 
 
@@ -302,8 +302,8 @@ def _responses_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
     blocks = ratio.shape[1]
     record = _run_record(name, trace, experiment)
     record.update(depth=_depth(trace, "branch_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
-                  steps=_jsonable(np.asarray(trace["step"])), ratio=_jsonable(ratio),
-                  branch_std=_jsonable(np.asarray(trace["branch_std"], dtype=np.float64)))
+                  steps=jsonable(np.asarray(trace["step"])), ratio=jsonable(ratio),
+                  branch_std=jsonable(np.asarray(trace["branch_std"], dtype=np.float64)))
     return record
 
 
@@ -317,7 +317,7 @@ def _layernorm_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
     record = _run_record(name, trace, experiment)
     record.update(norm=str(trace.config.get("norm", name)), warmup_steps=int(trace.config.get("warmup_steps", 0)),
                   layers=_layer_names(trace, len(values)), batches=int(np.asarray(trace["init_ffn_grad_norm"]).shape[0]),
-                  init_ffn_grad_norm=_jsonable(values))
+                  init_ffn_grad_norm=jsonable(values))
     return record
 
 
@@ -379,11 +379,11 @@ def _themes() -> dict[str, dict[str, str]]:
 
 def _strings() -> dict[str, dict[str, Any]]:
     """{lang: {"ui": {...}, "views": {view: {"title", "caption": [...]}}, "common": {...}}} for en and zh."""
-    tables = _scene_strings()
+    tables = scene_strings()
     out = {}
     for lang in ("en", "zh"):
         views = {}
-        for view, keys in _CAPTIONS.items():
+        for view, keys in CAPTIONS.items():
             lines = [tables[table][key][lang] for table, key in keys]
             views[view] = {"title": lines[0], "caption": lines[1:]}
         views["chain"]["bound"] = tables["sigmoid"]["bound"][lang]

@@ -42,14 +42,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
 
+from cli import INSTALLED, ROOT, render_command
 from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
 from simulation.cache import digest_path
 
 __all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "RunQueue", "Trainer", "TrainingHelper",
            "ClusterTrainer", "run_pipeline", "module_root"]
 
-ROOT = Path(__file__).resolve().parent.parent
-RENDER_PY = ROOT / "render.py"
 DIE_WITH_PARENT = "RESIDUAL_DIE_WITH_PARENT"  # render.py _worker: SIGTERM when the process that started it dies
 
 
@@ -83,7 +82,7 @@ def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: st
     """Render ``job`` in a ``render.py _worker`` process; the paths it wrote. ``env``: extra variables
     (a private ``RESIDUAL_CACHE`` on a cluster worker); ``pythonpath``: a folder to import the scene's
     module from; ``started(proc)`` lets the caller stop the process. RenderError (one line) on failure."""
-    command = [sys.executable, str(RENDER_PY), *(["-v"] if job.verbose else []), "_worker", job.to_json()]
+    command = [*render_command(), *(["-v"] if job.verbose else []), "_worker", job.to_json()]
     child_env = {**os.environ, **(env or {}), DIE_WITH_PARENT: "1"}
     if pythonpath:
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, child_env.get("PYTHONPATH")]))
@@ -360,10 +359,13 @@ class Trainer:
 
 
 def _start_trainer() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "simulation.cache", "--stream"], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+    from simulation import cache
+
+    # An installed copy finds its modules anywhere; a checkout's folders are found from its root.
+    env = os.environ if INSTALLED else {
+        **os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", cache.__spec__.name, "--stream"], cwd=None if INSTALLED else ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
 
 def _train_one(proc: subprocess.Popen, config) -> tuple[str, str | None]:

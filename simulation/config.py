@@ -296,3 +296,143 @@ class IdentityFitConfig(BaseConfig):
 
 __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]
+
+
+# -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------
+
+USER_DATA = ("digits", "digits-image", "digits-image32", "copy", "reverse", "sort")  # or a path to a .npz
+USER_OPTIMIZERS = OPTIMIZERS
+
+
+@dataclass(frozen=True)
+class UserModelConfig(BaseConfig):
+    """A user's nn.Module (or its plain twin) trained on local data; its :meth:`digest` is the cache key.
+
+    ``source`` and ``data_source`` are filled from the files when left empty (:func:`model_source`,
+    :func:`data_source`), so editing the model file or the data retrains; a comment-, docstring- or
+    layout-only edit of a model file keeps the digest (its syntax tree is hashed, as for our own code)."""
+
+    kind: str = _one_of("user_model", ("user_model",))  # which trainer runs this config (see config_from_dict)
+    spec: str = ""  # the model: path/to/file.py:factory or package.module:factory (torchvision.models:resnet18)
+    source: str = ""  # fingerprint of the model's code: 16 hex of its syntax tree, or "dist==version" for a package
+    args: str = "{}"  # keyword arguments of the factory, as canonical JSON ({"num_classes": 10})
+    blocks: str = ""  # glob over module paths naming the blocks (layer*.*); "": found automatically
+    arch: str = _one_of("residual", ARCHS)  # "residual": the model as written; "plain": its twin, every shortcut removed
+    data: str = "digits"  # digits (flat 64) | digits-image (1x8x8) | digits-image32 (3x32x32) | copy | reverse | sort | a .npz
+    data_source: str = ""  # 16 hex of SHA-256 of a .npz data file ("" for the built-in data)
+    vocab: int = _in(8, 2, MAX_VOCAB)  # token tasks: distinct symbols (token 0 is BOS); the model needs vocab + 1 outputs
+    seq_len: int = _in(8, 2, MAX_SEQ_LEN)  # token tasks: source length; the model reads 2 * seq_len tokens
+    steps: int = _in(100, 1, MAX_STEPS)  # optimiser steps
+    batch_size: int = _in(32, 2, MAX_BATCH)  # examples (or sequences) per step
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # learning rate
+    optimizer: str = _one_of("adam", USER_OPTIMIZERS)  # adam | sgd (with momentum)
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the init (the twin gets the same weights), the data split and batches
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.spec and parse_spec(self.spec)[0] == "file":  # absolute: a cache subprocess runs elsewhere
+            import os
+
+            where, _, factory = self.spec.rpartition(":")
+            if os.path.isfile(where) and not os.path.isabs(where):
+                object.__setattr__(self, "spec", f"{os.path.abspath(where)}:{factory}")
+        if self.spec and not self.source:
+            object.__setattr__(self, "source", model_source(self.spec))
+        if self.data.endswith(".npz") and not self.data_source:
+            object.__setattr__(self, "data_source", data_source(self.data))
+
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+        if self.spec:
+            parse_spec(self.spec)
+        if self.data not in USER_DATA and not self.data.endswith(".npz"):
+            raise ConfigError(f"data must be one of {', '.join(USER_DATA)} or a path to a .npz file (x, y); "
+                              f"got {shown(self.data)}")
+        try:
+            args = json.loads(self.args)
+        except json.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict):
+            raise ConfigError(f"args must be a JSON object of factory keyword arguments; got {shown(self.args)}")
+
+    def factory_args(self) -> dict[str, Any]:
+        """The factory's keyword arguments."""
+        return json.loads(self.args)
+
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def parse_spec(spec: str) -> tuple[str, str, str]:
+    """``path/to/file.py:factory`` -> ("file", path, factory); ``package.module:factory`` -> ("module",
+    dotted name, factory). Raises ConfigError (one line) for anything else; the file need not exist yet."""
+    import re
+
+    where, sep, factory = spec.rpartition(":")
+    example = "path/to/file.py:build or torchvision.models:resnet18"
+    if not sep or not where or not re.fullmatch(_IDENTIFIER, factory) or "\x00" in spec:
+        raise ConfigError(f"model must be FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (e.g. {example}); got {shown(spec)}")
+    if where.endswith(".py"):
+        return "file", where, factory
+    if not re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", where):
+        raise ConfigError(f"model must be FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (e.g. {example}); got {shown(spec)}")
+    return "module", where, factory
+
+
+def model_source(spec: str) -> str:
+    """The fingerprint of a model's code, torch-free: for a file, 16 hex of SHA-256 over its syntax tree without
+    comments and docstrings (:func:`simulation.provenance.code_fingerprint`; the raw bytes if it does not parse);
+    for an installed package, ``dist==version``; for a module on the path that is no distribution, its file
+    hashed as a file is. "" when nothing can be read (loading the model then says why)."""
+    from pathlib import Path
+
+    from .provenance import code_fingerprint
+
+    kind, where, _ = parse_spec(spec)
+    path: Path | None = Path(where) if kind == "file" else None
+    if kind == "module":
+        import importlib.metadata
+        import importlib.util
+
+        top = where.split(".")[0]
+        dists = importlib.metadata.packages_distributions().get(top)
+        if dists:
+            return f"{dists[0]}=={importlib.metadata.version(dists[0])}"
+        found = importlib.util.find_spec(top)
+        if found is None or found.origin is None:
+            return ""
+        base = Path(found.origin).parent if found.submodule_search_locations else None
+        parts = where.split(".")[1:]
+        if base is None:
+            path = Path(found.origin)
+        else:
+            candidate = base.joinpath(*parts)
+            path = candidate / "__init__.py" if candidate.is_dir() else candidate.with_suffix(".py")
+    try:
+        text = path.read_bytes()
+    except (OSError, ValueError):
+        return ""
+    try:
+        payload = code_fingerprint(text.decode("utf-8")).encode()
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        payload = text
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def data_source(path: str) -> str:
+    """16 hex of SHA-256 of a data file's bytes ("" when it cannot be read: loading it then says why)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, ValueError):
+        return ""
+    return h.hexdigest()[:16]
+
+
+__all__ += ["UserModelConfig", "USER_DATA", "parse_spec", "model_source", "data_source"]

@@ -17,11 +17,12 @@ marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
-                     TransformerConfig, shown)
+                     TransformerConfig, UserModelConfig, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
@@ -187,6 +188,7 @@ class Experiment:
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
     conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
+    open_args: str = ""  # a config field (JSON object) that takes every parameter not otherwise known: factory kwargs
 
     @property
     def extra_defaults(self) -> dict[str, Any]:
@@ -205,7 +207,7 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, {**experiment.params_type.defaults(), "seeds": ()}
+    base_changes, extra, free = {}, {**experiment.params_type.defaults(), "seeds": ()}, {}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
@@ -213,9 +215,17 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
             extra["seeds"] = _seeds(value)
         elif key in extra:
             extra[key] = experiment.params_type.convert(key, value)
+        elif experiment.open_args:
+            free[key] = _literal(key, value)
         else:
             known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    if free:
+        import json
+
+        merged = {**json.loads(base_changes.get(experiment.open_args, getattr(experiment.base, experiment.open_args))),
+                  **free}
+        base_changes[experiment.open_args] = json.dumps(merged, sort_keys=True)
     if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
         if not experiment.conv:
             with_conv = ", ".join(name for name, e in EXPERIMENTS.items() if e.conv)
@@ -223,6 +233,26 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
         for key, value in CONV_DEFAULTS.items():
             base_changes.setdefault(key, value)
     return experiment.base.replace(**base_changes), extra
+
+
+def _literal(key: str, value: Any) -> Any:
+    """A factory argument: TOML values as they are; a command-line string read as JSON where it is one (10,
+    0.5, true, null, [1, 2], {"a": 1}), True / False / None as Python writes them, else the string itself."""
+    import json
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    python = {"True": True, "False": False, "None": None}
+    if text in python:
+        return python[text]
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return value
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        raise ConfigError(f"model argument {key} must be finite; got {shown(value)}")
+    return parsed
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -472,6 +502,27 @@ _register(Experiment(
     base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
                            lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
     build=_rank_collapse,
+))
+
+
+# -- a user's own network (issue 20) -----------------------------------------------------------------
+
+def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
+    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed."""
+    if not base.spec:
+        raise ConfigError("experiment model needs a model: --model path/to/file.py:factory or "
+                          "package.module:factory (or --set model.spec=..., [model] spec = ... in a --config file)")
+    return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
+
+
+_register(Experiment(
+    name="model",
+    description="your own network (--model FILE.py:FACTORY): its residual blocks found by their additions, "
+                "trained as written and as its plain twin without shortcuts",
+    source="He et al. 2015, eq. 1 and 2 (h = x + F(x); W_s x where the shapes differ); the user's model",
+    base=UserModelConfig(),
+    build=_user_model,
+    open_args="args",
 ))
 
 

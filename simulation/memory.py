@@ -26,9 +26,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
 
-__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "budget_bytes",
+__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "user_model_memory", "budget_bytes",
            "check_budget", "measure_peak", "available_bytes", "DATA_SHAPES", "BUDGET_ENV", "DEFAULT_FRACTION"]
 
 BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
@@ -129,6 +129,29 @@ def identity_fit_memory(config: IdentityFitConfig) -> MemoryEstimate:
     state = 2 if config.optimizer == "adam" else 1
     # Full batch: the whole training split and ~4 [N, width] tensors kept for backward.
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
+
+
+def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model is built and probed (:func:`simulation.user_model.estimate_memory`: parameters x optimiser
+    state, activations measured by the probe forward): in this process when it has torch already, else in a
+    subprocess, so that a torch-free caller (a scene) stays torch-free. Raises ConfigError (one line) when the
+    model cannot be built or run."""
+    import json
+    import sys
+
+    if "torch" in sys.modules:  # by name, as simulation.runs loads trainers: the user model imports this module
+        import importlib
+
+        return importlib.import_module("simulation.user_model").estimate_memory(config)
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", json.dumps(config.to_dict())],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["the model could not be built and probed"]
+        raise ConfigError(lines[-1].removeprefix("error: "))
+    return MemoryEstimate(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def available_bytes() -> int:

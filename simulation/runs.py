@@ -33,8 +33,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import BaseConfig, ConfigError, IdentityFitConfig, RunConfig, TransformerConfig
-from .memory import MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory
+from .config import BaseConfig, ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
+from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
+                     user_model_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "describe",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS"]
@@ -145,4 +146,7 @@ register_kind(RunKind(
 register_kind(RunKind(
     name="identity_fit", config=IdentityFitConfig, trainer="simulation.identity_fit:run",
     memory=identity_fit_memory, work=lambda c: c.steps, label="one block fitting the identity on digits"))
-
+register_kind(RunKind(
+    name="user_model", config=UserModelConfig, trainer="simulation.user_model:run", memory=user_model_memory,
+    work=lambda c: c.steps * 200,  # blocks unknown until the model is built: counted as a conv net of 10 blocks
+    label="a user's nn.Module (--model FILE.py:FACTORY) or its plain twin"))

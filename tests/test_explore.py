@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cli.explore import UI_STRINGS, VIEWS, _jsonable, export_data, write_explorer
+from cli.explore import UI_STRINGS, VIEWS, jsonable, export_data, write_explorer
 from simulation.experiments import vanishing_run
 from simulation.trace import Trace
 
@@ -103,6 +103,10 @@ def offline_problems(browser, folder: Path) -> list[str]:
         for lang, theme in (("en", "dark"), ("zh", "light")):
             page.evaluate(f"location.hash = 'view={view}&lang={lang}&theme={theme}'")
             page.wait_for_function(f"window.explore.state.view === '{view}' && window.explore.state.lang === '{lang}'")
+            for control in ("#play", "#pulse"):  # play a few records, send the pulse: no error, nothing fetched
+                if page.is_visible(control):
+                    page.click(control)
+            page.wait_for_timeout(150)
     page.wait_for_timeout(200)
     page.close()
     return [f"request: {url}" for url in remote(requests)] + [f"console: {e}" for e in errors] + \
@@ -114,8 +118,9 @@ def test_the_explorer_opens_offline(browser, explorer):
 
 
 def test_the_offline_check_catches_a_page_that_reaches_out(browser, explorer, tmp_path):
+    """A tracking pixel loaded by the script (it does not hold up the page's load, as a stylesheet would)."""
     folder = copy(explorer, tmp_path)
-    edit(folder, "index.html", "</head>", '<link rel="stylesheet" href="http://127.0.0.1:9/font.css">\n</head>')
+    edit(folder, "explore.js", "  readHash();\n", "  new Image().src = 'http://127.0.0.1:9/pixel.png';\n  readHash();\n")
     assert any("127.0.0.1:9" in p for p in offline_problems(browser, folder))
 
 
@@ -266,7 +271,7 @@ def test_the_untrained_check_catches_a_page_that_fills_the_gap(browser, untraine
 def look_problems(page, lang: str, theme: str) -> list[str]:
     """Every control's words in ``lang`` (the explorer's table), the view's title and caption from the scene's
     string table, and the theme's background and run colours (scenes/theme.py)."""
-    from cli.explore import _CAPTIONS, _scene_strings
+    from cli.explore import CAPTIONS, scene_strings
     from scenes.theme import THEMES
 
     problems = []
@@ -275,8 +280,8 @@ def look_problems(page, lang: str, theme: str) -> list[str]:
     for key, text in page.eval_on_selector_all("[data-ui]", "els => els.map(e => [e.dataset.ui, e.textContent])"):
         if text != UI_STRINGS[key][lang]:
             problems.append(f"{key}: {text!r} is not the {lang} string {UI_STRINGS[key][lang]!r}")
-    tables, view = _scene_strings(), state(page)["view"]
-    title, *caption = [tables[table][key][lang] for table, key in _CAPTIONS[view]]
+    tables, view = scene_strings(), state(page)["view"]
+    title, *caption = [tables[table][key][lang] for table, key in CAPTIONS[view]]
     if page.inner_text("#view-title") != title:
         problems.append(f"title {page.inner_text('#view-title')!r} is not the scene's {title!r}")
     if page.eval_on_selector_all("#caption p", "els => els.map(e => e.textContent)") != caption:
@@ -438,7 +443,7 @@ def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
                   elements=st.floats(allow_nan=True, allow_infinity=True)))
 def test_exported_numbers_read_back_as_the_same_doubles(values):
     """Any float64 array, NaN and infinities included, survives the JSON the page reads (strict JSON)."""
-    text = json.dumps(_jsonable(values), allow_nan=False)
+    text = json.dumps(jsonable(values), allow_nan=False)
     special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
     back = np.vectorize(lambda v: special[v] if isinstance(v, str) else v, otypes=[np.float64])(
         np.array(json.loads(text), dtype=object))

@@ -208,6 +208,7 @@
                `fill-opacity="${lv > 0 ? 0.06 + 0.94 * lv : 0}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(grads[l])})}>` +
                `<title>${esc(run.layers[l])}: ${esc(exact(grads[l]))}</title></rect>`;
       }
+      if (arch === 'residual') svg += text(X1, pathY + 24, S().views.flow.lane, 'small identity', {'text-anchor': 'end'});
       svg += text(X1 + 48, y[arch] - 30, fill(S().views.flow.ratio, {value: fmt(run.product[k][0])}), 'ratio ' + arch,
                   {'text-anchor': 'end', 'data-arch': arch, 'data-value': exact(run.product[k][0])});
       out.series[arch] = {run, k, pathY, slot, levels: grads.map((v) => level(v, g.scale))};
@@ -384,6 +385,10 @@
         if (Number.isFinite(num(v))) {
           svg += `<rect class="bar ${s.cls}" x="${x}" y="${py(v)}" width="${bw * 0.9}" height="${bottom - py(v)}" ${attr({'data-series': s.key, 'data-index': gi, 'data-value': exact(v)})}><title>${esc(name)}: ${esc(exact(v))}</title></rect>`;
         }
+        const spread = [v, ...dots(gi, s.key)].map(num).filter(Number.isFinite);
+        if (spread.length > 1) {  // the seed spread: lowest to highest of the recorded values
+          svg += `<line class="whisker" x1="${x + bw * 0.45}" x2="${x + bw * 0.45}" y1="${py(Math.min(...spread))}" y2="${py(Math.max(...spread))}"/>`;
+        }
         for (const d of dots(gi, s.key)) if (Number.isFinite(num(d))) svg += `<circle class="dot" cx="${x + bw * 0.45}" cy="${py(d)}" r="4" data-value="${esc(exact(d))}"/>`;
       });
       if (groups.length <= 24 || gi % Math.ceil(groups.length / 24) === 0) svg += text(X0 + slot * (gi + 0.5), bottom + 18, label(name, gi), 'muted small', {'text-anchor': 'middle'});
@@ -409,7 +414,7 @@
     out.svg = bars(ref.layers, series, (gi, arch) => first[arch].ratio[at(first[arch])][gi],
       (gi, arch) => others(arch).filter((r) => at(r) >= 0 && gi < r.blocks).map((r) => r.ratio[at(r)][gi]),
       (name, gi) => String(gi + 1));
-    out.legend = `${esc(ui('ratio'))} · ${esc(ui('dots'))}`;
+    out.legend = `${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
     const rows = [];
     for (let l = 0; l < L; l++) {
       for (const s of series) {
@@ -439,17 +444,16 @@
     out.svg = bars(ref.layers, series, (gi, norm) => pick[norm].init_ffn_grad_norm[gi],
       (gi, norm) => members(norm).filter((r) => r.seed !== seed0).map((r) => r.init_ffn_grad_norm[gi]), (name) => name.replace(/^(\w)\w*\.(\d+)$/, (m, a, n) => a.toUpperCase() + (parseInt(n, 10) + 1)));
     const names = {post_ln: S().views.layernorm.legend_post, pre_ln: S().views.layernorm.legend_pre};
-    out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(names[s.key] || s.key)}</span>`).join(' · ') + ` · ${esc(ui('dots'))}`;
+    out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(names[s.key] || s.key)}</span>`).join(' · ') +
+      ` · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(fam.runs.map((r) => r.seed)).length}))}`;
     out.status.push(ui('at_init', {n: ref.batches}));
     const rows = [];
     ref.layers.forEach((layer, l) => {
       for (const s of series) {
-        const vals = members(s.key).map((r) => num(r.init_ffn_grad_norm[l])).filter(Number.isFinite);
         for (const r of members(s.key)) {
           rows.push(`<tr><th scope="row">${esc(layer)}</th><td>${esc(names[s.key] || s.key)}</td><td>${esc(r.name)}</td><td>${r.seed}</td>` +
                     cell(r.init_ffn_grad_norm[l], {'data-run': r.name, 'data-layer': l}) + '</tr>');
         }
-        if (vals.length > 1) out.spread = true;
       }
     });
     table([S().common.layer, ui('net'), ui('run'), ui('seed'), S().views.layernorm.caption[0]], rows);
@@ -594,7 +598,7 @@
       const k = stepIndex(s);
       if (k >= s.length - 1) { stop(); return; }
       setStepIndex(k + 1);
-    }, 350);
+    }, Math.max(40, Math.min(400, 8000 / Math.max(steps.length, 1))));  // the whole run in about 8 s
   }
   function pulse() {  // the lecture's pulse: from the loss end to the input end, brightness from the levels drawn
     if (pulseFrame !== null) cancelAnimationFrame(pulseFrame);
@@ -651,7 +655,7 @@
       else if (e.key === 'Home') { e.preventDefault(); stop(); setStepIndex(0); }
       else if (e.key === 'End') { e.preventDefault(); stop(); setStepIndex(timeline().length - 1); }
     });
-    window.addEventListener('hashchange', () => { readHash(); applyTheme(); applyLanguage(); update(); });
+    window.addEventListener('hashchange', () => { stop(); readHash(); applyTheme(); applyLanguage(); update(); });
   }
 
   window.explore = {state, render, update, setStepIndex, timeline, lastRenderMs: 0};
