@@ -21,15 +21,16 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
-                     TransformerConfig, UserModelConfig, shown)
+from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range,
+                     RunConfig, TransformerConfig, UserModelConfig, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "split_items", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run", "SAN",
+           "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -60,6 +61,16 @@ def vanishing_run(arch: str, activation: str, depth: int) -> str:
 def gain_run(gain: float) -> str:
     """``plain_gain2p5``: exploding."""
     return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+
+
+def scale_run(scale: float) -> str:
+    """``scale0p5``: shortcut_scale, h = lambda x + F(x) with lambda = 0.5."""
+    return f"scale{_number(scale)}"
+
+
+def gate_run(gate: str) -> str:
+    """``gate_exclusive``: shortcut_scale, a gated shortcut (He et al. 2016 §3.2)."""
+    return f"gate_{gate}"
 
 
 def sweep_run(model: str, arch: str, depth: int) -> str:
@@ -485,6 +496,37 @@ _register(Experiment(
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_both_layernorms,
+))
+
+
+# -- beyond 2016 (issue 23) ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShortcutScaleParams(ExperimentParams):
+    scales: tuple[float, ...] = field(default=(0.5, 0.9, 1.0, 1.1), metadata={"range": Range(0.0, 10.0)})  # lambda
+    gates: tuple[str, ...] = field(default=("exclusive", "shortcut_only"),  # gated shortcuts, b_g = gate_bias
+                                   metadata={"choices": tuple(g for g in GATES if g != "none")})
+
+
+def _shortcut_scale(base: RunConfig, params: ShortcutScaleParams) -> dict[str, RunConfig]:
+    """``scale{lambda}`` for every lambda (h = lambda x + F(x)) and ``gate_{kind}`` for every gate, all
+    residual nets of the base config (same seed: same data, batches and branch weights)."""
+    runs = {scale_run(scale): base.replace(arch=RESIDUAL, shortcut_scale=scale, gate="none")
+            for scale in dict.fromkeys(params.scales)}
+    runs.update({gate_run(gate): base.replace(arch=RESIDUAL, shortcut_scale=1.0, gate=gate)
+                 for gate in dict.fromkeys(params.gates)})
+    return runs
+
+
+_register(Experiment(
+    name="shortcut_scale",
+    description="The shortcut must be the identity: residual ReLU MLPs (20 blocks, no norm) with h = lambda x + F(x), "
+                "lambda 0.5/0.9/1/1.1, and two gated shortcuts: step-0 gradient ratio across blocks, training error",
+    source="He et al. 2016, Identity Mappings in Deep Residual Networks, §3, eq. 7-8, Fig. 2, Table 1",
+    base=RunConfig(arch=RESIDUAL, activation="relu", depth=20, width=32, steps=120, batch_size=64, lr=0.02,
+                   record_every=40),
+    build=_shortcut_scale,
+    params_type=ShortcutScaleParams,
 ))
 
 

@@ -79,6 +79,9 @@ def mlp_memory(config: RunConfig) -> MemoryEstimate:
         params += w_in * w_out + w_out + w_out * w_out + w_out + (4 * w_out if bn else 0)
         if config.arch == "residual" and w_in != w_out and config.shortcut == "projection":
             params += w_in * w_out + (2 * w_out if bn else 0)
+        if config.gate != "none":  # W_g, b_g; the gate and its two products are kept for backward
+            params += w_in * w_out + w_out
+            activations += 3 * w_out
         activations += per_unit * w_out
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
     batch = max(config.batch_size, SWEEP_POINTS)
