@@ -201,12 +201,21 @@ def _param_options(func):
 
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
     """The parameter layers, later ones win: the --config file's tables (if any), then --set."""
-    from cli.params import config_layer, parse_sets
+    from cli.params import config_layer, model_layer, parse_sets
     from simulation.experiments import EXPERIMENTS
 
     data = ctx.meta.get("config_data")
     layers = [config_layer(data, ctx.params["config_file"], EXPERIMENTS, scene_names)] if data is not None else []
+    if ctx.params.get("model"):  # --model SPEC: the spec of experiment model, under any --set
+        layers.append(model_layer(ctx.params["model"]))
     return layers + [parse_sets(sets, EXPERIMENTS, scene_names or [])]
+
+
+def _model_option(func):
+    """``--model SPEC``: a user's own network, trained as experiment ``model`` (runs residual and plain)."""
+    return click.option("--model", default=None, metavar="FILE.py:FACTORY",
+                        help="Your own network: FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (torchvision.models:resnet18); "
+                             "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
 
 
 def _refuse_unused_sets(layers: list, experiments: set[str], scene_names: set[str]) -> None:
@@ -344,15 +353,18 @@ def _echo_params(params: dict[str, dict[str, Any]]) -> None:
 
 
 @cli.command()
-@click.argument("experiment")
+@click.argument("experiment", required=False)
 @_param_options
+@_model_option
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @_scheduler_option
 @click.pass_context
-def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tuple[str, ...], seed: int | None,
-          as_json: bool, scheduler: str | None) -> None:
-    """Train the runs of EXPERIMENT (or load them from the cache) and print a summary."""
+def train(ctx: click.Context, experiment: str | None, config_file: str | None, sets: tuple[str, ...],
+          model: str | None, seed: int | None, as_json: bool, scheduler: str | None) -> None:
+    """Train the runs of EXPERIMENT (or load them from the cache) and print a summary.
+
+    With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
     from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, is_cached, trace_path
@@ -362,6 +374,7 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
     from simulation.values import convert_value
 
     with _user_errors():
+        experiment = _model_experiment(experiment, model)
         params = list(get_experiment(experiment).params())
         layers = _layers(ctx, sets, None)
         check_common_keys(layers, {experiment: params}, _all_params())
@@ -374,6 +387,10 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
                                   "give one")
             overrides["seed"] = seed
         runs = _build(experiment, overrides)
+        if experiment == "model" and not all(cfg.spec for cfg in runs.values()):
+            from simulation.experiments import NO_MODEL
+
+            raise ConfigError(NO_MODEL)
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
@@ -389,10 +406,27 @@ def train(ctx: click.Context, experiment: str, config_file: str | None, sets: tu
             click.echo(f"{name:<24} loss {_fmt(s['final_loss'], '.4g')}  error {_fmt(s['final_error'], '.3f')}  "
                        f"test error {_fmt(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
                        f"{_fmt(s['grad_ratio_step0'], '.3g')}  {status}")
+    if experiment == "model" and not as_json:
+        names = traces[0].meta.layers or []
+        click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
     _note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
         _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))
+
+
+def _model_experiment(experiment: str | None, model: str | None) -> str:
+    """The experiment ``train`` runs: EXPERIMENT, or ``model`` with --model (EXPERIMENT left out or "model")."""
+    from simulation.config import ConfigError
+
+    if model is None:
+        if experiment is None:
+            raise ConfigError("name an experiment (render.py list) or give --model FILE.py:FACTORY")
+        return experiment
+    if experiment not in (None, "model"):
+        raise ConfigError(f"--model trains your own network (experiment model), not experiment {experiment!r}: "
+                          "leave the experiment out")
+    return "model"
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -499,12 +533,31 @@ def _resolve_scenes(names: tuple[str, ...]) -> list[type]:
 @cli.command()
 @click.argument("scene_names", nargs=-1, required=True, metavar="SCENE...")
 @_render_options
+@_model_option
 @click.pass_context
 def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
-    """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own)."""
+    """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own).
+
+    With --model FILE.py:FACTORY: the scenes drawn from your own network and its plain twin."""
     with _user_errors():
         scenes = _resolve_scenes(scene_names)
+        if ctx.params.get("model"):
+            scenes = _model_scenes(scenes)
     _render(ctx, scenes, concat_allowed=False)
+
+
+def _model_scenes(scenes: list[type]) -> list[type]:
+    """Each scene's variant that draws a user's model (experiment ``model``; scenes.model_variant)."""
+    import scenes as scene_package
+    from simulation.config import ConfigError
+
+    variant = getattr(scene_package, "model_variant", None)
+    if variant is None:
+        raise ConfigError("no scene draws your own network in this version; `render.py train --model` trains it")
+    try:
+        return [variant(scene) for scene in scenes]
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
 
 
 @cli.command("all")

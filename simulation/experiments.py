@@ -29,8 +29,8 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run", "SAN",
-           "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -549,11 +549,13 @@ _register(Experiment(
 
 # -- a user's own network (issue 20) -----------------------------------------------------------------
 
+NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
+            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
+
+
 def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
-    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed."""
-    if not base.spec:
-        raise ConfigError("experiment model needs a model: --model path/to/file.py:factory or "
-                          "package.module:factory (or --set model.spec=..., [model] spec = ... in a --config file)")
+    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
+    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`."""
     return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
 
 
