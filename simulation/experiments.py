@@ -29,8 +29,9 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "split_items", "scene_runs", "ShortcutScaleParams", "scale_run",
-           "gate_run", "NO_MODEL"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
+__all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -38,6 +39,8 @@ PLAIN, RESIDUAL = "plain", "residual"  # chain_rule, residual_response, paths, p
 RESIDUAL_ZERO_PAD = "residual_zero_pad"  # projection: the option-A shortcut
 PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
 POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
+# rank_collapse: Dong et al. 2021's self-attention network (SAN) without and with MLPs and skip connections
+SAN, SAN_MLP, SAN_SKIP, SAN_MLP_SKIP = "san", "san_mlp", "san_skip", "san_mlp_skip"
 GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
@@ -547,6 +550,23 @@ _register(Experiment(
                    record_every=40),
     build=_shortcut_scale,
     params_type=ShortcutScaleParams,
+))
+
+
+def _rank_collapse(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """The four stacks of Dong et al. 2021, Fig. 1: attention alone, + MLPs, + skips, + both (no LayerNorm)."""
+    return {SAN: base.replace(residual=False, ffn=False), SAN_MLP: base.replace(residual=False, ffn=True),
+            SAN_SKIP: base.replace(residual=True, ffn=False), SAN_MLP_SKIP: base.replace(residual=True, ffn=True)}
+
+
+_register(Experiment(
+    name="rank_collapse",
+    description="Rank collapse: relative residual ||X - 1x^T|| / ||X|| of the tokens after each layer of attention-only "
+                "stacks, without and with skips and MLPs (encoder, 6 layers, no LayerNorm), at init and after training",
+    source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need' (res(X) against depth, Fig. 1-2)",
+    base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
+                           lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
+    build=_rank_collapse,
 ))
 
 
