@@ -18,24 +18,28 @@ from .loss_landscape import LossLandscape
 from .nested import NestedFunctionClasses
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
+from .rank_collapse import RankCollapse
 from .residual_response import ResidualResponse
 from .shattered import ShatteredGradients
+from .shortcut_scale import ShortcutScale
 from .sigmoid import SigmoidDerivative
 from .summary import Summary
 
 __all__ = ["SCENES_IN_ORDER", "CHAPTERS", "lecture_scenes", "get_scene"]
 
-# The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, "keep
-# as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions (gates or concatenation,
-# only copying, the conveyor belt), then the papers' deeper views and the summary.
+# The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, why its "+ 1"
+# must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
+# (gates or concatenation, only copying, the conveyor belt, and what stacked attention does to the tokens without
+# the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape, NestedFunctionClasses,
+                   ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape,
+                   NestedFunctionClasses,
                    ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
-                   ConveyorBelt, PathEnsemble, ShatteredGradients, Summary]
+                   ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
 
 # Optional chapters: their scenes sit in SCENES_IN_ORDER at their place in the story (a scene's ``chapter``
 # names its chapter), but ``render.py all`` renders them only when asked (``--chapter NAME``): their runs cost
-# more than the cold lecture's time budget (README, "Optional chapters").
+# more than the cold lecture's time budget (README, "Optional chapter: beyond 2016").
 CHAPTERS = {
     "beyond": "findings after 2016 whose runs take minutes of CPU (issue 23): LossLandscape",
 }
