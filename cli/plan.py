@@ -21,7 +21,7 @@ from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
            "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
-           "experiment_runs"]
+           "experiment_runs", "lecture_with", "CHAPTER_HELP"]
 
 
 def all_params() -> dict[str, list[str]]:
@@ -168,6 +168,21 @@ def resolve_scenes(names: Iterable[str]) -> list[type]:
         else:
             raise ConfigError(f"unknown scene {name!r}; available: {', '.join(by_name)} (or module:Class)")
     return out
+
+
+CHAPTER_HELP = ("Also render this optional chapter's scenes, each at its place in the lecture (`render.py list` marks "
+                "them; README: Optional chapter: beyond 2016). Repeatable.")
+
+
+def lecture_with(chapters: Iterable[str]) -> list[type]:
+    """The lecture in order with the scenes of the optional ``chapters`` (:data:`scenes.CHAPTERS`) at their
+    places. Raises ConfigError (one line) for an unknown chapter."""
+    import scenes
+
+    try:
+        return scenes.lecture_scenes(tuple(chapters))
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
 
 
 def scenes_or_lecture(names: Iterable[str]) -> list[type]:

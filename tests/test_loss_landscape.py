@@ -23,7 +23,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulation.config import ConfigError, LandscapeConfig, config_from_dict
+from simulation.config import ConfigError, LandscapeConfig
+from simulation.runs import config_from_dict
 from simulation.conv import build_conv_net
 from simulation.experiments import build_runs, depth_run
 from simulation.landscape import filter_normalize, random_direction, run as run_landscape, slice_loss
