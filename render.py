@@ -270,10 +270,11 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
         layers = _layers(ctx, sets, list(by_name))
         check_common_keys(layers, _all_params(), _all_params())
         _validate_scoped(layers, by_name)
-        listing: dict[str, Any] = {"scenes": [], "experiments": {}}
-        for scene in scenes.SCENES_IN_ORDER:
+        listing: dict[str, Any] = {"scenes": [], "model_scenes": [], "experiments": {}}
+        by_name.update({s.__name__: s for s in scenes.MODEL_SCENES})
+        for scene in scenes.ALL_SCENES:
             values = scene_overrides(layers, scene)
-            listing["scenes"].append({
+            listing["scenes" if scene in scenes.SCENES_IN_ORDER else "model_scenes"].append({
                 "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
                 "experiment": getattr(scene, "experiment", None),
                 "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
@@ -298,6 +299,11 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
         click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
         if scene["params"]:
             _echo_params(scene["params"])
+    click.echo("\nScenes of your own network (experiment model; render.py render NAME --model SPEC):")
+    variants = {v.__name__: k for k, v in scenes.MODEL_VARIANTS.items()}
+    for scene in listing["model_scenes"]:
+        click.echo(f"  {scene['name']:<24} {scene['description']}")
+        click.echo(f"  {'':<24} with --model, {variants.get(scene['name'], scene['name'])} draws this")
     click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
     for name, exp in listing["experiments"].items():
         click.echo(f"  {name:<24} {exp['description']}")
@@ -432,7 +438,7 @@ def _voice_not_a_scene(ctx: click.Context, param: click.Parameter, value: str | 
         return value
     import scenes
 
-    if value in {s.__name__ for s in scenes.SCENES_IN_ORDER}:
+    if value in {s.__name__ for s in scenes.ALL_SCENES}:
         raise click.BadParameter(f"{value!r} is a scene, not a voice: put the scene first "
                                  f"({ctx.info_name} {value} --voice) or name the voice (--voice en-piper)", ctx, param)
     return value
@@ -477,7 +483,7 @@ def _resolve_scenes(names: tuple[str, ...]) -> list[type]:
     from cli.media import load_scene
     from simulation.config import ConfigError
 
-    by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+    by_name = {s.__name__: s for s in scenes.ALL_SCENES}
     out = []
     for name in names:
         if name in by_name:
@@ -530,7 +536,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     verbose = ctx.obj["verbose"] if ctx.obj else False
     with _user_errors():
         # 1. Every input, before any work.
-        by_name = {s.__name__: s for s in [*scene_package.SCENES_IN_ORDER, *scenes]}
+        by_name = {s.__name__: s for s in [*scene_package.ALL_SCENES, *scenes]}
         layers = _layers(ctx, ctx.params["sets"], list(by_name))
         options = _options(ctx)
         if video_only:
