@@ -134,16 +134,18 @@ def _runs(keys: Sequence[str | None]) -> list[list[int]]:
 
 
 def _fit(text: str, room: float, measure: Callable[[str], float], kept: int = MIN_KEPT) -> str | None:
-    """``text`` or its longest middle ellipsis that ``measure`` finds no wider than ``room``; None when that
-    would keep fewer than ``kept`` characters (or fewer than the text has)."""
+    """``text`` or its longest middle ellipsis (by bisection: widths grow with the characters kept) that
+    ``measure`` finds no wider than ``room``; None when that would keep fewer than ``kept`` characters (or fewer
+    than the text has)."""
     if measure(text) <= room:
         return text
-    least = min(len(text), kept)
-    for chars in range(len(text) - 1, least - 1, -1):
-        short = middle_ellipsis(text, chars)
-        if measure(short) <= room:
-            return short
-    return None
+    low, high = min(len(text), kept), len(text) - 1  # bisect the number of characters kept
+    if low > high or measure(middle_ellipsis(text, low)) > room:
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if measure(middle_ellipsis(text, mid)) <= room else (low, mid - 1)
+    return middle_ellipsis(text, low)
 
 
 def _place(centres: Sequence[float], texts: Sequence[str], measure, gap: float, bounds: tuple[float, float],

@@ -117,9 +117,10 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             readout.next_to(label, DOWN, aligned_edge=LEFT, buff=0.12)
             rows[name] = (label, readout, color, factors[name], products[name])
             self.add(label, readout)
+        steps = self.backward_steps(depth)
         for row, name in enumerate(names):
             label, readout, color, factor, product = rows[name]
-            self.narrate(self._narrations[row], 0.35 * depth + 1)
+            self.narrate(self._narrations[row], 0.35 * (len(steps) + 1) + 1)  # as long as the pen moves
             points = [axes.point(l + 1, product[l]) for l in range(depth)]  # None where missing
             blocks = np.arange(1, depth + 1)
             curve = axes.polyline(blocks[-1:], product[-1:], color, what=f"{name}.out_grad_norm")
@@ -127,7 +128,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             dot = Dot(next((p for p in points[::-1] if p is not None), axes.axes.c2p(depth, 0)), color=color,
                       radius=0.07)
             self.add(dot)
-            for hi, l in self.backward_steps(depth):  # the factor from block hi back to block l (hi > l)
+            for hi, l in steps:  # the factor from block hi back to block l (hi > l)
                 value = self.number(*self.factor_number(name, hi, l, factor, product))
                 new_readout = make_text(self.factor_label(hi, l, value), size=SIZE_LABEL, color=color)
                 room = config.frame_x_radius - 0.25 - legend_x  # long block names shrink to the frame

@@ -45,7 +45,7 @@ __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRulePro
            "model_title", "MODEL_EXPERIMENT"]
 
 MODEL_EXPERIMENT = "model"  # the experiment of a user's model: runs "residual" (the model) and "plain" (its twin)
-MAX_PEN_STEPS = 24  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
+MAX_PEN_STEPS = 12  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
 
 # Strings every variant shares; {model} is filled in by UserModelScene.t.
 MODEL_STRINGS = {

@@ -35,7 +35,7 @@ from scenes.style import LANGS
 from simulation.trace import Trace
 
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
-from dry_run import frame_build
+from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
 from test_frames import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
@@ -108,7 +108,7 @@ def test_spread_keeps_order_gaps_and_bounds(items):
         assert np.allclose(xs, desired)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(module_paths(), st.floats(3.0, 10.5))
 def test_plan_never_overlaps_and_every_label_is_its_blocks_name(names, width):
     xs = np.linspace(-width / 2, width / 2, len(names))
@@ -145,13 +145,24 @@ def test_plan_of_well_known_nets():
     assert plan.heading == "encoder.layers." and plan.members[0][1] == "0" and plan.members[-1][1] == "159"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(module_paths())
-def test_drawn_labels_stay_apart_and_inside_their_bounds(names):
+def check_drawn_labels(names: list[str]) -> None:
     labels = BlockLabels(names, np.linspace(-5.0, 5.0, len(names)), (-5.6, 5.6))
     assert layout_problems([labels], FRAME_W, FRAME_H) == []
     for text in [*labels.members, *labels.groups]:
         assert -5.6 - 0.05 <= text.get_left()[0] and text.get_right()[0] <= 5.6 + 0.05
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(module_paths())
+def test_drawn_labels_stay_apart_and_inside_their_bounds(names):
+    check_drawn_labels(names)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(module_paths())
+def test_drawn_labels_stay_apart_and_inside_their_bounds_many(names):
+    check_drawn_labels(names)
 
 
 def test_overlap_check_catches_labels_drawn_on_top_of_each_other():
@@ -184,8 +195,8 @@ def check_scene(built, lang: str) -> None:
     assert cues and too_fast(cues, lang) == []
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=120), st.sampled_from(LANGS),
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=40), st.sampled_from(LANGS),
        st.sampled_from(["dark", "light"]))
 def test_scenes_lay_out_any_block_names(scene, names, lang, theme):
     with tempfile.TemporaryDirectory() as folder:
@@ -195,7 +206,7 @@ def test_scenes_lay_out_any_block_names(scene, names, lang, theme):
 
 
 @pytest.mark.slow
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=160), st.sampled_from(LANGS),
        st.sampled_from(["dark", "light"]))
 def test_scenes_lay_out_any_block_names_many(scene, names, lang, theme):
@@ -214,11 +225,20 @@ def test_layout_check_of_a_scene_catches_a_text_outside_the_frame(tmp_path):
     assert any("outside the frame" in p for p in built.layout_log)
 
 
-@pytest.mark.parametrize("case", USER_LIKE)
-@pytest.mark.parametrize("lang", LANGS)
-def test_chain_rule_numbers_equal_the_trace(case, lang):
-    files = user_like_trace_files(case)
-    built = frame_build(user_model.ModelChainRuleProduct, lang, files)
+# The frame and numbers tests of one scene read one build per case (dry_run.built_scene), on one xdist worker.
+CHAIN, FLOW = (pytest.mark.xdist_group(scene_group(s, "en")) for s in (user_model.ModelChainRuleProduct,
+                                                                         user_model.ModelGradientFlowOverTraining))
+
+
+# the 50-block scenes build the longest: their frame, numbers and tamper tests run with the slow tests (CI)
+CASES = [USER_LIKE[0], pytest.param(USER_LIKE[1], marks=pytest.mark.slow)]
+
+
+@CHAIN
+@pytest.mark.parametrize("case", CASES)
+def test_chain_rule_numbers_equal_the_trace(case):
+    files, lang = user_like_trace_files(case), "en"
+    built = built_scene(user_model.ModelChainRuleProduct, lang, files)
     check_scene(built, lang)
     values = built.numbers["values"]
     names = user_like_names(case)
@@ -235,10 +255,12 @@ def test_chain_rule_numbers_equal_the_trace(case, lang):
         assert len(shown) <= user_model.MAX_PEN_STEPS
 
 
-@pytest.mark.parametrize("case", USER_LIKE)
+@FLOW
+@pytest.mark.parametrize("case", CASES)
 def test_gradient_flow_numbers_equal_the_trace(case):
     files = user_like_trace_files(case)
-    built = frame_build(user_model.ModelGradientFlowOverTraining, "en", files)
+    built = built_scene(user_model.ModelGradientFlowOverTraining, "en", files)
+    check_scene(built, "en")
     values = built.numbers["values"]
     for run in ("plain", "residual"):
         trace = Trace.load(files[run])
@@ -293,19 +315,20 @@ def test_list_shows_the_model_scenes():
 
 # -- frames ----------------------------------------------------------------------------------------
 
-FRAMES = [(user_model.ModelGradientFlowOverTraining, "model_gradient_flow"),
-          (user_model.ModelChainRuleProduct, "model_chain_rule")]
+FRAMES = [pytest.param(user_model.ModelGradientFlowOverTraining, "model_gradient_flow", marks=FLOW,
+                       id="model_gradient_flow"),
+          pytest.param(user_model.ModelChainRuleProduct, "model_chain_rule", marks=CHAIN, id="model_chain_rule")]
 
 
-@pytest.mark.parametrize("case", USER_LIKE)
-@pytest.mark.parametrize("scene,name", FRAMES, ids=[n for _, n in FRAMES])
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("scene,name", FRAMES)
 def test_frame(request, scene, name, case):
-    built = frame_build(scene, "en", user_like_trace_files(case))
+    built = built_scene(scene, "en", user_like_trace_files(case))
     assert_last_frame_matches(built, f"{name}_{case}", write=request.config.getoption("--set_test"))
 
 
-@pytest.mark.parametrize("case", USER_LIKE)
-@pytest.mark.parametrize("scene,name", FRAMES, ids=[n for _, n in FRAMES])
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("scene,name", FRAMES)
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, case):
     if request.config.getoption("--set_test"):
         pytest.skip("writing control data")
