@@ -61,7 +61,7 @@ def memory_figures() -> None:
     import subprocess
 
     for config in MEMORY_SIZES:
-        out = subprocess.run([sys.executable, "-m", "simulation.memory", "--measure", json.dumps(config)],
+        out = subprocess.run([sys.executable, "-m", "simulation", "--measure", json.dumps(config)],
                              cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True)
         f = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"memory {json.dumps(config):<110} estimate {f['estimate'] / 1e6:7.1f} MB  peak "
@@ -80,17 +80,21 @@ def main() -> None:
 
     from benchmarks.bench_recorder import overhead
     from benchmarks.measure import format_table
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
 
     figs = overhead("mlp", max_rounds=args.max_rounds)
     print(format_table([("recorder / bare, mlp", figs["recorder"]),
                         ("  + held-out test error", figs["recorder+test"]),
-                        ("  TensorBoard histograms / bare", figs["tensorboard"])]))
+                        ("  TensorBoard histograms / bare", figs["tensorboard"])], yard))
     if args.quick:
         return
     total, per_experiment, count = full_experiment_set()
     for name, seconds in per_experiment.items():
-        print(f"  {name:<18} {seconds:7.1f} s")
-    print(f"full default experiment set: {count} runs in {total:.1f} s")
+        print(f"  {name:<18} {in_yardsticks(seconds, yard)}")
+    print(f"full default experiment set: {count} runs in {in_yardsticks(total, yard)}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ buffers go back to the system (:func:`scenes.encoder.finish`); docs/speed.md. ``
 line through the two points (about 255 MiB + 94 MiB per megapixel; not measured). The command itself (click,
 Manim and the scenes imported, no torch) peaks at about 140 MiB, and a trainer process (``python -m
 simulation.cache``: torch, the data, one run) at about 400 MiB plus the run's own estimate
-(:func:`simulation.memory.estimate`; 440 MiB measured for the lecture's largest run, a 20-layer conv net
+(:func:`simulation.runs.estimate`; 440 MiB measured for the lecture's largest run, a 20-layer conv net
 estimated at 52 MB).
 
 The default (``--jobs`` not given) is the cores this process may use (``os.sched_getaffinity``), capped so

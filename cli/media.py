@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
+from cli import INSTALLED, ROOT
 from cli.jobs import ENCODER_THREADS
 from simulation.cache import cache_dir
 from simulation.atomic_io import atomic_write
@@ -41,7 +42,7 @@ from simulation.atomic_io import atomic_write
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
     "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
-    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX",
+    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX", "pid_alive", "scene_title",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
@@ -145,13 +146,16 @@ def _check_output_dir(path: Path, what: str = "output folder") -> None:
 # -- what a render depends on -----------------------------------------------------------------
 
 def _is_project_module(module: ModuleType | None) -> bool:
-    """A module of ours (not the standard library, not an installed package)."""
+    """A module of ours (not the standard library, not another installed package; an installed copy of this
+    project lies under ``sys.prefix`` too, in ``residual_lecture/``)."""
     file = getattr(module, "__file__", None)
     if not file:
         return False
     path = Path(file).resolve()
     prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return not any(path.is_relative_to(p) for p in prefixes)
+    if any(path.is_relative_to(p) for p in prefixes):
+        return INSTALLED and path.is_relative_to(ROOT)  # a checkout's .venv may lie inside ROOT: not ours
+    return True
 
 
 def source_digest(scene: type) -> str:
@@ -298,6 +302,16 @@ def scene_config(settings: dict[str, Any]) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def scene_title(scene: type) -> dict[str, str]:
+    """{lang: the title the scene shows on screen} (its ``strings["title"]``, what ``self.title("title")``
+    draws), for the deck and the page; a scene without one gets its docstring's first line, else its name."""
+    from cli.params import LANGS
+
+    entry = (getattr(scene, "strings", None) or {}).get("title") or {}
+    fallback = (scene.__doc__ or "").strip().split("\n")[0].strip() or scene.__name__
+    return {lang: entry.get(lang) or fallback for lang in LANGS}
+
+
 def load_scene(module: str, name: str) -> type:
     """The Manim Scene class ``name`` from ``module``; RenderError if it is not there or not a Scene."""
     from manim import Scene
@@ -368,11 +382,12 @@ def _remove_stale(folder: Path) -> None:
     """Private media folders of processes that no longer exist (killed with SIGKILL)."""
     for path in folder.glob(f"{TEMP_PREFIX}*"):
         pid = path.name[len(TEMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

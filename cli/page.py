@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ LABELS = {  # the page's own words, in the language it is written in
     "traces": {"en": "Traces", "zh": "训练记录"},
     "summary": {"en": "Trace summary (JSON)", "zh": "训练记录摘要（JSON）"},
     "subtitles": {"en": "subtitles", "zh": "字幕"},
+    "explore": {"en": "Explore the recorded runs yourself", "zh": "自己探索记录下来的训练"},
+    "explore_clip": {"en": "Drive these runs in the explorer", "zh": "在探索页里操作这些训练"},
 }
 
 
@@ -144,13 +147,20 @@ document.querySelectorAll('.beats button').forEach(b => b.addEventListener('clic
 """
 
 
-def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False) -> list[Path]:
+def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
+               explorer: Path | None = None) -> list[Path]:
     """The folder ``target``: ``lecture.html``, ``media/<Scene>.mp4`` (web-ready), ``subtitles/<Scene>.<lang>.vtt``
     for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
     ``traces/<Scene>.json``. ``light``: dark text on white (for clips rendered with the light theme).
-    Returns the files written."""
+    ``explorer``: the explorer's index.html (``render.py explore``), linked relative to ``target`` from the top
+    and from each clip a view of it shows. Returns the files written."""
+    from cli.explore import VIEW_SCENES
+
     if not clips:
         raise RenderError("no clips for the page")
+    views = {scene: view for view, scene in VIEW_SCENES.items()}
+    explore = (Path(os.path.relpath(Path(explorer).resolve(), Path(target).resolve())).as_posix()
+               if explorer is not None else None)
     nav, sections = [], []
     L = {key: html.escape(words[lang]) for key, words in LABELS.items()}
     with staged_dir(target) as stage:
@@ -181,27 +191,31 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False) 
                 f'title="{html.escape(" ".join(b["narration"].get(lang, [])[:1]), quote=True)}">{b["index"] + 1}. '
                 f'{html.escape(beat_label(" ".join(b["narration"].get(lang, [])[:1])) or "—")}</button>'
                 for b in clip.beats.get("beats", []))
-            title = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
-            nav.append(f'<li><a href="#{scene}">{scene}</a></li>')
+            first_line = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
+            chapter = html.escape(clip.heading(lang))  # the title on screen; the class name stays the anchor
+            nav.append(f'<li><a href="#{scene}">{chapter}</a></li>')
             sections.append(
-                f'<section class="clip" id="{scene}">\n<h2>{n}. {scene}</h2>\n'
+                f'<section class="clip" id="{scene}">\n<h2>{n}. {chapter}</h2>\n'
                 f'<video id="v-{scene}" controls preload="metadata" src="media/{scene}.mp4">\n  ' + "\n  ".join(tracks) +
                 '\n</video>\n'
                 f'<p class="beats">{beats}</p>\n'
-                + (f'<p>{html.escape(title[0])}</p>\n' if title and title[0] else "") +
+                + (f'<p>{html.escape(first_line[0])}</p>\n' if first_line and first_line[0] else "") +
                 f'<h3>{L["numbers"]}</h3>\n'
                 + _table([(k, format_value(v)) for k, v in sorted(values.items())], L["no_numbers"])
                 + f'<h3>{L["params"]}</h3>\n' + _table(params, L["defaults"])
                 + ((f'<h3>{L["traces"]}</h3>\n' + _table(traces, "")) if traces else "")
                 + f'<p><a class="trace-summary" href="traces/{scene}.json">{L["summary"]}</a> · '
-                  f'{L["subtitles"]}: <a href="subtitles/{scene}.en.vtt">English</a>, <a href="subtitles/{scene}.zh.vtt">中文</a></p>\n'
+                  f'{L["subtitles"]}: <a href="subtitles/{scene}.en.vtt">English</a>, <a href="subtitles/{scene}.zh.vtt">中文</a>'
+                + (f' · <a class="explore" href="{html.escape(explore)}#view={views[clip.scene]}&amp;lang={lang}">'
+                   f'{L["explore_clip"]}</a>' if explore and clip.scene in views else "") + '</p>\n'
                 '</section>')
         heading = L["title"]
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{heading}</title>\n'
                 f'<link rel="icon" href="data:,">\n<style>{_STYLE}{_LIGHT if light else ""}</style>\n</head>\n<body>\n<h1>{heading}</h1>\n'
                 f'<p class="muted">{L["intro"]}</p>\n'
-                f'<nav><h2>{L["chapters"]}</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
+                + (f'<p><a class="explore" href="{html.escape(explore)}#lang={lang}">{L["explore"]}</a></p>\n' if explore else "")
+                + f'<nav><h2>{L["chapters"]}</h2><ol>' + "".join(nav) + '</ol></nav>\n' + "\n".join(sections) +
                 f'\n<script>{_SCRIPT}</script>\n</body>\n</html>\n')
         (stage / "lecture.html").write_text(page, encoding="utf-8")
     return [target / "lecture.html", target / "media", target / "subtitles", target / "traces"]

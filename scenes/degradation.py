@@ -59,6 +59,7 @@ def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
 class Degradation(SeedSpread, LectureScene):
     """Training error vs step of plain nets of several depths, then residual nets (He 2015, Fig. 1, 6)."""
 
+    _source = "He et al. 2015, Fig. 1, Fig. 6"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "degradation"
     strings = {
         "title": {"en": "Deeper plain nets train worse", "zh": "更深的普通网络反而训练得更差"},
@@ -181,7 +182,7 @@ class Degradation(SeedSpread, LectureScene):
         lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
-        self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        self.cite(self._source)
         if len(self.seed_traces) > 1:
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
             self.add(note.to_corner(DOWN + LEFT, buff=0.25))

@@ -31,7 +31,7 @@ from scenes.degradation import MARGIN
 from scenes.seeds import SeedSpread, count_true, seed_range
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import compare, is_missing, steps_run
-from scenes.widgets import (LinearAxes, LogAxes, _axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
+from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
                             safe_log10)
 from simulation.summary import tail_mean
 
@@ -252,7 +252,7 @@ class DepthSweep(SeedSpread, LectureScene):
                                    stroke_width=2, stroke_opacity=0.6)
                         dots.add(bar)
                     for s in lacking:  # a labelled gap where the trace lacks this seed's value
-                        dots.add(_axes_gap(axes.axes, [depth], 0, 1, f"{arch}.d{depth}.seed.{s}.{key}"))
+                        dots.add(axes_gap(axes.axes, [depth], 0, 1, f"{arch}.d{depth}.seed.{s}.{key}"))
                     shown.append(FadeIn(dots, scale=1.4))
                     gapped = self._lacking_median(points[arch], panel, key, medians[arch][panel])
                     pts = [where(d, v) for d, v in medians[arch][panel] if math.isfinite(v)]

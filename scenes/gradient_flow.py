@@ -26,7 +26,7 @@ from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import is_missing
 from scenes.frame_cost import Restyle, draw_first
-from scenes.widgets import GapMark, LogAxes, _axes_gap, gapped_polyline, log_floor_exponent
+from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
 
@@ -303,7 +303,7 @@ class GradientFlowOverTraining(LectureScene):
             point = chart.point(0, ratios[arch][0])
             if point is None:  # missing: an invisible point, and a labelled gap
                 point = chart.axes.c2p(0, 0)
-                gaps[arch].add(_axes_gap(chart.axes, [0.0], 0, 1, f"{self._gap_names[arch]}.first_over_last[0]"))
+                gaps[arch].add(axes_gap(chart.axes, [0.0], 0, 1, f"{self._gap_names[arch]}.first_over_last[0]"))
             curve.set_points_as_corners([point, point])
         frame = VGroup(chart, caption, *curves.values(), *gaps.values())
         return {"frame": frame, "chart": chart, "curves": curves, "gaps": gaps}
@@ -319,7 +319,7 @@ class GradientFlowOverTraining(LectureScene):
             xs = [float(steps[arch][j]) for j in range(k + 1)]
             what = f"{self._gap_names[arch]}.first_over_last"
             drawn = gapped_polyline(points, curve.get_color(), 3,
-                                    gap_box=lambda a, b: _axes_gap(history["chart"].axes, xs, a, b, what))
+                                    gap_box=lambda a, b: axes_gap(history["chart"].axes, xs, a, b, what))
             curve.set_points(drawn.points)
             history["gaps"][arch].remove(*history["gaps"][arch].submobjects)
             history["gaps"][arch].add(*[m for m in drawn.submobjects if isinstance(m, GapMark)])

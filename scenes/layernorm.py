@@ -56,6 +56,7 @@ def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
 class PostLNvsPreLN(SeedSpread, LectureScene):
     """Post-LN vs Pre-LN: LayerNorm's place, measured per-layer gradient norms at init, and warm-up (Xiong 2020)."""
 
+    _source = "Xiong et al. 2020, Fig. 1-3"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "layernorm"
     strings = {
         "title": {"en": "Post-LN or Pre-LN: where the LayerNorm sits", "zh": "Post-LN 还是 Pre-LN：层归一化放在哪里"},
@@ -276,7 +277,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         verdict.next_to(grad_verdict, DOWN, buff=0.12, aligned_edge=LEFT)
         self.narrate("n_verdict", 4)
         self.play(FadeIn(verdict, shift=UP * 0.1))
-        self.cite("Xiong et al. 2020, Fig. 1-3")
+        self.cite(self._source)
         self.wait(4)
 
     def get_placement(self, norm: str) -> VGroup:

@@ -36,6 +36,7 @@ def response_ratio(trace, record: int = -1) -> np.ndarray:
 class ResidualResponse(SeedSpread, LectureScene):
     """||F(x)|| / ||x|| and the std of F(x) per block of trained plain and residual nets (He 2015, Fig. 7)."""
 
+    _source = "He et al. 2015, Fig. 7"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "residual_response"
     strings = {
         "title": {"en": "Residual responses are small", "zh": "残差分支的响应很小"},
@@ -180,7 +181,7 @@ class ResidualResponse(SeedSpread, LectureScene):
             self.add(note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT))
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("He et al. 2015, Fig. 7")
+        self.cite(self._source)
         self.wait(5)
 
     # -- what a variant changes ---------------------------------------------------------------------

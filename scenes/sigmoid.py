@@ -56,6 +56,7 @@ def geometric_mean_factor(product: np.ndarray) -> float:
 class SigmoidDerivative(LectureScene):
     """sigma' <= 1/4 plotted; the 1/4-per-layer bound beside the measured shrink of a plain sigmoid net."""
 
+    _source = "D2L §5.4; He et al. 2015, §1"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "chain_rule"
     strings = {
         "title": {"en": "Why sigmoid shrinks gradients", "zh": "sigmoid 为何让梯度变小"},
@@ -155,5 +156,5 @@ class SigmoidDerivative(LectureScene):
         readout = VGroup(mean_text, after_text).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         readout.next_to(peak_text, DOWN, buff=0.15).to_edge(LEFT, buff=0.5)
         self.play(FadeIn(readout), run_time=1)
-        self.cite("D2L §5.4; He et al. 2015, §1")
+        self.cite(self._source)
         self.wait(3)

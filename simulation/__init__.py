@@ -4,3 +4,5 @@ Only ``simulation.train``, ``simulation.models``, ``simulation.record`` and ``si
 import torch; ``config``, ``experiments``, ``trace`` and ``cache`` stay torch-free so that
 scenes can read traces without loading torch.
 """
+
+from . import runs  # noqa: E402,F401  registers the run kinds, whose trainers every config digest hashes

@@ -6,7 +6,9 @@ Example::
     echo '{"depth": 8}' | python -m simulation.cache --stream    # one JSON line per run as it is cached
 
 ``get_traces`` loads cached runs and trains the missing ones. It trains in this process only when
-asked (``render.py`` does); scenes ask for ``in_subprocess=True`` so that they never import torch.
+asked (``render.py`` does); scenes ask for ``in_subprocess=True`` so that they never import torch. This module
+alone reads and writes the cache: :func:`load` (a readable trace or None) and :func:`store` (checked bytes,
+written atomically); :func:`simulation.sweep.sweep` only hands back bytes.
 """
 
 from __future__ import annotations
@@ -16,22 +18,34 @@ import logging
 import os
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
-from .config import IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
-from .memory import check_memory
+from .atomic_io import atomic_write
+from .config import RunConfig, TransformerConfig
+from .runs import check_memory, config_from_dict, describe, trainer
+from .sweep import SweepError, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
-__all__ = ["cache_dir", "digest_path", "trace_path", "get_trace", "get_traces"]
+__all__ = ["cache_dir", "digest_path", "trace_path", "get_trace", "get_traces", "load", "store", "is_cached",
+           "run_sweep", "stream"]
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
+# Imported as residual_lecture.simulation.cache: an installed copy (residual_lecture/__init__.py), whose folder in
+# site-packages is no place for a cache.
+INSTALLED = __package__.startswith("residual_lecture.")
 
 
 def cache_dir() -> Path:
-    """``$RESIDUAL_CACHE`` or ``.cache/traces`` beside render.py."""
-    return Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
+    """``$RESIDUAL_CACHE``, else ``.cache/traces`` beside render.py in a checkout, else (an installed copy)
+    ``$XDG_CACHE_HOME/residual-lecture/traces`` (``~/.cache/residual-lecture/traces``)."""
+    if os.environ.get("RESIDUAL_CACHE"):
+        return Path(os.environ["RESIDUAL_CACHE"])
+    if INSTALLED:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "residual-lecture" / "traces"
+    return ROOT / ".cache" / "traces"
 
 
 def digest_path(digest: str) -> Path:
@@ -52,64 +66,46 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
                in_subprocess: bool = False, log_hits: bool = True, scheduler: str | None = None,
                on_trace=None, in_order: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again); before any
-    is, each must pass :func:`simulation.memory.check_memory` (ConfigError otherwise). Several missing runs
-    go through :func:`simulation.sweep.run_sweep` (a Dask cluster at ``scheduler`` or
+    is, each must pass :func:`simulation.runs.check_memory` (ConfigError otherwise). Several missing runs
+    go through :func:`run_sweep` (a Dask cluster at ``scheduler`` or
     ``$DASK_SCHEDULER_ADDRESS``, else a local one, else this process when the work is small).
 
     ``in_subprocess=True`` trains in ``python -m simulation.cache`` so the caller never imports torch.
     ``log_hits=False`` logs cache hits at debug level only (a scene loading what render.py just checked).
     ``on_trace(config, trace)`` is called as each missing run is stored; ``in_order`` keeps the given order
-    on a cluster too (see :func:`simulation.sweep.run_sweep`).
+    on a cluster too (see :func:`run_sweep`).
     """
-    traces = {c: _try_load(trace_path(c)) for c in configs}
+    traces = {c: load(c) for c in configs}
     missing = [c for c, trace in traces.items() if trace is None]
     for config in missing:  # every run that would be trained must fit before the first one starts
         check_memory(config)
     for config, trace in traces.items():
         if trace is not None:
             log.log(logging.INFO if log_hits else logging.DEBUG,
-                    "cache hit %s (%s): nothing trained", config.digest(), _describe(config))
+                    "cache hit %s (%s): nothing trained", config.digest(), describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
-        subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]
-        log.info("training %s (%s)", config.digest(), _describe(config))
-        traces[config] = _trainer(config)(config, progress=progress)
+        log.info("training %s (%s)", config.digest(), describe(config))
+        traces[config] = trainer(config)(config, progress=progress)
         traces[config].save(trace_path(config))
         if on_trace is not None:
             on_trace(config, traces[config])
     elif missing:
-        from .sweep import run_sweep
-
         # run_sweep says "training ..." per run once it runs (after a scheduler answered, on a cluster)
         traces.update(zip(missing, run_sweep(missing, scheduler=scheduler, progress=progress, on_trace=on_trace,
                                              in_order=in_order)))
     return [traces[c] for c in configs]
 
 
-def _trainer(config: RunConfig | TransformerConfig):
-    """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
-    if isinstance(config, TransformerConfig):
-        from .transformer import run
-    elif isinstance(config, IdentityFitConfig):
-        from .identity_fit import run
-    else:
-        from .train import run
-    return run
-
-
-def _describe(config: RunConfig | TransformerConfig) -> str:
-    """A short label for log lines, from whichever of these fields the config has."""
-    keys = ("kind", "arch", "norm", "depth", "activation", "warmup_steps")
-    return " ".join(f"{k}={getattr(config, k)}" for k in keys if hasattr(config, k))
-
-
-def _try_load(path: Path) -> Trace | None:
-    """The cached trace at ``path``, or None when there is none or it cannot be read (corrupt, truncated, an
+def load(config: RunConfig | TransformerConfig) -> Trace | None:
+    """The cached trace of ``config``, or None when there is none or it cannot be read (corrupt, truncated, an
     older schema): such a file is removed, with one warning, so that the run is trained again and nothing
     counts it as cached."""
+    path = trace_path(config)
     if not path.is_file():
         return None
     try:
@@ -120,9 +116,49 @@ def _try_load(path: Path) -> Trace | None:
         return None
 
 
+def store(config: RunConfig | TransformerConfig, payload: bytes) -> Trace:
+    """Check ``payload`` (the ``.npz`` bytes of a trace of ``config``, e.g. from a worker) and write it
+    atomically as the cached trace of ``config``. Raises SweepError for bytes that are no readable trace
+    or a trace of another config (a worker running other simulation code); nothing is written then."""
+    with atomic_write(trace_path(config), suffix=".npz") as tmp:
+        tmp.write_bytes(payload)
+        try:
+            trace = Trace.load(tmp)
+        except TraceError as exc:
+            raise SweepError(f"run {config.digest()} came back unreadable: {exc}") from None
+        if trace.meta.get("digest") != config.digest():
+            raise SweepError(f"run {config.digest()} came back as {trace.meta.get('digest')}: the worker runs "
+                             "other simulation code (start `dask worker` from the same checkout)")
+    return trace
+
+
+def run_sweep(configs: Iterable[RunConfig | TransformerConfig], scheduler: str | None = None,
+              progress: bool | None = None, retries: int = 2, workers: int | None = None,
+              connect_timeout: float = 10.0, here: bool | None = None,
+              on_trace: Callable[[RunConfig | TransformerConfig, Trace], None] | None = None,
+              in_order: bool = False) -> list[Trace]:
+    """Traces of ``configs`` in order: cached ones loaded, missing ones trained by
+    :func:`simulation.sweep.sweep` (in this process, on a local cluster or at ``scheduler``; the other
+    arguments are its own) and stored as each comes back. ``on_trace(config, trace)`` is called in this
+    thread as each missing run is stored (render.py starts a scene's render then). Raises SweepError or
+    ConfigError."""
+    configs = list(configs)
+    traces = {c: load(c) for c in dict.fromkeys(configs)}
+    missing = [c for c, t in traces.items() if t is None]
+    if missing:
+        runs = sweep(missing, scheduler=scheduler, progress=progress, retries=retries, workers=workers,
+                     connect_timeout=connect_timeout, here=here, in_order=in_order)
+        with closing(runs):  # a failed store stops a cluster too
+            for config, payload in runs:
+                traces[config] = store(config, payload)
+                if on_trace is not None:
+                    on_trace(config, traces[config])
+    return [traces[c] for c in configs]
+
+
 def is_cached(config: RunConfig | TransformerConfig) -> bool:
-    """Whether the cache holds a readable trace of ``config`` (an unreadable one is removed: see _try_load)."""
-    return _try_load(trace_path(config)) is not None
+    """Whether the cache holds a readable trace of ``config`` (an unreadable one is removed: see :func:`load`)."""
+    return load(config) is not None
 
 
 def stream(configs: Iterable[RunConfig | TransformerConfig], out=None) -> None:
@@ -132,15 +168,13 @@ def stream(configs: Iterable[RunConfig | TransformerConfig], out=None) -> None:
     these lines to start each scene's render while the next runs train (cli/pipeline.py). ``configs`` may be
     a lazy iterable: ``--stream`` reads stdin one line at a time, so render.py can hand out one run at a
     time and decide the next when this one is cached."""
-    from .sweep import _store, run_to_bytes
-
     out = out or sys.stdout
     for config in configs:
         digest = config.digest()
         try:
-            if _try_load(trace_path(config)) is None:
-                log.info("training %s (%s)", digest, _describe(config))
-                _store(config, run_to_bytes(config.to_dict()), trace_path(config))
+            if load(config) is None:
+                log.info("training %s (%s)", digest, describe(config))
+                store(config, run_to_bytes(config.to_dict()))
             line = {"digest": digest}
         except Exception as exc:  # one run's failure is that run's scenes' failure, not the others'
             line = {"digest": digest, "error": f"{type(exc).__name__}: {exc}".strip().splitlines()[0]}

@@ -17,13 +17,14 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from .provenance import source_hash
+from .values import ConfigError, convert_value
 
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
-           "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "MAX_WIDTH", "MAX_DEPTH",
-           "MAX_SEED", "MAX_STEPS"]
+           "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "GATES", "RESIDUAL_INITS",
+           "MAX_WIDTH", "MAX_DEPTH", "MAX_SEED", "MAX_STEPS"]
 
 # The allowed values, defined once: models, data sets, experiments and the command line read them from here.
 ARCHS = ("plain", "residual")
@@ -33,15 +34,13 @@ DATASETS = ("digits", "bands")
 SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
 MODELS = ("mlp", "conv")
+GATES = ("none", "exclusive", "shortcut_only")  # He et al. 2016 §3.2, Fig. 2c and 2d
+RESIDUAL_INITS = ("none", "rezero", "fixup")  # how a residual branch starts (Bachlechner 2020; Zhang 2019)
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
 MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
 MAX_STEPS = 10**6
 MAX_BATCH = 10**5
-
-
-class ConfigError(ValueError):
-    """A parameter has a wrong name, type or value; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,12 @@ def param_range(cls: type, name: str) -> Range | tuple[str, ...] | None:
     return meta.get("range") or meta.get("choices")
 
 
-class _Config:
+class BaseConfig:
     """What every run config shares: checked fields, the cache digest, dict round trip, checked ``replace``."""
+
+    # The run kind that trains this class (simulation.runs.RunKind), set by simulation.runs.register_kind;
+    # its trainer id is hashed into digest(), so another trainer for a kind gives other cache keys.
+    run_kind: ClassVar[Any] = None
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -98,8 +101,13 @@ class _Config:
         """Checks across fields (subclasses)."""
 
     def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field and the run-shaping source hash; stable across runs."""
-        payload = json.dumps({"sources": source_hash(), **self.to_dict()}, sort_keys=True)
+        """16 hex chars of SHA-256 over every field, the run-shaping source hash and the trainer of this
+        class's run kind (``simulation.runs``); stable across runs. Raises ConfigError for a class that is
+        no registered run kind."""
+        kind = type(self).run_kind
+        if kind is None:
+            raise ConfigError(f"{type(self).__name__} is not a registered run kind (simulation.runs.register_kind)")
+        payload = json.dumps({"sources": source_hash(), "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +131,7 @@ class _Config:
 
 
 @dataclass(frozen=True)
-class RunConfig(_Config):
+class RunConfig(BaseConfig):
     """Everything that changes a training run; its :meth:`digest` is the trace cache key."""
 
     model: str = _one_of("mlp", MODELS)  # "mlp": blocks of Linear layers; "conv": He et al. 2015 §4.2 conv net
@@ -142,12 +150,24 @@ class RunConfig(_Config):
     momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
     weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim (He 2015: 1e-4)
     init_gain: float = _in(1.0, 0.0, 100.0, open_low=True)  # multiplies PyTorch's default init of block weights
+    shortcut_scale: float = _in(1.0, 0.0, 10.0)  # lambda in h = lambda * x + F(x) (He et al. 2016, §3.1, eq. 7)
+    gate: str = _one_of("none", GATES)  # g = sigmoid(W_g x + b_g): (1-g)x + gF(x) | (1-g)x + F(x) (He 2016 §3.2)
+    gate_bias: float = _in(0.0, -100.0, 100.0)  # b_g at init (He 2016, Table 1: 0 and -6); gate "none": ignored
+    residual_init: str = _one_of("none", RESIDUAL_INITS)  # "rezero": h = x + a F(x), a = 0; "fixup": Zhang 2019
     record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
     seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
 
     def _check(self) -> None:
         if self.momentum >= 1:
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+        changed = [name for name, default in (("shortcut_scale", 1.0), ("gate", "none"), ("residual_init", "none"))
+                   if getattr(self, name) != default]
+        if changed and (self.arch != "residual" or self.model != "mlp"):
+            raise ConfigError(f"{changed[0]} needs arch=residual and model=mlp; got arch={self.arch}, "
+                              f"model={self.model}")
+        if len(changed) > 1:
+            raise ConfigError(f"shortcut_scale, gate and residual_init change the same addition: set one; got "
+                              f"{' and '.join(changed)}")
         if self.stages > self.depth:
             raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
         if self.model == "conv":  # He et al. 2015 §4.2: 6n + 2 layers, three stages w, 2w, 4w (``stages`` unused)
@@ -190,15 +210,13 @@ def parse_value(key: str, text: str, cls: type | None = None) -> Any:
 
     Raises ConfigError for an unknown key or a value of the wrong type.
     """
-    from simulation.values import convert_value
-
     defaults = {f.name: f.default for f in fields(cls or RunConfig)}
     if key not in defaults:
         raise ConfigError(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
     return convert_value(key, defaults[key], text)
 
 
-def _check_fields(cfg: _Config) -> None:
+def _check_fields(cfg: BaseConfig) -> None:
     """Every field holds the type of its default (an int where a float is expected is converted) and lies
     in its range or among its choices."""
     for f in fields(cfg):
@@ -214,7 +232,7 @@ def _check_fields(cfg: _Config) -> None:
             raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
 
 
-def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
+def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
     """``cls`` with command-line ``key=value`` pairs applied (typed by :func:`parse_value`).
 
     Raises ConfigError for a pair without '=', an unknown key, a wrong type or an invalid value."""
@@ -230,7 +248,7 @@ def config_from_sets(cls: type[_Config], pairs: list[str]) -> _Config:
 # -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
 
 TRANSFORMER_ARCHS = ("encoder", "encoder_decoder")
-LN_PLACEMENTS = ("post_ln", "pre_ln")
+LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
 TASKS = ("copy", "reverse", "sort")
 INITS = ("xavier", "pytorch")
 MAX_TRANSFORMER_DEPTH = 64
@@ -239,12 +257,14 @@ MAX_SEQ_LEN = 512
 
 
 @dataclass(frozen=True)
-class TransformerConfig(_Config):
+class TransformerConfig(BaseConfig):
     """A small Transformer on a toy sequence task; its :meth:`digest` is the trace cache key."""
 
-    kind: str = _one_of("transformer", ("transformer",))  # which trainer runs this config (see config_from_dict)
+    kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
-    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong)
+    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
+    residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
+    ffn: bool = True  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)
     task: str = _one_of("reverse", TASKS)  # target = the input sequence copied | reversed | sorted
     depth: int = _in(6, 1, MAX_TRANSFORMER_DEPTH)  # layers in the encoder, and in the decoder when there is one
     width: int = _in(32, 2, MAX_WIDTH)  # d_model: width of the residual stream (even, divisible by heads)
@@ -266,28 +286,13 @@ class TransformerConfig(_Config):
             raise ConfigError(f"width must be even and divisible by heads ({self.heads}); got {self.width}")
 
 
-def config_from_dict(data: dict[str, Any]) -> "RunConfig | TransformerConfig":
-    """The config written by ``to_dict``: a TransformerConfig when ``data["kind"] == "transformer"``, else a
-    RunConfig. Raises ConfigError for an unknown kind, key or value."""
-    kind = data.get("kind", "mlp")
-    if kind == "transformer":
-        return TransformerConfig.from_dict(data)
-    if kind == "identity_fit":
-        return IdentityFitConfig.from_dict(data)
-    if kind != "mlp":
-        raise ConfigError(f"unknown config kind {kind!r}; known: mlp, transformer, identity_fit")
-    if "kind" not in RunConfig.field_types():
-        data = {k: v for k, v in data.items() if k != "kind"}
-    return RunConfig.from_dict(data)
-
-
 # -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
 
 @dataclass(frozen=True)
-class IdentityFitConfig(_Config):
+class IdentityFitConfig(BaseConfig):
     """One block trained to output its own input (H(x) = x) on the digits features; the cache key."""
 
-    kind: str = _one_of("identity_fit", ("identity_fit",))  # which trainer runs this config (see config_from_dict)
+    kind: str = _one_of("identity_fit", ("identity_fit",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("plain", ARCHS)  # "plain": h = F(x) must become x; "residual": h = x + F(x), F must become 0
     activation: str = _one_of("relu", ACTIVATIONS)  # nonlinearity inside F
     steps: int = _in(1500, 1, MAX_STEPS)  # optimiser steps, each on the whole training split (full batch)
@@ -303,5 +308,145 @@ class IdentityFitConfig(_Config):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "config_from_dict", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]
+
+
+# -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------
+
+USER_DATA = ("digits", "digits-image", "digits-image32", "copy", "reverse", "sort")  # or a path to a .npz
+USER_OPTIMIZERS = OPTIMIZERS
+
+
+@dataclass(frozen=True)
+class UserModelConfig(BaseConfig):
+    """A user's nn.Module (or its plain twin) trained on local data; its :meth:`digest` is the cache key.
+
+    ``source`` and ``data_source`` are filled from the files when left empty (:func:`model_source`,
+    :func:`data_source`), so editing the model file or the data retrains; a comment-, docstring- or
+    layout-only edit of a model file keeps the digest (its syntax tree is hashed, as for our own code)."""
+
+    kind: str = _one_of("user_model", ("user_model",))  # which trainer runs this config (see config_from_dict)
+    spec: str = ""  # the model: path/to/file.py:factory or package.module:factory (torchvision.models:resnet18)
+    source: str = ""  # fingerprint of the model's code: 16 hex of its syntax tree, or "dist==version" for a package
+    args: str = "{}"  # keyword arguments of the factory, as canonical JSON ({"num_classes": 10})
+    blocks: str = ""  # glob over module paths naming the blocks (layer*.*); "": found automatically
+    arch: str = _one_of("residual", ARCHS)  # "residual": the model as written; "plain": its twin, every shortcut removed
+    data: str = "digits"  # digits (flat 64) | digits-image (1x8x8) | digits-image32 (3x32x32) | copy | reverse | sort | a .npz
+    data_source: str = ""  # 16 hex of SHA-256 of a .npz data file ("" for the built-in data)
+    vocab: int = _in(8, 2, MAX_VOCAB)  # token tasks: distinct symbols (token 0 is BOS); the model needs vocab + 1 outputs
+    seq_len: int = _in(8, 2, MAX_SEQ_LEN)  # token tasks: source length; the model reads 2 * seq_len tokens
+    steps: int = _in(100, 1, MAX_STEPS)  # optimiser steps
+    batch_size: int = _in(32, 2, MAX_BATCH)  # examples (or sequences) per step
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # learning rate
+    optimizer: str = _one_of("adam", USER_OPTIMIZERS)  # adam | sgd (with momentum)
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the init (the twin gets the same weights), the data split and batches
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.spec and parse_spec(self.spec)[0] == "file":  # absolute: a cache subprocess runs elsewhere
+            import os
+
+            where, _, factory = self.spec.rpartition(":")
+            if os.path.isfile(where) and not os.path.isabs(where):
+                object.__setattr__(self, "spec", f"{os.path.abspath(where)}:{factory}")
+        if self.spec and not self.source:
+            object.__setattr__(self, "source", model_source(self.spec))
+        if self.data.endswith(".npz") and not self.data_source:
+            object.__setattr__(self, "data_source", data_source(self.data))
+
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+        if self.spec:
+            parse_spec(self.spec)
+        if self.data not in USER_DATA and not self.data.endswith(".npz"):
+            raise ConfigError(f"data must be one of {', '.join(USER_DATA)} or a path to a .npz file (x, y); "
+                              f"got {shown(self.data)}")
+        try:
+            args = json.loads(self.args)
+        except json.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict):
+            raise ConfigError(f"args must be a JSON object of factory keyword arguments; got {shown(self.args)}")
+
+    def factory_args(self) -> dict[str, Any]:
+        """The factory's keyword arguments."""
+        return json.loads(self.args)
+
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def parse_spec(spec: str) -> tuple[str, str, str]:
+    """``path/to/file.py:factory`` -> ("file", path, factory); ``package.module:factory`` -> ("module",
+    dotted name, factory). Raises ConfigError (one line) for anything else; the file need not exist yet."""
+    import re
+
+    where, sep, factory = spec.rpartition(":")
+    example = "path/to/file.py:build or torchvision.models:resnet18"
+    if not sep or not where or not re.fullmatch(_IDENTIFIER, factory) or "\x00" in spec:
+        raise ConfigError(f"model must be FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (e.g. {example}); got {shown(spec)}")
+    if where.endswith(".py"):
+        return "file", where, factory
+    if not re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", where):
+        raise ConfigError(f"model must be FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (e.g. {example}); got {shown(spec)}")
+    return "module", where, factory
+
+
+def model_source(spec: str) -> str:
+    """The fingerprint of a model's code, torch-free: for a file, 16 hex of SHA-256 over its syntax tree without
+    comments and docstrings (:func:`simulation.provenance.code_fingerprint`; the raw bytes if it does not parse);
+    for an installed package, ``dist==version``; for a module on the path that is no distribution, its file
+    hashed as a file is. "" when nothing can be read (loading the model then says why)."""
+    from pathlib import Path
+
+    from .provenance import code_fingerprint
+
+    kind, where, _ = parse_spec(spec)
+    path: Path | None = Path(where) if kind == "file" else None
+    if kind == "module":
+        import importlib.metadata
+        import importlib.util
+
+        top = where.split(".")[0]
+        dists = importlib.metadata.packages_distributions().get(top)
+        if dists:
+            return f"{dists[0]}=={importlib.metadata.version(dists[0])}"
+        found = importlib.util.find_spec(top)
+        if found is None or found.origin is None:
+            return ""
+        base = Path(found.origin).parent if found.submodule_search_locations else None
+        parts = where.split(".")[1:]
+        if base is None:
+            path = Path(found.origin)
+        else:
+            candidate = base.joinpath(*parts)
+            path = candidate / "__init__.py" if candidate.is_dir() else candidate.with_suffix(".py")
+    try:
+        text = path.read_bytes()
+    except (OSError, ValueError):
+        return ""
+    try:
+        payload = code_fingerprint(text.decode("utf-8")).encode()
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        payload = text
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def data_source(path: str) -> str:
+    """16 hex of SHA-256 of a data file's bytes ("" when it cannot be read: loading it then says why)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, ValueError):
+        return ""
+    return h.hexdigest()[:16]
+
+
+__all__ += ["UserModelConfig", "USER_DATA", "parse_spec", "model_source", "data_source"]

@@ -3,6 +3,7 @@
 Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
+    python -m simulation.experiments depth_sweep --set seeds=0,1 --scheduler tcp://10.0.0.5:8786   # one sweep
 
 An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
 :class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
@@ -16,18 +17,21 @@ marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import (ACTIVATIONS, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range, RunConfig,
-                     TransformerConfig, shown)
+from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range,
+                     RunConfig, TransformerConfig, UserModelConfig, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP"]
+           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP"]
+__all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -35,6 +39,8 @@ PLAIN, RESIDUAL = "plain", "residual"  # chain_rule, residual_response, paths, p
 RESIDUAL_ZERO_PAD = "residual_zero_pad"  # projection: the option-A shortcut
 PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
 POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
+# rank_collapse: Dong et al. 2021's self-attention network (SAN) without and with MLPs and skip connections
+SAN, SAN_MLP, SAN_SKIP, SAN_MLP_SKIP = "san", "san_mlp", "san_skip", "san_mlp_skip"
 GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
@@ -56,6 +62,16 @@ def vanishing_run(arch: str, activation: str, depth: int) -> str:
 def gain_run(gain: float) -> str:
     """``plain_gain2p5``: exploding."""
     return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+
+
+def scale_run(scale: float) -> str:
+    """``scale0p5``: shortcut_scale, h = lambda x + F(x) with lambda = 0.5."""
+    return f"scale{_number(scale)}"
+
+
+def gate_run(gate: str) -> str:
+    """``gate_exclusive``: shortcut_scale, a gated shortcut (He et al. 2016 §3.2)."""
+    return f"gate_{gate}"
 
 
 def sweep_run(model: str, arch: str, depth: int) -> str:
@@ -147,7 +163,7 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
-def _items(value: Any) -> tuple[Any, ...]:
+def split_items(value: Any) -> tuple[Any, ...]:
     """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
     if isinstance(value, (list, tuple)):
         return tuple(value)
@@ -159,7 +175,7 @@ def _items(value: Any) -> tuple[Any, ...]:
 def _seeds(value: Any) -> tuple[int, ...]:
     """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
     seeds = []
-    for item in () if value is None else _items(value):
+    for item in () if value is None else split_items(value):
         try:
             if isinstance(item, (bool, float)):
                 raise ValueError
@@ -184,6 +200,7 @@ class Experiment:
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
     conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
+    open_args: str = ""  # a config field (JSON object) that takes every parameter not otherwise known: factory kwargs
 
     @property
     def extra_defaults(self) -> dict[str, Any]:
@@ -202,7 +219,7 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
     run_keys = type(experiment.base).field_types()
-    base_changes, extra = {}, {**experiment.params_type.defaults(), "seeds": ()}
+    base_changes, extra, free = {}, {**experiment.params_type.defaults(), "seeds": ()}, {}
     for key, value in overrides.items():
         if key in run_keys:
             base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
@@ -210,9 +227,17 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
             extra["seeds"] = _seeds(value)
         elif key in extra:
             extra[key] = experiment.params_type.convert(key, value)
+        elif experiment.open_args:
+            free[key] = _literal(key, value)
         else:
             known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    if free:
+        import json
+
+        merged = {**json.loads(base_changes.get(experiment.open_args, getattr(experiment.base, experiment.open_args))),
+                  **free}
+        base_changes[experiment.open_args] = json.dumps(merged, sort_keys=True)
     if base_changes.get("model", getattr(experiment.base, "model", "mlp")) == "conv":
         if not experiment.conv:
             with_conv = ", ".join(name for name, e in EXPERIMENTS.items() if e.conv)
@@ -222,10 +247,52 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     return experiment.base.replace(**base_changes), extra
 
 
+def _literal(key: str, value: Any) -> Any:
+    """A factory argument: TOML values as they are; a command-line string read as JSON where it is one (10,
+    0.5, true, null, [1, 2], {"a": 1}), True / False / None as Python writes them, else the string itself."""
+    import json
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    python = {"True": True, "False": False, "None": None}
+    if text in python:
+        return python[text]
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return value
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        raise ConfigError(f"model argument {key} must be finite; got {shown(value)}")
+    return parsed
+
+
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``. Raises
+    ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
+    try:
+        return _build_runs(name, overrides or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {name}: bad parameter value ({exc})") from None
+
+
+def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
+    ``overrides`` over them) and the runs those build, ``(params, {run_name: config})``; ``({}, {})`` for a
+    scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
+    here, so the runs trained and counted before a render are the runs the scene reads."""
+    if not experiment:
+        return {}, {}
+    params = {**defaults, **overrides}
+    return params, build_runs(experiment, dict(params))
+
+
+def _build_runs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
     experiment = get_experiment(name)
-    base, extra = split_params(experiment, overrides or {})
+    base, extra = split_params(experiment, overrides)
     seeds = extra.pop("seeds") or (base.seed,)
     params = experiment.params_type(**extra)
     runs: dict[str, Any] = {}
@@ -453,3 +520,108 @@ _register(Experiment(
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
     build=_both_layernorms,
 ))
+
+
+# -- beyond 2016 (issue 23) ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShortcutScaleParams(ExperimentParams):
+    scales: tuple[float, ...] = field(default=(0.5, 0.9, 1.0, 1.1), metadata={"range": Range(0.0, 10.0)})  # lambda
+    gates: tuple[str, ...] = field(default=("exclusive", "shortcut_only"),  # gated shortcuts, b_g = gate_bias
+                                   metadata={"choices": tuple(g for g in GATES if g != "none")})
+
+
+def _shortcut_scale(base: RunConfig, params: ShortcutScaleParams) -> dict[str, RunConfig]:
+    """``scale{lambda}`` for every lambda (h = lambda x + F(x)) and ``gate_{kind}`` for every gate, all
+    residual nets of the base config (same seed: same data, batches and branch weights)."""
+    runs = {scale_run(scale): base.replace(arch=RESIDUAL, shortcut_scale=scale, gate="none")
+            for scale in dict.fromkeys(params.scales)}
+    runs.update({gate_run(gate): base.replace(arch=RESIDUAL, shortcut_scale=1.0, gate=gate)
+                 for gate in dict.fromkeys(params.gates)})
+    return runs
+
+
+_register(Experiment(
+    name="shortcut_scale",
+    description="The shortcut must be the identity: residual ReLU MLPs (20 blocks, no norm) with h = lambda x + F(x), "
+                "lambda 0.5/0.9/1/1.1, and two gated shortcuts: step-0 gradient ratio across blocks, training error",
+    source="He et al. 2016, Identity Mappings in Deep Residual Networks, §3, eq. 7-8, Fig. 2, Table 1",
+    base=RunConfig(arch=RESIDUAL, activation="relu", depth=20, width=32, steps=120, batch_size=64, lr=0.02,
+                   record_every=40),
+    build=_shortcut_scale,
+    params_type=ShortcutScaleParams,
+))
+
+
+def _rank_collapse(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """The four stacks of Dong et al. 2021, Fig. 1: attention alone, + MLPs, + skips, + both (no LayerNorm)."""
+    return {SAN: base.replace(residual=False, ffn=False), SAN_MLP: base.replace(residual=False, ffn=True),
+            SAN_SKIP: base.replace(residual=True, ffn=False), SAN_MLP_SKIP: base.replace(residual=True, ffn=True)}
+
+
+_register(Experiment(
+    name="rank_collapse",
+    description="Rank collapse: relative residual ||X - 1x^T|| / ||X|| of the tokens after each layer of attention-only "
+                "stacks, without and with skips and MLPs (encoder, 6 layers, no LayerNorm), at init and after training",
+    source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need' (res(X) against depth, Fig. 1-2)",
+    base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
+                           lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
+    build=_rank_collapse,
+))
+
+
+# -- a user's own network (issue 20) -----------------------------------------------------------------
+
+NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
+            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
+
+
+def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
+    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
+    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`."""
+    return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
+
+
+_register(Experiment(
+    name="model",
+    description="your own network (--model FILE.py:FACTORY): its residual blocks found by their additions, "
+                "trained as written and as its plain twin without shortcuts",
+    source="He et al. 2015, eq. 1 and 2 (h = x + F(x); W_s x where the shapes differ); the user's model",
+    base=UserModelConfig(),
+    build=_user_model,
+    open_args="args",
+))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m simulation.experiments EXPERIMENT [--set k=v ...] [--scheduler ADDRESS]``: train an
+    experiment's missing runs as one sweep (:func:`simulation.cache.run_sweep`) into the trace cache."""
+    import argparse
+    import logging
+    import sys
+
+    from .cache import run_sweep
+    from .sweep import SweepError
+
+    parser = argparse.ArgumentParser(prog="python -m simulation.experiments", description=main.__doc__)
+    parser.add_argument("experiment")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a running `dask scheduler`")
+    parser.add_argument("--workers", type=int, default=None, help="local cluster size (default: cores)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        overrides = {}
+        for pair in args.sets:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value.strip()
+        runs = build_runs(args.experiment, overrides)
+        run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
+    except (ValueError, SweepError) as exc:  # ConfigError, a --set without '=', or a sweep that failed
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,16 +28,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .config import ConfigError, _Config, config_from_sets
-from .memory import check_memory
+from .config import BaseConfig, ConfigError, config_from_sets
 from .record import HookRecorder
+from .runs import check_memory
 from .trace import Trace, TraceMeta
 
 __all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main"]
 
 log = logging.getLogger(__name__)
 
-C = TypeVar("C", bound=_Config)
+C = TypeVar("C", bound=BaseConfig)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class Task(Generic[C]):
         return {}
 
 
-def record_steps(config: _Config) -> list[int]:
+def record_steps(config: BaseConfig) -> list[int]:
     """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
     steps = list(range(0, config.steps, config.record_every))
     if steps[-1] != config.steps - 1:
@@ -129,7 +129,7 @@ def train(task_class: type[Task[C]], config: C, progress: bool | None = None) ->
     recorder on if it was not a recorded step) to find where the value first became non-finite, training
     stops and the trace keeps what it recorded (``meta.diverged``, ``diverged_step``, ``diverged_layer``,
     ``diverged_pass``). Raises :class:`~simulation.config.ConfigError` before any work when the run would
-    not fit in memory (:func:`simulation.memory.check_memory`). ``progress=None`` shows a bar only on a
+    not fit in memory (:func:`simulation.runs.check_memory`). ``progress=None`` shows a bar only on a
     terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
     """
     check_memory(config)

@@ -2,34 +2,35 @@
 
 Example::
 
-    python -m simulation.memory '{"depth": 1000, "width": 4096}'
+    python -m simulation '{"depth": 1000, "width": 4096}'
 
-The estimate (:func:`estimate`) counts float32 tensors: the parameters; their gradients; the optimiser's state
-(SGD momentum: 1 copy, Adam: 2) plus one more copy for the transient of a step (the foreach update, or the
-recorder stacking every weight gradient of one shape); and the activations kept for backward, for the largest
-batch that goes through the network with autograd on (the training batch, or the 256-point input sweep of the
-MLP), including the dL/dh the recorder keeps per block on a recorded step. It leaves out the interpreter and
-torch themselves (a few hundred MB, present before any run). ``benchmarks/bench_simulation.py`` and
-``tests/test_memory.py`` compare it with the measured peak (within a factor of 2).
+One estimator per run kind (:func:`mlp_memory`, :func:`conv_memory`, :func:`transformer_memory`,
+:func:`identity_fit_memory`; :mod:`simulation.runs` picks one per config: ``simulation.runs.estimate``) counts
+float32 tensors: the parameters; their gradients; the optimiser's state (SGD momentum: 1 copy, Adam: 2) plus one
+more copy for the transient of a step (the foreach update, or the recorder stacking every weight gradient of one
+shape); and the activations kept for backward, for the largest batch that goes through the network with autograd on
+(the training batch, or the 256-point input sweep of the MLP), including the dL/dh the recorder keeps per block on
+a recorded step. It leaves out the interpreter and torch themselves (a few hundred MB, present before any run).
+``benchmarks/bench_simulation.py`` and ``tests/test_memory.py`` compare it with the measured peak (within a factor
+of 2).
 
 The budget (:func:`budget_bytes`) is half of the memory available now (``MemAvailable`` in /proc/meminfo), or
 ``$RESIDUAL_MEMORY_BUDGET``: a fraction of the available memory (``0.8``) or a size (``6G``, ``500M``,
-``123456789``). :func:`check_memory` raises :class:`~simulation.config.ConfigError` with one line that gives
-the estimate when a run would exceed it.
+``123456789``). :func:`check_budget` (``simulation.runs.check_memory`` for a config) raises
+:class:`~simulation.config.ConfigError` with one line that gives the estimate when a run would exceed it.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import re
-import sys
 from dataclasses import dataclass
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, config_from_dict
+from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
 
-__all__ = ["MemoryEstimate", "estimate", "budget_bytes", "check_memory", "available_bytes", "DATA_SHAPES",
-           "BUDGET_ENV", "DEFAULT_FRACTION"]
+__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "user_model_memory", "budget_bytes",
+           "check_budget", "measure_peak", "available_bytes", "DATA_SHAPES", "BUDGET_ENV", "DEFAULT_FRACTION"]
 
 BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
 DEFAULT_FRACTION = 0.5
@@ -66,7 +67,7 @@ def _size(n: float) -> str:
     raise AssertionError
 
 
-def _mlp(config: RunConfig) -> MemoryEstimate:
+def mlp_memory(config: RunConfig) -> MemoryEstimate:
     n_in, n_out = DATA_SHAPES[config.dataset]
     bn = config.norm == "batchnorm"
     widths = config.block_widths()
@@ -79,13 +80,16 @@ def _mlp(config: RunConfig) -> MemoryEstimate:
         params += w_in * w_out + w_out + w_out * w_out + w_out + (4 * w_out if bn else 0)
         if config.arch == "residual" and w_in != w_out and config.shortcut == "projection":
             params += w_in * w_out + (2 * w_out if bn else 0)
+        if config.gate != "none":  # W_g, b_g; the gate and its two products are kept for backward
+            params += w_in * w_out + w_out
+            activations += 3 * w_out
         activations += per_unit * w_out
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
     batch = max(config.batch_size, SWEEP_POINTS)
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
 
 
-def _conv(config: RunConfig) -> MemoryEstimate:
+def conv_memory(config: RunConfig) -> MemoryEstimate:
     """He et al. 2015 §4.2 nets (simulation.conv): 3x3 convs on 8x8, 4x4, 2x2 maps of w, 2w, 4w channels."""
     n_in, n_out = DATA_SHAPES[config.dataset]
     bn = config.norm == "batchnorm"
@@ -106,7 +110,7 @@ def _conv(config: RunConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
 
 
-def _transformer(config: TransformerConfig) -> MemoryEstimate:
+def transformer_memory(config: TransformerConfig) -> MemoryEstimate:
     w, f, v, t, h = config.width, config.ffn_width, config.vocab + 1, config.seq_len, config.heads
     attn, ffn, ln = 4 * w * w + 4 * w, 2 * w * f + w + f, 2 * w
     n_dec = config.depth if config.arch == "encoder_decoder" else 0
@@ -123,7 +127,7 @@ def _transformer(config: TransformerConfig) -> MemoryEstimate:
                           (config.batch_size * per_sequence + held_out) * FLOAT)
 
 
-def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
+def identity_fit_memory(config: IdentityFitConfig) -> MemoryEstimate:
     n_in, _ = DATA_SHAPES["digits"]
     params = 2 * (n_in * n_in + n_in)  # one block Linear -> activation -> Linear, width = the features
     state = 2 if config.optimizer == "adam" else 1
@@ -131,15 +135,35 @@ def _identity_fit(config: IdentityFitConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
 
 
-def estimate(config: RunConfig | TransformerConfig | IdentityFitConfig) -> MemoryEstimate:
-    """What training ``config`` needs, by part (see the module docstring for what is counted)."""
-    if isinstance(config, TransformerConfig):
-        return _transformer(config)
-    if isinstance(config, IdentityFitConfig):  # before ``model``: an identity fit has none
-        return _identity_fit(config)
-    if config.model == "conv":
-        return _conv(config)
-    return _mlp(config)
+def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model is built and probed (:func:`simulation.user_model.estimate_memory`: parameters x optimiser
+    state, activations measured by the probe forward): in this process when it has torch already, else in a
+    subprocess, so that a torch-free caller (a scene) stays torch-free. Raises ConfigError (one line) when the
+    model cannot be built or run."""
+    import json
+    import sys
+
+    if "torch" in sys.modules:  # by name, as simulation.runs loads trainers: the user model imports this module
+        import importlib
+
+        return importlib.import_module("simulation.user_model").estimate_memory(config)
+    # The model and its twin have the same parameters and activations: one probe for both.
+    return _probe_in_subprocess(json.dumps(config.replace(arch="residual").to_dict(), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", config_json],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["the model could not be built and probed"]
+        raise ConfigError(lines[-1].removeprefix("error: "))
+    return MemoryEstimate(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def available_bytes() -> int:
@@ -177,13 +201,12 @@ def budget_bytes(setting: str | None = None) -> tuple[int, str]:
     return int(number * _UNITS[unit]), f"{BUDGET_ENV}={setting}"
 
 
-def check_memory(config: RunConfig | TransformerConfig, budget: int | None = None) -> MemoryEstimate:
-    """The estimate of ``config``; raises ConfigError (one line, with the estimate) when it exceeds ``budget``
-    bytes (default :func:`budget_bytes`)."""
-    needed = estimate(config)
+def check_budget(digest: str, needed: MemoryEstimate, budget: int | None = None) -> MemoryEstimate:
+    """``needed`` (the estimate of the run with this digest); raises ConfigError (one line, with the estimate)
+    when it exceeds ``budget`` bytes (default :func:`budget_bytes`)."""
     limit, how = (budget, f"{_size(budget)} given") if budget is not None else budget_bytes()
     if needed.total > limit:
-        raise ConfigError(f"run {config.digest()} would need {needed.describe()}, over the memory budget of "
+        raise ConfigError(f"run {digest} would need {needed.describe()}, over the memory budget of "
                           f"{_size(limit)} ({how}; set {BUDGET_ENV} to change it)")
     return needed
 
@@ -196,17 +219,15 @@ def _rss_kib(field: str) -> int:
     raise OSError(f"no {field} in /proc/self/status")
 
 
-def measure_peak(config: RunConfig | TransformerConfig) -> int:
-    """Peak resident memory, in bytes, that training ``config`` adds to this process (Linux only).
+def measure_peak(run, config) -> int:
+    """Peak resident memory, in bytes, that ``run(config, progress=False)`` (the kind's trainer,
+    :func:`simulation.runs.trainer`) adds to this process (Linux only).
 
     Trains a tiny run of the same kind first, so that torch's one-off allocations (kernels, thread pools)
     are not counted, then resets the peak (``/proc/self/clear_refs``) and reads ``VmHWM - VmRSS`` around
-    the real run. Imports torch: call it in a subprocess (``python -m simulation.memory --measure CONFIG``)."""
+    the real run. Imports torch: call it in a subprocess (``python -m simulation --measure CONFIG``)."""
     import gc
 
-    from .cache import _trainer
-
-    run = _trainer(config)
     run(config.replace(depth=1, steps=2, record_every=1), progress=False)
     gc.collect()
     try:  # give freed heap pages back, so that an earlier run's leftovers do not hide this one's peak
@@ -220,20 +241,3 @@ def measure_peak(config: RunConfig | TransformerConfig) -> int:
         fh.write("5")  # reset VmHWM to the current RSS
     run(config, progress=False)
     return (_rss_kib("VmHWM") - before) * 1024
-
-
-def main(argv: list[str]) -> int:
-    """``python -m simulation.memory [--measure] CONFIG_JSON ...``: the estimate of each config (and, with
-    ``--measure``, its measured peak in bytes, as JSON)."""
-    measure = argv[:1] == ["--measure"]
-    for arg in argv[measure:]:
-        config = config_from_dict(json.loads(arg))
-        if measure:
-            print(json.dumps({"estimate": estimate(config).total, "peak": measure_peak(config)}))
-        else:
-            print(estimate(config).describe())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS"]
+__all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS", "by_shape", "reduce_by_shape", "moments",
+           "row_norm", "tensor_norm"]
 
 # Statistics recorded per block, each one number per layer per record.
 STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
@@ -46,7 +47,7 @@ def _nonfinite(t: torch.Tensor) -> torch.Tensor:
     return torch.logical_not(torch.isfinite(t)).sum()
 
 
-def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
+def by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.Tensor]]:
     """Group ``{key: tensor}`` by shape: [(keys, stack [n, *shape])]."""
     groups: dict[tuple[int, ...], list[Any]] = {}
     for key, t in tensors.items():
@@ -54,13 +55,13 @@ def _by_shape(tensors: dict[Any, torch.Tensor]) -> list[tuple[list[Any], torch.T
     return [(keys, torch.stack([tensors[k] for k in keys])) for keys in groups.values()]
 
 
-def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
+def reduce_by_shape(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
     """``{key: fn(stack)[row]}`` with ``fn``: stack [n, *shape] -> statistics [n, k]; ``fn`` may overwrite
     the stack (it is a fresh copy). Computed in the tensors' own precision (CPU reductions accumulate in
     float64), and again in float64 for a group whose results are non-finite, 0 or outside [1e-15, 1e15],
     where float32 squares underflow or overflow (a float32 norm of 1e-25s is 0)."""
     out: dict[Any, list[float]] = {}
-    for keys, stack in _by_shape(tensors):
+    for keys, stack in by_shape(tensors):
         values = fn(stack)
         if stack.dtype != _F64:
             low, high = torch.aminmax(values.abs())  # NaN propagates: a NaN group is recomputed too
@@ -70,7 +71,7 @@ def _reduce(tensors: dict[Any, torch.Tensor], fn) -> dict[Any, list[float]]:
     return out
 
 
-def _moments(stack: torch.Tensor) -> torch.Tensor:
+def moments(stack: torch.Tensor) -> torch.Tensor:
     """[n, B, width] -> [n, 3]: mean and std of all entries, mean over examples of the row L2 norm.
     Overwrites ``stack``."""
     norm = torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1)
@@ -84,12 +85,12 @@ def _moments(stack: torch.Tensor) -> torch.Tensor:
     return torch.stack([mean[:, 0], var.sqrt(), norm], dim=1)
 
 
-def _row_norm(stack: torch.Tensor) -> torch.Tensor:
+def row_norm(stack: torch.Tensor) -> torch.Tensor:
     """[n, B, width] -> [n, 1]: mean over examples of the row L2 norm."""
     return torch.linalg.vector_norm(stack.flatten(2), dim=2).mean(1, keepdim=True)
 
 
-def _norm(stack: torch.Tensor) -> torch.Tensor:
+def tensor_norm(stack: torch.Tensor) -> torch.Tensor:
     """[n, ...] -> [n, 1]: L2 norm of each tensor."""
     return torch.linalg.vector_norm(stack.flatten(1), dim=1, keepdim=True)
 
@@ -305,9 +306,9 @@ class Recorder(HookRecorder):
 
     def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
         # Outputs h and branches F(x) of one shape go through one stack: a few reductions for the whole net.
-        moments = _reduce({**{("h", i): t for i, t in self._outputs.items()},
-                           **{("F", i): t for i, t in self._branches.items()}}, _moments)
-        for (kind, i), (mean, std, norm) in moments.items():
+        stats = reduce_by_shape({**{("h", i): t for i, t in self._outputs.items()},
+                                 **{("F", i): t for i, t in self._branches.items()}}, moments)
+        for (kind, i), (mean, std, norm) in stats.items():
             if kind == "F":
                 row["branch_std"][i], row["branch_norm"][i] = std, norm
                 continue
@@ -317,16 +318,16 @@ class Recorder(HookRecorder):
         # Block l's input is usually block l-1's output: reuse its norm instead of computing it again.
         fresh = {i: t for i, t in self._inputs.items()
                  if not (i - 1 in self._outputs and _same(t, self._outputs[i - 1]))}
-        input_norms = _reduce(fresh, _row_norm)
+        input_norms = reduce_by_shape(fresh, row_norm)
         for i in self._inputs:
             row["input_norm"][i] = input_norms[i][0] if i in input_norms else row["act_norm"][i - 1]
             if self.identity[i]:
                 row["shortcut_norm"][i] = row["input_norm"][i]
-        for i, (norm,) in _reduce(self._shortcuts, _row_norm).items():
+        for i, (norm,) in reduce_by_shape(self._shortcuts, row_norm).items():
             row["shortcut_norm"][i] = norm
 
     def _gradient_stats(self, row: dict[str, np.ndarray]) -> None:
-        for i, (norm,) in _reduce(self._out_grads, _norm).items():
+        for i, (norm,) in reduce_by_shape(self._out_grads, tensor_norm).items():
             row["out_grad_norm"][i] = norm
             if not math.isfinite(norm):
                 row["nonfinite_grad"][i] += int(_nonfinite(self._out_grads[i]))
@@ -335,7 +336,7 @@ class Recorder(HookRecorder):
         squares: dict[int, list[float]] = {}
         for keys, weights in self._weight_groups:
             present = {key: p.grad.detach() for key, p in zip(keys, weights) if p.grad is not None}
-            for (b, _), (norm,) in _reduce(present, _norm).items():
+            for (b, _), (norm,) in reduce_by_shape(present, tensor_norm).items():
                 squares.setdefault(b, []).append(norm * norm)
         for index, values in squares.items():
             row["grad_norm"][index] = math.sqrt(math.fsum(values))

@@ -63,7 +63,8 @@ class TraceMeta(ReadAsMapping):
     layers: list[str] | None = None  # names of the recorded layers, in array order: "block.3", "decoder.1"
     sublayers: list[str] | None = None  # Transformer: names of the sublayers, e.g. "decoder.2.ffn"
     block_widths: list[list[int]] | None = None  # MLP / conv: (width in, width out) of every block
-    blocks: int | None = None  # MLP / conv: number of blocks (the length of every per-block array)
+    blocks: int | None = None  # MLP / conv / user model: number of blocks (the length of every per-block array)
+    shortcuts: list[str] | None = None  # user model: "identity" | "functional" | "projection" per block
     diverged: bool = False  # a loss or gradient became non-finite; training stopped there
     diverged_step: int | None = None  # the step where it did (null for a finite run)
     diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss

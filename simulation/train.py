@@ -28,7 +28,7 @@ from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
 
 __all__ = ["run", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
-           "AUTOCORR_LAGS"]
+           "AUTOCORR_LAGS", "diverged_where"]
 
 SWEEP_POINTS = 256  # inputs of the gradient sweep (Balduzzi et al. 2017 use 256 points on [-2, 2])
 AUTOCORR_LAGS = 64  # lags 0..63 of the sweep gradient's autocorrelation
@@ -139,7 +139,7 @@ class MLPTask(Task[RunConfig]):
     def build_model(self) -> MLP:
         c, d = self.config, self.data
         return build_model(c.arch, d.n_features, c.width, c.depth, d.n_classes, c.activation, c.norm, c.init_gain,
-                           c.stages, c.shortcut)
+                           c.stages, c.shortcut, c.shortcut_scale, c.gate, c.gate_bias, c.residual_init)
 
     def recorder(self) -> Recorder:
         return Recorder(self.model)
@@ -177,7 +177,7 @@ class MLPTask(Task[RunConfig]):
         self.opt.step()
 
     def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
-        return Divergence(step, *_diverged_where(row))
+        return Divergence(step, *diverged_where(row))
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
         """After training: the intact network's test error, single-block lesions, the input sweep."""
@@ -245,7 +245,7 @@ def _set_training(modules: list[nn.Module], training: bool) -> None:
         object.__setattr__(module, "training", training)
 
 
-def _diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
+def diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
     """The block where a value first became non-finite, and in which pass: the first block (in forward
     order) with a non-finite output, else the last block with a non-finite gradient (the first that
     backpropagation reaches), else -1 (the stem, the head or the loss)."""

@@ -7,7 +7,7 @@ Example::
 Every parameter of the project (a run config field, an experiment's own parameter, a scene's class
 attribute) has a default of a simple type, bool, int, float or str, or a tuple of one of them; a value
 from the command line (a string) or from a TOML file (typed already) becomes that type here, or a
-:class:`simulation.config.ConfigError` with a one-line message says why not. Torch-free and
+:class:`ConfigError` with a one-line message says why not. Torch-free and
 manim-free: the command line, the trainers and the scenes share it.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["convert_value", "type_name", "SIMPLE_TYPES", "TRUE_WORDS", "FALSE_WORDS"]
+__all__ = ["ConfigError", "convert_value", "type_name", "SIMPLE_TYPES", "TRUE_WORDS", "FALSE_WORDS"]
 
 SIMPLE_TYPES = (bool, int, float, str)
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -24,9 +24,12 @@ FALSE_WORDS = ("0", "false", "no", "off")
 _SHOWN = 60  # characters of a bad value quoted in a message: a 10,000-character value stays one short line
 
 
-def _error(message: str) -> Exception:
-    from simulation.config import ConfigError  # config imports this module: import at call time
+class ConfigError(ValueError):
+    """A parameter has a wrong name, type or value; the message is one line for the user (also
+    ``simulation.config.ConfigError``)."""
 
+
+def _error(message: str) -> Exception:
     return ConfigError(message)
 
 

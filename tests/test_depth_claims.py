@@ -12,7 +12,7 @@ import pytest
 from simulation.experiments import build_runs
 from simulation.seeds import depth_sweep_summary, group_by_seed
 from simulation.summary import tail_mean
-from simulation.sweep import run_sweep
+from simulation.cache import run_sweep
 from simulation.train import run
 
 SEEDS = "0,1,2,3,4"

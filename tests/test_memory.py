@@ -12,7 +12,8 @@ import pytest
 
 from simulation import memory
 from simulation.config import ConfigError, RunConfig, TransformerConfig
-from simulation.memory import BUDGET_ENV, budget_bytes, check_memory, estimate
+from simulation.memory import BUDGET_ENV, budget_bytes
+from simulation.runs import check_memory, estimate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ MEASURED = [
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to reset the peak RSS")
 @pytest.mark.parametrize("config", MEASURED)
 def test_the_estimate_is_within_a_factor_of_two_of_the_measured_peak(config):
-    out = subprocess.run([sys.executable, "-m", "simulation.memory", "--measure", json.dumps(config)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "simulation", "--measure", json.dumps(config)], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     figures = json.loads(out.strip().splitlines()[-1])
     ratio = figures["estimate"] / figures["peak"]

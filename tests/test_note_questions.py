@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from simulation.config import ConfigError, IdentityFitConfig, TransformerConfig, config_from_dict
+from simulation.config import ConfigError, IdentityFitConfig, TransformerConfig
+from simulation.runs import config_from_dict
 from simulation.experiments import build_runs
 from simulation.identity_fit import build_block, relative_error, run as fit_identity
 from simulation.summary import COURSES, first_step_below, ratio_course, summarize

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -23,10 +24,9 @@ from click.testing import CliRunner
 from cli.deck import staged_dir
 from render import cli
 
+from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
 TINY = ["--set", "steps=20", "--set", "depth=3"]  # TinyTrace's chain_rule runs: well under a second
 NARRATION = {"TinyBeats": ["one", "two", "two_more", "three", "end"], "TinyBeatsTwo": ["a", "b"]}  # in order
@@ -204,36 +204,20 @@ def test_beat_videos_in_the_deck_carry_their_stretch_of_the_sound(tmp_path):
 
 # -- html deck in a browser -------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser():
-    if os.environ.get("CI"):  # CI's set-up installs both: a missing one is a failure there, not a skip
-        from playwright import sync_api as playwright
-        assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing"
-    else:
-        playwright = pytest.importorskip("playwright.sync_api")
-        if not Path(CHROMIUM).is_file():
-            pytest.skip("chromium is not installed (bash bootstrap.sh setup installs it)")
-    with playwright.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-def open_logged(browser, url: str):
-    """A new page at ``url`` with its request log and console errors: (page, requests, errors)."""
-    page = browser.new_page()
-    requests, errors = [], []
-    page.on("request", lambda r: requests.append(r.url))
-    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
-    page.goto(url)
-    return page, requests, errors
-
-
-def remote(requests: list[str]) -> list[str]:
-    """The requests that left the machine's files (anything but file:, data: and blob: URLs)."""
-    return [url for url in requests if not url.startswith(("file:", "data:", "blob:"))]
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_the_page_and_the_explorer_link_to_each_other(rendered):
+    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`), whose views link back
+    to their clips on that page."""
+    out = rendered.parent.parent
+    result = invoke("explore", "chain_rule", *TINY, "--set", "seeds=0", "-o", out / "explore")
+    assert result.exit_code == 0, result.output
+    page = rendered / "page" / "lecture.html"
+    hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
+    assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {(out / "explore" / "index.html").resolve()}
+    data = (out / "explore" / "data.js").read_text(encoding="utf-8")
+    clips = json.loads(data.removeprefix("window.EXPLORE_DATA = ").rstrip().removesuffix(";"))["clips"]["en"]
+    path, anchor = clips["chain"].split("#")
+    assert (out / "explore" / path).resolve() == page.resolve() and anchor == "ChainRuleProduct"
 
 
 CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('video');
@@ -425,6 +409,67 @@ def test_page_tables_and_trace_summary(rendered):
     for name, run in summary["runs"].items():
         assert run["digest"] == numbers["traces"][name] and "final_loss" in run["summary"]
     assert 'href="traces/TinyTrace.json"' in html and "<code>steps</code></th><td>&quot;20&quot;</td>" in html
+
+
+def chapter_titles(page_html: str) -> tuple[list[str], list[str]]:
+    """(the chapter list's entries, the sections' headings without their numbers) of a lecture page."""
+    import re
+
+    nav = re.search(r"<nav>.*?</nav>", page_html, re.S).group(0)
+    return (re.findall(r'<li><a href="#\w+">(.*?)</a></li>', nav),
+            [re.sub(r"^\d+\. ", "", h) for h in re.findall(r'<section class="clip" id="\w+">\n<h2>(.*?)</h2>', page_html)])
+
+
+def assert_shows_titles(page_html: str, deck_index: dict, scenes: list[type], lang: str) -> None:
+    """The page's chapters and headings and the deck's slides carry each scene's on-screen title in ``lang``
+    (its strings["title"]), never its class name."""
+    import html as html_lib
+
+    expected = [s.strings["title"][lang] for s in scenes]
+    nav, headings = chapter_titles(page_html)
+    assert [html_lib.unescape(t) for t in nav] == expected and [html_lib.unescape(t) for t in headings] == expected
+    assert not {s.__name__ for s in scenes} & {*nav, *headings}, "a class name is used as a title"
+    titles = {s.__name__: s.strings["title"][lang] for s in scenes}
+    deck = {slide["scene"]: slide["title"] for slide in deck_index["slides"]}
+    assert deck and deck == {name: titles[name] for name in deck}
+
+
+def _titled_clips(folder: Path, names: list[str], titled: bool = True):
+    from cli.deck import load_clip
+    from cli.media import load_scene, scene_title
+
+    scenes = [load_scene(*name.split(":")) for name in names]
+    return scenes, [load_clip(folder / f"{s.__name__}.mp4", scene_title(s) if titled else None) for s in scenes]
+
+
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_page_and_deck_title_each_scene_as_on_screen_in_both_languages(rendered, tmp_path):
+    """`page` and `slides` (the fixture, English) and the same clips written as a Chinese page and deck."""
+    from cli.deck import write_html_deck
+    from cli.page import write_page
+
+    names = [*SCENES, "cli_scenes:TinyTrace"]
+    scenes, clips = _titled_clips(rendered, names)
+    deck = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))
+    assert_shows_titles((rendered / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "en")
+    write_page(clips, tmp_path / "page", "zh")
+    write_html_deck(clips[:2], tmp_path / "slides", "zh")
+    deck = json.loads((tmp_path / "slides" / "beats.json").read_text(encoding="utf-8"))
+    assert_shows_titles((tmp_path / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "zh")
+    assert "圆来了又走 · 1 / 2" in (tmp_path / "slides" / "index.html").read_text(encoding="utf-8")  # speaker notes
+
+
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_the_title_check_fails_on_class_names(rendered, tmp_path):
+    """The twin: clips without their titles (the page falls back to class names) fail the check."""
+    from cli.page import write_page
+
+    names = [*SCENES, "cli_scenes:TinyTrace"]
+    scenes, clips = _titled_clips(rendered, names, titled=False)
+    write_page(clips, tmp_path / "page", "en")
+    deck = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))
+    with pytest.raises(AssertionError):
+        assert_shows_titles((tmp_path / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "en")
 
 
 # -- bad input and atomic folders -------------------------------------------------------------

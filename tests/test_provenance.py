@@ -70,6 +70,28 @@ def test_comments_docstrings_and_modules_that_cannot_change_a_number_keep_the_di
     assert _digests(_edited_copy(tmp_path, name, edit)) == (RunConfig().digest(), TransformerConfig().digest())
 
 
+def test_changing_the_trainer_of_a_kind_changes_the_digests_of_that_kind_only(tmp_path):
+    """The trainer is chosen in simulation/runs.py (not hashed as source): its id is hashed by itself."""
+    edit = _replace('trainer="simulation.train:run"', 'trainer="simulation.conv:run"')
+    mlp, transformer = _digests(_edited_copy(tmp_path, "runs.py", edit))
+    assert mlp != RunConfig().digest() and transformer == TransformerConfig().digest()
+
+
+def test_registering_another_trainer_for_a_kind_changes_its_digest():
+    import dataclasses
+
+    from simulation.runs import kind_of, register_kind
+
+    config, kind = RunConfig(), kind_of(RunConfig())
+    before = config.digest()
+    try:
+        register_kind(dataclasses.replace(kind, trainer="simulation.identity_fit:run"))
+        assert config.digest() != before and TransformerConfig().digest() == _digests(PACKAGE.parent)[1]
+    finally:
+        register_kind(kind)
+    assert config.digest() == before
+
+
 def test_every_module_is_either_hashed_or_listed_as_not_run_shaping():
     names = {p.name for p in PACKAGE.glob("*.py")}
     hashed = {p.name for p in run_sources()}

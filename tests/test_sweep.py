@@ -13,7 +13,8 @@ import pytest
 
 from dask_cluster import Cluster, free_port, wait_for
 from simulation.config import RunConfig
-from simulation.sweep import SweepError, run_sweep, run_to_bytes, scheduler_address
+from simulation.cache import run_sweep
+from simulation.sweep import SweepError, run_to_bytes, scheduler_address
 from simulation.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,24 +134,22 @@ def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster
 def test_a_small_run_set_trains_in_this_process_and_a_large_one_is_sent(tmp_path, monkeypatch):
     import simulation.sweep as sweep
 
-    sent = []
-    monkeypatch.setattr(sweep, "_run_on_dask", lambda missing, *args: sent.extend(missing) or
-                        {c: f"sent {c.seed}" for c in missing})
     small = [RunConfig(depth=2, width=4, steps=2, seed=s) for s in range(3)]
     assert sum(map(sweep.sweep_work, small)) < sweep.LOCAL_MAX_WORK
+    assert sweep.runs_here(small)
     traces = _sweep_in(tmp_path, monkeypatch, small)
-    assert not sent and [t.meta["seed"] for t in traces] == [0, 1, 2]
+    assert [t.meta["seed"] for t in traces] == [0, 1, 2]
     large = [RunConfig(depth=56, steps=1000, seed=s) for s in range(2)]
     assert sum(map(sweep.sweep_work, large)) >= sweep.LOCAL_MAX_WORK
-    assert _sweep_in(tmp_path, monkeypatch, large) == ["sent 0", "sent 1"]
-    assert sorted(sent, key=lambda c: c.seed) == large
+    assert not sweep.runs_here(large) and sweep.runs_here(large, "local") and sweep.runs_here(large, here=True)
+    assert not sweep.runs_here(small, "tcp://127.0.0.1:1") and not sweep.runs_here(small, here=False)
 
 
 def test_the_sweep_command_refuses_bad_input_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESIDUAL_CACHE": str(tmp_path)}
     for args, message in ((["nosuch"], "unknown experiment"), (["vanishing", "--set", "seeds=1,1"], "distinct"),
                           (["vanishing", "--set", "depths"], "expected")):
-        done = subprocess.run([sys.executable, "-m", "simulation.sweep", *args], env=env, cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "simulation.experiments", *args], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
     assert not list(tmp_path.iterdir())

@@ -1,0 +1,451 @@
+"""The explorer: an offline page where students drive the recorded training runs themselves (issue 22).
+
+Example::
+
+    python render.py explore -o media/explore                  # the default lecture's runs; open media/explore/index.html
+    python render.py explore degradation --set seeds=0,1,2,3,4 -o out/explore
+
+The folder holds ``index.html``, ``explore.js``, ``explore.css`` (from ``web/explore/``) and ``data.js``: every
+number the page shows, exported here from the traces (``.npz``, read with ``allow_pickle=False``) as exact float64
+JSON (a float's repr reads back as the same double in JavaScript); non-finite values as the strings "nan", "inf",
+"-inf". The page computes no number of its own: it only places, colours and formats these. It opens from
+``file://`` with no network request, in English and Chinese (captions from the scenes' own string tables), in
+the scenes' dark and light themes (:mod:`scenes.theme`).
+
+Views are driven by what the traces hold, not by run names: any run with ``out_grad_norm`` and an ``arch`` of
+plain or residual (config, else its run name) feeds the gradient-flow and chain-rule views; with ``error_curve``
+the degradation view; with ``branch_norm`` and ``input_norm`` the residual responses; with ``init_ffn_grad_norm``
+the Post-LN vs Pre-LN view. Block names come from ``meta.layers`` where the trace has them (a user's model),
+else ``block.<l>``. This module never trains and never draws; ``render.py explore`` gets the traces.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from cli.deck import staged_dir
+from cli.media import RenderError
+
+__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params", "export_data",
+           "write_explorer", "folder_size", "page_link", "jsonable", "scene_strings", "WEB_DIR"]
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB_DIR = ROOT / "web" / "explore"
+_ASSETS = ("explore.js", "explore.css")
+
+# The experiments of the default lecture the views draw from (their seeds: those of the lecture's scenes).
+DEFAULT_EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm", "depth_sweep")
+VIEWS = ("flow", "chain", "degradation", "responses", "layernorm")
+# view -> the lecture clip it belongs to (the page links back to it) and the family it opens on when present.
+VIEW_SCENES = {"flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct", "degradation": "Degradation",
+               "responses": "ResidualResponse", "layernorm": "PostLNvsPreLN"}
+_PREFERRED = {"flow": ("vanishing",), "chain": ("chain_rule", "vanishing"), "degradation": ("degradation",),
+              "responses": ("residual_response",), "layernorm": ("layernorm",)}
+DECADES = 6  # the flow view's log scale spans this many powers of ten (as GradientFlowOverTraining.decades)
+
+# The explorer's own words (controls, states); captions and titles come from the scenes' string tables.
+UI_STRINGS = {
+    "title": {"en": "Explore the recorded runs", "zh": "探索记录下来的训练"},
+    "intro": {"en": "Every number here was recorded while real networks trained; drag the step, pick a depth.",
+              "zh": "这里的每个数都是真实网络训练时记录下来的；拖动训练步，选一个深度。"},
+    "view_flow": {"en": "Gradient flow", "zh": "梯度流"},
+    "view_chain": {"en": "Chain-rule product", "zh": "链式乘积"},
+    "view_degradation": {"en": "Degradation", "zh": "退化"},
+    "view_responses": {"en": "Residual responses", "zh": "残差响应"},
+    "view_layernorm": {"en": "Post-LN vs Pre-LN", "zh": "Post-LN 与 Pre-LN"},
+    "views": {"en": "Views", "zh": "视图"},
+    "runs": {"en": "runs", "zh": "训练"},
+    "depth": {"en": "depth (blocks)", "zh": "深度（块数）"},
+    "activation": {"en": "activation", "zh": "激活函数"},
+    "seed": {"en": "seed", "zh": "种子"},
+    "step": {"en": "training step", "zh": "训练步"},
+    "play": {"en": "Play", "zh": "播放"},
+    "pause": {"en": "Pause", "zh": "暂停"},
+    "pulse": {"en": "Send a pulse", "zh": "发送脉冲"},
+    "block_pick": {"en": "block", "zh": "块"},
+    "show_plain": {"en": "show plain", "zh": "显示普通网络"},
+    "show_residual": {"en": "show residual", "zh": "显示残差网络"},
+    "language": {"en": "Language", "zh": "语言"},
+    "theme": {"en": "Theme", "zh": "主题"},
+    "dark": {"en": "dark", "zh": "深色"},
+    "light": {"en": "light", "zh": "浅色"},
+    "paper": {"en": "Paper", "zh": "论文"},
+    "clip": {"en": "Watch the clip", "zh": "观看视频"},
+    "numbers": {"en": "Numbers shown (copy them)", "zh": "显示的数（可复制）"},
+    "not_trained": {"en": "{what}: not trained in these runs (trained: {trained}).",
+                    "zh": "{what}：这些训练里没有（已训练：{trained}）。"},
+    "untrained_option": {"en": "{value} (not trained)", "zh": "{value}（未训练）"},
+    "not_recorded": {"en": "{what}: no record at step {step}.", "zh": "{what}：第 {step} 步没有记录。"},
+    "nothing": {"en": "No recorded run has what this view needs.", "zh": "没有记录的训练含有这个视图所需的数据。"},
+    "step_of": {"en": "step {step} (record {k} of {n})", "zh": "第 {step} 步（第 {k} 条记录，共 {n} 条）"},
+    "at_init": {"en": "at initialisation (mean over {n} batches)", "zh": "初始化时（{n} 个批次的均值）"},
+    "factor": {"en": "factor", "zh": "因子"},
+    "product": {"en": "running product", "zh": "累积乘积"},
+    "bound": {"en": "σ′ bound", "zh": "σ′ 上限"},
+    "no_bound": {"en": "the σ′ ≤ {value} bound is for sigmoid nets; this net uses {act}",
+                 "zh": "σ′ ≤ {value} 的上限只适用于 sigmoid 网络；这个网络用的是 {act}"},
+    "grad_out": {"en": "‖∂L/∂h_l‖", "zh": "‖∂L/∂h_l‖"},
+    "ratio": {"en": "‖F(x)‖ / ‖x‖", "zh": "‖F(x)‖ / ‖x‖"},
+    "branch_std": {"en": "std of F(x)", "zh": "F(x) 的标准差"},
+    "error": {"en": "training error", "zh": "训练误差"},
+    "smoothed": {"en": "training error, mean of the last {window} steps", "zh": "训练误差（最近 {window} 步的均值）"},
+    "seed_spread": {"en": "seed spread: lowest – highest of {n} seeds", "zh": "种子范围：{n} 个种子的最小值 – 最大值"},
+    "thin_lines": {"en": "thin lines: the other seeds", "zh": "细线：其余种子"},
+    "dots": {"en": "dots: the other seeds", "zh": "圆点：其余种子"},
+    "input": {"en": "input", "zh": "输入"},
+    "loss": {"en": "loss", "zh": "损失"},
+    "missing": {"en": "missing", "zh": "缺失"},
+    "layer": {"en": "layer", "zh": "层"},
+    "run": {"en": "run", "zh": "训练"},
+    "net": {"en": "network", "zh": "网络"},
+    "keys": {"en": "Keys: ← → move the step, Home/End jump to the first/last record, Tab reaches every control.",
+             "zh": "按键：← → 移动训练步，Home/End 跳到第一条/最后一条记录，Tab 可到达每个控件。"},
+}
+
+
+def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
+    """The scenes' string tables the captions quote (imports manim, as the scenes do)."""
+    from scenes.base import COMMON_STRINGS
+    from scenes.chain_rule import ChainRuleProduct
+    from scenes.degradation import Degradation
+    from scenes.gradient_flow import GradientFlowOverTraining
+    from scenes.layernorm import PostLNvsPreLN
+    from scenes.residual_response import ResidualResponse
+    from scenes.sigmoid import SigmoidDerivative
+
+    return {"common": COMMON_STRINGS, "flow": GradientFlowOverTraining.strings, "chain": ChainRuleProduct.strings,
+            "sigmoid": SigmoidDerivative.strings, "degradation": Degradation.strings,
+            "responses": ResidualResponse.strings, "layernorm": PostLNvsPreLN.strings}
+
+
+# view -> [(table, key)] of the scene strings making its title and caption, in order.
+CAPTIONS = {
+    "flow": [("flow", "title"), ("flow", "scale"), ("flow", "plain_row"), ("flow", "residual_row")],
+    "chain": [("chain", "title"), ("chain", "n_formula"), ("chain", "axis_y"), ("sigmoid", "n_stack")],
+    "degradation": [("degradation", "title"), ("degradation", "n_intro"), ("degradation", "n_not_overfit")],
+    "responses": [("responses", "title"), ("responses", "n_intro"), ("responses", "n_std")],
+    "layernorm": [("layernorm", "title"), ("layernorm", "grad_title"), ("layernorm", "n_paths")],
+}
+
+
+def _sources() -> dict[str, str]:
+    """The paper each view reproduces, as its scene cites it on screen."""
+    from scenes.chain_rule import ChainRuleProduct
+    from scenes.degradation import Degradation
+    from scenes.gradient_flow import GradientFlowOverTraining
+    from scenes.layernorm import PostLNvsPreLN
+    from scenes.residual_response import ResidualResponse
+
+    return {"flow": GradientFlowOverTraining._source,
+            "chain": ChainRuleProduct._source,  # SigmoidDerivative cites the same two
+            "degradation": Degradation._source, "responses": ResidualResponse._source,
+            "layernorm": PostLNvsPreLN._source}
+
+
+def lecture_params(experiment: str) -> dict[str, Any]:
+    """The parameters the default lecture's scenes give ``experiment`` (their ``experiment_defaults``), merged
+    over every scene of ``scenes.SCENES_IN_ORDER`` that reads it; ``seeds``: the longest list any of them asks
+    for (ChainRuleProduct's three seeds, not SigmoidDerivative's one). {} when no scene reads it."""
+    import scenes
+    from simulation.experiments import split_items
+
+    merged: dict[str, Any] = {}
+    for scene in scenes.SCENES_IN_ORDER:
+        if getattr(scene, "experiment", None) != experiment:
+            continue
+        for key, value in getattr(scene, "experiment_defaults", {}).items():
+            if key == "seeds":
+                if len(split_items(value)) > len(split_items(merged.get("seeds", ()))):
+                    merged["seeds"] = value
+            else:
+                merged.setdefault(key, value)  # the first scene's value
+    return merged
+
+
+# -- export ------------------------------------------------------------------------------------
+
+def jsonable(values: Any) -> Any:
+    """A numpy array or number as nested lists of Python floats/ints; NaN and ±inf as "nan", "inf", "-inf"
+    (JSON has no such numbers; the page reads them back)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iub":
+        return arr.tolist()
+    flat = arr.astype(np.float64)
+
+    def one(x: float) -> Any:
+        return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+
+    if flat.ndim == 0:
+        return one(float(flat))
+    return [jsonable(row) for row in flat] if flat.ndim > 1 else [one(float(x)) for x in flat]
+
+
+def _arch(name: str, config: Mapping[str, Any]) -> str | None:
+    """plain | residual from the config's ``arch``, else from the run's name (a user's ``model`` runs)."""
+    from simulation.seeds import split_seed_key
+
+    arch = config.get("arch")
+    if arch in ("plain", "residual"):
+        return arch
+    base = split_seed_key(name)[0]
+    return base if base in ("plain", "residual") else None
+
+
+def _blocks(trace, key: str) -> int:
+    return int(np.asarray(trace[key]).shape[-1])
+
+
+def _layer_names(trace, blocks: int) -> list[str]:
+    """The recorded blocks' names: ``meta.layers`` (a user's module paths) when it has one per block."""
+    layers = trace.meta.layers
+    return list(layers) if layers and len(layers) == blocks else [f"block.{l}" for l in range(blocks)]
+
+
+def _family(experiment: str, config: Mapping[str, Any]) -> str:
+    """Runs are compared within a family: the experiment, split by model kind (depth_sweep has MLPs and conv nets)."""
+    model = config.get("model")
+    return f"{experiment}:{model}" if model and model != "mlp" else experiment
+
+
+def _depth(trace, key: str) -> int:
+    """The depth the run was trained at (``config.depth``; a user's model: its number of blocks)."""
+    depth = trace.config.get("depth")
+    return int(depth) if isinstance(depth, (int, np.integer)) else _blocks(trace, key)
+
+
+def _seed(trace) -> int:
+    seed = trace.meta.seed if trace.meta.seed is not None else trace.config.get("seed", 0)
+    return int(seed)
+
+
+def _run_record(name: str, trace, experiment: str) -> dict[str, Any]:
+    return {"name": name, "experiment": experiment, "digest": trace.meta.digest, "seed": _seed(trace),
+            "arch": _arch(name, trace.config), "activation": str(trace.config.get("activation", "—")),
+            "config": {k: v for k, v in sorted(trace.config.items())}}
+
+
+def _flow_runs(name: str, trace, experiment: str, max_slope: float) -> dict[str, Any] | None:
+    """Per record: ||dL/dh_l||, its running product and factors (scenes.chain_rule.running_product) and the
+    sigma' bound (max sigma')**(L-1-l) for sigmoid nets (scenes.sigmoid.derivative_bound)."""
+    from scenes.chain_rule import running_product
+    from scenes.sigmoid import derivative_bound
+
+    if "out_grad_norm" not in trace.arrays or _arch(name, trace.config) is None:
+        return None
+    grads = np.asarray(trace["out_grad_norm"], dtype=np.float64)  # [T, blocks]
+    if grads.ndim != 2:
+        return None
+    blocks = grads.shape[1]
+    factors, products = zip(*(running_product(row) for row in grads)) if len(grads) else ((), ())
+    record = _run_record(name, trace, experiment)
+    record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
+                  steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
+                  product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
+    if record["activation"] == "sigmoid":
+        record["bound"] = jsonable(derivative_bound(max_slope, blocks)[::-1])  # block l: (max σ')^(L-1-l)
+    return record
+
+
+def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any]]:
+    """The plain/residual pairs of one family by (depth, activation, seed), each with its shared log scale
+    (scenes.gradient_flow.flow_scale over both nets' every record, ``DECADES`` decades)."""
+    from scenes.gradient_flow import flow_scale
+
+    groups: dict[tuple, dict[str, Any]] = {}
+    for index, run in enumerate(runs):
+        key = (run["depth"], run["activation"], run["seed"])
+        group = groups.setdefault(key, {"depth": key[0], "activation": key[1], "seed": key[2], "runs": {}})
+        group["runs"].setdefault(run["arch"], index)
+    for key, group in groups.items():
+        arrays = [scales[i] for i in group["runs"].values()]
+        try:
+            group["scale"] = list(flow_scale(arrays, DECADES))
+        except ValueError:  # nothing finite and positive: every block draws dark
+            group["scale"] = None
+    return list(groups.values())
+
+
+def _degradation_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+    """The smoothed training-error curve of every step run (scenes.degradation.error_curve, its window)."""
+    from scenes.degradation import error_curve, smoothing_window
+    from scenes.helpers import steps_run
+
+    if "error_curve" not in trace.arrays or _arch(name, trace.config) is None:
+        return None
+    curve = np.asarray(trace["error_curve"])
+    done = steps_run(trace, len(curve))
+    steps, smooth = error_curve(trace, points=max(done, 1))
+    record = _run_record(name, trace, experiment)
+    record.update(depth=_depth(trace, "error_curve") if "out_grad_norm" not in trace.arrays
+                  else _depth(trace, "out_grad_norm"),
+                  window=smoothing_window(max(done, 1)), curve_steps=jsonable(steps.astype(np.int64)),
+                  error=jsonable(smooth))
+    return record
+
+
+def _responses_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+    """||F(x)|| / ||x|| (scenes.residual_response.response_ratio) and the std of F(x), every record."""
+    from scenes.residual_response import response_ratio
+
+    if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(name, trace.config) is None:
+        return None
+    records = len(np.asarray(trace["step"]))
+    ratio = np.array([response_ratio(trace, k) for k in range(records)])
+    blocks = ratio.shape[1]
+    record = _run_record(name, trace, experiment)
+    record.update(depth=_depth(trace, "branch_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
+                  steps=jsonable(np.asarray(trace["step"])), ratio=jsonable(ratio),
+                  branch_std=jsonable(np.asarray(trace["branch_std"], dtype=np.float64)))
+    return record
+
+
+def _layernorm_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+    """||dL/dW^2|| of each layer's FFN at initialisation (scenes.layernorm.init_ffn_grad_norm)."""
+    from scenes.layernorm import init_ffn_grad_norm
+
+    if "init_ffn_grad_norm" not in trace.arrays:
+        return None
+    values = init_ffn_grad_norm(trace)
+    record = _run_record(name, trace, experiment)
+    record.update(norm=str(trace.config.get("norm", name)), warmup_steps=int(trace.config.get("warmup_steps", 0)),
+                  layers=_layer_names(trace, len(values)), batches=int(np.asarray(trace["init_ffn_grad_norm"]).shape[0]),
+                  init_ffn_grad_norm=jsonable(values))
+    return record
+
+
+def _sorted_families(families: dict[str, dict[str, Any]], view: str) -> list[dict[str, Any]]:
+    """Families in the order the view offers them: its preferred experiments first, then by name."""
+    prefer = _PREFERRED[view]
+    rank = lambda f: (prefer.index(f["experiment"]) if f["experiment"] in prefer else len(prefer), f["id"])
+    return sorted(families.values(), key=rank)
+
+
+def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything the page shows, from ``traces`` = ``{experiment: {run key: Trace}}``.
+
+    Returns ``{"views": {view: {"families": [...]}}, "sigma_prime_max": float, "experiments": {name: source}}``;
+    a family is ``{"id", "experiment", "runs": [...]}`` (the flow family adds ``groups``: its plain/residual pairs).
+    ``sources``: the paper of each experiment (default: simulation.experiments' ``source``). Raises RenderError
+    when no run feeds any view."""
+    from scenes.sigmoid import sigmoid_prime
+    from simulation.experiments import EXPERIMENTS
+
+    z = np.linspace(-6, 6, 241)  # the grid SigmoidDerivative reads max sigma' from
+    max_slope = float(sigmoid_prime(z).max())
+    views: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in ("flow", "degradation", "responses", "layernorm")}
+    scales: dict[str, dict[int, np.ndarray]] = {}
+    makers = {"flow": lambda n, t, e: _flow_runs(n, t, e, max_slope), "degradation": _degradation_run,
+              "responses": _responses_run, "layernorm": _layernorm_run}
+    for experiment, runs in traces.items():
+        for name, trace in runs.items():
+            for view, make in makers.items():
+                record = make(name, trace, experiment)
+                if record is None:
+                    continue
+                family_id = _family(experiment, trace.config)
+                family = views[view].setdefault(family_id, {"id": family_id, "experiment": experiment, "runs": []})
+                if view == "flow":
+                    scales.setdefault(family_id, {})[len(family["runs"])] = np.asarray(trace["out_grad_norm"], np.float64)
+                family["runs"].append(record)
+    if not any(views.values()):
+        raise RenderError("no trace holds what the explorer draws (out_grad_norm, error_curve, branch_norm or "
+                          "init_ffn_grad_norm)")
+    for family in views["flow"].values():
+        family["groups"] = _flow_groups(family["runs"], scales[family["id"]])
+    out = {view: {"families": _sorted_families(families, "chain" if view == "flow" else view)}
+           for view, families in views.items()}
+    out["chain"] = {"families": _sorted_families(views["flow"], "chain")}  # the same runs, chain_rule first
+    out["flow"] = {"families": _sorted_families(views["flow"], "flow")}
+    known = {name: exp.source for name, exp in EXPERIMENTS.items()}
+    return {"views": out, "sigma_prime_max": max_slope,
+            "experiments": {name: (sources or known).get(name, "") for name in traces}}
+
+
+# -- the folder -----------------------------------------------------------------------------------
+
+def _themes() -> dict[str, dict[str, str]]:
+    from scenes.theme import ROLES, THEMES
+
+    return {name: {role: theme[role].to_hex().upper() for role in ROLES} for name, theme in THEMES.items()}
+
+
+def _strings() -> dict[str, dict[str, Any]]:
+    """{lang: {"ui": {...}, "views": {view: {"title", "caption": [...]}}, "common": {...}}} for en and zh."""
+    tables = scene_strings()
+    out = {}
+    for lang in ("en", "zh"):
+        views = {}
+        for view, keys in CAPTIONS.items():
+            lines = [tables[table][key][lang] for table, key in keys]
+            views[view] = {"title": lines[0], "caption": lines[1:]}
+        views["chain"]["bound"] = tables["sigmoid"]["bound"][lang]
+        views["degradation"]["curve"] = tables["degradation"]["curve"][lang]
+        common = {k: tables["common"][k][lang] for k in ("plain", "residual", "block", "layer", "measured")}
+        layernorm = {k: tables["layernorm"][k][lang] for k in ("legend_post", "legend_pre")}
+        views["layernorm"].update(layernorm)
+        views["flow"]["lane"] = tables["flow"]["lane"][lang]
+        views["flow"]["rows"] = {arch: tables["flow"][f"{arch}_row"][lang] for arch in ("plain", "residual")}
+        views["chain"]["axis_y"] = tables["chain"]["axis_y"][lang]
+        views["flow"]["ratio"] = tables["flow"]["ratio"][lang]
+        out[lang] = {"ui": {k: v[lang] for k, v in UI_STRINGS.items()}, "views": views, "common": common}
+    return out
+
+
+def _clip_links(page: str | None) -> dict[str, dict[str, str]]:
+    """{lang: {view: href}}: the lecture page's section of each view's clip; ``page`` holds ``{lang}``."""
+    if page is None:
+        return {}
+    return {lang: {view: f"{page.format(lang=lang)}#{scene}" for view, scene in VIEW_SCENES.items()}
+            for lang in ("en", "zh")}
+
+
+def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: str | None = None,
+                   lang: str = "en", theme: str = "dark") -> list[Path]:
+    """Write the explorer folder ``target`` (atomically: built beside it, swapped in at the end).
+
+    ``traces``: ``{experiment: {run key: Trace}}``; ``page``: the lecture page's URL relative to ``target``
+    with ``{lang}`` for the language (each view links to its clip there; None: no links); ``lang`` and
+    ``theme`` the page opens in (the URL fragment and the page's own controls change both).
+    Returns the files written. RenderError when no trace feeds a view or ``web/explore`` is incomplete."""
+    missing = [name for name in ("index.html", *_ASSETS) if not (WEB_DIR / name).is_file()]
+    if missing:
+        raise RenderError(f"the explorer's page files are missing from {WEB_DIR}: {', '.join(missing)}")
+    data = export_data(traces)
+    data.update(strings=_strings(), themes=_themes(), clips=_clip_links(page), sources=_sources(),
+                defaults={"lang": lang, "theme": theme}, views_order=list(VIEWS))
+    payload = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    template = (WEB_DIR / "index.html").read_text(encoding="utf-8")
+    strings = data["strings"][lang]["ui"]
+    index = (template.replace("{{lang}}", lang).replace("{{theme}}", theme)
+             .replace("{{title}}", html.escape(strings["title"])).replace("{{intro}}", html.escape(strings["intro"])))
+    with staged_dir(target) as stage:
+        for name in _ASSETS:
+            shutil.copyfile(WEB_DIR / name, stage / name)
+        # A script, not a .json fetch: browsers refuse fetch() from file:// pages.
+        (stage / "data.js").write_text("window.EXPLORE_DATA = " + payload.replace("</", "<\\/") + ";\n",
+                                       encoding="utf-8")
+        (stage / "index.html").write_text(index, encoding="utf-8")
+    return [target / "index.html", target / "data.js", *(target / name for name in _ASSETS)]
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of every file under ``folder``."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def page_link(target: Path, clips_root: Path, quality: str) -> str:
+    """The lecture page (``render.py page -o CLIPS_ROOT``) relative to the explorer folder ``target``, with
+    ``{lang}`` for the language: e.g. ``../480p15/{lang}/page/lecture.html``."""
+    from cli.media import quality_dir
+
+    page = Path(clips_root) / quality_dir(quality) / "LANG" / "page" / "lecture.html"
+    rel = os.path.relpath(page.resolve(), Path(target).resolve())
+    return Path(rel).as_posix().replace("LANG", "{lang}")

@@ -1,0 +1,152 @@
+"""The one table of run kinds: config class, trainer, memory estimate, work estimate, label (torch-free).
+
+Example::
+
+    python -m simulation '{"kind": "transformer", "depth": 4}'            # kind, label, memory, work
+    python -m simulation --measure '{"depth": 20}'                          # and the measured peak
+
+A *run kind* says how one config class is trained. Everything else reads this table: the trace cache
+(:mod:`simulation.cache`) asks it for the trainer, the memory guard for the estimate, the sweep for the work,
+log lines for the label, :func:`config_from_dict` for the class of a ``to_dict()``. The kind's trainer id
+(``"module:function"``) is hashed into every config's digest (:meth:`simulation.config.BaseConfig.digest`),
+so choosing another trainer for a kind gives its traces new cache keys.
+
+Adding a kind, in one place (here)::
+
+    register_kind(RunKind(
+        name="user_model",                          # the config's ``kind`` field (to_dict()["kind"])
+        config=UserModelConfig,                     # a frozen dataclass deriving simulation.config.BaseConfig
+        trainer="simulation.user_model:run",        # run(config, progress) -> Trace; imported when first used
+        memory=user_model_memory,                   # config -> simulation.memory.MemoryEstimate (bytes)
+        work=lambda c: c.steps * c.depth,           # config -> MLP block-steps (~0.2 ms of one core each)
+        label="a user's nn.Module and its plain twin",
+    ))
+
+A config class whose dataclass has no ``kind`` field is the default kind (``mlp``: RunConfig, for the traces
+written before kinds existed). The trainer module may import torch; this module and the config classes
+must not (scenes read configs and digests).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .config import BaseConfig, ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
+from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
+                     user_model_memory)
+
+__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "describe",
+           "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS"]
+
+DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
+LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """One kind of run: how configs of ``config`` are trained, how much they need, how they are named."""
+
+    name: str  # the config's "kind" in to_dict() (absent for the default kind)
+    config: type[BaseConfig]  # the frozen config class
+    trainer: str  # "module:function" of run(config, progress=None) -> Trace; hashed into the digest
+    memory: Callable[[Any], MemoryEstimate]  # bytes training a config needs, by part (simulation.memory)
+    work: Callable[[Any], int]  # rough cost in MLP block-steps (~0.2 ms of one core each); decides local vs Dask
+    label: str  # a short description for listings and log lines
+
+    def load_trainer(self) -> Callable[..., Any]:
+        """The trainer function; imports its module (and torch) now."""
+        module, _, function = self.trainer.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+KINDS: dict[str, RunKind] = {}
+
+
+def register_kind(kind: RunKind) -> RunKind:
+    """Add ``kind`` to :data:`KINDS` (a kind of the same name is replaced) and tell its config class, whose
+    :meth:`~simulation.config.BaseConfig.digest` hashes the trainer id. Raises ConfigError for a trainer id
+    that is not ``module:function`` or a config class already registered under another name."""
+    module, sep, function = kind.trainer.partition(":")
+    if not (module and sep and function.isidentifier()):
+        raise ConfigError(f"trainer of run kind {kind.name!r} must be 'module:function'; got {kind.trainer!r}")
+    for other in KINDS.values():
+        if other.config is kind.config and other.name != kind.name:
+            raise ConfigError(f"{kind.config.__name__} is already the config of run kind {other.name!r}")
+    KINDS[kind.name] = kind
+    kind.config.run_kind = kind
+    return kind
+
+
+def kind_of(config: BaseConfig) -> RunKind:
+    """The registered kind of ``config`` (by its class). Raises ConfigError for an unregistered class."""
+    kind = type(config).run_kind
+    if kind is None:
+        raise ConfigError(f"{type(config).__name__} is not a registered run kind (simulation.runs.register_kind)")
+    return kind
+
+
+def trainer(config: BaseConfig) -> Callable[..., Any]:
+    """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
+    return kind_of(config).load_trainer()
+
+
+def describe(config: BaseConfig) -> str:
+    """A short label for log lines, from whichever of :data:`LOG_FIELDS` the config has."""
+    return " ".join(f"{k}={getattr(config, k)}" for k in LOG_FIELDS if hasattr(config, k))
+
+
+def config_from_dict(data: dict[str, Any]) -> BaseConfig:
+    """The config written by ``to_dict``, of the class registered for ``data["kind"]`` (default
+    :data:`DEFAULT_KIND`). Raises ConfigError for an unknown kind, key or value."""
+    name = data.get("kind", DEFAULT_KIND)
+    if name not in KINDS:
+        raise ConfigError(f"unknown config kind {name!r}; known: {', '.join(KINDS)}")
+    cls = KINDS[name].config
+    if "kind" not in cls.field_types():
+        data = {k: v for k, v in data.items() if k != "kind"}
+    return cls.from_dict(data)
+
+
+def estimate(config: BaseConfig) -> MemoryEstimate:
+    """What training ``config`` needs, by part (see :mod:`simulation.memory` for what is counted)."""
+    return kind_of(config).memory(config)
+
+
+def check_memory(config: BaseConfig, budget: int | None = None) -> MemoryEstimate:
+    """The estimate of ``config``; raises ConfigError (one line, with the estimate) when it exceeds ``budget``
+    bytes (default :func:`simulation.memory.budget_bytes`)."""
+    return check_budget(config.digest(), estimate(config), budget)
+
+
+def work(config: BaseConfig) -> int:
+    """A rough cost of one run in MLP block-steps (see :attr:`RunKind.work`)."""
+    return kind_of(config).work(config)
+
+
+def _run_config_memory(config: RunConfig) -> MemoryEstimate:
+    return conv_memory(config) if config.model == "conv" else mlp_memory(config)
+
+
+def _run_config_work(config: RunConfig) -> int:
+    """steps x blocks; a conv block (two 3x3 convs on 8x8 maps) costs about 20 MLP blocks (measured)."""
+    if config.model == "conv":
+        return config.steps * 20 * (config.depth - 2) // 2
+    return config.steps * config.depth
+
+
+# The table. A new kind is one more entry (see the module docstring).
+register_kind(RunKind(
+    name="mlp", config=RunConfig, trainer="simulation.train:run", memory=_run_config_memory, work=_run_config_work,
+    label="plain or residual MLP / conv net on digits or bands (He et al. 2015)"))
+register_kind(RunKind(
+    name="transformer", config=TransformerConfig, trainer="simulation.transformer:run", memory=transformer_memory,
+    work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task"))
+register_kind(RunKind(
+    name="identity_fit", config=IdentityFitConfig, trainer="simulation.identity_fit:run",
+    memory=identity_fit_memory, work=lambda c: c.steps, label="one block fitting the identity on digits"))
+register_kind(RunKind(
+    name="user_model", config=UserModelConfig, trainer="simulation.user_model:run", memory=user_model_memory,
+    work=lambda c: c.steps * 200,  # blocks unknown until the model is built: counted as a conv net of 10 blocks
+    label="a user's nn.Module (--model FILE.py:FACTORY) or its plain twin"))

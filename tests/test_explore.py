@@ -1,0 +1,472 @@
+"""The explorer (cli/explore.py, web/explore/) driven in headless Chromium, on the small committed traces of tests/data.
+
+Each browser check is a function returning the problems it found; a test asserts none on the page as written, and
+its tamper twin alters the page or its data and asserts the same check reports a problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from cli.explore import UI_STRINGS, VIEWS, jsonable, export_data, write_explorer
+from simulation.experiments import vanishing_run
+from simulation.trace import Trace
+
+from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
+from data.make_traces import tiny_trace_files_with_seeds
+
+EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm")
+PHONE = {"viewport": {"width": 390, "height": 844}}
+DESKTOP = {"viewport": {"width": 1280, "height": 720}}
+pytestmark = pytest.mark.xdist_group("explore")  # one worker builds the pages and starts the browser
+
+
+def committed_traces(experiments=EXPERIMENTS) -> dict[str, dict[str, Trace]]:
+    """{experiment: {run key: Trace}} of tests/data's tiny traces, every committed seed."""
+    out = {}
+    for experiment in experiments:
+        files = tiny_trace_files_with_seeds(experiment)
+        assert files, f"tests/data lacks the tiny traces of {experiment}"
+        out[experiment] = {name: Trace.load(path) for name, path in files.items()}
+    return out
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return committed_traces()
+
+
+@pytest.fixture(scope="module")
+def explorer(tmp_path_factory, traces) -> Path:
+    target = tmp_path_factory.mktemp("explore") / "explore"
+    write_explorer(traces, target, page="../480p15/{lang}/page/lecture.html")
+    return target
+
+
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory) -> Path:
+    """The vanishing runs without the residual sigmoid net of depth 8: that combination was not trained."""
+    runs = committed_traces(("vanishing",))
+    del runs["vanishing"][vanishing_run("residual", "sigmoid", 8)]
+    target = tmp_path_factory.mktemp("untrained") / "explore"
+    write_explorer(runs, target)
+    return target
+
+
+def copy(folder: Path, tmp_path: Path) -> Path:
+    shutil.copytree(folder, tmp_path / "explore")
+    return tmp_path / "explore"
+
+
+def read_data(folder: Path) -> dict:
+    text = (folder / "data.js").read_text(encoding="utf-8")
+    return json.loads(text.removeprefix("window.EXPLORE_DATA = ").rstrip().removesuffix(";"))
+
+
+def write_data(folder: Path, data: dict) -> None:
+    (folder / "data.js").write_text("window.EXPLORE_DATA = " + json.dumps(data, ensure_ascii=False) + ";\n",
+                                    encoding="utf-8")
+
+
+def edit(folder: Path, name: str, old: str, new: str) -> None:
+    text = (folder / name).read_text(encoding="utf-8")
+    assert old in text, f"{old!r} is not in {name}"
+    (folder / name).write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def open_page(browser, folder: Path, fragment: str = "", **options):
+    page, requests, errors = open_logged(browser, (folder / "index.html").as_uri() + fragment, **options)
+    page.wait_for_selector("html[data-ready=true]", timeout=10_000)
+    return page, requests, errors
+
+
+def state(page) -> dict:
+    return page.evaluate("() => Object.assign({}, window.explore.state)")
+
+
+# -- 1. nothing leaves file:// --------------------------------------------------------------------
+
+def offline_problems(browser, folder: Path) -> list[str]:
+    """Every view in both languages and themes: requests that left file://, and console errors."""
+    page, requests, errors = open_page(browser, folder)
+    for view in VIEWS:
+        for lang, theme in (("en", "dark"), ("zh", "light")):
+            page.evaluate(f"location.hash = 'view={view}&lang={lang}&theme={theme}'")
+            page.wait_for_function(f"window.explore.state.view === '{view}' && window.explore.state.lang === '{lang}'")
+            for control in ("#play", "#pulse"):  # play a few records, send the pulse: no error, nothing fetched
+                if page.is_visible(control):
+                    page.click(control)
+            page.wait_for_timeout(150)
+    page.wait_for_timeout(200)
+    page.close()
+    return [f"request: {url}" for url in remote(requests)] + [f"console: {e}" for e in errors] + \
+        ([] if requests else ["no request logged at all"])
+
+
+def test_the_explorer_opens_offline(browser, explorer):
+    assert offline_problems(browser, explorer) == []
+
+
+def test_the_offline_check_catches_a_page_that_reaches_out(browser, explorer, tmp_path):
+    """A tracking pixel loaded by the script (it does not hold up the page's load, as a stylesheet would)."""
+    folder = copy(explorer, tmp_path)
+    edit(folder, "explore.js", "  readHash();\n", "  new Image().src = 'http://127.0.0.1:9/pixel.png';\n  readHash();\n")
+    assert any("127.0.0.1:9" in p for p in offline_problems(browser, folder))
+
+
+# -- 2. the slider moves the drawn values to the trace's numbers ----------------------------------
+
+def flow_problems(page, traces: dict[str, Trace]) -> list[str]:
+    """The drawn blocks (SVG) and the numbers table of the flow view against ``out_grad_norm`` of the runs
+    shown, at the step shown: exactly equal (the page draws the float64 it was given)."""
+    s = state(page)
+    problems = []
+    for arch in ("plain", "residual"):
+        trace = traces[vanishing_run(arch, s["act"], s["depth"])]
+        k = list(trace["step"]).index(s["step"])
+        expected = np.asarray(trace["out_grad_norm"], np.float64)[k]
+        for what, selector, read in (("svg", f"#chart rect.blk.{arch}", "e => [+e.dataset.block, e.dataset.value]"),
+                                     ("table", f"#numbers td[data-arch={arch}]", "e => [+e.dataset.block, e.textContent]")):
+            drawn = dict(page.eval_on_selector_all(selector, f"els => els.map({read})"))
+            if sorted(drawn) != list(range(len(expected))):
+                problems.append(f"{arch} {what}: blocks {sorted(drawn)} drawn, {len(expected)} recorded")
+            problems += [f"{arch} {what} block {l} at step {s['step']}: {drawn[l]} != {expected[l]!r}"
+                         for l in drawn if l < len(expected) and float(drawn[l]) != expected[l]]
+    return problems
+
+
+def test_the_step_slider_moves_the_drawn_norms_to_the_trace(browser, explorer, traces):
+    page, _, errors = open_page(browser, explorer, "#view=flow&depth=8&act=sigmoid")
+    records = list(traces["vanishing"][vanishing_run("plain", "sigmoid", 8)]["step"])
+    page.focus("#step")
+    seen = []
+    for k in range(len(records)):
+        assert state(page)["step"] == records[k]
+        assert flow_problems(page, traces["vanishing"]) == []
+        seen.append(page.inner_text("#step-out"))
+        page.keyboard.press("ArrowRight")  # the range input's own key: one record on
+    assert len(set(seen)) == len(records) >= 3 and errors == []
+    page.close()
+
+
+def test_the_slider_check_catches_a_changed_number(browser, explorer, traces, tmp_path):
+    folder = copy(explorer, tmp_path)
+    data = read_data(folder)
+    family = next(f for f in data["views"]["flow"]["families"] if f["id"] == "vanishing")
+    run = next(r for r in family["runs"] if r["name"] == vanishing_run("plain", "sigmoid", 8))
+    run["out_grad_norm"][1][2] *= 1 + 1e-12  # one block, one record, the last bits of a double
+    write_data(folder, data)
+    page, _, _ = open_page(browser, folder, "#view=flow&depth=8&act=sigmoid&step=10")
+    problems = flow_problems(page, traces["vanishing"])
+    page.close()
+    assert len(problems) == 2 and all("block 2 at step 10" in p for p in problems)
+
+
+def table_values(page, selector: str) -> dict[tuple, float]:
+    rows = page.eval_on_selector_all(selector, "els => els.map(e => [e.dataset.run || e.dataset.arch || '', "
+                                               "+(e.dataset.block || e.dataset.layer || 0), e.dataset.kind || '', e.textContent])")
+    return {(run, l, kind): float(value) for run, l, kind, value in rows}
+
+
+def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
+    """Chain rule, degradation, responses and Post-LN vs Pre-LN against computations made here from the .npz."""
+    page, _, errors = open_page(browser, explorer, "#view=chain&family=chain_rule&step=10")
+    for arch in ("plain", "residual"):
+        g = np.asarray(traces["chain_rule"][arch]["out_grad_norm"][1], np.float64)  # record 1 = step 10
+        shown = table_values(page, f"#numbers td[data-arch={arch}]")
+        assert [shown[(arch, l, "product")] for l in range(len(g))] == list(g / g[-1])
+        assert [shown[(arch, l, "factor")] for l in range(len(g) - 1)] == pytest.approx(list(g[:-1] / g[1:]), rel=1e-12)
+    bound = table_values(page, "#numbers td[data-kind=bound]")
+    depth = len(bound)
+    assert [bound[("", l, "bound")] for l in range(depth)] == [0.25 ** (depth - 1 - l) for l in range(depth)]
+    page.hover("#chart rect.hit[data-block='1']")  # hover a block: its factor and running product
+    readout = page.eval_on_selector_all("#readout .residual .v", "els => els.map(e => +e.dataset.value)")
+    g = np.asarray(traces["chain_rule"]["residual"]["out_grad_norm"][1], np.float64)
+    assert readout[1] == g[1] / g[-1] and readout[0] == pytest.approx(g[1] / g[2], rel=1e-12)
+
+    page.evaluate("location.hash = 'view=degradation&family=degradation&step=17'")
+    page.wait_for_function("window.explore.state.view === 'degradation'")
+    shown = table_values(page, "#numbers td[data-run]")
+    assert len(shown) == len(traces["degradation"])
+    for name, trace in traces["degradation"].items():
+        curve = np.asarray(trace["error_curve"], np.float64)
+        window = max(1, round(len(curve) * 0.1))
+        assert shown[(name, 0, "")] == pytest.approx(curve[17 - window + 1:18].mean(), rel=1e-12)
+
+    last = int(traces["residual_response"]["residual"]["step"][-1])
+    page.evaluate(f"location.hash = 'view=responses&family=residual_response&step={last}'")
+    page.wait_for_function("window.explore.state.view === 'responses'")
+    shown = table_values(page, "#numbers td[data-kind=ratio]")
+    for name, trace in traces["residual_response"].items():
+        k = list(trace["step"]).index(last)
+        ratio = np.asarray(trace["branch_norm"][k], np.float64) / np.asarray(trace["input_norm"][k], np.float64)
+        assert [shown[(name, l, "ratio")] for l in range(len(ratio))] == list(ratio)
+
+    page.evaluate("location.hash = 'view=layernorm'")
+    page.wait_for_function("window.explore.state.view === 'layernorm'")
+    shown = table_values(page, "#numbers td[data-run]")
+    for name, trace in traces["layernorm"].items():
+        if trace.config["warmup_steps"] == 0:  # the runs drawn: the init is the same with warm-up
+            per_layer = np.asarray(trace["init_ffn_grad_norm"], np.float64).sum(0) / trace["init_ffn_grad_norm"].shape[0]
+            assert [shown[(name, l, "")] for l in range(len(per_layer))] == pytest.approx(list(per_layer), rel=1e-12)
+    assert errors == []
+    page.close()
+
+
+# -- 3. an untrained combination is said as such ---------------------------------------------------
+
+def untrained_problems(page, arch: str, depth: int) -> list[str]:
+    """The flow view at a combination without an ``arch`` run: it must say so and draw none of its blocks."""
+    problems = []
+    status = page.inner_text("#status")
+    if "not trained in these runs" not in status or f"{arch}, {depth} block" not in status:
+        problems.append(f"status does not say {arch} at depth {depth} was not trained: {status!r}")
+    drawn = page.locator(f"#chart rect.blk.{arch}").count()
+    if drawn:
+        problems.append(f"{drawn} {arch} blocks drawn for a net that was not trained")
+    if not page.locator(f"#chart text.untrained[data-arch={arch}]").count():
+        problems.append(f"no 'not trained' note in the {arch} row")
+    return problems
+
+
+def test_an_untrained_combination_is_reported(browser, untrained):
+    page, _, errors = open_page(browser, untrained, "#view=flow&act=sigmoid&depth=4")
+    page.select_option("#depth", "8")
+    assert untrained_problems(page, "residual", 8) == []
+    assert page.locator("#chart rect.blk.plain").count() == 8  # the plain net of that depth was trained
+    page.evaluate("location.hash = 'view=flow&depth=20&act=sigmoid'")  # a depth no run has: kept and reported
+    page.wait_for_function("window.explore.state.depth === 20")
+    assert "20" in page.inner_text("#depth option:checked") and "not trained" in page.inner_text("#status")
+    assert page.locator("#chart rect.blk").count() == 0
+    assert errors == []
+    page.close()
+
+
+def test_the_untrained_check_catches_a_page_that_fills_the_gap(browser, untrained, tmp_path):
+    """A page that draws another run (the depth-4 residual net) where depth 8 was not trained fails the check."""
+    folder = copy(untrained, tmp_path)
+    data = read_data(folder)
+    family = data["views"]["flow"]["families"][0]
+    d4 = next(g for g in family["groups"] if g["depth"] == 4)
+    d8 = next(g for g in family["groups"] if g["depth"] == 8)
+    d8["runs"]["residual"] = d4["runs"]["residual"]
+    write_data(folder, data)
+    page, _, _ = open_page(browser, folder, "#view=flow&act=sigmoid&depth=8")
+    assert len(untrained_problems(page, "residual", 8)) == 3
+    page.close()
+
+
+# -- 4. both languages and both themes -----------------------------------------------------------
+
+def look_problems(page, lang: str, theme: str) -> list[str]:
+    """Every control's words in ``lang`` (the explorer's table), the view's title and caption from the scene's
+    string table, and the theme's background and run colours (scenes/theme.py)."""
+    from cli.explore import CAPTIONS, scene_strings
+    from scenes.theme import THEMES
+
+    problems = []
+    if not page.evaluate("document.documentElement.lang").startswith(lang):
+        problems.append(f"html lang is {page.evaluate('document.documentElement.lang')}")
+    for key, text in page.eval_on_selector_all("[data-ui]", "els => els.map(e => [e.dataset.ui, e.textContent])"):
+        if text != UI_STRINGS[key][lang]:
+            problems.append(f"{key}: {text!r} is not the {lang} string {UI_STRINGS[key][lang]!r}")
+    tables, view = scene_strings(), state(page)["view"]
+    title, *caption = [tables[table][key][lang] for table, key in CAPTIONS[view]]
+    if page.inner_text("#view-title") != title:
+        problems.append(f"title {page.inner_text('#view-title')!r} is not the scene's {title!r}")
+    if page.eval_on_selector_all("#caption p", "els => els.map(e => e.textContent)") != caption:
+        problems.append("the caption is not the scene's")
+    colors = THEMES[theme]
+    rgb = lambda c: "rgb({}, {}, {})".format(*(round(v * 255) for v in c.to_rgb()))
+    body = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    if body != rgb(colors["background"]):
+        problems.append(f"background {body} is not the {theme} theme's {rgb(colors['background'])}")
+    for arch in ("plain", "residual"):
+        stroke = page.evaluate(f"getComputedStyle(document.querySelector('#chart rect.blk.{arch}')).stroke")
+        if stroke != rgb(colors[arch]):
+            problems.append(f"{arch} blocks drawn in {stroke}, the {theme} theme's {arch} is {rgb(colors[arch])}")
+    return problems
+
+
+@pytest.mark.parametrize("lang,theme", [("en", "dark"), ("zh", "light"), ("zh", "dark"), ("en", "light")])
+def test_both_languages_and_themes_render(browser, explorer, lang, theme):
+    page, _, errors = open_page(browser, explorer, f"#view=flow&lang={lang}&theme={theme}")
+    assert look_problems(page, lang, theme) == [] and errors == []
+    page.close()
+
+
+def test_the_language_and_theme_check_catches_a_wrong_table_and_colour(browser, explorer, tmp_path):
+    folder = copy(explorer, tmp_path)
+    data = read_data(folder)
+    data["strings"]["zh"]["ui"]["step"] = data["strings"]["en"]["ui"]["step"]  # one control left in English
+    write_data(folder, data)
+    edit(folder, "explore.css", "#chart .blk.plain { stroke: var(--plain); }", "#chart .blk.plain { stroke: #00ff00; }")
+    page, _, _ = open_page(browser, folder, "#view=flow&lang=zh&theme=light")
+    problems = look_problems(page, "zh", "light")
+    page.close()
+    assert any(p.startswith("step:") for p in problems) and any(p.startswith("plain blocks") for p in problems)
+
+
+# -- 5. a 390 px phone, and 1280x720, without horizontal scroll -----------------------------------
+
+def overflow_problems(browser, folder: Path, options: dict) -> list[str]:
+    page, _, _ = open_page(browser, folder, **options)
+    problems = []
+    for view in VIEWS:
+        for lang in ("en", "zh"):
+            page.evaluate(f"location.hash = 'view={view}&lang={lang}'")
+            page.wait_for_function(f"window.explore.state.view === '{view}' && window.explore.state.lang === '{lang}'")
+            wide, seen = page.evaluate("[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+            if wide > seen:
+                problems.append(f"{view} {lang}: {wide} px wide in a {seen} px window")
+    page.close()
+    return problems
+
+
+@pytest.mark.parametrize("options", [PHONE, DESKTOP], ids=["phone-390", "1280x720"])
+def test_no_horizontal_scroll(browser, explorer, options):
+    assert overflow_problems(browser, explorer, options) == []
+
+
+def test_the_scroll_check_catches_a_wide_element(browser, explorer, tmp_path):
+    folder = copy(explorer, tmp_path)
+    edit(folder, "explore.css", "#caption p { margin: 0.15rem 0; }", "#caption p { margin: 0.15rem 0; width: 520px; }")
+    assert len(overflow_problems(browser, folder, PHONE)) == 2 * len(VIEWS)
+
+
+# -- 6. keyboard only ------------------------------------------------------------------------------
+
+VISIBLE_CONTROLS = """() => Array.from(document.querySelectorAll('a[href], button, input, select, [tabindex]'))
+  .filter(e => e.getClientRects().length > 0 && !e.closest('[hidden]')).map(e => e.id)"""
+
+
+def keyboard_problems(page) -> list[str]:
+    """From the top of the page, Tab (and Enter on a view's tab) alone must reach every visible control of
+    every view; the arrow keys must move the step from a control that does not take them itself."""
+    problems = []
+    for view in VIEWS:
+        page.evaluate("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
+        for _ in range(60):  # Tab to the view's tab, Enter opens it
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == f"tab-{view}":
+                break
+        else:
+            problems.append(f"Tab never reached the {view} tab")
+            continue
+        page.keyboard.press("Enter")
+        if state(page)["view"] != view:
+            problems.append(f"Enter on the {view} tab did not open it")
+        controls = set(page.evaluate(VISIBLE_CONTROLS))
+        reached = set()
+        for _ in range(len(controls) + 10):
+            page.keyboard.press("Tab")
+            reached.add(page.evaluate("document.activeElement.id"))
+        problems += [f"{view}: Tab never reaches #{c}" for c in sorted(controls - reached)]
+    page.evaluate("location.hash = 'view=flow&depth=8&act=sigmoid&step=0'")
+    page.wait_for_function("window.explore.state.view === 'flow' && window.explore.state.step === 0")
+    page.focus("#play")
+    page.keyboard.press("ArrowRight")
+    if state(page)["step"] != 10:
+        problems.append(f"ArrowRight on a button moved the step to {state(page)['step']}, not 10")
+    page.keyboard.press("End")
+    page.keyboard.press("ArrowLeft")
+    if state(page)["step"] != 10:
+        problems.append(f"End, ArrowLeft left the step at {state(page)['step']}")
+    return problems
+
+
+def test_keyboard_alone_reaches_every_control(browser, explorer):
+    page, _, errors = open_page(browser, explorer)
+    assert keyboard_problems(page) == [] and errors == []
+    page.close()
+
+
+def test_the_keyboard_check_catches_a_control_out_of_reach(browser, explorer, tmp_path):
+    folder = copy(explorer, tmp_path)
+    edit(folder, "index.html", '<select id="seed">', '<select id="seed" tabindex="-1">')
+    page, _, _ = open_page(browser, folder)
+    problems = keyboard_problems(page)
+    page.close()
+    assert problems == ["flow: Tab never reaches #seed", "chain: Tab never reaches #seed"]
+
+
+# -- the URL keeps the state; other runs (a user's model) open in the same views -------------------
+
+def test_the_fragment_restores_and_follows_the_view(browser, explorer):
+    page, _, _ = open_page(browser, explorer, "#view=flow&depth=8&act=sigmoid&step=10&arch=plain")
+    assert (page.input_value("#depth"), state(page)["step"]) == ("8", 10)
+    assert page.locator("#chart rect.blk.plain").count() == 8 and page.locator("#chart rect.blk.residual").count() == 0
+    assert not page.is_checked("#show-residual")
+    page.focus("#play")
+    page.keyboard.press("ArrowRight")
+    assert "step=19" in page.evaluate("location.hash") and "arch=plain" in page.evaluate("location.hash")
+    assert page.get_attribute("#clip", "href") == "../480p15/en/page/lecture.html#GradientFlowOverTraining"
+    page.close()
+
+
+def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
+    """Runs named plain/residual under experiment ``model``, no ``arch`` in their config and the user's block
+    names in ``meta.layers``: every view that needs out_grad_norm, error_curve or branch_norm shows them."""
+    names = ["stem.conv", "layer1.0", "layer1.1", "head.fc"]
+    runs = {}
+    for key, trace in committed_traces(("residual_response",))["residual_response"].items():
+        config = {k: v for k, v in trace.config.items() if k not in ("arch", "depth")}
+        meta = dataclasses.replace(trace.meta, layers=names, config=config)
+        runs[key] = Trace(meta=meta, arrays=trace.arrays)
+    write_explorer({"model": runs}, tmp_path / "explore")
+    page, _, errors = open_page(browser, tmp_path / "explore", "#view=flow&family=model")
+    assert page.eval_on_selector_all("#numbers tbody th", "els => els.map(e => e.textContent)") == names
+    shown = table_values(page, "#numbers td[data-arch=residual]")
+    assert [shown[("residual", l, "")] for l in range(4)] == list(runs["residual"]["out_grad_norm"][0])
+    for view in ("chain", "degradation", "responses"):
+        page.evaluate(f"location.hash = 'view={view}&family=model'")
+        page.wait_for_function(f"window.explore.state.view === '{view}'")
+        assert page.locator("#numbers td").count() > 0 and "not trained" not in page.inner_text("#status")
+    assert errors == []
+    page.close()
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=2, max_side=5),
+                  elements=st.floats(allow_nan=True, allow_infinity=True)))
+def test_exported_numbers_read_back_as_the_same_doubles(values):
+    """Any float64 array, NaN and infinities included, survives the JSON the page reads (strict JSON)."""
+    text = json.dumps(jsonable(values), allow_nan=False)
+    special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+    back = np.vectorize(lambda v: special[v] if isinstance(v, str) else v, otypes=[np.float64])(
+        np.array(json.loads(text), dtype=object))
+    assert np.array_equal(back, values, equal_nan=True)
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from render import cli
+
+    for args, message in ((["nosuch"], "unknown experiment 'nosuch'"),
+                          (["chain_rule", "--set", "degradation.depths=3"], "runs no scene of experiment degradation"),
+                          (["chain_rule", "--set", "nosuch=1"], "nosuch")):
+        result = CliRunner().invoke(cli, ["explore", *args, "-o", str(tmp_path / "explore")])
+        assert result.exit_code == 1 and message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "explore").exists()
+
+
+def test_traces_without_any_drawn_array_are_refused(traces):
+    from cli.media import RenderError
+
+    bare = {"x": {"run": Trace(meta=traces["vanishing"][vanishing_run("plain", "sigmoid", 4)].meta,
+                               arrays={"step": np.arange(3)})}}
+    with pytest.raises(RenderError, match="no trace holds what the explorer draws"):
+        export_data(bare)

@@ -1,0 +1,108 @@
+"""The import graph of simulation/, scenes/, cli/ and render.py: no cycle, no private name from another module.
+
+Example::
+
+    pytest tests/test_imports.py
+
+Every ``import`` and ``from ... import`` counts, at module level and inside functions alike (a function-level
+import that closes a cycle is still a cycle: it only moves the failure to run time). The graph is read with
+``ast``, without importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("simulation", "scenes", "cli")
+TOP_LEVEL = ("render.py",)
+
+
+def modules(root: Path, packages=PACKAGES, top_level=TOP_LEVEL) -> dict[str, Path]:
+    """``{dotted module name: file}`` of every module of ``packages`` under ``root`` plus ``top_level`` files."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for name in top_level:
+        if (root / name).is_file():
+            found[Path(name).stem] = root / name
+    return found
+
+
+def _target(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` names (relative imports resolved against ``module``)."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def import_graph(root: Path, **kwargs) -> tuple[nx.DiGraph, list[str]]:
+    """The graph of imports among :func:`modules` (an edge A -> B: A imports B, anywhere in A) and the
+    private names imported across modules, as ``"A imports _name from B"``."""
+    found = modules(root, **kwargs)
+    graph, private = nx.DiGraph(), []
+    graph.add_nodes_from(found)
+    for module, path in found.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                graph.add_edges_from((module, alias.name) for alias in node.names if alias.name in found)
+            elif isinstance(node, ast.ImportFrom):
+                target = _target(module, path, node)
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in found:  # from package import module
+                        graph.add_edge(module, f"{target}.{alias.name}")
+                    elif target in found:
+                        graph.add_edge(module, target)
+                        if alias.name.startswith("_") and not alias.name.startswith("__") and target != module:
+                            private.append(f"{module} imports {alias.name} from {target}")
+    graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+    return graph, private
+
+
+def cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """Each group of modules that import each other (directly or around a loop), sorted."""
+    return sorted(sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1)
+
+
+def test_no_import_cycle_and_no_private_import_across_modules():
+    graph, private = import_graph(ROOT)
+    assert {"simulation.runs", "simulation.cache", "scenes.base", "cli.media", "render"} <= set(graph)
+    assert graph.has_edge("simulation.cache", "simulation.sweep")  # the graph does see relative imports
+    assert cycles(graph) == []
+    assert private == []
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("closing", ["from .a import run\n", "def f():\n    from simulation import a\n"])
+def test_the_check_finds_a_planted_cycle_at_module_or_function_level(tmp_path, closing):
+    _write(tmp_path, {"simulation/__init__.py": "", "simulation/a.py": "from .b import g\n",
+                      "simulation/b.py": "import simulation.c\n", "simulation/c.py": closing,
+                      "scenes/__init__.py": "", "cli/__init__.py": ""})
+    assert cycles(import_graph(tmp_path)[0]) == [["simulation.a", "simulation.b", "simulation.c"]]
+
+
+def test_the_check_finds_a_private_name_imported_from_another_module(tmp_path):
+    _write(tmp_path, {"simulation/__init__.py": "", "simulation/a.py": "def _hidden():\n    pass\n",
+                      "scenes/__init__.py": "", "scenes/x.py": "def f():\n    from simulation.a import _hidden\n",
+                      "cli/__init__.py": "from __future__ import annotations\n"})
+    graph, private = import_graph(tmp_path)
+    assert private == ["scenes.x imports _hidden from simulation.a"] and cycles(graph) == []
+
+
+def test_render_py_holds_the_commands_and_little_else():
+    """The front door stays small: options, the planner and the pipeline live in cli/ (issue 19)."""
+    lines = (ROOT / "render.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 350, f"render.py has {lines} lines; move what is not a click command into cli/"

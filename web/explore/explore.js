@@ -1,0 +1,668 @@
+// The explorer: draws the recorded numbers in data.js (window.EXPLORE_DATA, written by cli/explore.py).
+// It computes no number of its own: every value shown is read from the data and only placed, coloured
+// and formatted here; the numbers table holds each value's exact text (the float64 read back from JSON).
+(function () {
+  'use strict';
+  const D = window.EXPLORE_DATA;
+  const $ = (id) => document.getElementById(id);
+  const VIEWS = D.views_order;
+  const ARCHS = ['plain', 'residual'];
+  const CONTROLS = {  // which controls each view uses
+    flow: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'pulse'],
+    chain: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'block'],
+    degradation: ['family', 'arch', 'step'],
+    responses: ['family', 'depth', 'arch', 'step'],
+    layernorm: ['family'],
+  };
+  const DASHES = ['', '10 5', '3 5', '14 5 3 5', '1 4', '20 6'];
+  const state = {view: 'flow', family: null, depth: null, act: null, seed: null, step: null, arch: 'both',
+                 block: null, lang: D.defaults.lang, theme: D.defaults.theme};
+  let timer = null;
+  let pulseFrame = null;
+
+  // -- values and words --------------------------------------------------------------------------
+  const num = (v) => (typeof v === 'number' ? v : v === 'inf' ? Infinity : v === '-inf' ? -Infinity : NaN);
+  const exact = (v) => (typeof v === 'number' ? String(v) : v);  // the float64's shortest round-trip text
+  function fmt(v) {
+    const x = num(v);
+    if (Number.isNaN(x)) return ui('missing');
+    if (!Number.isFinite(x)) return x > 0 ? '∞' : '−∞';
+    if (x === 0) return '0';
+    const a = Math.abs(x);
+    return a >= 1e-3 && a < 1e4 ? String(Number(x.toPrecision(3))) : x.toExponential(2);
+  }
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
+  const S = () => D.strings[state.lang];
+  function fill(text, values) {
+    let out = text;
+    for (const [k, v] of Object.entries(values || {})) out = out.split('{' + k + '}').join(v);
+    return out;
+  }
+  const ui = (key, values) => fill(S().ui[key], values);
+  const archName = (arch) => S().common[arch];
+  const shown = (arch) => state.arch === 'both' || state.arch === arch;
+  const uniq = (xs) => Array.from(new Set(xs));
+  const byNumber = (a, b) => (typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b)));
+
+  // -- selection -----------------------------------------------------------------------------------
+  const families = () => D.views[state.view].families;
+  function family() {
+    const all = families();
+    return all.find((f) => f.id === state.family) || all[0] || null;
+  }
+  function firstSeed(runs) {  // the seed of the bare run keys (the first of ``seeds``); else the lowest
+    const bare = runs.find((r) => !r.name.includes('@seed'));
+    return bare ? bare.seed : Math.min(...runs.map((r) => r.seed));
+  }
+  function choices(fam) {
+    const runs = fam ? fam.runs : [];
+    return {depth: uniq(runs.map((r) => r.depth)).sort(byNumber),
+            act: uniq(runs.map((r) => r.activation)).sort(byNumber),
+            seed: uniq(runs.map((r) => r.seed)).sort(byNumber)};
+  }
+  function flowGroup(fam) {
+    return fam && fam.groups.find((g) => g.depth === state.depth && g.activation === state.act && g.seed === state.seed);
+  }
+  function pairRuns(fam) {  // responses: {arch: run} of the selected depth, first seed; and every seed's
+    const runs = fam.runs.filter((r) => r.depth === state.depth);
+    const seed0 = runs.length ? firstSeed(runs) : null;
+    const first = {};
+    for (const r of runs) if (r.seed === seed0 && !(r.arch in first)) first[r.arch] = r;
+    return {runs, first, seed0};
+  }
+  function timeline() {  // the training steps the step control moves over
+    const fam = family();
+    if (!fam) return [];
+    if (state.view === 'flow' || state.view === 'chain') {
+      const g = flowGroup(fam);
+      if (!g) return [];
+      return uniq(Object.values(g.runs).flatMap((i) => fam.runs[i].steps)).sort((a, b) => a - b);
+    }
+    if (state.view === 'degradation') {
+      return uniq(fam.runs.filter((r) => shown(r.arch)).flatMap((r) => r.curve_steps)).sort((a, b) => a - b);
+    }
+    if (state.view === 'responses') {
+      const {first} = pairRuns(fam);
+      return uniq(Object.values(first).flatMap((r) => r.steps)).sort((a, b) => a - b);
+    }
+    return [];
+  }
+  function stepIndex(steps) {  // the record nearest the wanted step (the last one when none is wanted)
+    if (!steps.length) return -1;
+    if (state.step === null) return state.view === 'degradation' ? steps.length - 1 : 0;
+    let best = 0;
+    for (let i = 1; i < steps.length; i++) if (Math.abs(steps[i] - state.step) < Math.abs(steps[best] - state.step)) best = i;
+    return best;
+  }
+  function normalise() {  // keep the selection among what exists; an untrained combination is kept and reported
+    const all = families();
+    if (!all.find((f) => f.id === state.family)) state.family = all.length ? all[0].id : null;
+    const c = choices(family());
+    const keep = (key, list) => { if (!list.includes(state[key])) state[key] = list.length ? list[0] : null; };
+    if (state.view === 'flow' || state.view === 'chain' || state.view === 'responses') {
+      if (state.depth === null || !c.depth.length) keep('depth', c.depth);
+      if (state.act === null || !c.act.length) keep('act', c.act);
+      if (state.seed === null || !c.seed.length) keep('seed', c.seed);
+    }
+  }
+
+  // -- the URL fragment keeps the state ------------------------------------------------------------
+  function readHash() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+    if (VIEWS.includes(p.get('view'))) state.view = p.get('view');
+    if (p.has('family')) state.family = p.get('family');
+    for (const key of ['depth', 'seed', 'step', 'block']) {
+      if (p.has(key) && /^-?\d+$/.test(p.get(key))) state[key] = parseInt(p.get(key), 10);
+    }
+    if (p.has('act')) state.act = p.get('act');
+    if (['both', 'plain', 'residual', 'none'].includes(p.get('arch'))) state.arch = p.get('arch');
+    if (['en', 'zh'].includes(p.get('lang'))) state.lang = p.get('lang');
+    if (p.get('theme') in D.themes) state.theme = p.get('theme');
+  }
+  function writeHash() {
+    const p = new URLSearchParams();
+    p.set('view', state.view);
+    if (state.family !== null) p.set('family', state.family);
+    const used = CONTROLS[state.view];
+    if (used.includes('depth') && state.depth !== null) p.set('depth', state.depth);
+    if (used.includes('act') && state.act !== null) p.set('act', state.act);
+    if (used.includes('seed') && state.seed !== null) p.set('seed', state.seed);
+    if (used.includes('step') && state.step !== null) p.set('step', state.step);
+    if (used.includes('block') && state.block !== null) p.set('block', state.block);
+    p.set('arch', state.arch);
+    p.set('lang', state.lang);
+    p.set('theme', state.theme);
+    history.replaceState(null, '', '#' + p.toString());
+  }
+
+  // -- drawing helpers -----------------------------------------------------------------------------
+  function level(value, scale) {  // position on the flow view's log scale, 0..1 (0: zero, missing, or below)
+    const x = num(value);
+    if (!scale || !(x > 0) || !Number.isFinite(x)) return 0;
+    return Math.min(1, Math.max(0, (Math.log10(x) - scale[0]) / (scale[1] - scale[0])));
+  }
+  const attr = (o) => Object.entries(o).map(([k, v]) => `${k}="${esc(v)}"`).join(' ');
+  const text = (x, y, s, cls, extra) => `<text ${attr(Object.assign({x, y, class: cls || ''}, extra || {}))}>${esc(s)}</text>`;
+  function logScale(values, floorAtLeast) {  // integer decades spanning the finite positive values
+    const pos = values.map(num).filter((x) => x > 0 && Number.isFinite(x));
+    if (!pos.length) return [-1, 1];
+    let lo = Math.floor(Math.log10(Math.min(...pos)));
+    let hi = Math.ceil(Math.log10(Math.max(...pos)));
+    if (floorAtLeast !== undefined) hi = Math.max(hi, floorAtLeast);
+    if (hi === lo) hi = lo + 1;
+    return [lo, hi];
+  }
+  function cell(value, extra) {
+    return `<td ${attr(Object.assign({'data-value': exact(value)}, extra || {}))}>${esc(Number.isNaN(num(value)) ? ui('missing') : exact(value))}</td>`;
+  }
+  function table(head, rows) {
+    document.querySelector('#numbers thead').innerHTML = '<tr>' + head.map((h) => `<th scope="col">${esc(h)}</th>`).join('') + '</tr>';
+    document.querySelector('#numbers tbody').innerHTML = rows.join('');
+    document.querySelector('.table-wrap').hidden = rows.length === 0;
+  }
+
+  // -- views ---------------------------------------------------------------------------------------
+  const X0 = 110, X1 = 900;
+
+  function drawFlow(fam, out) {
+    const g = flowGroup(fam);
+    const rows = [];
+    if (!g) {
+      out.status.push(notTrained(fam, ARCHS.filter(shown)));
+      return;
+    }
+    const y = {plain: 90, residual: 230};
+    let svg = '';
+    let slot = 0;
+    const head = [S().common.block];
+    for (const arch of ARCHS) {
+      if (!shown(arch)) continue;
+      const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+      head.push(`${archName(arch)} ${ui('grad_out')}`);
+      if (!(arch in g.runs)) {
+        out.status.push(ui('not_trained', {what, trained: trainedList(fam, arch)}));
+        svg += text(X0, y[arch], ui('not_trained', {what, trained: trainedList(fam, arch)}), 'warn untrained', {'data-arch': arch});
+        continue;
+      }
+      const run = fam.runs[g.runs[arch]];
+      const k = run.steps.indexOf(state.step);
+      const L = run.blocks;
+      slot = (X1 - X0) / L;
+      const pathY = arch === 'plain' ? y[arch] : y[arch] + 46;
+      svg += `<text x="${X0}" y="${y[arch] - 30}" class="rowlabel ${arch}">${esc(S().views.flow.rows[arch])}</text>`;
+      svg += `<line x1="${X0 - 40}" y1="${pathY}" x2="${X1 + 40}" y2="${pathY}" class="wire ${arch}"/>`;
+      svg += text(X0 - 48, pathY + 5, ui('input'), 'muted end', {'text-anchor': 'end'}) + text(X1 + 48, pathY + 5, ui('loss'), 'muted end');
+      if (k < 0) {
+        out.status.push(ui('not_recorded', {what, step: state.step}));
+        continue;
+      }
+      const grads = run.out_grad_norm[k];
+      const bw = Math.min(0.7 * slot, 36);
+      for (let l = 0; l < L; l++) {
+        const cx = X0 + slot * (l + 0.5);
+        const lv = level(grads[l], g.scale);
+        const missing = Number.isNaN(num(grads[l]));
+        svg += `<line class="seg" x1="${X0 + slot * l}" y1="${pathY}" x2="${X0 + slot * (l + 1)}" y2="${pathY}" stroke-width="${lv > 0 ? 1 + 11 * lv : 0}" stroke-opacity="${lv > 0 ? 0.15 + 0.85 * lv : 0}"/>`;
+        if (arch === 'residual') svg += `<path class="branch" d="M${X0 + slot * l + 2} ${pathY} L${cx - bw / 2} ${y[arch] + 14} M${cx + bw / 2} ${y[arch] + 14} L${X0 + slot * (l + 1) - 2} ${pathY}"/>`;
+        svg += `<rect class="blk ${arch}${missing ? ' gap' : ''}" x="${cx - bw / 2}" y="${y[arch] - 18}" width="${bw}" height="36" rx="4" ` +
+               `fill-opacity="${lv > 0 ? 0.06 + 0.94 * lv : 0}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(grads[l])})}>` +
+               `<title>${esc(run.layers[l])}: ${esc(exact(grads[l]))}</title></rect>`;
+      }
+      if (arch === 'residual') svg += text(X1, pathY + 24, S().views.flow.lane, 'small identity', {'text-anchor': 'end'});
+      svg += text(X1 + 48, y[arch] - 30, fill(S().views.flow.ratio, {value: fmt(run.product[k][0])}), 'ratio ' + arch,
+                  {'text-anchor': 'end', 'data-arch': arch, 'data-value': exact(run.product[k][0])});
+      out.series[arch] = {run, k, pathY, slot, levels: grads.map((v) => level(v, g.scale))};
+    }
+    // the shared log scale, dark to bright
+    if (g.scale) {
+      svg += `<defs><linearGradient id="scale-grad"><stop offset="0" class="stop0"/><stop offset="1" class="stop1"/></linearGradient></defs>`;
+      svg += `<rect x="${X0}" y="330" width="200" height="12" fill="url(#scale-grad)" class="scalebar"/>`;
+      svg += text(X0 - 8, 341, `1e${g.scale[0]}`, 'muted small', {'text-anchor': 'end'}) + text(X0 + 208, 341, `1e${g.scale[1]}`, 'muted small');
+      svg += text(X0 + 270, 341, S().views.flow.caption[0], 'muted small');
+    }
+    out.svg = svg;
+    const L = Math.max(0, ...Object.values(out.series).map((s) => s.run.blocks));
+    for (let l = 0; l < L; l++) {
+      const any = Object.values(out.series)[0].run;
+      let row = `<tr><th scope="row">${esc(any.layers[l] || l)}</th>`;
+      for (const arch of ARCHS) {
+        if (!shown(arch)) continue;
+        const s = out.series[arch];
+        row += s && l < s.run.blocks ? cell(s.run.out_grad_norm[s.k][l], {'data-arch': arch, 'data-block': l}) : '<td>—</td>';
+      }
+      rows.push(row + '</tr>');
+    }
+    table(head, rows);
+  }
+
+  function drawChain(fam, out) {
+    const g = flowGroup(fam);
+    if (!g) { out.status.push(notTrained(fam, ARCHS.filter(shown))); return; }
+    const series = {};
+    for (const arch of ARCHS) {
+      if (!shown(arch)) continue;
+      const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+      if (!(arch in g.runs)) { out.status.push(ui('not_trained', {what, trained: trainedList(fam, arch)})); continue; }
+      const run = fam.runs[g.runs[arch]];
+      const k = run.steps.indexOf(state.step);
+      if (k < 0) { out.status.push(ui('not_recorded', {what, step: state.step})); continue; }
+      series[arch] = {run, k};
+    }
+    const runs = Object.values(series);
+    if (!runs.length) return;
+    const L = runs[0].run.blocks;
+    const bound = runs[0].run.bound || null;
+    const values = runs.flatMap((s) => s.run.product[s.k]).concat(bound || []);
+    const [lo, hi] = logScale(values, 0);
+    const top = 30, bottom = 300;
+    const px = (l) => (L === 1 ? (X0 + X1) / 2 : X0 + (X1 - X0) * l / (L - 1));
+    const py = (v) => { const x = num(v); return x > 0 && Number.isFinite(x) ? bottom - (bottom - top) * (Math.log10(x) - lo) / (hi - lo) : null; };
+    let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
+    for (let e = lo; e <= hi; e++) {
+      const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
+      svg += `<line x1="${X0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, `1e${e}`, 'muted small', {'text-anchor': 'end'});
+    }
+    svg += text(X0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(X0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
+    const line = (vals, cls) => {
+      let d = '', pen = false;
+      vals.forEach((v, l) => { const yy = py(v); if (yy === null) { pen = false; return; } d += `${pen ? 'L' : 'M'}${px(l)} ${yy} `; pen = true; });
+      return d ? `<path class="${cls}" d="${d}"/>` : '';
+    };
+    if (bound) svg += line(bound, 'bound');
+    for (const [arch, s] of Object.entries(series)) {
+      svg += line(s.run.product[s.k], 'curve ' + arch);
+      s.run.product[s.k].forEach((v, l) => {
+        const yy = py(v);
+        svg += `<circle class="pt ${arch}" cx="${px(l)}" cy="${yy === null ? bottom : yy}" r="${yy === null ? 0 : 5}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(v)})}/>`;
+      });
+    }
+    for (let l = 0; l < L; l++) {  // hover / tap targets, one column per block
+      const w = (X1 - X0) / Math.max(L - 1, 1);
+      svg += `<rect class="hit" x="${px(l) - w / 2}" y="${top}" width="${w}" height="${bottom - top}" data-block="${l}"/>`;
+    }
+    if (state.block === null || state.block >= L) state.block = 0;
+    svg += `<line class="cursor" x1="${px(state.block)}" x2="${px(state.block)}" y1="${top}" y2="${bottom}"/>`;
+    out.svg = svg;
+    out.blocks = L;
+    const blockOut = [];
+    for (const [arch, s] of Object.entries(series)) {
+      const l = state.block;
+      blockOut.push(`<span class="${arch}" data-arch="${arch}">${esc(archName(arch))}, ${esc(s.run.layers[l])}: ` +
+        `${esc(ui('factor'))} × <span class="v" data-value="${esc(exact(s.run.factor[s.k][l]))}">${esc(fmt(s.run.factor[s.k][l]))}</span>, ` +
+        `${esc(ui('product'))} <span class="v" data-value="${esc(exact(s.run.product[s.k][l]))}">${esc(fmt(s.run.product[s.k][l]))}</span></span>`);
+    }
+    if (bound) {
+      blockOut.push(`<span class="warn">${esc(fill(S().views.chain.bound, {value: fmt(D.sigma_prime_max)}))}: ` +
+        `<span class="v" data-value="${esc(exact(bound[state.block]))}">${esc(fmt(bound[state.block]))}</span></span>`);
+    } else {
+      blockOut.push(`<span class="muted">${esc(ui('no_bound', {value: fmt(D.sigma_prime_max), act: state.act}))}</span>`);
+    }
+    out.readout = blockOut.join('<br>');
+    out.legend = bound ? `<span class="warn">- - ${esc(fill(S().views.chain.bound, {value: fmt(D.sigma_prime_max)}))}</span>` : '';
+    const head = [S().common.block];
+    for (const arch of Object.keys(series)) head.push(`${archName(arch)} ${ui('factor')}`, `${archName(arch)} ${ui('product')}`);
+    if (bound) head.push(ui('bound'));
+    const rows = [];
+    for (let l = 0; l < L; l++) {
+      let row = `<tr><th scope="row">${esc(runs[0].run.layers[l])}</th>`;
+      for (const [arch, s] of Object.entries(series)) {
+        row += cell(s.run.factor[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'factor'});
+        row += cell(s.run.product[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'product'});
+      }
+      if (bound) row += cell(bound[l], {'data-kind': 'bound', 'data-block': l});
+      rows.push(row + '</tr>');
+    }
+    table(head, rows);
+  }
+
+  function drawDegradation(fam, out) {
+    const runs = fam.runs.filter((r) => shown(r.arch));
+    if (!runs.length) { table([], []); return; }
+    const seed0 = firstSeed(fam.runs);
+    const depths = uniq(fam.runs.map((r) => r.depth)).sort(byNumber);
+    const last = Math.max(...runs.flatMap((r) => r.curve_steps));
+    const top = 20, bottom = 300;
+    const ymax = Math.min(1, Math.max(0.1, Math.ceil(Math.max(...runs.flatMap((r) => r.error.map(num)).filter(Number.isFinite)) * 10) / 10));
+    const XR = 800;  // the curves end here; their labels take the column to the right
+    const px = (s) => X0 + (XR - X0) * s / Math.max(last, 1);
+    const py = (v) => bottom - (bottom - top) * Math.min(num(v), ymax) / ymax;
+    const labels = [];
+    let svg = `<line x1="${X0}" y1="${bottom}" x2="${XR}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
+    for (let i = 0; i <= 4; i++) {
+      const v = ymax * i / 4, yy = py(v);
+      svg += `<line x1="${X0}" y1="${yy}" x2="${XR}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, String(Number(v.toPrecision(2))), 'muted small', {'text-anchor': 'end'});
+    }
+    svg += text(XR, bottom + 30, `${ui('step')} 0 … ${last}`, 'muted small', {'text-anchor': 'end'});
+    const rows = [];
+    const window_ = runs[0].window;
+    for (const r of runs) {
+      let d = '', pen = false;
+      r.curve_steps.forEach((s, i) => {
+        const v = num(r.error[i]);
+        if (!Number.isFinite(v)) { pen = false; return; }
+        d += `${pen ? 'L' : 'M'}${px(s).toFixed(1)} ${py(v).toFixed(1)} `; pen = true;
+      });
+      const bold = r.seed === seed0;
+      svg += `<path class="curve ${r.arch}${bold ? '' : ' thin'}" d="${d}" stroke-dasharray="${DASHES[depths.indexOf(r.depth) % DASHES.length]}" ${attr({'data-run': r.name})}/>`;
+      const i = stepIndexOf(r.curve_steps);
+      const v = i < 0 ? NaN : r.error[i];
+      if (bold && i >= 0 && Number.isFinite(num(v))) {
+        labels.push({y: py(num(v)) + 4, s: fill(S().views.degradation.curve, {depth: r.depth, error: fmt(v)}), arch: r.arch, run: r.name});
+      }
+      rows.push(`<tr><th scope="row">${esc(r.name)}</th><td>${esc(archName(r.arch))}</td><td>${r.depth}</td><td>${r.seed}</td>` +
+                (i < 0 ? `<td>${esc(ui('not_recorded', {what: r.name, step: state.step}))}</td>` : cell(v, {'data-run': r.name})) + '</tr>');
+    }
+    labels.sort((a, b) => a.y - b.y);
+    labels.forEach((lab, i) => { if (i > 0) lab.y = Math.max(lab.y, labels[i - 1].y + 17); });
+    for (const lab of labels) svg += text(XR + 10, lab.y, lab.s, 'small ' + lab.arch, {'data-run': lab.run});
+    svg += `<line class="cursor" x1="${px(state.step)}" x2="${px(state.step)}" y1="${top}" y2="${bottom}"/>`;
+    out.svg = svg;
+    out.legend = `${esc(fill(ui('smoothed'), {window: window_}))} · ${esc(ui('thin_lines'))}`;
+    table([ui('run'), ui('net'), ui('depth'), ui('seed'), `${ui('error')} (${ui('step')} ${state.step})`], rows);
+  }
+
+  function stepIndexOf(steps) { return steps.indexOf(state.step); }
+
+  function bars(groups, series, values, dots, label) {
+    // groups: [names]; series: [{key, cls}]; values(g, key) -> value; dots(g, key) -> [values]
+    const top = 20, bottom = 290;
+    const all = [];
+    groups.forEach((g, gi) => series.forEach((s) => { all.push(num(values(gi, s.key))); dots(gi, s.key).forEach((v) => all.push(num(v))); }));
+    const finite = all.filter(Number.isFinite);
+    const ymax = finite.length ? Math.max(...finite) * 1.1 || 1 : 1;
+    const py = (v) => bottom - (bottom - top) * Math.max(0, Math.min(num(v), ymax)) / ymax;
+    const slot = (X1 - X0) / groups.length;
+    const bw = Math.min(slot / (series.length + 1), 40);
+    let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
+    for (let i = 0; i <= 4; i++) {
+      const v = ymax * i / 4;
+      svg += `<line x1="${X0}" y1="${py(v)}" x2="${X1}" y2="${py(v)}" class="grid"/>` + text(X0 - 8, py(v) + 4, fmt(v), 'muted small', {'text-anchor': 'end'});
+    }
+    groups.forEach((name, gi) => {
+      series.forEach((s, si) => {
+        const v = values(gi, s.key);
+        const x = X0 + slot * gi + (slot - bw * series.length) / 2 + bw * si;
+        if (Number.isFinite(num(v))) {
+          svg += `<rect class="bar ${s.cls}" x="${x}" y="${py(v)}" width="${bw * 0.9}" height="${bottom - py(v)}" ${attr({'data-series': s.key, 'data-index': gi, 'data-value': exact(v)})}><title>${esc(name)}: ${esc(exact(v))}</title></rect>`;
+        }
+        const spread = [v, ...dots(gi, s.key)].map(num).filter(Number.isFinite);
+        if (spread.length > 1) {  // the seed spread: lowest to highest of the recorded values
+          svg += `<line class="whisker" x1="${x + bw * 0.45}" x2="${x + bw * 0.45}" y1="${py(Math.min(...spread))}" y2="${py(Math.max(...spread))}"/>`;
+        }
+        for (const d of dots(gi, s.key)) if (Number.isFinite(num(d))) svg += `<circle class="dot" cx="${x + bw * 0.45}" cy="${py(d)}" r="4" data-value="${esc(exact(d))}"/>`;
+      });
+      if (groups.length <= 24 || gi % Math.ceil(groups.length / 24) === 0) svg += text(X0 + slot * (gi + 0.5), bottom + 18, label(name, gi), 'muted small', {'text-anchor': 'middle'});
+    });
+    return svg;
+  }
+
+  function drawResponses(fam, out) {
+    const {runs, first, seed0} = pairRuns(fam);
+    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}`, trained: choices(fam).depth.join(', ')})); return; }
+    const archs = ARCHS.filter((a) => shown(a));
+    const series = [];
+    for (const arch of archs) {
+      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}`, trained: trainedList(fam, arch)})); continue; }
+      if (first[arch].steps.indexOf(state.step) < 0) { out.status.push(ui('not_recorded', {what: archName(arch), step: state.step})); continue; }
+      series.push({key: arch, cls: arch});
+    }
+    if (!series.length) return;
+    const ref = first[series[0].key];
+    const L = ref.blocks;
+    const others = (arch) => runs.filter((r) => r.arch === arch && r.seed !== seed0);
+    const at = (r) => r.steps.indexOf(state.step);
+    out.svg = bars(ref.layers, series, (gi, arch) => first[arch].ratio[at(first[arch])][gi],
+      (gi, arch) => others(arch).filter((r) => at(r) >= 0 && gi < r.blocks).map((r) => r.ratio[at(r)][gi]),
+      (name, gi) => String(gi + 1));
+    out.legend = `${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
+    const rows = [];
+    for (let l = 0; l < L; l++) {
+      for (const s of series) {
+        for (const r of runs.filter((x) => x.arch === s.key)) {
+          const k = at(r);
+          if (k < 0 || l >= r.blocks) continue;
+          rows.push(`<tr><th scope="row">${esc(r.layers[l])}</th><td>${esc(archName(r.arch))}</td><td>${r.seed}</td>` +
+                    cell(r.ratio[k][l], {'data-run': r.name, 'data-block': l, 'data-kind': 'ratio'}) +
+                    cell(r.branch_std[k][l], {'data-run': r.name, 'data-block': l, 'data-kind': 'branch_std'}) + '</tr>');
+        }
+      }
+    }
+    table([S().common.block, ui('net'), ui('seed'), ui('ratio'), ui('branch_std')], rows);
+  }
+
+  function drawLayernorm(fam, out) {
+    const seed0 = firstSeed(fam.runs);
+    const norms = uniq(fam.runs.map((r) => r.norm)).sort();
+    const pick = {};  // per norm, the first seed's run with the fewest warm-up steps (init is the same)
+    for (const norm of norms) {
+      const cands = fam.runs.filter((r) => r.norm === norm && r.seed === seed0).sort((a, b) => a.warmup_steps - b.warmup_steps || a.name.localeCompare(b.name));
+      if (cands.length) pick[norm] = cands[0];
+    }
+    const members = (norm) => fam.runs.filter((r) => r.norm === norm && r.warmup_steps === pick[norm].warmup_steps);
+    const series = Object.keys(pick).map((norm) => ({key: norm, cls: norm === 'post_ln' ? 'plain' : norm === 'pre_ln' ? 'residual' : 'warn'}));
+    const ref = pick[series[0].key];
+    out.svg = bars(ref.layers, series, (gi, norm) => pick[norm].init_ffn_grad_norm[gi],
+      (gi, norm) => members(norm).filter((r) => r.seed !== seed0).map((r) => r.init_ffn_grad_norm[gi]), (name) => name.replace(/^(\w)\w*\.(\d+)$/, (m, a, n) => a.toUpperCase() + (parseInt(n, 10) + 1)));
+    const names = {post_ln: S().views.layernorm.legend_post, pre_ln: S().views.layernorm.legend_pre};
+    out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(names[s.key] || s.key)}</span>`).join(' · ') +
+      ` · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(fam.runs.map((r) => r.seed)).length}))}`;
+    out.status.push(ui('at_init', {n: ref.batches}));
+    const rows = [];
+    ref.layers.forEach((layer, l) => {
+      for (const s of series) {
+        for (const r of members(s.key)) {
+          rows.push(`<tr><th scope="row">${esc(layer)}</th><td>${esc(names[s.key] || s.key)}</td><td>${esc(r.name)}</td><td>${r.seed}</td>` +
+                    cell(r.init_ffn_grad_norm[l], {'data-run': r.name, 'data-layer': l}) + '</tr>');
+        }
+      }
+    });
+    table([S().common.layer, ui('net'), ui('run'), ui('seed'), S().views.layernorm.caption[0]], rows);
+  }
+
+  function trainedList(fam, arch) {  // "8 sigmoid, 20 sigmoid, ..." of the pairs this family holds for ``arch``
+    return uniq(fam.runs.filter((r) => !arch || r.arch === arch).map((r) => `${r.depth} ${r.activation}`)).join(', ') || '—';
+  }
+  function notTrained(fam, archs) {
+    const what = `${archs.map(archName).join(' / ') || '—'}, ${state.depth} ${S().common.block}, ${state.act}, ${ui('seed')} ${state.seed}`;
+    return ui('not_trained', {what, trained: trainedList(fam, null)});
+  }
+
+  // -- the page ------------------------------------------------------------------------------------
+  function applyTheme() {
+    const colors = D.themes[state.theme];
+    for (const [role, value] of Object.entries(colors)) document.documentElement.style.setProperty('--' + role, value);
+    document.documentElement.dataset.theme = state.theme;
+    $('theme').value = state.theme;
+  }
+  function applyLanguage() {
+    document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
+    $('lang').value = state.lang;
+    document.querySelectorAll('[data-ui]').forEach((el) => { el.textContent = ui(el.dataset.ui); });
+    document.title = ui('title');
+    $('title').textContent = ui('title');
+    $('intro').textContent = ui('intro');
+    $('tabs').setAttribute('aria-label', ui('views'));
+    $('numbers-caption').textContent = ui('numbers');
+    buildTabs();
+  }
+  function buildTabs() {
+    $('tabs').innerHTML = VIEWS.map((v) => `<button type="button" role="tab" id="tab-${v}" aria-controls="view" aria-selected="${v === state.view}">${esc(ui('view_' + v))}</button>`).join('');
+    VIEWS.forEach((v) => $('tab-' + v).addEventListener('click', () => { stop(); state.view = v; update(); }));
+  }
+  function options(select, values, label) {
+    const html = values.map((v) => `<option value="${esc(v)}">${esc(label ? label(v) : v)}</option>`).join('');
+    if (select.innerHTML !== html) select.innerHTML = html;
+  }
+  function syncControls() {
+    const used = CONTROLS[state.view];
+    const ids = {family: 'c-family', depth: 'c-depth', act: 'c-act', seed: 'c-seed', arch: 'c-arch', step: 'c-step', block: 'c-block'};
+    for (const [key, id] of Object.entries(ids)) $(id).hidden = !used.includes(key);
+    $('pulse').hidden = !used.includes('pulse');
+    const fam = family();
+    options($('family'), families().map((f) => f.id));
+    $('family').value = state.family;
+    const c = choices(fam);
+    options($('depth'), c.depth);
+    options($('act'), c.act);
+    options($('seed'), c.seed);
+    // an untrained depth or activation from the URL stays selected and is reported
+    for (const key of ['depth', 'act', 'seed']) {
+      const sel = $(key);
+      if (state[key] !== null && !c[key].includes(state[key])) {
+        sel.insertAdjacentHTML('beforeend', `<option value="${esc(state[key])}">${esc(ui('untrained_option', {value: state[key]}))}</option>`);
+      }
+      if (state[key] !== null) sel.value = String(state[key]);
+    }
+    $('show-plain').checked = shown('plain');
+    $('show-residual').checked = shown('residual');
+  }
+  function update() {
+    normalise();
+    syncControls();
+    render();
+    writeHash();
+  }
+  function render() {
+    const t0 = performance.now();
+    const fam = family();
+    const view = state.view;
+    const strings = S().views[view];
+    $('view-title').textContent = strings.title;
+    $('caption').innerHTML = strings.caption.map((line) => `<p>${esc(line)}</p>`).join('');
+    const fam_ = fam ? fam.experiment : null;
+    $('paper').textContent = D.sources[view] + (fam_ && D.experiments[fam_] ? ' · ' + fam_ + ': ' + D.experiments[fam_] : '');
+    const clip = D.clips[state.lang] && D.clips[state.lang][view];
+    $('clip-wrap').hidden = !clip;
+    if (clip) $('clip').href = clip;
+    VIEWS.forEach((v) => { const b = $('tab-' + v); if (b) b.setAttribute('aria-selected', String(v === view)); });
+    const out = {svg: '', status: [], series: {}, readout: '', legend: '', blocks: 0};
+    const steps = timeline();
+    const k = stepIndex(steps);
+    if (k >= 0) state.step = steps[k];
+    $('step').max = String(Math.max(steps.length - 1, 0));
+    $('step').value = String(Math.max(k, 0));
+    $('step').setAttribute('aria-valuetext', k >= 0 ? ui('step_of', {step: steps[k], k: k + 1, n: steps.length}) : '—');
+    $('step-out').textContent = k >= 0 ? ui('step_of', {step: steps[k], k: k + 1, n: steps.length}) : '—';
+    if (!fam) {
+      out.status.push(ui('nothing'));
+      table([], []);
+    } else {
+      ({flow: drawFlow, chain: drawChain, degradation: drawDegradation, responses: drawResponses, layernorm: drawLayernorm})[view](fam, out);
+    }
+    if (!out.svg) table([], []);
+    $('chart').innerHTML = out.svg;
+    $('chart').setAttribute('aria-label', strings.title);
+    $('status').textContent = out.status.join(' ');
+    $('status').classList.toggle('warn', out.status.length > 0 && view !== 'layernorm');
+    $('readout').innerHTML = out.readout;
+    $('legend').innerHTML = out.legend;
+    if (view === 'chain') {
+      $('block').max = String(Math.max(out.blocks - 1, 0));
+      $('block').value = String(state.block || 0);
+      $('block-out').textContent = out.blocks ? `${(state.block || 0) + 1} / ${out.blocks}` : '—';
+      document.querySelectorAll('#chart .hit').forEach((r) => {
+        const pick = () => { state.block = parseInt(r.dataset.block, 10); render(); writeHash(); };
+        r.addEventListener('pointerenter', pick);
+        r.addEventListener('click', pick);
+      });
+    }
+    lastSeries = out.series;
+    window.explore.lastRenderMs = performance.now() - t0;
+  }
+  let lastSeries = {};
+
+  function setStepIndex(k) {
+    const steps = timeline();
+    if (!steps.length) return;
+    state.step = steps[Math.max(0, Math.min(steps.length - 1, k))];
+    render();
+    writeHash();
+  }
+  function moveStep(delta) {
+    const steps = timeline();
+    setStepIndex(stepIndex(steps) + delta);
+  }
+  function stop() {
+    if (timer !== null) { clearInterval(timer); timer = null; }
+    $('play').setAttribute('aria-pressed', 'false');
+    $('play').textContent = ui('play');
+  }
+  function play() {
+    if (timer !== null) { stop(); return; }
+    const steps = timeline();
+    if (stepIndex(steps) >= steps.length - 1) setStepIndex(0);
+    $('play').setAttribute('aria-pressed', 'true');
+    $('play').textContent = ui('pause');
+    timer = setInterval(() => {
+      const s = timeline();
+      const k = stepIndex(s);
+      if (k >= s.length - 1) { stop(); return; }
+      setStepIndex(k + 1);
+    }, Math.max(40, Math.min(400, 8000 / Math.max(steps.length, 1))));  // the whole run in about 8 s
+  }
+  function pulse() {  // the lecture's pulse: from the loss end to the input end, brightness from the levels drawn
+    if (pulseFrame !== null) cancelAnimationFrame(pulseFrame);
+    const svg = $('chart');
+    const dots = {};
+    for (const [arch, s] of Object.entries(lastSeries)) {
+      const c = document.createElementNS('http://www.w3.org/2000/svg', 'circle');
+      c.setAttribute('class', 'pulse');
+      svg.appendChild(c);
+      dots[arch] = {c, s};
+    }
+    const start = performance.now(), duration = 1600;
+    const frame = (now) => {
+      const t = Math.min(1, (now - start) / duration);
+      for (const {c, s} of Object.values(dots)) {
+        const x = X1 + 40 - t * (X1 - X0 + 80);
+        const pos = Math.max(0, Math.min(s.levels.length - 1, (x - X0) / s.slot - 0.5));
+        const i = Math.floor(pos), f = pos - i;
+        const lv = s.levels[i] * (1 - f) + (s.levels[Math.min(i + 1, s.levels.length - 1)] || 0) * f;
+        c.setAttribute('cx', x); c.setAttribute('cy', s.pathY); c.setAttribute('r', 4 + 16 * lv);
+        c.setAttribute('fill-opacity', 0.15 + 0.85 * lv);
+      }
+      if (t < 1) pulseFrame = requestAnimationFrame(frame);
+      else { Object.values(dots).forEach(({c}) => c.remove()); pulseFrame = null; }
+    };
+    pulseFrame = requestAnimationFrame(frame);
+  }
+
+  function bind() {
+    $('lang').addEventListener('change', () => { state.lang = $('lang').value; applyLanguage(); stop(); update(); });
+    $('theme').addEventListener('change', () => { state.theme = $('theme').value; applyTheme(); writeHash(); });
+    $('family').addEventListener('change', () => { state.family = $('family').value; state.depth = state.act = state.seed = null; update(); });
+    $('depth').addEventListener('change', () => { state.depth = parseInt($('depth').value, 10); update(); });
+    $('act').addEventListener('change', () => { state.act = $('act').value; update(); });
+    $('seed').addEventListener('change', () => { state.seed = parseInt($('seed').value, 10); update(); });
+    const arch = () => {
+      const p = $('show-plain').checked, r = $('show-residual').checked;
+      state.arch = p && r ? 'both' : p ? 'plain' : r ? 'residual' : 'none';
+      update();
+    };
+    $('show-plain').addEventListener('change', arch);
+    $('show-residual').addEventListener('change', arch);
+    $('step').addEventListener('input', () => setStepIndex(parseInt($('step').value, 10)));
+    $('block').addEventListener('input', () => { state.block = parseInt($('block').value, 10); render(); writeHash(); });
+    $('play').addEventListener('click', play);
+    $('pulse').addEventListener('click', pulse);
+    document.addEventListener('keydown', (e) => {
+      const t = e.target;
+      if (e.altKey || e.ctrlKey || e.metaKey) return;
+      if (t && (t.tagName === 'SELECT' || (t.tagName === 'INPUT' && t.type === 'range'))) return;  // their own arrows
+      if (!CONTROLS[state.view].includes('step')) return;
+      const moves = {ArrowRight: 1, ArrowLeft: -1};
+      if (e.key in moves) { e.preventDefault(); stop(); moveStep(moves[e.key]); }
+      else if (e.key === 'Home') { e.preventDefault(); stop(); setStepIndex(0); }
+      else if (e.key === 'End') { e.preventDefault(); stop(); setStepIndex(timeline().length - 1); }
+    });
+    window.addEventListener('hashchange', () => { stop(); readHash(); applyTheme(); applyLanguage(); update(); });
+  }
+
+  window.explore = {state, render, update, setStepIndex, timeline, lastRenderMs: 0};
+  readHash();
+  applyTheme();
+  applyLanguage();
+  bind();
+  update();
+  document.documentElement.dataset.ready = 'true';
+})();
