@@ -57,17 +57,20 @@ MODEL_STRINGS = {
 }
 
 
+_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
+
+
 def model_title(trace) -> str | None:
-    """A short name of the user's model from its trace's config (``resnet18`` from
-    ``torchvision.models:resnet18``, ``build`` from ``my_net.py:build``), or None when the config names none
-    (a built-in run)."""
-    config = trace.config
-    for key in ("name", "spec", "factory", "model"):
-        value = config.get(key)
-        if isinstance(value, str) and value and value not in ("mlp", "conv"):
-            name = value.rpartition(":")[2] or value
-            return PurePath(name).name[:24]
-    return None
+    """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
+    ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
+    from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
+    spec = trace.config.get("spec")
+    if not isinstance(spec, str) or not spec:
+        return None
+    where, _, factory = spec.rpartition(":")
+    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
+        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
+    return middle_ellipsis(factory or spec, 24)
 
 
 class UserModelScene(LectureScene):

@@ -283,6 +283,17 @@ def test_degradation_numbers_equal_the_trace():
         assert values[f"{run}.step.0.test_error"] == pytest.approx(float(test_error[0]))
 
 
+def test_model_title_names_the_factory_or_its_file():
+    def title(spec):
+        return user_model.model_title(Trace(meta={"config": {"spec": spec}}, arrays={}))
+
+    assert title("torchvision.models:resnet18") == "resnet18"
+    assert title("/home/me/examples/my_resnet.py:build") == "my_resnet"
+    assert title("nets.vision:make_model") == "vision"
+    assert title("a.py:" + "x" * 40) == middle_ellipsis("x" * 40, 24)
+    assert user_model.model_title(Trace(meta={"config": {"model": "mlp"}}, arrays={})) is None
+
+
 def test_registered_and_chosen_by_model():
     assert all(scenes.get_scene(s.__name__) is s for s in scenes.MODEL_SCENES)
     for name, variant in user_model.MODEL_VARIANTS.items():
