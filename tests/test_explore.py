@@ -298,7 +298,7 @@ def look_problems(page, lang: str, theme: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("lang,theme", [("en", "dark"), ("zh", "light"), ("zh", "dark"), ("en", "light")])
+@pytest.mark.parametrize("lang,theme", [("en", "dark"), ("zh", "light")])  # each language, each theme once
 def test_both_languages_and_themes_render(browser, explorer, lang, theme):
     page, _, errors = open_page(browser, explorer, f"#view=flow&lang={lang}&theme={theme}")
     assert look_problems(page, lang, theme) == [] and errors == []
@@ -409,7 +409,8 @@ def test_the_fragment_restores_and_follows_the_view(browser, explorer):
     assert not page.is_checked("#show-residual")
     page.focus("#play")
     page.keyboard.press("ArrowRight")
-    assert "step=19" in page.evaluate("location.hash") and "arch=plain" in page.evaluate("location.hash")
+    page.wait_for_function("location.hash.includes('step=19')")  # written just after the redraw
+    assert "arch=plain" in page.evaluate("location.hash") and "depth=8" in page.evaluate("location.hash")
     assert page.get_attribute("#clip", "href") == "../480p15/en/page/lecture.html#GradientFlowOverTraining"
     page.close()
 
