@@ -55,6 +55,10 @@ def main() -> None:
                         help="passed on to render.py (e.g. steps=30 for a quicker run)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     import scenes as scene_package
     from benchmarks.measure import video_seconds
 
@@ -89,11 +93,11 @@ def main() -> None:
 
     print(f"scenes: {len(names)}, lecture video: {seconds:.1f} s at 480p15, training runs in the cold run: "
           f"{trained(cold_log)}")
-    print(f"cold run (train + render): {cold:8.2f} s")
-    print(f"no-op re-run:              {noop:8.2f} s   ratio {noop / cold:.1%}  (target <= 5 %)")
+    print(f"cold run (train + render): {in_yardsticks(cold, yard)}")
+    print(f"no-op re-run:              {in_yardsticks(noop, yard)}   ratio {noop / cold:.1%}  (target <= 5 %)")
     print(f"scene-only change ({with_trace[0] if with_trace else '-'} in zh): training runs caused: {changed}"
           "  (target 0)")
-    print(f"render only (traces cached, Manim caches empty): {render_only:.2f} s")
+    print(f"render only (traces cached, Manim caches empty): {in_yardsticks(render_only, yard)}")
     print(f"video seconds per wall second: cold {seconds / cold:.3f}, render only {seconds / render_only:.3f}")
 
 

@@ -49,6 +49,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=6)
     args = parser.parse_args()
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.pairs):
@@ -57,7 +61,7 @@ def main() -> None:
             for name, write in order if index % 2 == 0 else order[::-1]:
                 times[name] = held_frames(Path(tmp) / f"{name}.mp4", write)
             ratios.append(times["ours"] / times["manim"])
-            print(f"manim {times['manim']:.2f} CPU s, ours {times['ours']:.2f} CPU s")
+            print(f"manim {in_yardsticks(times['manim'], yard)} CPU, ours {in_yardsticks(times['ours'], yard)} CPU")
     print(f"ours / manim: median {statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}, "
           f"n={len(ratios)})")
 

@@ -111,8 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="passes over every record of each view")
     parser.add_argument("--screenshot", type=Path, help="also save the flow view, 1280 px wide, here (PNG)")
     args = parser.parse_args(argv)
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the figures
+    print(yard, flush=True)
     table = rows(args.folder, args.rounds, args.screenshot)
-    print(format_table(table))
+    print(format_table(table, yard))
     worst = max(max(fig.samples) for name, fig in table if fig.unit == "ms")
     print(f"(slowest single step change: {worst:.1f} ms; load average {load():.1f}; {os.cpu_count()} cores)")
     return 0

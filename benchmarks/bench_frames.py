@@ -35,14 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from manim import tempconfig  # noqa: E402
 from manim.utils.exceptions import EndSceneEarlyException  # noqa: E402
 
+from cli.params import QUALITIES  # noqa: E402
 from scenes import get_scene  # noqa: E402
 from simulation.cache import get_traces  # noqa: E402
-from simulation.experiments import build_runs  # noqa: E402
+from simulation.experiments import scene_runs  # noqa: E402
 
 logging.getLogger("simulation").setLevel(logging.WARNING)
 
 KEEP = Path(__file__).resolve().parent.parent / ".cache" / "bench_frames"
-QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 
 
 def render_counted(scene_cls, quality: str, media: str, upto: int | None, profile: cProfile.Profile | None,
@@ -104,12 +104,15 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true", help="time only (no cProfile overhead)")
     parser.add_argument("--lang", choices=("en", "zh"), default=None)
     args = parser.parse_args()
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     scene_cls = get_scene(args.scene)
     if args.lang:
         scene_cls = type(scene_cls.__name__, (scene_cls,), {"lang": args.lang})
     if scene_cls.experiment:  # train first, outside the timing
-        get_traces(list(build_runs(scene_cls.experiment, {**scene_cls.experiment_defaults,
-                                                            **dict(scene_cls.params)}).values()))
+        get_traces(list(scene_runs(scene_cls.experiment, scene_cls.experiment_defaults, scene_cls.params)[1].values()))
     profile = None if args.no_profile else cProfile.Profile()
     with tempfile.TemporaryDirectory() as media:
         wall, cpu, frames, fps = render_counted(scene_cls, args.quality, media, args.upto, profile,
@@ -117,9 +120,9 @@ def main() -> None:
     video = frames / fps
     ratio = (lambda s: s / video if video else float("nan"))
     print(f"{'scene':<26}{'quality':>8}{'frames':>8}{'video s':>9}{'wall s':>9}{'wall/video':>12}{'cpu s':>8}"
-          f"{'cpu/video':>11}{'load':>6}")
+          f"{'cpu/video':>11}{'load':>6}{'wall yd':>9}{'cpu yd':>8}")
     print(f"{args.scene:<26}{args.quality:>8}{frames:>8}{video:>9.1f}{wall:>9.1f}{ratio(wall):>12.2f}{cpu:>8.1f}"
-          f"{ratio(cpu):>11.2f}{os.getloadavg()[0]:>6.1f}")
+          f"{ratio(cpu):>11.2f}{os.getloadavg()[0]:>6.1f}{yard.of(wall):>9.1f}{yard.of(cpu):>8.1f}")
     if profile is not None:
         print(f"\ntop {args.top} by own time (tottime)\n" + top_costs(profile, "tottime", args.top))
         print(f"\ntop {args.top} by cumulative time\n" + top_costs(profile, "cumulative", args.top))

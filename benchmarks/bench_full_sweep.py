@@ -119,7 +119,13 @@ def main() -> None:
     report: dict = {"runs": len(runs), "work": sum(map(sweep_work, runs.values())), "settings": FULL_SWEEP,
                     "by_model": {m: {"runs": sum(c["runs"] for c in d.values()), "work": sum(c["work"] for c in d.values()),
                                      "depths": d} for m, d in table.items()}}
+    yard = None
     if args.measure:
+        from benchmarks.yardstick import measure as yardstick
+
+        yard = yardstick()  # the machine index, in the same run as the times below
+        report["yardstick_s"] = yard.seconds
+        print(yard, file=sys.stderr, flush=True)
         report["load_before"] = os.getloadavg()
         timed = {}
         for (model, depth), config in representatives(runs).items():
@@ -141,14 +147,16 @@ def main() -> None:
         cells = ", ".join(f"d{d}: {c['runs']}" for d, c in entry["depths"].items())
         print(f"  {model}: {entry['runs']} runs, work {entry['work']:,}  ({cells})")
     if args.measure:
+        print(yard)
         print(f"measured at the sweep's settings, one torch thread (load {report['load_before'][0]:.1f} before, "
               f"{report['load_after'][0]:.1f} after):")
         for name, t in report["measured"].items():
-            print(f"  {name:<10} {t['cpu_s']:7.1f} CPU-s  {t['wall_s']:7.1f} wall-s")
+            print(f"  {name:<10} {t['cpu_s']:7.1f} CPU-s  {t['wall_s']:7.1f} wall-s  {yard.of(t['wall_s']):7.1f} yardsticks")
         print(f"estimate: {report['estimate_cpu_s']:,.0f} CPU-s in all "
               + ", ".join(f"{m} {s:,.0f}" for m, s in report["estimate_cpu_s_by_model"].items()))
         for w, s in report["estimate_wall_s"].items():
-            print(f"  on {w} free core{'s' if w != '1' else ''}: {s / 60:.1f} min (longest-first schedule)")
+            print(f"  on {w} free core{'s' if w != '1' else ''}: {s / 60:.1f} min = {yard.of(s):,.0f} yardsticks "
+                  "(longest-first schedule)")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ def main() -> None:
     parser.add_argument("--only", choices=("cold", "cached", "both"), default="both")
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args()
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         kinds = {"cold": ["cold"], "cached": ["cached"], "both": ["cold", "cached"]}[args.only]
@@ -65,10 +69,10 @@ def main() -> None:
                         shutil.rmtree(cache / "manim", ignore_errors=True)  # Manim renders every segment again
                     rows.append({"code": name, "run": kind, **_run(checkout, cache, out, args.extra)})
                     print(json.dumps(rows[-1]), flush=True)
-    print(f"{'code':<7} {'run':<7} {'wall s':>7} {'video s':>8} {'video/wall':>10} {'peak tree MiB':>13} {'load':>5}")
+    print(f"{'code':<7} {'run':<7} {'wall s':>7} {'video s':>8} {'video/wall':>10} {'peak tree MiB':>13} {'load':>5} {'wall yd':>8}")
     for r in rows:
         print(f"{r['code']:<7} {r['run']:<7} {r['wall_s']:>7.1f} {r['video_s']:>8.1f} {r['video_per_wall']:>10.2f} "
-              f"{r['peak_tree_mib']:>13} {r['load']:>5}")
+              f"{r['peak_tree_mib']:>13} {r['load']:>5} {yard.of(r['wall_s']):>8.1f}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from manim import Scene, Square, VGroup, linear, tempconfig  # noqa: E402
 
 from benchmarks.measure import Target, compare, format_table  # noqa: E402
+from cli.params import QUALITIES  # noqa: E402
 from scenes import SCENES_IN_ORDER, get_scene  # noqa: E402
 from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import build_runs  # noqa: E402
@@ -34,7 +35,6 @@ import logging  # noqa: E402
 logging.getLogger("simulation").setLevel(logging.WARNING)
 
 TARGET = Target("<=", 1.2)
-QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality"}
 
 
 def bare_scene(n_objects: int, n_frames: int, fps: float) -> type[Scene]:
@@ -66,6 +66,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds at least")
     parser.add_argument("--max-rounds", type=int, default=7, help="interleaved rounds at most")
     args = parser.parse_args()
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     scenes = [get_scene(name) for name in args.scenes] or list(SCENES_IN_ORDER)
     for scene in scenes:  # train first, outside the timing
         if scene.experiment:
@@ -86,7 +90,7 @@ def main() -> None:
                            max_rounds=args.max_rounds, warmup=0)
         rows.append((f"{scene_cls.__name__} ({frames} frames, {objects} objects) / bare", figs["scene"]))
         print(f"{scene_cls.__name__}: {frames / figs['bare'].median:.1f} bare fps", file=sys.stderr)
-    print(format_table(rows))
+    print(format_table(rows, yard))
 
 if __name__ == "__main__":
     main()

@@ -80,17 +80,21 @@ def main() -> None:
 
     from benchmarks.bench_recorder import overhead
     from benchmarks.measure import format_table
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
 
     figs = overhead("mlp", max_rounds=args.max_rounds)
     print(format_table([("recorder / bare, mlp", figs["recorder"]),
                         ("  + held-out test error", figs["recorder+test"]),
-                        ("  TensorBoard histograms / bare", figs["tensorboard"])]))
+                        ("  TensorBoard histograms / bare", figs["tensorboard"])], yard))
     if args.quick:
         return
     total, per_experiment, count = full_experiment_set()
     for name, seconds in per_experiment.items():
-        print(f"  {name:<18} {seconds:7.1f} s")
-    print(f"full default experiment set: {count} runs in {total:.1f} s")
+        print(f"  {name:<18} {in_yardsticks(seconds, yard)}")
+    print(f"full default experiment set: {count} runs in {in_yardsticks(total, yard)}")
 
 
 if __name__ == "__main__":

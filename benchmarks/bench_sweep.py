@@ -128,6 +128,10 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=7)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    from benchmarks.yardstick import in_yardsticks, measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     figs = worker_speedup(args.runs, args.steps, max_rounds=max(3, args.max_rounds))
     start = start_figure()
     small = compare({"here": lambda: timed(small_configs(), scheduler="local"),
@@ -135,8 +139,8 @@ def main() -> None:
                     baseline="here", min_rounds=3, max_rounds=3, warmup=0)
     print(format_table([("sweep, 1 -> 2 workers speed-up", figs["speed-up"]),
                         ("local cluster start, wall", start),
-                        ("small set: local cluster / in this process", small["cluster"])]))
-    print(f"1 worker: median {figs['1 worker'].median:.1f} s per sweep ({figs['speed-up'].note})")
+                        ("small set: local cluster / in this process", small["cluster"])], yard))
+    print(f"1 worker: median {in_yardsticks(figs['1 worker'].median, yard)} per sweep ({figs['speed-up'].note})")
 
 
 if __name__ == "__main__":

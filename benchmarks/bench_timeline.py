@@ -142,7 +142,8 @@ def _trainings(run: dict) -> list[dict]:
 
 def summarise(run: dict, cores: int) -> str:
     procs = run["processes"]
-    lines = [f"wall {run['wall_s']:.1f} s, exit {run['returncode']}, load {run['load'][0]} -> {run['load'][1]}, "
+    yard = f" ({run['wall_s'] / run['yardstick_s']:.1f} yardsticks)" if run.get("yardstick_s") else ""
+    lines = [f"wall {run['wall_s']:.1f} s{yard}, exit {run['returncode']}, load {run['load'][0]} -> {run['load'][1]}, "
              f"peak RSS of the tree {run.get('peak_tree_rss', 0) / 2**20:.0f} MiB"]
     tasks = sorted([p for p in procs if p["kind"] in ("worker", "trainer", "main")], key=lambda p: p["start"])
     lines.append(f"{'start':>7} {'end':>7} {'wall':>6} {'CPU s':>6} {'MiB':>5}  task")
@@ -186,7 +187,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("render_args", nargs="+", help="arguments of render.py (after --)")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the timeline
+    print(yard, flush=True)
     run = record(args.render_args, args.interval)
+    run["yardstick_s"] = yard.seconds
     if args.json:
         args.json.write_text(json.dumps(run, indent=1))
     print(summarise(run, args.cores))

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenes import SCENES_IN_ORDER  # noqa: E402
-from scenes.voice import SAMPLE_RATE, VOICES  # noqa: E402
+from narration import SAMPLE_RATE, VOICES  # noqa: E402
 
 
 def _cpu() -> float:
@@ -44,6 +44,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    from benchmarks.yardstick import measure
+
+    yard = measure()  # the machine index, in the same run as the figures below
+    print(yard, flush=True)
     engines = {name: e for name, e in VOICES.items() if not e.missing()}
     for name in set(VOICES) - set(engines):
         print(f"{name}: not installed ({', '.join(VOICES[name].missing())}); skipped")

@@ -188,24 +188,33 @@ def _number(value: float, unit: str) -> str:
     return text + ("" if unit in ("", "x") else f" {unit}")
 
 
+_SECONDS = {"s": 1.0, "ms": 1e-3}  # units of time, given also in yardsticks
 COLUMNS = ("metric", "target", "median", "spread (IQR)", "repeats", "pass/fail", "load")
 
 
-def format_table(rows: list[tuple[str, Figure | str]]) -> str:
+def format_table(rows: list[tuple[str, Figure | str]], yardstick=None) -> str:
     """A plain-text table, one row per ``(metric, Figure)``; a string in place of the figure is a row that
-    was not measured (the string says why, e.g. "skipped: pass --include-hq")."""
+    was not measured (the string says why, e.g. "skipped: pass --include-hq"). With ``yardstick`` (a
+    ``benchmarks.yardstick.Yardstick`` measured in the same run) the table opens with its line and every
+    figure in seconds or milliseconds is also given in yardsticks (median / yardstick, column "yardsticks")."""
+    columns = COLUMNS + (("yardsticks",) if yardstick is not None else ())
     lines = []
     for metric, fig in rows:
         if isinstance(fig, str):
-            lines.append((metric, "", "", "", "", fig, ""))
+            lines.append((metric, "", "", "", "", fig, "") + (("",) if yardstick is not None else ()))
             continue
         q1, q3 = fig.iqr
         target = "" if fig.target is None else f"{fig.target}" + ("" if fig.unit in ("", "x") else f" {fig.unit}")
         spread = f"{_number(q1, '')}-{_number(q3, fig.unit)}"
         loads = f"{min(fig.loads):.1f}-{max(fig.loads):.1f}" if fig.loads else ""
-        lines.append((metric, target, _number(fig.median, fig.unit), spread, str(fig.repeats), fig.verdict, loads))
-    widths = [max(len(str(r[i])) for r in [COLUMNS, *lines]) for i in range(len(COLUMNS))]
-    out = [" | ".join(str(c).ljust(w) for c, w in zip(COLUMNS, widths)).rstrip()]
+        line = (metric, target, _number(fig.median, fig.unit), spread, str(fig.repeats), fig.verdict, loads)
+        if yardstick is not None:
+            seconds = fig.median * _SECONDS.get(fig.unit, math.nan)
+            line += (f"{yardstick.of(seconds):.3g}" if math.isfinite(seconds) else "",)
+        lines.append(line)
+    widths = [max(len(str(r[i])) for r in [columns, *lines]) for i in range(len(columns))]
+    out = [str(yardstick)] if yardstick is not None else []
+    out.append(" | ".join(str(c).ljust(w) for c, w in zip(columns, widths)).rstrip())
     out.append("-+-".join("-" * w for w in widths))
     out += [" | ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in lines]
     return "\n".join(out)

@@ -12,6 +12,9 @@ Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
 - ``recorder-mlp``, ``recorder-conv``, ``recorder-transformer``: training-step time with the recorder over a bare
   PyTorch loop, and beside it, in the same interleaved rounds, a TensorBoard ``add_histogram`` gradient logger
   (``benchmarks/bench_recorder.py``). Target <= 1.05.
+- ``recorder-resnet18``, ``recorder-gpt2``: the same for a user's own network (issue 20, ``--model``): torchvision's
+  ResNet-18 on 3x32x32 digits and a 2-layer Hugging Face GPT-2 on the reverse task, recorded at every residual
+  addition the tool found. Target <= 1.10.
 - ``sweep``: speed-up of DepthSweep's default run set (12 runs) on a fresh local Dask cluster, 1 worker over 2 workers
   (``bench_sweep.py``), paired rounds, and the cluster's start alone. Target >= 1.5 (2.0 is ideal on 2 free cores).
 - ``lecture``: ``render.py all -q l`` from the command line, video seconds per wall second, cold (empty trace
@@ -33,6 +36,12 @@ interquartile range, rounds added until the range is clear of the target or a ca
 1080p and pytest figures are one run each by default (``--repeats`` for more): each takes minutes. The load
 column is the 1-minute load average while each figure was measured. ``--quick``: tiny configs and few rounds,
 to check that everything runs; its figures mean nothing.
+
+The machine index: the run starts with the project's yardstick (``benchmarks/yardstick.py``: the shared
+``../shared/tools/yardstick.py``, else its vendored copy), prints it first, and gives every figure in seconds
+also in yardsticks (time / yardstick), plus the cold lecture's wall time in yardsticks per 475 s of video
+(target <= 210) and the pytest run's (target <= 120), so figures from two machines can be compared. ``--quick``
+does not measure it.
 """
 
 from __future__ import annotations
@@ -53,10 +62,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
+from benchmarks.yardstick import Yardstick  # noqa: E402
 
-METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "instructions", "sweep", "lecture", "hq", "pytest",
+METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "recorder-resnet18", "recorder-gpt2", "instructions", "sweep", "lecture", "hq", "pytest",
            "explorer")
 GIB = 2**30
+LECTURE_VIDEO_S = 475  # the default lecture's length when the yardstick targets were set (issue 21)
 
 
 # -- recorder -------------------------------------------------------------------------------------
@@ -132,11 +143,12 @@ def lecture_command(quick: bool) -> list[str]:
     return ["render", "IdentityHighway", "Analogies", "--set", "steps=20"] if quick else ["all"]
 
 
-def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str, Figure | str]]:
+def lecture_rows(quick: bool, repeats: int, include_hq: bool,
+                 yardstick: Yardstick | None = None) -> list[tuple[str, Figure | str]]:
     from benchmarks.measure import load, video_seconds
 
     command = lecture_command(quick)
-    cold, cached, rss, hq, hq_rss = [], [], [], [], []
+    cold, cached, rss, hq, hq_rss, cold_yd = [], [], [], [], [], []
     loads: dict[str, list[float]] = {"cold": [], "cached": [], "hq": []}
     with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
         tmp = Path(tmp)
@@ -144,7 +156,10 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
         for index in range(repeats):
             cache, out = tmp / f"cache{index}", tmp / f"out{index}"
             wall, peak = render([*command, "-q", "l", "-o", str(out)], cache)
-            cold.append(video_seconds(out / "480p15" / "en") / wall)
+            video = video_seconds(out / "480p15" / "en")
+            cold.append(video / wall)
+            if yardstick is not None:  # wall in yardsticks, scaled to the 475 s lecture the target was set for
+                cold_yd.append(yardstick.of(wall) * LECTURE_VIDEO_S / video)
             rss.append(peak / GIB)
             loads["cold"].append(load())
             if not traces.exists():
@@ -170,6 +185,8 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool) -> list[tuple[str,
     rows: list[tuple[str, Figure | str]] = [
         (f"lecture -ql cold, video s / wall s ({what})", Figure(cold, Target(">=", 1.5), "", loads["cold"])),
         ("lecture -ql traces cached, video s / wall s", Figure(cached, Target(">=", 3.0), "", loads["cached"])),
+        (f"lecture -ql cold, yardsticks per {LECTURE_VIDEO_S} s of video",
+         Figure(cold_yd, Target("<=", 210), "yd", loads["cold"]) if cold_yd else "skipped: no yardstick (--quick)"),
         ("peak RSS of the process tree, cold lecture", Figure(rss, Target("<=", 1.0), "GiB", loads["cold"])),
     ]
     rows.append(("1080p60 lecture, traces cached, wall / video",
@@ -208,10 +225,15 @@ def pytest_wall() -> float:
     return wall
 
 
-def pytest_rows(include: bool, repeats: int) -> list[tuple[str, Figure | str]]:
+def pytest_rows(include: bool, repeats: int, yardstick: Yardstick | None = None) -> list[tuple[str, Figure | str]]:
     if not include:
         return [("default pytest run, wall", "skipped: pass --include-pytest")]
-    return [("default pytest run, wall", repeat(pytest_wall, Target("<=", 180), repeats, repeats, unit="s"))]
+    wall = repeat(pytest_wall, Target("<=", 180), repeats, repeats, unit="s")
+    rows: list[tuple[str, Figure | str]] = [("default pytest run, wall", wall)]
+    if yardstick is not None:
+        rows.append(("default pytest run, yardsticks",
+                     Figure([yardstick.of(w) for w in wall.samples], Target("<=", 120), "yd", wall.loads)))
+    return rows
 
 
 # -- the explorer in a browser ----------------------------------------------------------------------
@@ -238,17 +260,19 @@ def selected(only: list[str] | None) -> list[str]:
 
 
 def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, include_pytest: bool,
-            include_instructions: bool = False) -> list[tuple[str, Figure | str]]:
+            include_instructions: bool = False, yardstick: Yardstick | None = None) -> list[tuple[str, Figure | str]]:
     rows: list[tuple[str, Figure | str]] = []
     steps: dict[str, Callable[[], list[tuple[str, Figure | str]]]] = {
         "recorder-mlp": lambda: recorder_rows("mlp", quick),
         "recorder-conv": lambda: recorder_rows("conv", quick),
         "recorder-transformer": lambda: recorder_rows("transformer", quick),
+        "recorder-resnet18": lambda: recorder_rows("resnet18", quick),
+        "recorder-gpt2": lambda: recorder_rows("gpt2", quick),
         "instructions": lambda: instruction_rows(include_instructions, quick),
         "sweep": lambda: sweep_rows(quick),
-        "lecture": lambda: lecture_rows(quick, repeats, include_hq),
+        "lecture": lambda: lecture_rows(quick, repeats, include_hq, yardstick),
         "hq": lambda: [] if "lecture" in metrics else lecture_rows(quick, repeats, include_hq)[-1:],
-        "pytest": lambda: pytest_rows(include_pytest, repeats),
+        "pytest": lambda: pytest_rows(include_pytest, repeats, yardstick),
         "explorer": lambda: explorer_rows(quick),
     }
     for metric in metrics:
@@ -256,12 +280,15 @@ def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, inc
         new = steps[metric]()
         rows += new
         # Each metric's rows as soon as they exist: a long run stopped half-way keeps what it measured.
-        print(f"[{metric}: {time.perf_counter() - started:.0f} s]\n{format_table(new)}", file=sys.stderr, flush=True)
+        print(f"[{metric}: {time.perf_counter() - started:.0f} s]\n{format_table(new, yardstick)}", file=sys.stderr, flush=True)
     return rows
 
 
-def to_json(rows: list[tuple[str, Figure | str]]) -> list[dict]:
+def to_json(rows: list[tuple[str, Figure | str]], yardstick: Yardstick | None = None) -> list[dict]:
     out = []
+    if yardstick is not None:
+        out.append({"metric": "yardstick", "unit": "s", "median": yardstick.seconds, "train": yardstick.train,
+                    "render": yardstick.render, "source": yardstick.source})
     for metric, fig in rows:
         if isinstance(fig, str):
             out.append({"metric": metric, "skipped": fig})
@@ -269,7 +296,8 @@ def to_json(rows: list[tuple[str, Figure | str]]) -> list[dict]:
         q1, q3 = fig.iqr
         out.append({"metric": metric, "target": None if fig.target is None else str(fig.target), "unit": fig.unit,
                     "median": fig.median, "q1": q1, "q3": q3, "repeats": fig.repeats, "passed": fig.passed,
-                    "decided": fig.decided, "samples": fig.samples, "load": fig.loads})
+                    "decided": fig.decided, "samples": fig.samples, "load": fig.loads,
+                    **({"yardsticks": yardstick.of(fig.median)} if yardstick is not None and fig.unit == "s" else {})})
     return out
 
 
@@ -289,14 +317,23 @@ def main(argv: list[str] | None = None) -> int:
     metrics = selected(args.only)
     named = set(args.only or ())  # naming a flagged metric in --only includes it
     started = time.perf_counter()
+    yardstick = None
+    if args.quick:
+        print("yardstick: not measured (--quick)", flush=True)
+    else:
+        from benchmarks.yardstick import measure
+
+        yardstick = measure()
+        print(yardstick, flush=True)  # first: a run stopped half-way still says how fast the machine was
     rows = collect(metrics, args.quick, args.repeats, args.include_hq or "hq" in named,
-                   args.include_pytest or "pytest" in named, args.include_instructions or "instructions" in named)
+                   args.include_pytest or "pytest" in named, args.include_instructions or "instructions" in named,
+                   yardstick)
     load = os.getloadavg()
-    print(format_table(rows))
+    print(format_table(rows, yardstick))
     print(f"({time.perf_counter() - started:.0f} s; load average now {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
           f"{os.cpu_count()} cores{'; --quick: figures mean nothing' if args.quick else ''})")
     if args.json:
-        args.json.write_text(json.dumps(to_json(rows), indent=2))
+        args.json.write_text(json.dumps(to_json(rows, yardstick), indent=2))
     return 0
 
 

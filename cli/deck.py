@@ -18,15 +18,16 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from cli import INSTALLED
 from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
 __all__ = ["Clip", "load_clip", "web_ready", "last_frame", "reveal_dir", "write_html_deck", "write_pptx",
-           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value"]
+           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value", "write_deck"]
 
 REVEAL_VERSION = "5.2.1"  # keep in step with web/package.json
 _ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,11 @@ class Clip:
     numbers: dict[str, Any]  # <Scene>.numbers.json
     record: dict[str, Any]  # <Scene>.mp4.render.json: the key and the inputs that made the video
     subtitles: Path | None  # <Scene>.srt, if the scene narrates
+    title: dict[str, str] = field(default_factory=dict)  # {lang: on-screen title} (cli.media.scene_title)
+
+    def heading(self, lang: str) -> str:
+        """The scene's on-screen title in ``lang`` (its class name only when it has none)."""
+        return self.title.get(lang) or self.scene
 
     def beat_video(self, index: int) -> Path:
         return self.video.with_name(beat_video_name(self.scene, index, self.video.suffix.lstrip(".")))
@@ -62,13 +68,15 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         raise RenderError(f"{what} {path} is unreadable ({exc})") from None
 
 
-def load_clip(video: Path) -> Clip:
-    """The :class:`Clip` of a rendered ``<Scene>.mp4``; RenderError if a file it needs is missing or corrupt."""
+def load_clip(video: Path, title: dict[str, str] | None = None) -> Clip:
+    """The :class:`Clip` of a rendered ``<Scene>.mp4`` (``title``: {lang: its on-screen title}); RenderError if a
+    file it needs is missing or corrupt."""
     scene = video.stem
     clip = Clip(scene=scene, video=video, beats=_read_json(video.with_suffix(".beats.json"), "beat record"),
                 numbers=_read_json(video.with_suffix(".numbers.json"), "numbers record"),
                 record=_read_json(video.with_name(video.name + RECORD_SUFFIX), "render record"),
-                subtitles=video.with_suffix(".srt") if video.with_suffix(".srt").is_file() else None)
+                subtitles=video.with_suffix(".srt") if video.with_suffix(".srt").is_file() else None,
+                title=dict(title or {}))
     for beat in clip.beats.get("beats", []):
         if not clip.beat_video(beat["section"]).is_file():
             raise RenderError(f"beat video {clip.beat_video(beat['section'])} is missing; render {scene} again")
@@ -227,15 +235,20 @@ def beat_notes(clip: Clip, beat: dict[str, Any], lang: str) -> tuple[list[str], 
 # -- html (reveal.js) -------------------------------------------------------------------------
 
 def reveal_dir() -> Path:
-    """reveal.js as installed by ``bash bootstrap.sh setup`` (npm, ``web/package.json``); RenderError if absent."""
+    """reveal.js: ``$RESIDUAL_REVEAL_DIR``, else ``web/node_modules/reveal.js`` as ``bash bootstrap.sh setup``
+    installs it (npm, ``web/package.json``) in a checkout, and as a wheel built from such a checkout ships it
+    (package data, the same path inside ``residual_lecture/``). RenderError if absent, saying how to get it."""
     root = Path(os.environ.get("RESIDUAL_REVEAL_DIR") or _ROOT / "web" / "node_modules" / "reveal.js")
+    how = (f"set RESIDUAL_REVEAL_DIR to a reveal.js {REVEAL_VERSION} folder (npm install reveal.js@{REVEAL_VERSION} "
+           "puts one in node_modules/reveal.js), or install a wheel built after `bash bootstrap.sh setup`"
+           if INSTALLED and not os.environ.get("RESIDUAL_REVEAL_DIR")
+           else "run: bash bootstrap.sh setup (or: npm install --prefix web)")
     try:
         version = json.loads((root / "package.json").read_text(encoding="utf-8"))["version"]
     except (OSError, ValueError, KeyError):
-        raise RenderError(f"reveal.js is not installed at {root}; run: bash bootstrap.sh setup "
-                          "(or: npm install --prefix web)") from None
+        raise RenderError(f"reveal.js is not installed at {root}; {how}") from None
     if version != REVEAL_VERSION:
-        raise RenderError(f"reveal.js {version} at {root}, this deck needs {REVEAL_VERSION}; run: bash bootstrap.sh setup")
+        raise RenderError(f"reveal.js {version} at {root}, this deck needs {REVEAL_VERSION}; {how}")
     return root
 
 
@@ -300,11 +313,12 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 if numbers:
                     notes += f"<p>{_NUMBERS_SHOWN[lang]}</p><ul>" + "".join(
                         f"<li><code>{html.escape(k)}</code> = {html.escape(v)}</li>" for k, v in numbers) + "</ul>"
-                notes += f"<p><small>{html.escape(clip.scene)}, beat {beat['index'] + 1} of {len(clip.beats['beats'])}</small></p>"
+                notes += (f"<p><small>{html.escape(clip.heading(lang))} · {beat['index'] + 1} / "
+                          f"{len(clip.beats['beats'])}</small></p>")
                 slides.append(f'<section data-scene="{html.escape(clip.scene)}" data-beat="{beat["index"]}">\n'
                               f'  <video playsinline preload="auto" src="media/{html.escape(name)}"></video>\n'
                               f'  <aside class="notes">{notes}</aside>\n</section>')
-                index.append({"scene": clip.scene, "beat": beat["index"], "video": f"media/{name}",
+                index.append({"scene": clip.scene, "title": clip.heading(lang), "beat": beat["index"], "video": f"media/{name}",
                               "start": beat["start"], "end": beat["end"], "narration": beat["narration"],
                               "numbers": beat.get("numbers", {})})
         title = "Residual connections" if lang == "en" else "残差连接"
@@ -353,7 +367,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
                 slide.shapes.add_movie(str(video), 0, 0, prs.slide_width, prs.slide_height,
                                        poster_frame_image=str(poster), mime_type="video/mp4")
                 lines, numbers = beat_notes(clip, beat, lang)
-                notes = "\n".join(lines) or f"({clip.scene})"
+                notes = "\n".join(lines) or f"({clip.heading(lang)})"
                 if numbers:
                     notes += f"\n\n{_NUMBERS_SHOWN[lang]}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
                 slide.notes_slide.notes_text_frame.text = notes
@@ -370,3 +384,14 @@ def write_pdf(clips: list[Clip], target: Path) -> Path:
     with atomic_write(target, suffix=".pdf") as out:
         frames[0].save(str(out), format="PDF", save_all=True, append_images=frames[1:], resolution=96.0)
     return target
+
+
+def write_deck(clips: list[Clip], folder: Path, lang: str, deck_format: str, light: bool = False) -> list[Path]:
+    """The deck of ``render.py slides`` in ``folder``: ``slides/index.html`` (reveal.js, its white theme when
+    ``light``), ``slides.pptx`` or the ``slides.pdf`` handout, by ``deck_format`` (cli.params.DECK_FORMATS);
+    the files written."""
+    if deck_format == "html":
+        return write_html_deck(clips, folder / "slides", lang, theme="white" if light else "black")
+    if deck_format == "pptx":
+        return [write_pptx(clips, folder / "slides.pptx", lang)]
+    return [write_pdf(clips, folder / "slides.pdf")]

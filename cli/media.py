@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
+from cli import INSTALLED, ROOT
 from cli.jobs import ENCODER_THREADS
 from simulation.cache import cache_dir
 from simulation.atomic_io import atomic_write
@@ -41,7 +42,7 @@ from simulation.atomic_io import atomic_write
 __all__ = [
     "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
     "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
-    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX", "pid_alive",
+    "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX", "pid_alive", "scene_title",
 ]
 
 INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
@@ -82,7 +83,7 @@ def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
     this machine lacks (with the exact install command)."""
     if voice is None:
         return None
-    from scenes.voice import VoiceError, default_voice, get_voice, missing_voice
+    from narration import VoiceError, default_voice, get_voice, missing_voice
 
     name = default_voice(lang) if voice == "auto" else voice
     try:
@@ -145,13 +146,16 @@ def _check_output_dir(path: Path, what: str = "output folder") -> None:
 # -- what a render depends on -----------------------------------------------------------------
 
 def _is_project_module(module: ModuleType | None) -> bool:
-    """A module of ours (not the standard library, not an installed package)."""
+    """A module of ours (not the standard library, not another installed package; an installed copy of this
+    project lies under ``sys.prefix`` too, in ``residual_lecture/``)."""
     file = getattr(module, "__file__", None)
     if not file:
         return False
     path = Path(file).resolve()
     prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return not any(path.is_relative_to(p) for p in prefixes)
+    if any(path.is_relative_to(p) for p in prefixes):
+        return INSTALLED and path.is_relative_to(ROOT)  # a checkout's .venv may lie inside ROOT: not ours
+    return True
 
 
 def source_digest(scene: type) -> str:
@@ -208,7 +212,7 @@ class RenderJob:
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
     theme: str = "dark"  # dark | light (scenes/theme.py): the colours and the background
-    voice: str | None = None  # a name from scenes.voice.VOICES: the narration is spoken and muxed in
+    voice: str | None = None  # a name from narration.VOICES: the narration is spoken and muxed in
 
     @property
     def final_dir(self) -> Path:
@@ -221,7 +225,7 @@ class RenderJob:
     def key_inputs(self) -> dict[str, Any]:
         inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose", "voice")}
         if self.voice:  # absent when silent, so silent renders keep the keys they had before voices existed
-            from scenes.voice import get_voice
+            from narration import get_voice
 
             inputs["voice"] = [self.voice, get_voice(self.voice).version()]
         return {"key_version": KEY_VERSION, "manim": importlib.metadata.version("manim"), **inputs}
@@ -296,6 +300,16 @@ def scene_config(settings: dict[str, Any]) -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
+
+
+def scene_title(scene: type) -> dict[str, str]:
+    """{lang: the title the scene shows on screen} (its ``strings["title"]``, what ``self.title("title")``
+    draws), for the deck and the page; a scene without one gets its docstring's first line, else its name."""
+    from cli.params import LANGS
+
+    entry = (getattr(scene, "strings", None) or {}).get("title") or {}
+    fallback = (scene.__doc__ or "").strip().split("\n")[0].strip() or scene.__name__
+    return {lang: entry.get(lang) or fallback for lang in LANGS}
 
 
 def load_scene(module: str, name: str) -> type:
@@ -536,7 +550,7 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
         _concat_videos(videos, tmp, alpha=first.transparent and first.format == "webm")
         track = _joined_audio(videos, durations)
         if track is not None:  # one continuous track: each clip's sound (or silence) for its whole length
-            from scenes.voice import mux_audio, normalize_track
+            from narration import mux_audio, normalize_track
 
             silent = tmp.with_name(f".silent-{tmp.name}")
             os.replace(tmp, silent)
@@ -553,7 +567,7 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
     return [*files, _write_record(target, key, inputs, files)], True
 
 
-_CONCAT_RATE = 48000  # Hz: the rate the clips' audio is encoded at (scenes.voice.mux_audio)
+_CONCAT_RATE = 48000  # Hz: the rate the clips' audio is encoded at (narration.mux_audio)
 
 
 def _joined_audio(videos: list[Path], durations: list[float]):
@@ -562,7 +576,7 @@ def _joined_audio(videos: list[Path], durations: list[float]):
     None if no clip has sound."""
     import numpy as np
 
-    from scenes.voice import VoiceError, read_audio
+    from narration import VoiceError, read_audio
 
     parts, found = [], False
     for video, duration in zip(videos, durations):

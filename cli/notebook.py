@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from cli import render_command
+
 __all__ = ["train", "render", "show", "sets_args", "NotebookError"]
-
-RENDER_PY = Path(__file__).resolve().parent.parent / "render.py"
-
 
 class NotebookError(RuntimeError):
     """render.py refused the input or failed; the message is its one-line error."""
@@ -38,7 +37,7 @@ def sets_args(sets: Mapping[str, Any] | None) -> list[str]:
 
 
 def _run(args: list[str]) -> str:
-    done = subprocess.run([sys.executable, str(RENDER_PY), *args], capture_output=True, text=True)
+    done = subprocess.run([*render_command(), *args], capture_output=True, text=True)
     if done.returncode:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise NotebookError(lines[-1] if lines else f"render.py exited with status {done.returncode}")

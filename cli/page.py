@@ -191,14 +191,15 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
                 f'title="{html.escape(" ".join(b["narration"].get(lang, [])[:1]), quote=True)}">{b["index"] + 1}. '
                 f'{html.escape(beat_label(" ".join(b["narration"].get(lang, [])[:1])) or "—")}</button>'
                 for b in clip.beats.get("beats", []))
-            title = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
-            nav.append(f'<li><a href="#{scene}">{scene}</a></li>')
+            first_line = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
+            chapter = html.escape(clip.heading(lang))  # the title on screen; the class name stays the anchor
+            nav.append(f'<li><a href="#{scene}">{chapter}</a></li>')
             sections.append(
-                f'<section class="clip" id="{scene}">\n<h2>{n}. {scene}</h2>\n'
+                f'<section class="clip" id="{scene}">\n<h2>{n}. {chapter}</h2>\n'
                 f'<video id="v-{scene}" controls preload="metadata" src="media/{scene}.mp4">\n  ' + "\n  ".join(tracks) +
                 '\n</video>\n'
                 f'<p class="beats">{beats}</p>\n'
-                + (f'<p>{html.escape(title[0])}</p>\n' if title and title[0] else "") +
+                + (f'<p>{html.escape(first_line[0])}</p>\n' if first_line and first_line[0] else "") +
                 f'<h3>{L["numbers"]}</h3>\n'
                 + _table([(k, format_value(v)) for k, v in sorted(values.items())], L["no_numbers"])
                 + f'<h3>{L["params"]}</h3>\n' + _table(params, L["defaults"])

@@ -33,11 +33,19 @@ __all__ = ["cache_dir", "digest_path", "trace_path", "get_trace", "get_traces", 
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
+# Imported as residual_lecture.simulation.cache: an installed copy (residual_lecture/__init__.py), whose folder in
+# site-packages is no place for a cache.
+INSTALLED = __package__.startswith("residual_lecture.")
 
 
 def cache_dir() -> Path:
-    """``$RESIDUAL_CACHE`` or ``.cache/traces`` beside render.py."""
-    return Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
+    """``$RESIDUAL_CACHE``, else ``.cache/traces`` beside render.py in a checkout, else (an installed copy)
+    ``$XDG_CACHE_HOME/residual-lecture/traces`` (``~/.cache/residual-lecture/traces``)."""
+    if os.environ.get("RESIDUAL_CACHE"):
+        return Path(os.environ["RESIDUAL_CACHE"])
+    if INSTALLED:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "residual-lecture" / "traces"
+    return ROOT / ".cache" / "traces"
 
 
 def digest_path(digest: str) -> Path:
@@ -77,7 +85,7 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
                     "cache hit %s (%s): nothing trained", config.digest(), describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
-        subprocess.run([sys.executable, "-m", "simulation.cache", *payload], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]

@@ -34,7 +34,7 @@ class TinyTrace(LectureScene):
     """Shows one number of the chain_rule experiment's first run: the gradient norm of block 0 at step 0."""
 
     experiment = "chain_rule"
-    strings = {"n": {"en": "one number", "zh": "一个数"}}
+    strings = {"title": {"en": "One number of a trace", "zh": "训练记录里的一个数"}, "n": {"en": "one number", "zh": "一个数"}}
 
     def construct(self) -> None:
         trace = next(iter(self.traces.values()))

@@ -26,6 +26,7 @@ class TinyBeats(LectureScene):
     with no animation between them make one beat; a last narration after the last animation joins the beat before."""
 
     strings = {
+        "title": {"en": "Three shapes in three beats", "zh": "三拍画三个形状"},  # the deck's and the page's title
         "one": {"en": "first, a square", "zh": "先画一个正方形"},
         "two": {"en": "then a circle", "zh": "再画一个圆"},
         "two_more": {"en": "with a number beside it", "zh": "旁边有一个数"},
@@ -51,7 +52,8 @@ class TinyBeats(LectureScene):
 class TinyBeatsTwo(LectureScene):
     """Two beats, no numbers: a second clip for the deck and the page."""
 
-    strings = {"a": {"en": "a circle appears", "zh": "出现一个圆"}, "b": {"en": "and goes", "zh": "然后消失"}}
+    strings = {"title": {"en": "A circle comes and goes", "zh": "圆来了又走"},
+               "a": {"en": "a circle appears", "zh": "出现一个圆"}, "b": {"en": "and goes", "zh": "然后消失"}}
 
     def construct(self) -> None:
         self.narrate("a", 0.5)

@@ -97,6 +97,7 @@ def test_run_all_quick_smoke(tmp_path):
                            "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
+    assert lines[0] == "yardstick: not measured (--quick)"  # the machine index comes first (measured without --quick)
     start = next(i for i, line in enumerate(lines) if line.startswith("metric"))
     assert _cells(lines[start]) == list(COLUMNS)
     rows = [_cells(line) for line in lines[start + 2:start + 6]]
@@ -110,6 +111,46 @@ def test_run_all_quick_smoke(tmp_path):
     assert judged[5].startswith("pass" if median <= 1.05 else "FAIL")
     assert figures[0]["passed"] == (figures[0]["median"] <= 1.05)
     assert all(f["median"] > 0 and f["q1"] <= f["median"] <= f["q3"] for f in figures)
+
+
+def test_the_vendored_yardstick_is_the_shared_one():
+    """benchmarks/yardstick_vendored.py (run where ../shared/tools is absent) must not drift from the shared file."""
+    from benchmarks.yardstick import SHARED, VENDORED, source
+
+    if not SHARED.is_file():
+        assert source() == VENDORED
+        pytest.skip(f"no shared yardstick at {SHARED} (a clone outside the shared workplace)")
+    assert source() == SHARED
+    assert VENDORED.read_bytes() == SHARED.read_bytes(), \
+        f"copy the shared yardstick again: cp {SHARED} {VENDORED}"
+
+
+def test_yardstick_line_and_the_table_in_yardsticks():
+    """The yardstick's line is parsed, and a table given it opens with that line and gives every figure in
+    seconds (only those) also in yardsticks: median / yardstick."""
+    from benchmarks.yardstick import in_yardsticks, parse
+
+    yard = parse("loading...\nyardstick: train 0.50 s, render 1.00 s, sum 1.50 s\n", "test")
+    assert (yard.train, yard.render, yard.seconds) == (0.5, 1.0, 1.5)
+    assert in_yardsticks(3.0, yard) == "3.00 s (2.0 yardsticks)" and in_yardsticks(3.0, None) == "3.00 s"
+    with pytest.raises(ValueError, match="no yardstick line"):
+        parse("yardstick: train 0.5 s")
+    rows = [("wall", Figure([30.0, 33.0, 36.0], Target("<=", 40), "s")), ("ratio", Figure([1.0], None, "x", [0.5])),
+            ("step", Figure([3.0], None, "ms"))]
+    first, header, _, wall, ratio, step = format_table(rows, yard).splitlines()
+    assert first == str(yard) and first.startswith("yardstick: train 0.50 s, render 1.00 s, sum 1.50 s")
+    assert _cells(header) == [*COLUMNS, "yardsticks"]
+    assert _cells(wall)[-1] == "22" and _cells(step)[-1] == "0.002"  # 33 s / 1.5 s, 3 ms / 1.5 s
+    assert _cells(ratio.rstrip(" |"))[-1] == "0.5-0.5"  # the load column ends it: a ratio has no yardsticks
+
+
+@pytest.mark.slow
+def test_the_yardstick_runs_here():
+    from benchmarks.yardstick import measure
+
+    yard = measure()
+    assert yard.train > 0 and yard.render > 0
+    assert yard.seconds == pytest.approx(yard.train + yard.render, abs=0.011)  # the script rounds to 0.01 s
 
 
 def test_run_all_rejects_an_unknown_metric():

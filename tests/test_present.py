@@ -411,6 +411,67 @@ def test_page_tables_and_trace_summary(rendered):
     assert 'href="traces/TinyTrace.json"' in html and "<code>steps</code></th><td>&quot;20&quot;</td>" in html
 
 
+def chapter_titles(page_html: str) -> tuple[list[str], list[str]]:
+    """(the chapter list's entries, the sections' headings without their numbers) of a lecture page."""
+    import re
+
+    nav = re.search(r"<nav>.*?</nav>", page_html, re.S).group(0)
+    return (re.findall(r'<li><a href="#\w+">(.*?)</a></li>', nav),
+            [re.sub(r"^\d+\. ", "", h) for h in re.findall(r'<section class="clip" id="\w+">\n<h2>(.*?)</h2>', page_html)])
+
+
+def assert_shows_titles(page_html: str, deck_index: dict, scenes: list[type], lang: str) -> None:
+    """The page's chapters and headings and the deck's slides carry each scene's on-screen title in ``lang``
+    (its strings["title"]), never its class name."""
+    import html as html_lib
+
+    expected = [s.strings["title"][lang] for s in scenes]
+    nav, headings = chapter_titles(page_html)
+    assert [html_lib.unescape(t) for t in nav] == expected and [html_lib.unescape(t) for t in headings] == expected
+    assert not {s.__name__ for s in scenes} & {*nav, *headings}, "a class name is used as a title"
+    titles = {s.__name__: s.strings["title"][lang] for s in scenes}
+    deck = {slide["scene"]: slide["title"] for slide in deck_index["slides"]}
+    assert deck and deck == {name: titles[name] for name in deck}
+
+
+def _titled_clips(folder: Path, names: list[str], titled: bool = True):
+    from cli.deck import load_clip
+    from cli.media import load_scene, scene_title
+
+    scenes = [load_scene(*name.split(":")) for name in names]
+    return scenes, [load_clip(folder / f"{s.__name__}.mp4", scene_title(s) if titled else None) for s in scenes]
+
+
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_page_and_deck_title_each_scene_as_on_screen_in_both_languages(rendered, tmp_path):
+    """`page` and `slides` (the fixture, English) and the same clips written as a Chinese page and deck."""
+    from cli.deck import write_html_deck
+    from cli.page import write_page
+
+    names = [*SCENES, "cli_scenes:TinyTrace"]
+    scenes, clips = _titled_clips(rendered, names)
+    deck = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))
+    assert_shows_titles((rendered / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "en")
+    write_page(clips, tmp_path / "page", "zh")
+    write_html_deck(clips[:2], tmp_path / "slides", "zh")
+    deck = json.loads((tmp_path / "slides" / "beats.json").read_text(encoding="utf-8"))
+    assert_shows_titles((tmp_path / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "zh")
+    assert "圆来了又走 · 1 / 2" in (tmp_path / "slides" / "index.html").read_text(encoding="utf-8")  # speaker notes
+
+
+@pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+def test_the_title_check_fails_on_class_names(rendered, tmp_path):
+    """The twin: clips without their titles (the page falls back to class names) fail the check."""
+    from cli.page import write_page
+
+    names = [*SCENES, "cli_scenes:TinyTrace"]
+    scenes, clips = _titled_clips(rendered, names, titled=False)
+    write_page(clips, tmp_path / "page", "en")
+    deck = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))
+    with pytest.raises(AssertionError):
+        assert_shows_titles((tmp_path / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "en")
+
+
 # -- bad input and atomic folders -------------------------------------------------------------
 
 def test_slides_without_reveal_is_refused_before_any_render(tmp_path, monkeypatch):
