@@ -437,6 +437,21 @@ def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
     page.close()
 
 
+@pytest.mark.slow  # trains examples/my_resnet.py and its plain twin for a few steps
+def test_explore_model_draws_your_own_network(tmp_path):
+    """`render.py explore --model FILE.py:FACTORY`: the user's network and its twin, named by their module paths."""
+    from click.testing import CliRunner
+
+    from render import cli
+
+    result = CliRunner().invoke(cli, ["explore", "--model", "examples/my_resnet.py:build", "--set", "data=digits-image",
+                                      "--set", "model.steps=4", "-o", str(tmp_path / "explore")])
+    assert result.exit_code == 0, result.output
+    (family,) = read_data(tmp_path / "explore")["views"]["flow"]["families"]
+    assert family["id"] == "model" and sorted(r["arch"] for r in family["runs"]) == ["plain", "residual"]
+    assert all(r["layers"][0].startswith("stages.") for r in family["runs"])
+
+
 # -- export ---------------------------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None)
