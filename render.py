@@ -293,20 +293,18 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.pass_context
 def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str | None, sets: tuple[str, ...],
             output: str, quality: str, model: str | None, scheduler: str | None) -> None:
-    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's): gradient
-    flow, chain-rule product, degradation, residual responses, Post-LN vs Pre-LN (cli/explore.py).
+    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's; cli/explore.py).
 
     With --model FILE.py:FACTORY: your own network and its plain twin too (alone when no EXPERIMENT is named).
     Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
-    from cli.explore import DEFAULT_EXPERIMENTS, lecture_params, page_link, write_explorer
+    from cli.explore import explored_experiments, lecture_params, page_link, write_explorer
     from cli.media import check_cache_dir
     from simulation.cache import get_traces
     from simulation.experiments import NO_MODEL, get_experiment
 
     with user_errors():
-        names = list(dict.fromkeys([*(experiments or (() if model else DEFAULT_EXPERIMENTS)), *(["model"] if model else [])]))
-        params = {name: list(get_experiment(name).params()) for name in names}
-        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in names},
+        params = {name: list(get_experiment(name).params()) for name in explored_experiments(experiments, model)}
+        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in params},
                                validate=False)
         if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
             raise ConfigError(NO_MODEL)
