@@ -158,9 +158,8 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.pass_context
 def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
     """Render the whole lecture in order (optional chapters only with --chapter)."""
-    with user_errors():
-        lecture = lecture_with(chapters)
-    _render(ctx, lecture, concat_allowed=True)
+    with user_errors():  # an unknown chapter: one line, nothing rendered
+        _render(ctx, lecture_with(chapters), concat_allowed=True)
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
