@@ -19,7 +19,7 @@ from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
-           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap"]
+           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
 
 
 class GapMark(VGroup):
@@ -385,3 +385,18 @@ def make_bar_row(values: np.ndarray | Sequence[float], color, width: float = 3.0
         bars.add(bar.move_to([-width / 2 + slot * (i + 0.5), h / 2, 0]))
     baseline = Line([-width / 2, 0, 0], [width / 2, 0, 0], color=PALETTE["muted"], stroke_width=2)
     return VGroup(bars, baseline)
+
+
+def spread_labels(labels: VGroup, vertical: bool = True, gap: float = 0.04) -> VGroup:
+    """Move overlapping ``labels`` apart, in place: upwards in the order of their height (``vertical``), or, for
+    labels side by side at one height, each one that would touch its left neighbour up by its own height."""
+    items = sorted(labels, key=lambda m: m.get_center()[1 if vertical else 0])
+    for below, above in zip(items, items[1:]):
+        if vertical:
+            overlap = below.get_top()[1] + gap - above.get_bottom()[1]
+            if overlap > 0:
+                above.shift(UP * overlap)
+        elif (below.get_right()[0] + gap > above.get_left()[0]
+              and abs(below.get_center()[1] - above.get_center()[1]) < below.height):
+            above.shift(UP * (below.height + gap))
+    return labels

@@ -23,8 +23,8 @@ from .provenance import source_hash
 from .values import ConfigError, convert_value
 
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
-           "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "MAX_WIDTH", "MAX_DEPTH",
-           "MAX_SEED", "MAX_STEPS"]
+           "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "GATES", "RESIDUAL_INITS",
+           "MAX_WIDTH", "MAX_DEPTH", "MAX_SEED", "MAX_STEPS"]
 
 # The allowed values, defined once: models, data sets, experiments and the command line read them from here.
 ARCHS = ("plain", "residual")
@@ -34,6 +34,8 @@ DATASETS = ("digits", "bands")
 SHORTCUTS = ("projection", "zero_pad")
 OPTIMIZERS = ("sgd", "adam")
 MODELS = ("mlp", "conv")
+GATES = ("none", "exclusive", "shortcut_only")  # He et al. 2016 §3.2, Fig. 2c and 2d
+RESIDUAL_INITS = ("none", "rezero", "fixup")  # how a residual branch starts (Bachlechner 2020; Zhang 2019)
 MAX_WIDTH = 4096
 MAX_DEPTH = 1000
 MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
@@ -148,12 +150,24 @@ class RunConfig(BaseConfig):
     momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
     weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim (He 2015: 1e-4)
     init_gain: float = _in(1.0, 0.0, 100.0, open_low=True)  # multiplies PyTorch's default init of block weights
+    shortcut_scale: float = _in(1.0, 0.0, 10.0)  # lambda in h = lambda * x + F(x) (He et al. 2016, §3.1, eq. 7)
+    gate: str = _one_of("none", GATES)  # g = sigmoid(W_g x + b_g): (1-g)x + gF(x) | (1-g)x + F(x) (He 2016 §3.2)
+    gate_bias: float = _in(0.0, -100.0, 100.0)  # b_g at init (He 2016, Table 1: 0 and -6); gate "none": ignored
+    residual_init: str = _one_of("none", RESIDUAL_INITS)  # "rezero": h = x + a F(x), a = 0; "fixup": Zhang 2019
     record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
     seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
 
     def _check(self) -> None:
         if self.momentum >= 1:
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+        changed = [name for name, default in (("shortcut_scale", 1.0), ("gate", "none"), ("residual_init", "none"))
+                   if getattr(self, name) != default]
+        if changed and (self.arch != "residual" or self.model != "mlp"):
+            raise ConfigError(f"{changed[0]} needs arch=residual and model=mlp; got arch={self.arch}, "
+                              f"model={self.model}")
+        if len(changed) > 1:
+            raise ConfigError(f"shortcut_scale, gate and residual_init change the same addition: set one; got "
+                              f"{' and '.join(changed)}")
         if self.stages > self.depth:
             raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
         if self.model == "conv":  # He et al. 2015 §4.2: 6n + 2 layers, three stages w, 2w, 4w (``stages`` unused)
@@ -234,7 +248,7 @@ def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
 # -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
 
 TRANSFORMER_ARCHS = ("encoder", "encoder_decoder")
-LN_PLACEMENTS = ("post_ln", "pre_ln")
+LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
 TASKS = ("copy", "reverse", "sort")
 INITS = ("xavier", "pytorch")
 MAX_TRANSFORMER_DEPTH = 64
@@ -248,7 +262,9 @@ class TransformerConfig(BaseConfig):
 
     kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
-    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong)
+    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
+    residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
+    ffn: bool = True  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)
     task: str = _one_of("reverse", TASKS)  # target = the input sequence copied | reversed | sorted
     depth: int = _in(6, 1, MAX_TRANSFORMER_DEPTH)  # layers in the encoder, and in the decoder when there is one
     width: int = _in(32, 2, MAX_WIDTH)  # d_model: width of the residual stream (even, divisible by heads)

@@ -139,7 +139,7 @@ class MLPTask(Task[RunConfig]):
     def build_model(self) -> MLP:
         c, d = self.config, self.data
         return build_model(c.arch, d.n_features, c.width, c.depth, d.n_classes, c.activation, c.norm, c.init_gain,
-                           c.stages, c.shortcut)
+                           c.stages, c.shortcut, c.shortcut_scale, c.gate, c.gate_bias, c.residual_init)
 
     def recorder(self) -> Recorder:
         return Recorder(self.model)

@@ -36,9 +36,10 @@ def test_digest_covers_every_field():
     changed = {"arch": "residual", "depth": 11, "width": 33, "activation": "tanh", "norm": "batchnorm",
                "steps": 301, "batch_size": 65, "lr": 0.051, "optimizer": "adam", "momentum": 0.8,
                "init_gain": 1.1, "record_every": 11, "seed": 1, "stages": 2, "shortcut": "zero_pad",
-               "weight_decay": 1e-4, "dataset": "bands", "model": "conv"}
+               "weight_decay": 1e-4, "dataset": "bands", "model": "conv", "shortcut_scale": 0.5,
+               "gate": "exclusive", "gate_bias": -6.0, "residual_init": "rezero"}
     assert set(changed) == set(RunConfig.field_types()), "a new RunConfig field needs a line here"
-    extra = {"model": {"depth": 20}}  # a conv net has 6n + 2 layers
+    extra = {"model": {"depth": 20}, **dict.fromkeys(("shortcut_scale", "gate", "residual_init"), {"arch": "residual"})}
     digests = {base.replace(**{k: v}, **extra.get(k, {})).digest() for k, v in changed.items()}
     assert len(digests) == len(changed) and base.digest() not in digests
     assert RunConfig().digest() == base.digest()  # stable

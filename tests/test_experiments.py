@@ -35,7 +35,8 @@ def _another_value(name: str, value):
     choices = {"arch": simulation.config.ARCHS, "activation": simulation.config.ACTIVATIONS,
                "norm": simulation.config.NORMS, "dataset": simulation.config.DATASETS,
                "optimizer": simulation.config.OPTIMIZERS, "shortcut": simulation.config.SHORTCUTS,
-               "model": simulation.config.MODELS}
+               "model": simulation.config.MODELS, "gate": simulation.config.GATES,
+               "residual_init": simulation.config.RESIDUAL_INITS}
     if name in choices:
         return next(c for c in choices[name] if c != value)
     if name == "momentum":
@@ -55,6 +56,8 @@ def test_digest_changes_with_every_field_and_the_source_hash(monkeypatch):
     digests = {}
     for f in dataclasses.fields(RunConfig):
         extra = {"depth": 20} if f.name == "model" else {}  # a conv net has 6n + 2 layers
+        if f.name in ("shortcut_scale", "gate", "residual_init"):  # each reshapes the residual addition
+            extra = {"arch": "residual"}
         changed = base.replace(**{f.name: _another_value(f.name, getattr(base, f.name))}, **extra)
         digests[f.name] = changed.digest()
     assert len(set(digests.values())) == len(digests), "two fields map to the same digest"

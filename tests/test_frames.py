@@ -44,6 +44,7 @@ from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
+from scenes.shortcut_scale import ShortcutScale
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
@@ -319,6 +320,7 @@ FRAME_SCENES = [
      lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
     (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
     (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
+    (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -364,6 +366,7 @@ def test_light_and_dark_control_frames_differ():
 # The seed-spread scenes' Chinese twins tamper another seed than the one drawn in full: the dots and thin
 # lines of the other seeds are drawn from their own traces.
 ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep, DepthSweepConv)] + [
+    (ShortcutScale, "shortcut_scale", "scale1@seed2", "error_curve", lambda v: v * 0.25),
     (ResidualResponse, "residual_response", "residual@seed2", "branch_std", times_two),
     (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
     (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
@@ -371,7 +374,8 @@ ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining,
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
-ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv"}
+ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
+           "shortcut_scale"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

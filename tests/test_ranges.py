@@ -35,7 +35,8 @@ def test_every_field_has_a_range_or_choices_and_values_outside_are_refused(cls, 
 # Fields also checked against others: the ends are tried with the others set so that only the range decides.
 PARTNERS = {(RunConfig, "stages"): {"depth": 1000, "width": 1}, (TransformerConfig, "heads"): {"width": 4096},
             (RunConfig, "model"): {"depth": 20},  # a conv net has 6n + 2 layers
-            (TransformerConfig, "width"): {"heads": 2}}
+            (TransformerConfig, "width"): {"heads": 2},
+            **{(RunConfig, name): {"arch": "residual"} for name in ("shortcut_scale", "gate", "residual_init")}}
 # Ends the cross-field checks refuse on their own: width * 2**(stages - 1) <= 4096, momentum < 1.
 SUBSTITUTES = {(RunConfig, "stages", 1000): 12, (RunConfig, "momentum", 1.0): 0.999}
 
