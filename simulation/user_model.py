@@ -45,7 +45,7 @@ from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd,
 from .trace import Trace
 
 __all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
-           "UserTask", "run", "estimate_memory", "record", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
+           "UserTask", "run", "estimate_memory", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
 
 TEST_SEQUENCES = 512  # token tasks: held-out sequences (as the Transformer runs)
 EVAL_BATCH = 256  # examples per forward when measuring the test error (no gradients kept)
@@ -647,26 +647,6 @@ def run(config: UserModelConfig, progress: bool | None = None) -> Trace:
     ``meta.shortcuts``: identity | functional | projection per block (of the residual model, also in the twin).
     """
     return train(UserTask, config, progress)
-
-
-# -- the notebook API -----------------------------------------------------------------------------------
-
-def record(spec: str, seed: int = 0, progress: bool | None = None, **settings: Any) -> dict[str, Path]:
-    """Train (or load from the cache) a user's model and its plain twin; -> ``{"residual": trace path,
-    "plain": trace path}``. ``settings``: any :class:`~simulation.config.UserModelConfig` field (``data``,
-    ``steps``, ``lr`` ...) and, beyond those, the factory's keyword arguments::
-
-        from simulation.user_model import record
-        paths = record("examples/my_resnet.py:build", data="digits-image32", steps=50, width=16)
-
-    Then draw a scene from them: ``python render.py render GradientFlowOverTraining --model SPEC`` with the same
-    settings (a cache hit: nothing trains again), or :func:`cli.notebook.render_model_scene`."""
-    from .cache import get_traces, trace_path
-    from .experiments import build_runs
-
-    runs = build_runs("model", {"spec": spec, "seed": seed, **settings})
-    get_traces(list(runs.values()), progress=progress)
-    return {name: trace_path(config) for name, config in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
