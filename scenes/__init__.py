@@ -15,6 +15,7 @@ from .highway import IdentityHighway
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .nested import NestedFunctionClasses
+from .norm_free import NormFree
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
 from .residual_response import ResidualResponse
@@ -29,8 +30,8 @@ __all__ = ["SCENES_IN_ORDER", "get_scene"]
 # must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
 # (gates or concatenation, only copying, the conveyor belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NestedFunctionClasses,
-                   ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
+                   ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NormFree,
+                   NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
                    ConveyorBelt, PathEnsemble, ShatteredGradients, Summary]
 
 
