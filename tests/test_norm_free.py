@@ -22,8 +22,8 @@ from simulation.models import build_model, fixup_scale
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
-from dry_run import built_scene, dry_run, scene_group
-from test_frames import assert_numbers_match, scene_variant
+from dry_run import scene_group
+from scene_numbers import check_numbers, check_tampered_numbers
 
 HE = math.sqrt(6)  # init_gain giving Var w = 2 / fan_in
 
@@ -156,30 +156,11 @@ def norm_free_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def _with_counts(traces, shown):
-    """The counts are checked by test_verdicts_hold_fail_and_abstain; here only their presence."""
-    return {**norm_free_numbers(traces), **{k: shown[k] for k in shown if k.endswith((".seeds", ".of"))}}
-
-
 @pytest.mark.xdist_group(scene_group(NormFree, "en"))
 def test_numbers_equal_the_trace():
-    files = tiny_trace_files_with_seeds("norm_free")
-    built = built_scene(NormFree, "en", files)
-    shown = built.numbers["values"]
-    assert {"forward.seeds", "trains.seeds", "rezero_first.seeds"} <= set(shown)
-    assert_numbers_match(shown, _with_counts({k: Trace.load(v) for k, v in files.items()}, shown))
-    assert built.numbers["missing"] == []
+    check_numbers(NormFree, norm_free_numbers, {"forward.seeds", "trains.seeds", "rezero_first.seeds"})
 
 
 def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a doubled act_norm of the standard net reports another growth."""
-    files = dict(tiny_trace_files_with_seeds("norm_free"))
-    traces = {k: Trace.load(v) for k, v in files.items()}
-    untampered = _with_counts(traces, {})
-    traces["standard"].arrays["act_norm"] = traces["standard"]["act_norm"] * 2
-    files["standard"] = str(traces["standard"].save(tmp_path / "tampered.npz"))
-    built = dry_run(scene_variant(NormFree, files), tmp_path)
-    shown = built.numbers["values"]
-    with pytest.raises(AssertionError):
-        assert_numbers_match({k: v for k, v in shown.items() if k in untampered}, untampered)
-    assert_numbers_match(shown, _with_counts(traces, shown))
+    check_tampered_numbers(NormFree, norm_free_numbers, "standard", "act_norm", lambda v: v * 2, tmp_path)
