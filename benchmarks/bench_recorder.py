@@ -24,7 +24,8 @@ Each run's cost is estimated from its record cycles (``record_every`` steps, one
 cycle's CPU time times the number of cycles, plus the last cycle as measured (it holds the final record). A cycle
 holds all of the recorder's costs, so the estimate counts them, while a cycle slowed by something outside the
 run (another process, the host) does not move it; the plain totals are reported beside it (``... total`` rows).
-Target: recorder / bare <= 1.05 (issue 11). Rounds are interleaved with a rotating order (benchmarks.measure).
+Target: recorder / bare <= 1.05 (issue 11); for a user's own network (``resnet18``: torchvision's ResNet-18 on
+3x32x32 digits; ``gpt2``: a 2-layer Hugging Face GPT-2 on the reverse task; issue 20) <= 1.10. Rounds are interleaved with a rotating order (benchmarks.measure).
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ from simulation.config import RunConfig, TransformerConfig  # noqa: E402
 from simulation.loop import record_steps, train  # noqa: E402
 from simulation.train import ConvTask, MLPTask  # noqa: E402
 from simulation.transformer import TransformerTask  # noqa: E402
+from simulation.config import UserModelConfig  # noqa: E402
+from simulation.user_model import UserTask, logits_of, loss_and_error  # noqa: E402
 
 TARGET = Target("<=", 1.05)
+USER_TARGET = Target("<=", 1.10)  # a user's own network (issue 20): found additions, a TorchFunctionMode while recording
 
 # The representative configs: degradation's 20-block residual ReLU + BatchNorm MLP, its conv ResNet-20
 # (option A), and the layernorm experiment's Pre-LN encoder-decoder; each recorded every 10 steps.
@@ -60,7 +64,15 @@ MODELS = {
                                                        batch_size=16, lr=5e-3, warmup_steps=60, record_every=10,
                                                        init_batches=1)),
 }
-QUICK_STEPS = {"mlp": 10, "conv": 4, "transformer": 6}
+QUICK_STEPS = {"mlp": 10, "conv": 4, "transformer": 6, "resnet18": 4, "gpt2": 6}
+# A user's own network (issue 20): torchvision's ResNet-18 on the digits upsampled to 3x32x32, and a 2-layer Hugging
+# Face GPT-2 (width 32) on the reverse task; both recorded at every residual addition (simulation.user_model).
+USER_MODELS = {
+    "resnet18": (UserTask, UserModelConfig(spec="torchvision.models:resnet18", args='{"num_classes": 10}',
+                                           data="digits-image32", batch_size=16, steps=40, record_every=10)),
+    "gpt2": (UserTask, UserModelConfig(spec=str(Path(__file__).resolve().parent.parent / "examples" / "tiny_gpt2.py")
+                                       + ":build", data="reverse", batch_size=16, steps=100, record_every=10)),
+}
 
 
 class CycleClock:
@@ -143,6 +155,10 @@ def _bare_step(task, step: int, batch) -> torch.Tensor:
         src, tgt_in, tgt = batch
         task.opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(task.model(src, tgt_in).flatten(0, 1), tgt.flatten())
+    elif isinstance(task, UserTask):
+        x, y = batch
+        task.opt.zero_grad(set_to_none=True)
+        loss = loss_and_error(logits_of(task.model(x)), y)[0]
     else:
         x, y = batch
         task.opt.zero_grad(set_to_none=True)
@@ -216,13 +232,14 @@ def overhead(model: str, quick: bool = False, min_rounds: int = 5, max_rounds: i
              peer: bool = True) -> dict[str, Figure]:
     """``{"recorder": Figure, "tensorboard": Figure, "bare": Figure}`` for ``model`` (a key of MODELS):
     recorder / bare and tensorboard / bare per round, interleaved."""
-    task_class, config = MODELS[model]
+    task_class, config = {**MODELS, **USER_MODELS}[model]
     if quick:
         config = config.replace(steps=QUICK_STEPS[model])
     variants = {"bare": lambda: bare(task_class, config), "recorder": lambda: recorded(task_class, config)}
     if peer:
         variants["tensorboard"] = lambda: tensorboard(task_class, config)
-    figs = compare(variants, baseline="bare", targets={"recorder": TARGET}, min_rounds=min_rounds,
+    target = USER_TARGET if model in USER_MODELS else TARGET
+    figs = compare(variants, baseline="bare", targets={"recorder": target}, min_rounds=min_rounds,
                    max_rounds=max_rounds, warmup=0 if quick else 1)
     # the plain totals, as a ratio to the bare loop's own total in the same round
     bare_total = figs.pop("bare total")
@@ -235,7 +252,7 @@ def overhead(model: str, quick: bool = False, min_rounds: int = 5, max_rounds: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short runs, 3 rounds")
-    parser.add_argument("--only", choices=list(MODELS), action="append")
+    parser.add_argument("--only", choices=[*MODELS, *USER_MODELS], action="append")
     parser.add_argument("--no-peer", action="store_true", help="leave out the TensorBoard peer")
     args = parser.parse_args()
     from benchmarks.yardstick import in_yardsticks, measure
@@ -243,14 +260,14 @@ def main() -> None:
     yard = measure()  # the machine index, in the same run as the figures below
     print(yard, flush=True)
     rows = []
-    for model in args.only or MODELS:
+    for model in args.only or [*MODELS, *USER_MODELS]:
         figs = overhead(model, args.quick, *((3, 3) if args.quick else (5, 21)), peer=not args.no_peer)
         rows.append((f"recorder overhead, {model}", figs["recorder"]))
         rows.append((f"  plain totals, {model}", figs["recorder total"]))
         rows.append((f"  + held-out test error, {model}", figs["recorder+test"]))
         if "tensorboard" in figs:
             rows.append((f"tensorboard peer, {model}", figs["tensorboard"]))
-        bare_ms = figs["bare"].median / MODELS[model][1].steps * 1e3
+        bare_ms = figs["bare"].median / {**MODELS, **USER_MODELS}[model][1].steps * 1e3
         print(f"{model}: bare step {bare_ms:.2f} ms (median, {yard.of(bare_ms / 1e3) * 1e3:.3f} "
               "milli-yardsticks)", file=sys.stderr)
     print(format_table(rows, yard))

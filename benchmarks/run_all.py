@@ -12,6 +12,9 @@ Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
 - ``recorder-mlp``, ``recorder-conv``, ``recorder-transformer``: training-step time with the recorder over a bare
   PyTorch loop, and beside it, in the same interleaved rounds, a TensorBoard ``add_histogram`` gradient logger
   (``benchmarks/bench_recorder.py``). Target <= 1.05.
+- ``recorder-resnet18``, ``recorder-gpt2``: the same for a user's own network (issue 20, ``--model``): torchvision's
+  ResNet-18 on 3x32x32 digits and a 2-layer Hugging Face GPT-2 on the reverse task, recorded at every residual
+  addition the tool found. Target <= 1.10.
 - ``sweep``: speed-up of DepthSweep's default run set (12 runs) on a fresh local Dask cluster, 1 worker over 2 workers
   (``bench_sweep.py``), paired rounds, and the cluster's start alone. Target >= 1.5 (2.0 is ideal on 2 free cores).
 - ``lecture``: ``render.py all -q l`` from the command line, video seconds per wall second, cold (empty trace
@@ -61,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
 from benchmarks.yardstick import Yardstick  # noqa: E402
 
-METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "instructions", "sweep", "lecture", "hq", "pytest",
+METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "recorder-resnet18", "recorder-gpt2", "instructions", "sweep", "lecture", "hq", "pytest",
            "explorer")
 GIB = 2**30
 LECTURE_VIDEO_S = 475  # the default lecture's length when the yardstick targets were set (issue 21)
@@ -263,6 +266,8 @@ def collect(metrics: list[str], quick: bool, repeats: int, include_hq: bool, inc
         "recorder-mlp": lambda: recorder_rows("mlp", quick),
         "recorder-conv": lambda: recorder_rows("conv", quick),
         "recorder-transformer": lambda: recorder_rows("transformer", quick),
+        "recorder-resnet18": lambda: recorder_rows("resnet18", quick),
+        "recorder-gpt2": lambda: recorder_rows("gpt2", quick),
         "instructions": lambda: instruction_rows(include_instructions, quick),
         "sweep": lambda: sweep_rows(quick),
         "lecture": lambda: lecture_rows(quick, repeats, include_hq, yardstick),

@@ -6,7 +6,7 @@ Example::
 
 Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every experiment being run that has
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
-A TOML file has up to four tables::
+A TOML file has up to five tables::
 
     [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat, voice
     quality = "m"
@@ -15,6 +15,8 @@ A TOML file has up to four tables::
     [experiments.vanishing]     # like --set vanishing.name=value
     depths = [8, 20]
     [scenes.IdentityHighway]    # like --set IdentityHighway.name=value
+    [model]                     # your own network: like --model SPEC (spec = "...") and --set model.name=value
+    spec = "examples/my_resnet.py:build"
 
 Every error is a :class:`simulation.config.ConfigError` with a one-line message. Imports neither torch
 nor manim.
@@ -32,14 +34,15 @@ from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
 
 __all__ = [
-    "Layer", "parse_sets", "load_config", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
-    "THEMES",
+    "Layer", "parse_sets", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
+    "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
+DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
 LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
 THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
@@ -48,6 +51,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
     "concat": False, "theme": "dark", "voice": None,
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
+MODEL_EXPERIMENT = "model"  # the experiment of a user's own network (simulation.experiments)
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
                                   "voice", "param_limits"})
 
@@ -109,7 +113,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    tables = ("render", "params", "experiments", "scenes")
+    tables = ("render", "params", "experiments", "scenes", "model")
     for key, value in data.items():
         if key not in tables:
             raise ConfigError(f"{path}: unknown entry {key!r}; use the tables [{'], ['.join(tables)}]")
@@ -131,6 +135,8 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
     """
     experiments = list(experiments)
     layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})))
+    if data.get("model"):  # [model] is [experiments.model]; a key in both is taken from [experiments.model]
+        layer.experiments[MODEL_EXPERIMENT] = dict(data["model"])
     scenes = None if scenes is None else list(scenes)
     for kind, known, target in (("experiments", experiments, layer.experiments), ("scenes", scenes, layer.scenes)):
         for name, values in data.get(kind, {}).items():
@@ -139,8 +145,13 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
                                   f"known: {', '.join(known)}")
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: [{kind}.{name}] must be a table")
-            target[name] = dict(values)
+            target[name] = {**target.get(name, {}), **values}
     return layer
+
+
+def model_layer(spec: str) -> Layer:
+    """``--model SPEC`` as a layer: the spec of experiment ``model``."""
+    return Layer("--model", experiments={MODEL_EXPERIMENT: {"spec": spec}})
 
 
 def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:

@@ -18,6 +18,7 @@ from .nested import NestedFunctionClasses
 from .norm_free import NormFree
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
+from .rank_collapse import RankCollapse
 from .residual_response import ResidualResponse
 from .shattered import ShatteredGradients
 from .shortcut_scale import ShortcutScale
@@ -28,11 +29,12 @@ __all__ = ["SCENES_IN_ORDER", "get_scene"]
 
 # The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, why its "+ 1"
 # must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
-# (gates or concatenation, only copying, the conveyor belt), then the papers' deeper views and the summary.
+# (gates or concatenation, only copying, the conveyor belt, and what stacked attention does to the tokens without
+# the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
                    ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NormFree,
-                   NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
-                   ConveyorBelt, PathEnsemble, ShatteredGradients, Summary]
+                   NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual,
+                   DoesItOnlyCopy, ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
 
 
 def get_scene(name: str):

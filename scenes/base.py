@@ -26,7 +26,7 @@ import numpy as np
 from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
 
 from simulation.cache import get_traces
-from simulation.experiments import build_runs
+from simulation.experiments import scene_runs
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
@@ -85,8 +85,7 @@ class LectureScene(Scene):
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
-            self.params = {**self.experiment_defaults, **self.params}
-            runs = build_runs(self.experiment, dict(self.params))
+            self.params, runs = scene_runs(self.experiment, self.experiment_defaults, self.params)
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))
         self._trace_has_nan = False

@@ -248,7 +248,7 @@ def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
 # -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
 
 TRANSFORMER_ARCHS = ("encoder", "encoder_decoder")
-LN_PLACEMENTS = ("post_ln", "pre_ln")
+LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
 TASKS = ("copy", "reverse", "sort")
 INITS = ("xavier", "pytorch")
 MAX_TRANSFORMER_DEPTH = 64
@@ -262,7 +262,9 @@ class TransformerConfig(BaseConfig):
 
     kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
-    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong)
+    norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
+    residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
+    ffn: bool = True  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)
     task: str = _one_of("reverse", TASKS)  # target = the input sequence copied | reversed | sorted
     depth: int = _in(6, 1, MAX_TRANSFORMER_DEPTH)  # layers in the encoder, and in the decoder when there is one
     width: int = _in(32, 2, MAX_WIDTH)  # d_model: width of the residual stream (even, divisible by heads)

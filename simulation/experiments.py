@@ -30,7 +30,8 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
-           "NormFreeParams", "init_run"]
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run"]
+__all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -38,6 +39,8 @@ PLAIN, RESIDUAL = "plain", "residual"  # chain_rule, residual_response, paths, p
 RESIDUAL_ZERO_PAD = "residual_zero_pad"  # projection: the option-A shortcut
 PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
 POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
+# rank_collapse: Dong et al. 2021's self-attention network (SAN) without and with MLPs and skip connections
+SAN, SAN_MLP, SAN_SKIP, SAN_MLP_SKIP = "san", "san_mlp", "san_skip", "san_mlp_skip"
 GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
@@ -270,9 +273,31 @@ def _literal(key: str, value: Any) -> Any:
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``. Raises
+    ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
+    try:
+        return _build_runs(name, overrides or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {name}: bad parameter value ({exc})") from None
+
+
+def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
+    ``overrides`` over them) and the runs those build, ``(params, {run_name: config})``; ``({}, {})`` for a
+    scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
+    here, so the runs trained and counted before a render are the runs the scene reads."""
+    if not experiment:
+        return {}, {}
+    params = {**defaults, **overrides}
+    return params, build_runs(experiment, dict(params))
+
+
+def _build_runs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
     experiment = get_experiment(name)
-    base, extra = split_params(experiment, overrides or {})
+    base, extra = split_params(experiment, overrides)
     seeds = extra.pop("seeds") or (base.seed,)
     params = experiment.params_type(**extra)
     runs: dict[str, Any] = {}
@@ -559,13 +584,32 @@ _register(Experiment(
 ))
 
 
+def _rank_collapse(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """The four stacks of Dong et al. 2021, Fig. 1: attention alone, + MLPs, + skips, + both (no LayerNorm)."""
+    return {SAN: base.replace(residual=False, ffn=False), SAN_MLP: base.replace(residual=False, ffn=True),
+            SAN_SKIP: base.replace(residual=True, ffn=False), SAN_MLP_SKIP: base.replace(residual=True, ffn=True)}
+
+
+_register(Experiment(
+    name="rank_collapse",
+    description="Rank collapse: relative residual ||X - 1x^T|| / ||X|| of the tokens after each layer of attention-only "
+                "stacks, without and with skips and MLPs (encoder, 6 layers, no LayerNorm), at init and after training",
+    source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need' (res(X) against depth, Fig. 1-2)",
+    base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
+                           lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
+    build=_rank_collapse,
+))
+
+
 # -- a user's own network (issue 20) -----------------------------------------------------------------
 
+NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
+            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
+
+
 def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
-    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed."""
-    if not base.spec:
-        raise ConfigError("experiment model needs a model: --model path/to/file.py:factory or "
-                          "package.module:factory (or --set model.spec=..., [model] spec = ... in a --config file)")
+    """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
+    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`."""
     return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
 
 

@@ -22,6 +22,7 @@ The budget (:func:`budget_bytes`) is half of the memory available now (``MemAvai
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -146,10 +147,18 @@ def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
         import importlib
 
         return importlib.import_module("simulation.user_model").estimate_memory(config)
+    # The model and its twin have the same parameters and activations: one probe for both.
+    return _probe_in_subprocess(json.dumps(config.replace(arch="residual").to_dict(), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
+    import json
     import subprocess
+    import sys
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", json.dumps(config.to_dict())],
+    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", config_json],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     if done.returncode:
         lines = done.stderr.strip().splitlines() or ["the model could not be built and probed"]

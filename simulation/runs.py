@@ -41,7 +41,7 @@ __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trai
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS"]
 
 DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
-LOG_FIELDS = ("kind", "arch", "norm", "depth", "activation", "warmup_steps")  # shown in log lines if present
+LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ during training, the loss of every step and the learning-rate schedule (linear w
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import sys
@@ -38,6 +39,7 @@ from .trace import Trace
 __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
     "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "BOS", "record_steps",
+    "layer_norm", "add_and_norm", "token_residual", "encoder_token_residual", "RANK_SEQUENCES",
 ]
 
 BOS = 0  # token 0 starts every decoder input; symbols are 1..vocab
@@ -86,52 +88,69 @@ class FeedForward(nn.Module):
         return self.linear_2(F.relu(self.linear_1(x)))
 
 
+def layer_norm(norm: str, width: int) -> nn.Module:
+    """A LayerNorm over ``width`` features, or the identity for ``norm="none"`` (no normalisation at all)."""
+    return nn.Identity() if norm == "none" else nn.LayerNorm(width)
+
+
+def add_and_norm(x: torch.Tensor, norm: str, residual: bool, ln: nn.Module, branch: nn.Module, *args,
+                 **kwargs) -> torch.Tensor:
+    """One sublayer: ``pre_ln`` x + F(LN(x)); ``post_ln`` LN(x + F(x)); ``none`` x + F(x) (``ln`` is the
+    identity). ``residual=False`` drops the skip: F(LN(x)), LN(F(x)), F(x) (Dong et al. 2021's pure
+    self-attention network). ``args``/``kwargs`` go to ``branch`` (memory, causal); [B, T, width] -> same."""
+    if norm == "pre_ln":
+        out = branch(ln(x), *args, **kwargs)
+        return x + out if residual else out
+    out = branch(x, *args, **kwargs)
+    return ln(x + out if residual else out)
+
+
 class EncoderLayer(nn.Module):
-    """Self-attention and FFN, each with a residual connection and a LayerNorm (two Add & Norm)."""
+    """Self-attention and FFN, each with a residual connection and a LayerNorm (two Add & Norm).
 
-    def __init__(self, width: int, heads: int, ffn_width: int, norm: str) -> None:
+    ``residual=False`` drops both skips; ``ffn=False`` drops the FFN sublayer (attention-only layer).
+    """
+
+    def __init__(self, width: int, heads: int, ffn_width: int, norm: str, residual: bool = True,
+                 ffn: bool = True) -> None:
         super().__init__()
-        self.norm = norm
-        self.ln_1, self.attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
-        self.ln_2, self.ffn = nn.LayerNorm(width), FeedForward(width, ffn_width)
+        self.norm, self.residual = norm, residual
+        self.ln_1, self.attn = layer_norm(norm, width), MultiHeadAttention(width, heads)
+        if ffn:
+            self.ln_2, self.ffn = layer_norm(norm, width), FeedForward(width, ffn_width)
 
-    def sublayers(self) -> list[tuple[str, nn.LayerNorm, nn.Module]]:
+    def sublayers(self) -> list[tuple[str, nn.Module, nn.Module]]:
         """(name, its LayerNorm, its residual branch), in the order the data meets them."""
-        return [("attn", self.ln_1, self.attn), ("ffn", self.ln_2, self.ffn)]
+        return [("attn", self.ln_1, self.attn)] + ([("ffn", self.ln_2, self.ffn)] if hasattr(self, "ffn") else [])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.norm == "pre_ln":
-            x = x + self.attn(self.ln_1(x))
-            x = x + self.ffn(self.ln_2(x))
-        else:  # post_ln: the LayerNorm sits on the residual path, after the addition
-            x = self.ln_1(x + self.attn(x))
-            x = self.ln_2(x + self.ffn(x))
+    def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        x = add_and_norm(x, self.norm, self.residual, self.ln_1, self.attn, causal=causal)
+        if hasattr(self, "ffn"):
+            x = add_and_norm(x, self.norm, self.residual, self.ln_2, self.ffn)
         return x
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder output, FFN: three Add & Norm."""
 
-    def __init__(self, width: int, heads: int, ffn_width: int, norm: str) -> None:
+    def __init__(self, width: int, heads: int, ffn_width: int, norm: str, residual: bool = True,
+                 ffn: bool = True) -> None:
         super().__init__()
-        self.norm = norm
-        self.ln_1, self.self_attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
-        self.ln_2, self.cross_attn = nn.LayerNorm(width), MultiHeadAttention(width, heads)
-        self.ln_3, self.ffn = nn.LayerNorm(width), FeedForward(width, ffn_width)
+        self.norm, self.residual = norm, residual
+        self.ln_1, self.self_attn = layer_norm(norm, width), MultiHeadAttention(width, heads)
+        self.ln_2, self.cross_attn = layer_norm(norm, width), MultiHeadAttention(width, heads)
+        if ffn:
+            self.ln_3, self.ffn = layer_norm(norm, width), FeedForward(width, ffn_width)
 
-    def sublayers(self) -> list[tuple[str, nn.LayerNorm, nn.Module]]:
-        return [("self_attn", self.ln_1, self.self_attn), ("cross_attn", self.ln_2, self.cross_attn),
-                ("ffn", self.ln_3, self.ffn)]
+    def sublayers(self) -> list[tuple[str, nn.Module, nn.Module]]:
+        return [("self_attn", self.ln_1, self.self_attn), ("cross_attn", self.ln_2, self.cross_attn)] + (
+            [("ffn", self.ln_3, self.ffn)] if hasattr(self, "ffn") else [])
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
-        if self.norm == "pre_ln":
-            x = x + self.self_attn(self.ln_1(x), causal=True)
-            x = x + self.cross_attn(self.ln_2(x), memory)
-            x = x + self.ffn(self.ln_3(x))
-        else:
-            x = self.ln_1(x + self.self_attn(x, causal=True))
-            x = self.ln_2(x + self.cross_attn(x, memory))
-            x = self.ln_3(x + self.ffn(x))
+        x = add_and_norm(x, self.norm, self.residual, self.ln_1, self.self_attn, causal=True)
+        x = add_and_norm(x, self.norm, self.residual, self.ln_2, self.cross_attn, memory)
+        if hasattr(self, "ffn"):
+            x = add_and_norm(x, self.norm, self.residual, self.ln_3, self.ffn)
         return x
 
 
@@ -155,14 +174,14 @@ class Seq2SeqTransformer(nn.Module):
     """
 
     def __init__(self, arch: str, norm: str, vocab: int, seq_len: int, depth: int, width: int, heads: int,
-                 ffn_width: int) -> None:
+                 ffn_width: int, residual: bool = True, ffn: bool = True) -> None:
         super().__init__()
-        self.arch, self.norm, self.width = arch, norm, width
+        self.arch, self.norm, self.width, self.residual = arch, norm, width, residual
         self.embed = nn.Embedding(vocab + 1, width)
         self.register_buffer("positions", sinusoid_positions(seq_len, width), persistent=False)
-        self.encoder = nn.ModuleList(EncoderLayer(width, heads, ffn_width, norm) for _ in range(depth))
+        self.encoder = nn.ModuleList(EncoderLayer(width, heads, ffn_width, norm, residual, ffn) for _ in range(depth))
         n_dec = depth if arch == "encoder_decoder" else 0
-        self.decoder = nn.ModuleList(DecoderLayer(width, heads, ffn_width, norm) for _ in range(n_dec))
+        self.decoder = nn.ModuleList(DecoderLayer(width, heads, ffn_width, norm, residual, ffn) for _ in range(n_dec))
         # Pre-LN leaves the residual stream un-normalised: one final LayerNorm per stack (nanoGPT's ln_f).
         pre = norm == "pre_ln"
         self.enc_ln_f = nn.LayerNorm(width) if pre else nn.Identity()
@@ -200,7 +219,7 @@ def build_transformer(config: TransformerConfig) -> Seq2SeqTransformer:
     setting of Xiong et al. 2020 §3); ``init="pytorch"``: nn.Linear's default. Embeddings ~ N(0, 1/width).
     """
     model = Seq2SeqTransformer(config.arch, config.norm, config.vocab, config.seq_len, config.depth,
-                               config.width, config.heads, config.ffn_width)
+                               config.width, config.heads, config.ffn_width, config.residual, config.ffn)
     nn.init.normal_(model.embed.weight, std=config.width ** -0.5)
     if config.init == "xavier":
         for module in model.modules():
@@ -274,8 +293,8 @@ class TransformerRecorder(HookRecorder):
         self.stack_start = [0 if i < len(model.encoder) else len(model.encoder) for i in range(len(self.layers))]
         # The weight matrices of each layer (biases and LayerNorm gains are 1-D), and which one is the FFN's W^2.
         self.weights = [[p for p in layer.parameters() if p.ndim >= 2] for layer in self.layers]
-        self.ffn_w2 = [next(k for k, p in enumerate(weights) if p is layer.ffn.linear_2.weight)
-                       for layer, weights in zip(self.layers, self.weights)]
+        self.ffn_w2 = [next((k for k, p in enumerate(weights) if hasattr(layer, "ffn") and p is layer.ffn.linear_2.weight),
+                            None) for layer, weights in zip(self.layers, self.weights)]
         super().__init__(model)
 
     def hook_points(self) -> list[HookPoint]:
@@ -332,7 +351,7 @@ class TransformerRecorder(HookRecorder):
             present = [squares[(index, k)] for k in range(len(weights)) if (index, k) in squares]
             row["grad_norm"][index] = sum(present) ** 0.5
             w2 = self.ffn_w2[index]
-            if (index, w2) in squares:
+            if w2 is not None and (index, w2) in squares:
                 row["ffn_grad_norm"][index] = squares[(index, w2)] ** 0.5
         return row
 
@@ -346,7 +365,10 @@ class TransformerRecorder(HookRecorder):
             if self.model.norm == "pre_ln":  # x = x + Sublayer(LayerNorm(x)): the LayerNorm read x
                 x = self._ln_inputs[index]
                 norms[("input_norm", index)] = x
-                norms[("sum_norm", index)] = x + branch
+                norms[("sum_norm", index)] = x + branch if self.model.residual else branch
+            elif not self.model.residual:  # x = LayerNorm(Sublayer(x)): the sublayer's input is not seen here
+                norms[("sum_norm", index)] = branch
+                norms[("out_norm", index)] = self._ln_outputs[index]
             else:  # x = LayerNorm(x + Sublayer(x)): the LayerNorm read the sum
                 total = self._ln_inputs[index]
                 norms[("input_norm", index)] = total - branch
@@ -381,6 +403,34 @@ class TransformerRecorder(HookRecorder):
             self._ln_outputs[index] = output.detach()
 
 
+# -- rank collapse (Dong, Cordonnier & Loukas 2021) ------------------------------------------------
+
+RANK_SEQUENCES = 64  # fixed task sequences on which the token residual is measured (generator 30 000 + seed)
+
+
+def token_residual(x: torch.Tensor) -> torch.Tensor:
+    """res(X) = ||X - 1 x^T||_F / ||X||_F of each sequence X [T, width] of ``x`` [..., T, width], with x the
+    mean over the T tokens (the x that minimises the Frobenius norm): 0 when every token holds the same vector
+    (rank 1). Returns [...]. Dong, Cordonnier & Loukas 2021, §2 (their bounds use the composite l1,inf norm;
+    the Frobenius norm is the one whose minimiser is the token mean)."""
+    return (x - x.mean(-2, keepdim=True)).flatten(-2).norm(dim=-1) / x.flatten(-2).norm(dim=-1)
+
+
+def encoder_token_residual(model: Seq2SeqTransformer, src: torch.Tensor) -> np.ndarray:
+    """Mean over the sequences ``src`` (int64 [N, T]) of :func:`token_residual` at the input of the encoder
+    and after each encoder layer: float64 [encoder layers + 1]. Computed in float64 on a copy of ``model``
+    (call it while no hook is attached), so the collapse can be followed down to ~1e-16 instead of float32's
+    ~1e-7; Dong et al. 2021, Fig. 1 (relative residual against depth)."""
+    model64 = copy.deepcopy(model).double()
+    with torch.no_grad():
+        x = model64._embed(src)
+        out = [token_residual(x).mean()]
+        for layer in model64.encoder:
+            x = layer(x)
+            out.append(token_residual(x).mean())
+    return torch.stack(out).numpy().astype(np.float64)
+
+
 def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, float]:
     src, tgt_in, tgt = batch
     logits = model(src, tgt_in)
@@ -403,6 +453,8 @@ class TransformerTask(Task[TransformerConfig]):
         self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
                         "lr_curve": np.array([lr_at(config, s) for s in range(config.steps)], dtype=np.float32)}
         self.init_rows: list[dict[str, np.ndarray]] = []
+        self.rank_src = self._task(RANK_SEQUENCES, torch.Generator().manual_seed(30_000 + config.seed))[0]
+        self.rank_rows: list[np.ndarray] = []
 
     def _task(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         return make_task(self.config.task, self.config.vocab, self.config.seq_len, n, generator)
@@ -414,6 +466,7 @@ class TransformerTask(Task[TransformerConfig]):
         return self._curves
 
     def before_training(self, recorder: TransformerRecorder) -> None:
+        self.rank_rows.append(encoder_token_residual(self.model, self.rank_src))
         init_gen = torch.Generator().manual_seed(20_000 + self.config.seed)
         for _ in range(self.config.init_batches):
             self.model.zero_grad(set_to_none=True)
@@ -450,7 +503,9 @@ class TransformerTask(Task[TransformerConfig]):
         return Divergence(step, int(bad[0]) if len(bad) else -1)
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
-        return {"init_grad_norm": np.stack([r["grad_norm"] for r in self.init_rows]),
+        self.rank_rows.append(encoder_token_residual(self.model, self.rank_src))
+        return {"rank_residual": np.stack(self.rank_rows),
+                "init_grad_norm": np.stack([r["grad_norm"] for r in self.init_rows]),
                 "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in self.init_rows])}
 
     def meta(self, recorder: TransformerRecorder) -> dict[str, object]:
@@ -470,6 +525,8 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
       see :class:`TransformerRecorder`.
     - ``init_grad_norm``, ``init_ffn_grad_norm`` float64 [K, L]: the same two norms at initialisation on K
       different batches (no update in between): Xiong et al. 2020, Fig. 3 averages over batches too.
+    - ``rank_residual`` float64 [2, E + 1] (E encoder layers): :func:`encoder_token_residual` at initialisation
+      (row 0) and after training (row 1): the input of the encoder, then every encoder layer's output.
     - ``input_norm``, ``branch_norm``, ``sum_norm``, ``out_norm`` float32 [T, S]: see :data:`SUBLAYER_KEYS`;
       ``branch_std`` float32 [T, S]: std over all elements of each Sublayer(.) output.
 

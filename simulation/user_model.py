@@ -349,7 +349,8 @@ def probe(model: nn.Module, data: UserData, config: UserModelConfig) -> Probe:
             except UserModelError:
                 raise
             except Exception as exc:
-                hint = "" if data.tokens else f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32"
+                hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if data.tokens else
+                        f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32")
                 raise user_error(exc, config.spec, f"the forward pass{hint}") from None
         check_output(discovery.output, data, config)
     finally:
@@ -373,6 +374,10 @@ def estimate_memory(config: UserModelConfig) -> MemoryEstimate:
     state (Adam 2 copies, SGD with momentum 1) plus one transient copy, and the activations of a training batch
     as the probe measured them per example (every tensor the forward made, views excluded), plus the recorder's
     dL/dh per block. Builds and probes the model (once per config in this process)."""
+    if not config.spec:
+        from .experiments import NO_MODEL
+
+        raise ConfigError(NO_MODEL)
     found = _probe_config(config)
     params = found.parameters * FLOAT
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
@@ -507,7 +512,9 @@ class UserTask(Task[UserModelConfig]):
     def __init__(self, config: UserModelConfig) -> None:
         super().__init__(config)
         if not config.spec:
-            raise ConfigError("no model given: --model path/to/file.py:factory (or package.module:factory)")
+            from .experiments import NO_MODEL
+
+            raise ConfigError(NO_MODEL)
         self.label = f"{config.spec} {config.arch}"
         self.model = build_model(config)
         self.data = load_user_data(config)

@@ -100,3 +100,9 @@ def test_the_check_finds_a_private_name_imported_from_another_module(tmp_path):
                       "cli/__init__.py": "from __future__ import annotations\n"})
     graph, private = import_graph(tmp_path)
     assert private == ["scenes.x imports _hidden from simulation.a"] and cycles(graph) == []
+
+
+def test_render_py_holds_the_commands_and_little_else():
+    """The front door stays small: options, the planner and the pipeline live in cli/ (issue 19)."""
+    lines = (ROOT / "render.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 350, f"render.py has {lines} lines; move what is not a click command into cli/"

@@ -43,6 +43,7 @@ DAMAGE = {
     "IdentityFit": (("plain", "loss_curve", (5,)), ("residual", "loss_curve")),
     "DoesItOnlyCopy": (("residual", "branch_norm", (1, 1)), ("residual", "loss")),  # the loss it draws
     "ConveyorBelt": (("pre_ln", "input_cos", (0, 3)), ("post_ln", "input_cos")),
+    "RankCollapse": (("san", "rank_residual", (1, 2)), ("san_skip", "rank_residual")),
     "ShortcutScale": (("scale0p9", "out_grad_norm", (0, 2)), ("scale1", "error_curve")),
     "NormFree": (("rezero", "loss_curve", (5,)), ("fixup", "act_norm")),
 }

@@ -231,7 +231,8 @@ def test_digest_covers_kind_and_every_field_and_config_from_dict_dispatches():
     base = TransformerConfig()
     changed = {"arch": "encoder", "norm": "pre_ln", "task": "sort", "depth": 5, "width": 40, "heads": 8,
                "ffn_width": 64, "vocab": 9, "seq_len": 9, "init": "pytorch", "steps": 301, "batch_size": 17,
-               "lr": 2e-3, "warmup_steps": 1, "init_batches": 7, "record_every": 9, "seed": 1}
+               "lr": 2e-3, "warmup_steps": 1, "init_batches": 7, "record_every": 9, "seed": 1, "residual": False,
+               "ffn": False}
     assert set(changed) | {"kind"} == set(TransformerConfig.field_types())  # kind has one legal value
     digests = {base.replace(**{k: v}).digest() for k, v in changed.items()}
     assert len(digests) == len(changed) and base.digest() not in digests

@@ -50,7 +50,8 @@ TINY: dict[str, dict] = {
 TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (1, 2), "depth_sweep": (1, 2),
                                           "does_it_copy": (1, 2), "conveyor_belt": (1,), "residual_response": (1, 2),
                                           "paths": (1, 2), "shattered": (1, 2), "layernorm": (1, 2),
-                                          "shortcut_scale": (1, 2), "norm_free": (1, 2)}
+                                          "shortcut_scale": (1, 2), "norm_free": (1, 2),
+                                          "rank_collapse": (1,)}
 
 
 def tiny_overrides(experiment: str) -> dict:
