@@ -245,7 +245,7 @@ def resolved_options(ctx: click.Context) -> dict[str, Any]:
     return out
 
 def voices() -> dict[str, dict[str, Any]]:
-    from scenes.voice import VOICES, missing_voice
+    from narration import VOICES, missing_voice
 
     return {name: {"lang": e.lang, "description": e.description, "licence": e.licence,
                    "missing": missing_voice(name)} for name, e in VOICES.items()}

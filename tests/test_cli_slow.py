@@ -40,7 +40,7 @@ def test_every_format(tmp_path):
         assert result.exit_code == 0, result.output
         assert str(folder / f"TinySquare.{fmt}") in result.stdout.split("wrote:")[1]
     # 0.4 s of animation, held until its one line ("a square") can be read, in whole frames at 15 fps
-    from scenes.voice import reading_time
+    from narration import reading_time
 
     seconds = math.ceil(max(0.4, reading_time("a square", "en")) * 15 - 1e-6) / 15
     assert _video(folder / "TinySquare.mp4") == {"size": (854, 480), "rate": 15, "codec": "h264",

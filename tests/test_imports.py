@@ -1,4 +1,4 @@
-"""The import graph of simulation/, scenes/, cli/ and render.py: no cycle, no private name from another module.
+"""The import graph of simulation/, scenes/, cli/, narration/ and render.py: no cycle, no private name from another module.
 
 Example::
 
@@ -18,7 +18,7 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("simulation", "scenes", "cli")
+PACKAGES = ("simulation", "scenes", "cli", "narration")
 TOP_LEVEL = ("render.py",)
 
 
