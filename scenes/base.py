@@ -91,9 +91,9 @@ class LectureScene(Scene):
     strings: dict[str, dict[str, str]] = {}
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
-    # arrays every run must hold for this scene -> their axes' sizes ("records", "depth", ...); one a trace
-    # lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
-    required_arrays: dict[str, tuple[str, ...]] = {}
+    # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);
+    # one a trace lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
+    required_arrays: tuple[str, ...] = ()
     voice: str | None = None  # a name from narration.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:

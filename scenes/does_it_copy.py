@@ -40,7 +40,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
     experiment = "does_it_copy"
     experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
     # one run per seed: no sibling says which arrays a trace lacks, so the scene names the ones it draws
-    required_arrays = {"loss": ("records",), "branch_norm": ("records", "depth"), "input_norm": ("records", "depth")}
+    required_arrays = ("loss", "branch_norm", "input_norm")
     strings = {
         "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
         "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},

@@ -137,7 +137,7 @@ class ShortcutScale(SeedSpread, LectureScene):
     """Shortcuts scaled by lambda (and gated): the step-0 gradient ratio across the stack, and training error."""
 
     experiment = "shortcut_scale"
-    required_arrays = {"out_grad_norm": ("records", "depth"), "error_curve": ("steps",)}
+    required_arrays = ("out_grad_norm", "error_curve")
     strings = {
         **SEED_STRINGS,
         "title": {"en": "The shortcut must be the identity", "zh": "捷径必须是恒等映射"},
