@@ -122,7 +122,7 @@ class NormFree(SeedSpread, LectureScene):
     standard init, ReZero, Fixup."""
 
     experiment = "norm_free"
-    required_arrays = {"act_norm": ("records", "depth"), "input_norm": ("records", "depth"), "loss_curve": ("steps",)}
+    required_arrays = ("act_norm", "input_norm", "loss_curve")
     strings = {
         **SEED_STRINGS,
         "title": {"en": "Deep nets without normalisation", "zh": "不用归一化训练深层网络"},
