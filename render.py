@@ -63,7 +63,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
     import scenes
 
     with user_errors():
-        by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+        by_name = {s.__name__: s for s in scenes.ALL_SCENES}  # the lecture's, then those of your own network
         listing = lecture_listing(_layers(ctx, sets, list(by_name)), by_name)
     listing["voices"] = voices()
     if as_json:
@@ -172,7 +172,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     from cli.pipeline import render_pipeline, train_before_render
 
     with user_errors():
-        names = dict.fromkeys(s.__name__ for s in [*lecture.SCENES_IN_ORDER, *scenes])
+        names = dict.fromkeys(s.__name__ for s in [*lecture.ALL_SCENES, *scenes])
         layers = _layers(ctx, ctx.params["sets"], list(names))
         options = resolved_options(ctx)
         if video_only:

@@ -23,8 +23,9 @@ from .shattered import ShatteredGradients
 from .shortcut_scale import ShortcutScale
 from .sigmoid import SigmoidDerivative
 from .summary import Summary
+from .user_model import MODEL_SCENES, MODEL_VARIANTS
 
-__all__ = ["SCENES_IN_ORDER", "get_scene"]
+__all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "get_scene", "model_variant"]
 
 # The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, why its "+ 1"
 # must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
@@ -36,9 +37,25 @@ SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProdu
                    ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
 
 
+# Every scene by name: the lecture's, then those that draw a user's own network (scenes/user_model.py).
+ALL_SCENES = [*SCENES_IN_ORDER, *MODEL_SCENES]
+
+
 def get_scene(name: str):
-    """The scene class called ``name``; raises KeyError listing the known names."""
-    for scene in SCENES_IN_ORDER:
+    """The scene class called ``name`` (a lecture scene or a user-model scene); raises KeyError listing the
+    known names."""
+    for scene in ALL_SCENES:
         if scene.__name__ == name:
             return scene
-    raise KeyError(f"unknown scene {name!r}; available: {', '.join(s.__name__ for s in SCENES_IN_ORDER)}")
+    raise KeyError(f"unknown scene {name!r}; available: {', '.join(s.__name__ for s in ALL_SCENES)}")
+
+
+def model_variant(scene: type) -> type:
+    """The scene that draws a user's model (experiment ``model``) in place of lecture scene ``scene``
+    (``render.py render SCENE --model SPEC``); a user-model scene is its own variant. Raises KeyError naming
+    the scenes that have one."""
+    if scene in MODEL_SCENES:
+        return scene
+    if scene.__name__ not in MODEL_VARIANTS:
+        raise KeyError(f"scene {scene.__name__} cannot draw your own model; these can: {', '.join(MODEL_VARIANTS)}")
+    return MODEL_VARIANTS[scene.__name__]
