@@ -15,6 +15,7 @@ from .highway import IdentityHighway
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .nested import NestedFunctionClasses
+from .norm_free import NormFree
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
 from .rank_collapse import RankCollapse
@@ -32,9 +33,9 @@ __all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "get_scene", "model_
 # (gates or concatenation, only copying, the conveyor belt, and what stacked attention does to the tokens without
 # the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
-                   ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NestedFunctionClasses,
-                   ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
-                   ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
+                   ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NormFree,
+                   NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual,
+                   DoesItOnlyCopy, ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
 
 
 # Every scene by name: the lecture's, then those that draw a user's own network (scenes/user_model.py).
