@@ -16,6 +16,7 @@ from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .loss_landscape import LossLandscape
 from .nested import NestedFunctionClasses
+from .norm_free import NormFree
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
 from .rank_collapse import RankCollapse
@@ -35,9 +36,9 @@ __all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "CHAPTERS", "lecture
 # the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
                    ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape,
-                   NestedFunctionClasses,
-                   ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
-                   ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
+                   NormFree, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
+                   HighwayDenseNetResidual, DoesItOnlyCopy, ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients,
+                   Summary]
 
 # Optional chapters: their scenes sit in SCENES_IN_ORDER at their place in the story (a scene's ``chapter``
 # names its chapter), but ``render.py all`` renders them only when asked (``--chapter NAME``): their runs cost
