@@ -12,6 +12,7 @@ from .depth_sweep import DepthSweep
 from .gradient_flow import GradientFlowOverTraining
 from .does_it_copy import DoesItOnlyCopy
 from .highway import IdentityHighway
+from .hyper_connections import HyperConnections
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .loss_landscape import LossLandscape
@@ -37,14 +38,14 @@ __all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "CHAPTERS", "lecture
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
                    ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape,
                    NormFree, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
-                   HighwayDenseNetResidual, DoesItOnlyCopy, ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients,
-                   Summary]
+                   HighwayDenseNetResidual, DoesItOnlyCopy, ConveyorBelt, RankCollapse, HyperConnections, PathEnsemble,
+                   ShatteredGradients, Summary]
 
 # Optional chapters: their scenes sit in SCENES_IN_ORDER at their place in the story (a scene's ``chapter``
 # names its chapter), but ``render.py all`` renders them only when asked (``--chapter NAME``): their runs cost
 # more than the cold lecture's time budget (README, "Optional chapter: beyond 2016").
 CHAPTERS = {
-    "beyond": "findings after 2016 whose runs take minutes of CPU (issue 23): LossLandscape",
+    "beyond": "findings after 2016 whose runs take minutes of CPU (issue 23): LossLandscape, HyperConnections",
 }
 
 

@@ -369,7 +369,34 @@ class LandscapeConfig(BaseConfig):
                          lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeConfig", "conv_depth_error",
+# -- Hyper-connection runs (experiment "hyper_connections"; trained by simulation.hyper) ---------
+
+MIXINGS = ("hc", "mhc")
+MAX_STREAMS = 16
+
+
+@dataclass(frozen=True)
+class HyperConfig(BaseConfig):
+    """An MLP of residual blocks on digits whose one residual stream is widened to ``streams`` parallel ones
+    mixed by learned matrices (Hyper-Connections, Zhu et al. 2025), unconstrained or projected onto the doubly
+    stochastic matrices (mHC, DeepSeek 2025); the cache key."""
+
+    kind: str = _one_of("hyper", ("hyper",))  # the run kind (simulation.runs) that trains this config
+    mixing: str = _one_of("hc", MIXINGS)  # "hc": H_res free (init identity); "mhc": H_res = Sinkhorn-Knopp(exp(logits))
+    streams: int = _in(4, 1, MAX_STREAMS)  # n, the expansion rate: parallel residual streams (both papers: 4)
+    depth: int = _in(24, 1, MAX_DEPTH)  # residual blocks, each Linear -> ReLU -> Linear
+    width: int = _in(32, 1, MAX_WIDTH)  # width of every stream and of F
+    sinkhorn_iters: int = _in(20, 1, 1000)  # Sinkhorn-Knopp iterations of mHC (DeepSeek 2025: 20); hc: unused
+    steps: int = _in(300, 1, MAX_STEPS)  # Adam steps
+    batch_size: int = _in(64, 2, MAX_BATCH)  # examples per step
+    lr: float = _in(1e-3, 0.0, 1e6, open_low=True)  # Adam learning rate of the blocks and the head
+    mixing_lr: float = _in(1e-2, 0.0, 1e6, open_low=True)  # Adam learning rate of the mixing parameters
+    record_every: int = _in(25, 1, MAX_STEPS)  # record the composite mapping at step 0 and every k steps (and the last)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the data split, init and batch order
+
+
+__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeConfig", "conv_depth_error", "HyperConfig",
+            "MIXINGS",
             "config_from_argv", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error, shown)
+                     HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
+                     shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
@@ -627,6 +628,21 @@ _register(Experiment(
     base=LandscapeConfig(width=8, steps=200, grid=21, eval_examples=256),
     build=_loss_landscape,
     params_type=LandscapeParams,
+))
+
+
+def _hyper_connections(base: HyperConfig, params: NoParams) -> dict[str, HyperConfig]:
+    """``hc`` (free H_res) and ``mhc`` (Sinkhorn-projected H_res), otherwise the same."""
+    return {mixing: base.replace(mixing=mixing) for mixing in ("hc", "mhc")}
+
+
+_register(Experiment(
+    name="hyper_connections",
+    description="n = 4 residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC): the gain of "
+                "the product of the mixing matrices across the blocks, before and after training",
+    source="Zhu et al. 2025 (Hyper-Connections, §2); DeepSeek 2025 (mHC: Sinkhorn-Knopp, composite gain)",
+    base=HyperConfig(depth=16, width=32, steps=200),
+    build=_hyper_connections,
 ))
 
 

@@ -33,8 +33,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import (BaseConfig, ConfigError, IdentityFitConfig, LandscapeConfig, RunConfig, TransformerConfig,
-                     UserModelConfig)
+from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
+                     TransformerConfig, UserModelConfig)
 from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
                      user_model_memory)
 
@@ -163,3 +163,17 @@ register_kind(RunKind(
     name="landscape", config=LandscapeConfig, trainer="simulation.landscape:run",
     memory=lambda c: conv_memory(c.run_config()),  # the slice runs without autograd: training is the peak
     work=_landscape_work, label="a conv net trained on digits and its loss on a random 2-D slice (Li et al. 2018)"))
+
+
+def _hyper_memory(config: HyperConfig) -> MemoryEstimate:
+    """Blocks of two width x width Linears, n x n mixing each; ~6 [B, n, w] tensors per block kept for backward."""
+    n, w = config.streams, config.width
+    params = config.depth * (2 * w * w + 2 * w + n * n + 2 * n) + 65 * w + 11 * w
+    activations = config.depth * 6 * n * w * max(config.batch_size, 360)  # 360: the held-out split at a record
+    return MemoryEstimate(params * 4, params * 4, 3 * params * 4, activations * 4)
+
+
+register_kind(RunKind(
+    name="hyper", config=HyperConfig, trainer="simulation.hyper:run", memory=_hyper_memory,
+    work=lambda c: c.steps * c.depth * c.streams,
+    label="n residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC)"))

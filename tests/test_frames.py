@@ -34,6 +34,7 @@ from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
 from scenes.layernorm import PostLNvsPreLN
 from scenes.loss_landscape import LossLandscape
+from scenes.hyper_connections import HyperConnections
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
@@ -330,6 +331,7 @@ FRAME_SCENES = [
     (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
     (NormFree, "norm_free", "rezero", "loss_curve", lambda v: v * 0.5),
     (LossLandscape, "loss_landscape", "plain_d14", "loss_grid", checkerboard),
+    (HyperConnections, "hyper_connections", "hc", "composite_row_gain", times_two),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -382,11 +384,12 @@ ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining,
     (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
     (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
     (LossLandscape, "loss_landscape", "plain_d14@seed1", "loss_grid", checkerboard),  # its "k of N seeds"
+    (HyperConnections, "hyper_connections", "mhc@seed2", "composite_row_gain", times_two),  # its "k of N seeds"
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
 ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
-           "shortcut_scale", "norm_free", "loss_landscape"}
+           "shortcut_scale", "norm_free", "loss_landscape", "hyper_connections"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

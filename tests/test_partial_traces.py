@@ -47,6 +47,7 @@ DAMAGE = {
     "ShortcutScale": (("scale0p9", "out_grad_norm", (0, 2)), ("scale1", "error_curve")),
     "NormFree": (("rezero", "loss_curve", (5,)), ("fixup", "act_norm")),
     "LossLandscape": (("plain_d14", "loss_grid", (4, 4)), ("residual_d8", "loss_grid")),
+    "HyperConnections": (("hc", "composite_row_gain", (-1, 2)), ("mhc", "composite_row_gain")),
 }
 # Scenes with an experiment that draw none of its arrays (only its config): nothing to leave a gap in.
 CONFIG_ONLY = {"HighwayDenseNetResidual"}

@@ -96,9 +96,10 @@ def test_metadata_is_typed_and_unknown_keys_are_refused(tmp_path):
 def test_run_config_is_the_typed_config_of_every_committed_trace():
     from pathlib import Path
 
-    from simulation.config import IdentityFitConfig, RunConfig, TransformerConfig
+    from simulation.config import HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig, TransformerConfig
 
-    kinds = {"mlp": RunConfig, "transformer": TransformerConfig, "identity_fit": IdentityFitConfig}
+    kinds = {"mlp": RunConfig, "transformer": TransformerConfig, "identity_fit": IdentityFitConfig,
+             "landscape": LandscapeConfig, "hyper": HyperConfig}
     paths = sorted((Path(__file__).parent / "data").rglob("*.npz"))
     seen = set()
     for path in paths:

@@ -48,6 +48,7 @@ TINY: dict[str, dict] = {
     "norm_free": {"depth": 8, "steps": 30},
     # conv nets of 8 and 14 layers, width 4, a 9 x 9 slice on 64 examples: ~2 s a run
     "loss_landscape": {"depths": "8,14", "width": 4, "steps": 30, "grid": 9, "eval_examples": 64},
+    "hyper_connections": {"depth": 6, "width": 8, "steps": 40},
 }
 
 # Extra seeds (besides the base seed 0) of the experiments whose scenes draw the spread across seeds.
@@ -55,7 +56,8 @@ TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (
                                           "does_it_copy": (1, 2), "conveyor_belt": (1,), "residual_response": (1, 2),
                                           "paths": (1, 2), "shattered": (1, 2), "layernorm": (1, 2),
                                           "shortcut_scale": (1, 2), "norm_free": (1, 2),
-                                          "rank_collapse": (1,), "loss_landscape": (1, 2)}
+                                          "rank_collapse": (1,), "loss_landscape": (1, 2),
+                                          "hyper_connections": (1, 2)}
 
 
 def tiny_overrides(experiment: str) -> dict:
