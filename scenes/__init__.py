@@ -14,6 +14,7 @@ from .does_it_copy import DoesItOnlyCopy
 from .highway import IdentityHighway
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
+from .logit_lens import LogitLens
 from .nested import NestedFunctionClasses
 from .paths import PathEnsemble
 from .plus_one import GradientPlusOne
@@ -28,12 +29,12 @@ __all__ = ["SCENES_IN_ORDER", "get_scene"]
 
 # The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, why its "+ 1"
 # must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
-# (gates or concatenation, only copying, the conveyor belt, and what stacked attention does to the tokens without
-# the belt), then the papers' deeper views and the summary.
+# (gates or concatenation, only copying, the conveyor belt, the answer it carries up a GPT, and what stacked
+# attention does to the tokens without the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
                    ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, NestedFunctionClasses,
                    ResidualResponse, TransformerAddNorm, PostLNvsPreLN, HighwayDenseNetResidual, DoesItOnlyCopy,
-                   ConveyorBelt, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
+                   ConveyorBelt, LogitLens, RankCollapse, PathEnsemble, ShatteredGradients, Summary]
 
 
 def get_scene(name: str):
