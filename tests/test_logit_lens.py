@@ -29,7 +29,8 @@ from simulation.experiments import GPT, build_runs
 from simulation.transformer import build_transformer, lens_kl, logit_lens, make_task
 
 from test_claims import NEEDED, SEEDS
-from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
+from frame_matrix import frame_matrix
+from test_frames import same_cairo_as_control_data  # noqa: F401
 from test_note_claims import at_seed, traces
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
@@ -146,22 +147,7 @@ def _squared(values: np.ndarray) -> np.ndarray:
     return values ** 2
 
 
-CASES = [(lang, theme) for lang in ("en", "zh") for theme in ("dark", "light")]
-
-
-def _name(lang: str, theme: str) -> str:
-    return f"logit_lens_{lang}" + ("_light" if theme == "light" else "")
-
-
-for _lang, _theme in CASES:
-    globals()[f"test_{_name(_lang, _theme)}"] = make_frame_test(LogitLens, _name(_lang, _theme), lang=_lang,
-                                                                 theme=_theme)
-
-
-@pytest.mark.parametrize(("lang", "theme"), CASES, ids=[_name(*c) for c in CASES])
-def test_logit_lens_frame_fails_on_tampered_trace(request, tmp_path, lang, theme):
-    assert_fails_when_tampered(request, tmp_path, LogitLens, _name(lang, theme), run=GPT, key="lens_top1",
-                               tamper=_squared, lang=lang, theme=theme)
+globals().update(frame_matrix(LogitLens, "logit_lens", run=GPT, key="lens_top1", tamper=_squared))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------
