@@ -45,7 +45,7 @@ from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd,
 from .trace import Trace
 
 __all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
-           "UserTask", "run", "estimate_memory", "record", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
+           "UserTask", "run", "estimate_memory", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
 
 TEST_SEQUENCES = 512  # token tasks: held-out sequences (as the Transformer runs)
 EVAL_BATCH = 256  # examples per forward when measuring the test error (no gradients kept)
@@ -399,9 +399,10 @@ class UserRecorder(HookRecorder):
     ||dL/dx|| over the batch (``tensor.register_hook``; no full backward hooks); ``grad_norm`` = ||dL/dW|| over the
     block's weight matrices (the parameters of >= 2 dimensions that its branch and shortcut use; a module used
     by two blocks counts in both, with its summed gradient); the non-finite counts. Norms of activations are the
-    mean over the first (batch) dimension of each example's L2 norm. Forward statistics are computed at the
-    addition (so an in-place ``+=`` or a later ``ReLU(inplace=True)`` cannot change them), in the tensors'
-    precision and again in float64 where float32 would underflow or overflow, as the MLP recorder does.
+    mean over the first (batch) dimension of each example's L2 norm. The tensors are copied at the addition (so
+    that an in-place ``+=`` or a later ``ReLU(inplace=True)`` cannot change them; x is not copied again when it
+    is the previous block's h, unchanged) and reduced in :meth:`collect`, those of one shape stacked, in the
+    tensors' precision and again in float64 where float32 would underflow or overflow, as the MLP recorder does.
 
     Hooks are lazy as in every recorder here: :meth:`arm` installs the interceptor, :meth:`collect` removes it;
     for the plain twin the interceptor (which removes the shortcuts) stays installed from ``__enter__`` to
@@ -414,6 +415,7 @@ class UserRecorder(HookRecorder):
         self.adds, self.interceptor = adds, interceptor
         params = dict(model.named_parameters(remove_duplicate=True))
         self.weights = [[params[name] for name in add.weights] for add in adds]
+        self._all_weights = list(dict.fromkeys(p for weights in self.weights for p in weights))
         self.identity = [add.shortcut == "identity" for add in adds]
         self._recording = False
         super().__init__(model)
@@ -448,35 +450,35 @@ class UserRecorder(HookRecorder):
         self.handles.clear()
 
     def _clear(self) -> None:
-        n = len(self.adds)
-        self._row = {key: np.zeros(n) if key in (*COUNT_KEYS, "shortcut_norm") else np.full(n, np.nan)
-                     for key in (*STAT_KEYS, "in_grad_norm")}
+        # The armed step's tensors (copies taken at the addition, see the class docstring), by block index.
+        self._inputs: dict[int, torch.Tensor] = {}
+        self._branches: dict[int, torch.Tensor] = {}
+        self._shortcuts: dict[int, torch.Tensor] = {}
+        self._outputs: dict[int, torch.Tensor] = {}
         self._out_grads: dict[int, torch.Tensor] = {}
         self._in_grads: dict[int, torch.Tensor] = {}
+        self._last: tuple[torch.Tensor, int, int] | None = None  # the latest h: (tensor, version, block)
 
-    # at the addition
+    # at the addition: copies, so that an in-place += or a later ReLU(inplace=True) cannot change them
     def _on_operands(self, index: int, x: torch.Tensor | None, branch: torch.Tensor,
                      shortcut: torch.Tensor | None) -> None:
-        row = self._row
         with torch.no_grad():
-            (mean, std, norm), = reduce_by_shape({0: branch.detach()}, moments).values()
-            row["branch_std"][index], row["branch_norm"][index] = std, norm
-            norms = reduce_by_shape({k: t.detach() for k, t in (("x", x), ("s", shortcut)) if t is not None
-                             and not (k == "s" and self.identity[index])}, row_norm)
-        if "x" in norms:
-            row["input_norm"][index] = norms["x"][0]
-        if shortcut is not None:
-            row["shortcut_norm"][index] = norms["x"][0] if self.identity[index] and "x" in norms else norms["s"][0]
+            if x is not None:
+                last = self._last
+                if last is not None and last[0] is x and last[1] == x._version:
+                    self._inputs[index] = self._outputs[last[2]]  # x is the previous block's h, unchanged
+                else:
+                    self._inputs[index] = x.detach().clone()
+            self._branches[index] = branch.detach().clone()
+            if shortcut is not None and not self.identity[index]:
+                self._shortcuts[index] = shortcut.detach().clone()
         if x is not None and x.requires_grad:
             x.register_hook(functools.partial(self._on_grad, self._in_grads, index))
 
     def _on_output(self, index: int, h: torch.Tensor) -> None:
-        row = self._row
         with torch.no_grad():
-            (mean, std, norm), = reduce_by_shape({0: h.detach()}, moments).values()
-        row["act_mean"][index], row["act_std"][index], row["act_norm"][index] = mean, std, norm
-        if not math.isfinite(mean):
-            row["nonfinite_act"][index] = int(torch.logical_not(torch.isfinite(h.detach())).sum())
+            self._outputs[index] = h.detach().clone()
+        self._last = (h, h._version, index)
         if h.requires_grad:
             h.register_hook(functools.partial(self._on_grad, self._out_grads, index))
 
@@ -484,22 +486,56 @@ class UserRecorder(HookRecorder):
         store[index] = grad.detach()
 
     def _statistics(self) -> dict[str, np.ndarray]:
-        row = self._row
+        n = len(self.adds)
+        row = {key: np.zeros(n) if key in (*COUNT_KEYS, "shortcut_norm") else np.full(n, np.nan)
+               for key in (*STAT_KEYS, "in_grad_norm")}
+        # Tensors of one shape go through one stack: a few reductions for the whole network (record.Recorder).
+        stats = reduce_by_shape({**{("h", i): t for i, t in self._outputs.items()},
+                                 **{("F", i): t for i, t in self._branches.items()}}, moments)
+        for (kind, i), (mean, std, norm) in stats.items():
+            if kind == "F":
+                row["branch_std"][i], row["branch_norm"][i] = std, norm
+                continue
+            row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
+            if not math.isfinite(mean):
+                row["nonfinite_act"][i] = int(torch.logical_not(torch.isfinite(self._outputs[i])).sum())
+        norms = reduce_by_shape({**{("x", i): t for i, t in self._inputs.items()},
+                                 **{("s", i): t for i, t in self._shortcuts.items()}}, row_norm)
+        for (kind, i), (norm,) in norms.items():
+            row["input_norm" if kind == "x" else "shortcut_norm"][i] = norm
+        if not self.interceptor.plain:
+            for i in self._inputs:
+                if self.identity[i]:
+                    row["shortcut_norm"][i] = row["input_norm"][i]
         for key, grads in (("out_grad_norm", self._out_grads), ("in_grad_norm", self._in_grads)):
             for i, (norm,) in reduce_by_shape(grads, tensor_norm).items():
                 row[key][i] = norm
                 if key == "out_grad_norm" and not math.isfinite(norm):
                     row["nonfinite_grad"][i] += int(torch.logical_not(torch.isfinite(grads[i])).sum())
-        for i, weights in enumerate(self.weights):
-            present = {k: p.grad.detach() for k, p in enumerate(weights) if p.grad is not None}
-            if not present:
-                continue
-            squares = [norm * norm for (norm,) in reduce_by_shape(present, tensor_norm).values()]
-            row["grad_norm"][i] = math.sqrt(math.fsum(squares))
-            if not math.isfinite(row["grad_norm"][i]):
-                row["nonfinite_grad"][i] += sum(int(torch.logical_not(torch.isfinite(g)).sum()) for g in present.values())
+        self._weight_stats(row)
         row["nonfinite"] = row["nonfinite_act"] + row["nonfinite_grad"]
         return row
+
+    def _weight_stats(self, row: dict[str, np.ndarray]) -> None:
+        """``grad_norm`` per block: every weight gradient's norm in one ``_foreach_norm``, again in float64
+        where float32 squares would underflow or overflow (a norm outside [1e-15, 1e15], 0 or non-finite)."""
+        grads = {p: p.grad.detach() for p in self._all_weights if p.grad is not None}
+        if not grads:
+            return
+        tensors = list(grads.values())
+        values = torch.stack(torch._foreach_norm(tensors))
+        low, high = torch.aminmax(values.abs())
+        if not (low.item() > 1e-15 and high.item() < 1e15):
+            values = torch.stack([torch.linalg.vector_norm(t, dtype=torch.float64) for t in tensors])
+        norm_of = dict(zip(grads, values.tolist()))
+        for i, weights in enumerate(self.weights):
+            present = [norm_of[p] for p in weights if p in norm_of]
+            if not present:
+                continue
+            row["grad_norm"][i] = math.sqrt(math.fsum(v * v for v in present))
+            if not math.isfinite(row["grad_norm"][i]):
+                row["nonfinite_grad"][i] += sum(int(torch.logical_not(torch.isfinite(grads[p])).sum())
+                                                for p in weights if p in grads)
 
 
 # -- the task -----------------------------------------------------------------------------------------
@@ -611,26 +647,6 @@ def run(config: UserModelConfig, progress: bool | None = None) -> Trace:
     ``meta.shortcuts``: identity | functional | projection per block (of the residual model, also in the twin).
     """
     return train(UserTask, config, progress)
-
-
-# -- the notebook API -----------------------------------------------------------------------------------
-
-def record(spec: str, seed: int = 0, progress: bool | None = None, **settings: Any) -> dict[str, Path]:
-    """Train (or load from the cache) a user's model and its plain twin; -> ``{"residual": trace path,
-    "plain": trace path}``. ``settings``: any :class:`~simulation.config.UserModelConfig` field (``data``,
-    ``steps``, ``lr`` ...) and, beyond those, the factory's keyword arguments::
-
-        from simulation.user_model import record
-        paths = record("examples/my_resnet.py:build", data="digits-image32", steps=50, width=16)
-
-    Then draw a scene from them: ``python render.py render GradientFlowOverTraining --model SPEC`` with the same
-    settings (a cache hit: nothing trains again), or :func:`cli.notebook.render_model_scene`."""
-    from .cache import get_traces, trace_path
-    from .experiments import build_runs
-
-    runs = build_runs("model", {"spec": spec, "seed": seed, **settings})
-    get_traces(list(runs.values()), progress=progress)
-    return {name: trace_path(config) for name, config in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

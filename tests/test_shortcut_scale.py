@@ -21,9 +21,8 @@ from simulation.experiments import build_runs
 from simulation.models import ResidualBlock, Scale, build_model
 from simulation.trace import Trace
 
-from data.make_traces import tiny_trace_files_with_seeds
-from dry_run import built_scene, dry_run, scene_group
-from test_frames import assert_numbers_match, scene_variant
+from dry_run import scene_group
+from scene_numbers import check_numbers, check_tampered_numbers
 
 
 def _jacobian(fn, x: torch.Tensor) -> torch.Tensor:
@@ -149,32 +148,13 @@ def shortcut_scale_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def _with_counts(traces: dict[str, Trace], shown: dict) -> dict:
-    """The counts are checked by test_seed_verdicts_hold_fail_and_abstain; here only their presence."""
-    return {**shortcut_scale_numbers(traces), **{k: shown[k] for k in shown if k.endswith((".seeds", ".of"))}}
-
-
 @pytest.mark.xdist_group(scene_group(ShortcutScale, "en"))
 def test_numbers_equal_the_trace():
-    files = tiny_trace_files_with_seeds("shortcut_scale")
-    built = built_scene(ShortcutScale, "en", files)
-    shown = built.numbers["values"]
-    traces = {k: Trace.load(v) for k, v in files.items()}
-    assert {"follows.seeds", "follows.of", "identity_best.seeds", "identity_best.of"} <= set(shown)
-    assert_numbers_match(shown, _with_counts(traces, shown))
-    assert built.numbers["missing"] == []
+    check_numbers(ShortcutScale, shortcut_scale_numbers, {"follows.seeds", "follows.of", "identity_best.seeds",
+                                                          "identity_best.of"})
 
 
 def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a tripled out_grad_norm of block 0 reports other ratios."""
-    files = dict(tiny_trace_files_with_seeds("shortcut_scale"))
-    traces = {k: Trace.load(v) for k, v in files.items()}
-    untampered = _with_counts(traces, {})
-    traces["scale0p9"].arrays["out_grad_norm"] = traces["scale0p9"]["out_grad_norm"] * np.r_[3.0, np.ones(
-        traces["scale0p9"]["out_grad_norm"].shape[1] - 1)]
-    files["scale0p9"] = str(traces["scale0p9"].save(tmp_path / "tampered.npz"))
-    built = dry_run(scene_variant(ShortcutScale, files), tmp_path)
-    shown = built.numbers["values"]
-    with pytest.raises(AssertionError):
-        assert_numbers_match({k: v for k, v in shown.items() if k in untampered}, untampered)
-    assert_numbers_match(shown, _with_counts(traces, shown))
+    check_tampered_numbers(ShortcutScale, shortcut_scale_numbers, "scale0p9", "out_grad_norm",
+                           lambda v: v * np.r_[3.0, np.ones(v.shape[1] - 1)], tmp_path)

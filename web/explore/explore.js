@@ -356,7 +356,8 @@
     } else {
       drawn.chain = key;
       let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
-      for (let e = lo; e <= hi; e++) {
+      const every = Math.ceil((hi - lo) / 8);  // at most 9 decades labelled (22 decades on a phone are a smear)
+      for (let e = lo; e <= hi; e += every) {
         const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
         svg += `<line x1="${X0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, `1e${e}`, 'muted small', {'text-anchor': 'end'});
       }
