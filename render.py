@@ -30,8 +30,8 @@ from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_ru
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
-from cli.plan import (experiment_runs, lecture_listing, model_experiment, model_scenes, parameter_layers, plan_render,
-                      resolve_scenes, scenes_or_lecture)
+from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
+                      parameter_layers, plan_render, resolve_scenes, scenes_or_lecture)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -154,12 +154,12 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @cli.command("all")
 @render_options
 @click.option("--concat/--no-concat", default=False, help="Also join the scenes into one lecture video.")
+@click.option("--chapter", "chapters", multiple=True, metavar="NAME", help=CHAPTER_HELP)
 @click.pass_context
-def all_command(ctx: click.Context, **_: Any) -> None:
-    """Render the whole lecture in order."""
-    import scenes
-
-    _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
+def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
+    """Render the whole lecture in order (optional chapters only with --chapter)."""
+    with user_errors():  # an unknown chapter: one line, nothing rendered
+        _render(ctx, lecture_with(chapters), concat_allowed=True)
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,

@@ -285,7 +285,9 @@ def echo_listing(listing: dict[str, Any]) -> None:
     click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
     for scene in listing["scenes"]:
         click.echo(f"  {scene['name']:<24} {scene['description']}")
-        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
+        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}"
+                   + (f"; optional chapter {scene['chapter']!r} (render.py all --chapter {scene['chapter']})"
+                      if scene.get("chapter") else ""))
         if scene["params"]:
             echo_params(scene["params"])
     click.echo("\nScenes of your own network (experiment model; render.py render NAME --model FILE.py:FACTORY):")

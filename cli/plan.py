@@ -21,7 +21,7 @@ from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
            "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
-           "experiment_runs"]
+           "experiment_runs", "lecture_with", "CHAPTER_HELP"]
 
 
 def all_params() -> dict[str, list[str]]:
@@ -114,7 +114,7 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
         values = scene_overrides(layers, scene)
         entry = {
             "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
-            "experiment": getattr(scene, "experiment", None),
+            "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
             "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
                        for k, (d, t) in scene_params(scene).items()},
         }
@@ -178,12 +178,27 @@ def resolve_scenes(names: Iterable[str]) -> list[type]:
     return out
 
 
+CHAPTER_HELP = ("Also render this optional chapter's scenes, each at its place in the lecture (`render.py list` marks "
+                "them; README: Optional chapter: beyond 2016). Repeatable.")
+
+
+def lecture_with(chapters: Iterable[str]) -> list[type]:
+    """The lecture in order with the scenes of the optional ``chapters`` (:data:`scenes.CHAPTERS`) at their
+    places. Raises ConfigError (one line) for an unknown chapter."""
+    import scenes
+
+    try:
+        return scenes.lecture_scenes(tuple(chapters))
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
+
+
 def scenes_or_lecture(names: Iterable[str]) -> list[type]:
     """:func:`resolve_scenes`, or the whole lecture in order when no name is given."""
     import scenes
 
     names = tuple(names)
-    return resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
+    return resolve_scenes(names) if names else scenes.lecture_scenes()
 
 
 @dataclass

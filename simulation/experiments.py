@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     Range, RunConfig, TransformerConfig, UserModelConfig, shown)
+                     LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
@@ -30,7 +30,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
-           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run"]
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams"]
 __all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
@@ -598,6 +598,35 @@ _register(Experiment(
     base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
                            lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
     build=_rank_collapse,
+))
+
+
+@dataclass(frozen=True)
+class LandscapeParams(ExperimentParams):
+    # conv depths 6n + 2 (Li et al. 2018, Fig. 5: ResNet-20 / -56 / -110 and their "noshort" twins)
+    depths: tuple[int, ...] = field(default=(20, 56), metadata={"range": Range(8, MAX_DEPTH)})
+
+
+def _loss_landscape(base: LandscapeConfig, params: LandscapeParams) -> dict[str, LandscapeConfig]:
+    """``{arch}_d{depth}``: a plain and a residual conv net at every depth, each with its own slice. Raises
+    ConfigError for a depth that is not 6n + 2."""
+    for depth in params.depths:
+        if conv_depth_error(depth):
+            raise ConfigError(conv_depth_error(depth))
+    return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
+            for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
+
+
+# Width 8 (not He et al.'s 16), 200 steps and a 21 x 21 grid on 256 examples keep the four runs of one seed at
+# ~3 min of one core (measured: plain d56 ~45 s on an 11 x 11 grid); Li et al. used width 16, 300 epochs, 51 x 51.
+_register(Experiment(
+    name="loss_landscape",
+    description="loss on a filter-normalised random 2-D slice through trained conv nets of 20 and 56 layers, with "
+                "and without skips: non-convex fraction of the slice and its local minima",
+    source="Li, Xu, Taylor, Studer & Goldstein 2018, Fig. 1, Fig. 5 and Fig. 7",
+    base=LandscapeConfig(width=8, steps=200, grid=21, eval_examples=256),
+    build=_loss_landscape,
+    params_type=LandscapeParams,
 ))
 
 

@@ -33,6 +33,7 @@ from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTeste
 from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
 from scenes.layernorm import PostLNvsPreLN
+from scenes.loss_landscape import LossLandscape
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
@@ -136,6 +137,11 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
     check = make_frame_test(scene, name, trace_files=files, lang=lang, theme=theme)
     with pytest.raises(AssertionError, match="Frame no"):
         check(request=request)
+
+
+def checkerboard(values: np.ndarray) -> np.ndarray:
+    """Every other grid point of a loss slice tripled: a rugged, non-convex surface (LossLandscape)."""
+    return values * np.where(np.indices(values.shape).sum(0) % 2, 3.0, 1.0)
 
 
 def times_two(values: np.ndarray) -> np.ndarray:
@@ -323,6 +329,7 @@ FRAME_SCENES = [
     (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
     (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
     (NormFree, "norm_free", "rezero", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14", "loss_grid", checkerboard),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -374,11 +381,12 @@ ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining,
     (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
     (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
     (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14@seed1", "loss_grid", checkerboard),  # its "k of N seeds"
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
 ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
-           "shortcut_scale", "norm_free"}
+           "shortcut_scale", "norm_free", "loss_landscape"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

@@ -46,6 +46,8 @@ TINY: dict[str, dict] = {
     "identity_fit": {"steps": 200, "lr": 0.01},
     "shortcut_scale": {"depth": 6},
     "norm_free": {"depth": 8, "steps": 30},
+    # conv nets of 8 and 14 layers, width 4, a 9 x 9 slice on 64 examples: ~2 s a run
+    "loss_landscape": {"depths": "8,14", "width": 4, "steps": 30, "grid": 9, "eval_examples": 64},
 }
 
 # Extra seeds (besides the base seed 0) of the experiments whose scenes draw the spread across seeds.
@@ -53,7 +55,7 @@ TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (
                                           "does_it_copy": (1, 2), "conveyor_belt": (1,), "residual_response": (1, 2),
                                           "paths": (1, 2), "shattered": (1, 2), "layernorm": (1, 2),
                                           "shortcut_scale": (1, 2), "norm_free": (1, 2),
-                                          "rank_collapse": (1,)}
+                                          "rank_collapse": (1,), "loss_landscape": (1, 2)}
 
 
 def tiny_overrides(experiment: str) -> dict:
