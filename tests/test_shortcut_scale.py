@@ -23,7 +23,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
-from test_frames import assert_numbers_match, scene_variant
+from frame_checks import assert_numbers_match, scene_variant
 
 
 def _jacobian(fn, x: torch.Tensor) -> torch.Tensor:
