@@ -30,8 +30,8 @@ from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_ru
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
-from cli.plan import (experiment_runs, lecture_listing, model_experiment, model_scenes, parameter_layers, plan_render,
-                      resolve_scenes, scenes_or_lecture)
+from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
+                      parameter_layers, plan_render, resolve_scenes, scenes_or_lecture)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -63,7 +63,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
     import scenes
 
     with user_errors():
-        by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+        by_name = {s.__name__: s for s in scenes.ALL_SCENES}  # the lecture's, then those of your own network
         listing = lecture_listing(_layers(ctx, sets, list(by_name)), by_name)
     listing["voices"] = voices()
     if as_json:
@@ -154,12 +154,12 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @cli.command("all")
 @render_options
 @click.option("--concat/--no-concat", default=False, help="Also join the scenes into one lecture video.")
+@click.option("--chapter", "chapters", multiple=True, metavar="NAME", help=CHAPTER_HELP)
 @click.pass_context
-def all_command(ctx: click.Context, **_: Any) -> None:
-    """Render the whole lecture in order."""
-    import scenes
-
-    _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
+def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
+    """Render the whole lecture in order (optional chapters only with --chapter)."""
+    with user_errors():  # an unknown chapter: one line, nothing rendered
+        _render(ctx, lecture_with(chapters), concat_allowed=True)
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
@@ -172,7 +172,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     from cli.pipeline import render_pipeline, train_before_render
 
     with user_errors():
-        names = dict.fromkeys(s.__name__ for s in [*lecture.SCENES_IN_ORDER, *scenes])
+        names = dict.fromkeys(s.__name__ for s in [*lecture.ALL_SCENES, *scenes])
         layers = _layers(ctx, ctx.params["sets"], list(names))
         options = resolved_options(ctx)
         if video_only:
@@ -288,24 +288,26 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
               help="The explorer's folder (written whole, or not at all).")
 @click.option("--quality", type=click.Choice(tuple(QUALITIES)), default=RENDER_DEFAULTS["quality"], show_default=True,
               help="Each view links to its clip on the lecture page of this quality (render.py page -o OUTPUT/..).")
+@model_option
 @scheduler_option
 @click.pass_context
 def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str | None, sets: tuple[str, ...],
-            output: str, quality: str, scheduler: str | None) -> None:
-    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's): gradient
-    flow, chain-rule product, degradation, residual responses, Post-LN vs Pre-LN (cli/explore.py).
+            output: str, quality: str, model: str | None, scheduler: str | None) -> None:
+    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's; cli/explore.py).
 
+    With --model FILE.py:FACTORY: your own network and its plain twin too (alone when no EXPERIMENT is named).
     Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
-    from cli.explore import DEFAULT_EXPERIMENTS, lecture_params, page_link, write_explorer
+    from cli.explore import explored_experiments, lecture_params, page_link, write_explorer
     from cli.media import check_cache_dir
     from simulation.cache import get_traces
-    from simulation.experiments import get_experiment
+    from simulation.experiments import NO_MODEL, get_experiment
 
     with user_errors():
-        names = list(dict.fromkeys(experiments or DEFAULT_EXPERIMENTS))
-        params = {name: list(get_experiment(name).params()) for name in names}
-        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in names},
+        params = {name: list(get_experiment(name).params()) for name in explored_experiments(experiments, model)}
+        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in params},
                                validate=False)
+        if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
+            raise ConfigError(NO_MODEL)
         check_cache_dir()
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)

@@ -205,7 +205,7 @@ def _voice_not_a_scene(ctx: click.Context, param: click.Parameter, value: str | 
         return value
     import scenes
 
-    if value in {s.__name__ for s in scenes.SCENES_IN_ORDER}:
+    if value in {s.__name__ for s in scenes.ALL_SCENES}:
         raise click.BadParameter(f"{value!r} is a scene, not a voice: put the scene first "
                                  f"({ctx.info_name} {value} --voice) or name the voice (--voice en-piper)", ctx, param)
     return value
@@ -285,9 +285,15 @@ def echo_listing(listing: dict[str, Any]) -> None:
     click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
     for scene in listing["scenes"]:
         click.echo(f"  {scene['name']:<24} {scene['description']}")
-        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
+        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}"
+                   + (f"; optional chapter {scene['chapter']!r} (render.py all --chapter {scene['chapter']})"
+                      if scene.get("chapter") else ""))
         if scene["params"]:
             echo_params(scene["params"])
+    click.echo("\nScenes of your own network (experiment model; render.py render NAME --model FILE.py:FACTORY):")
+    for scene in listing.get("model_scenes", []):
+        click.echo(f"  {scene['name']:<24} {scene['description']}")
+        click.echo(f"  {'':<24} with --model, {scene['variant_of']} draws this")
     click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
     for name, exp in listing["experiments"].items():
         click.echo(f"  {name:<24} {exp['description']}")

@@ -74,7 +74,8 @@ def module_root(module: str) -> str | None:
     root = Path(file).resolve().parent
     for _ in range(module.count(".")):
         root = root.parent
-    return None if root == ROOT else str(root)
+    # this project's modules: the checkout's root, or the site-packages folder holding residual_lecture
+    return None if root == (ROOT.parent if INSTALLED else ROOT) else str(root)
 
 
 def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: str | None = None,

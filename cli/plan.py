@@ -21,7 +21,7 @@ from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
            "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
-           "experiment_runs"]
+           "experiment_runs", "lecture_with", "CHAPTER_HELP"]
 
 
 def all_params() -> dict[str, list[str]]:
@@ -98,22 +98,30 @@ def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> Non
 
 
 def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
-    """What ``render.py list`` shows, checked: ``{"scenes": [...], "experiments": {...}}`` with every parameter's
-    type, default and value under ``layers`` (scenes in the order given). Raises ConfigError for a bad value."""
+    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...}}``
+    with every parameter's type, default and value under ``layers`` (scenes in the order given; those that draw a
+    user's own network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises
+    ConfigError for a bad value."""
+    import scenes as scene_package
     from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
     from simulation.experiments import EXPERIMENTS, build_runs, split_params
 
     check_common_keys(layers, all_params(), all_params())
     validate_scoped(layers, scenes_by_name)
-    listing: dict[str, Any] = {"scenes": [], "experiments": {}}
+    listing: dict[str, Any] = {"scenes": [], "model_scenes": [], "experiments": {}}
+    variant_of = {variant: name for name, variant in scene_package.MODEL_VARIANTS.items()}
     for scene in scenes_by_name.values():
         values = scene_overrides(layers, scene)
-        listing["scenes"].append({
+        entry = {
             "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
-            "experiment": getattr(scene, "experiment", None),
+            "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
             "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
                        for k, (d, t) in scene_params(scene).items()},
-        })
+        }
+        if scene in scene_package.MODEL_SCENES:
+            listing["model_scenes"].append({**entry, "variant_of": variant_of.get(scene, scene.__name__)})
+        else:
+            listing["scenes"].append(entry)
     for name, exp in EXPERIMENTS.items():
         overrides = experiment_overrides(layers, name, exp.params())
         build_runs(name, overrides)
@@ -153,11 +161,11 @@ def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults:
 
 
 def resolve_scenes(names: Iterable[str]) -> list[type]:
-    """The scene classes named (from ``scenes.SCENES_IN_ORDER``, or ``module:Class`` for one of your own)."""
+    """The scene classes named (from ``scenes.ALL_SCENES``, or ``module:Class`` for one of your own)."""
     import scenes
     from cli.media import load_scene
 
-    by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
+    by_name = {s.__name__: s for s in scenes.ALL_SCENES}
     out = []
     for name in names:
         if name in by_name:
@@ -170,12 +178,27 @@ def resolve_scenes(names: Iterable[str]) -> list[type]:
     return out
 
 
+CHAPTER_HELP = ("Also render this optional chapter's scenes, each at its place in the lecture (`render.py list` marks "
+                "them; README: Optional chapter: beyond 2016). Repeatable.")
+
+
+def lecture_with(chapters: Iterable[str]) -> list[type]:
+    """The lecture in order with the scenes of the optional ``chapters`` (:data:`scenes.CHAPTERS`) at their
+    places. Raises ConfigError (one line) for an unknown chapter."""
+    import scenes
+
+    try:
+        return scenes.lecture_scenes(tuple(chapters))
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
+
+
 def scenes_or_lecture(names: Iterable[str]) -> list[type]:
     """:func:`resolve_scenes`, or the whole lecture in order when no name is given."""
     import scenes
 
     names = tuple(names)
-    return resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
+    return resolve_scenes(names) if names else scenes.lecture_scenes()
 
 
 @dataclass
@@ -222,7 +245,7 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
     from simulation.sweep import scheduler_address
 
     # 1. Every input, before any work.
-    by_name = {s.__name__: s for s in [*scene_package.SCENES_IN_ORDER, *scenes]}
+    by_name = {s.__name__: s for s in [*scene_package.ALL_SCENES, *scenes]}
     if options["concat"] and not concat_allowed:
         raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
     check_render_options(options)

@@ -89,6 +89,7 @@ class LectureScene(Scene):
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
     strings: dict[str, dict[str, str]] = {}
+    chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
     # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);

@@ -110,7 +110,9 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         shades = [PALETTE["branch"].interpolate(PALETTE["residual"], l / max(depth - 1, 1)) for l in range(depth)]
         lines = [chart.polyline(steps, ratios[:, l], color=shade, stroke_width=2) for l, shade in enumerate(shades)]
         mean_line = chart.polyline(steps, mean, color=PALETTE["identity"], stroke_width=5)
-        legend = make_legend([(self.t("first_block"), shades[0]), (self.t("last_block", depth=depth), shades[-1]),
+        first_name, last_name = self.end_block_names(depth)
+        legend = make_legend([(self.t("first_block", name=first_name), shades[0]),
+                              (self.t("last_block", depth=depth, name=last_name), shades[-1]),
                               (self.t("mean"), PALETTE["identity"])], size=SIZE_SMALL)
         legend.next_to(chart.axes.get_corner(UR), DL, buff=0.15)
         self.narrate("n_ratio", 4)
@@ -165,3 +167,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, §3.1, Fig. 7")
         self.wait(5)
+
+    def end_block_names(self, depth: int) -> tuple[str, str]:
+        """Names of the first and the last block for the legend (``{name}`` in its strings; unused here)."""
+        return "1", str(depth)

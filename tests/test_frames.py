@@ -28,6 +28,7 @@ from manim import tempconfig
 from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
 from scenes.layernorm import PostLNvsPreLN
+from scenes.loss_landscape import LossLandscape
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
@@ -39,6 +40,7 @@ from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.shortcut_scale import ShortcutScale
+from scenes.norm_free import NormFree
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
@@ -48,6 +50,11 @@ from frame_checks import (assert_fails_when_tampered, assert_numbers_match, comm
                           same_cairo_as_control_data, scene_variant)
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
+
+
+def checkerboard(values: np.ndarray) -> np.ndarray:
+    """Every other grid point of a loss slice tripled: a rugged, non-convex surface (LossLandscape)."""
+    return values * np.where(np.indices(values.shape).sum(0) % 2, 3.0, 1.0)
 
 
 def times_two(values: np.ndarray) -> np.ndarray:
@@ -226,6 +233,8 @@ FRAME_SCENES = [
     (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
     (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
     (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
+    (NormFree, "norm_free", "rezero", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14", "loss_grid", checkerboard),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -272,15 +281,17 @@ def test_light_and_dark_control_frames_differ():
 # lines of the other seeds are drawn from their own traces.
 ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep, DepthSweepConv)] + [
     (ShortcutScale, "shortcut_scale", "scale1@seed2", "error_curve", lambda v: v * 0.25),
+    (NormFree, "norm_free", "standard", "act_norm", times_two),
     (ResidualResponse, "residual_response", "residual@seed2", "branch_std", times_two),
     (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
     (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
     (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14@seed1", "loss_grid", checkerboard),  # its "k of N seeds"
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
 ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
-           "shortcut_scale"}
+           "shortcut_scale", "norm_free", "loss_landscape"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

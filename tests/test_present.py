@@ -513,6 +513,7 @@ def test_a_failed_build_leaves_the_previous_folder(tmp_path):
 
 # -- the notebook -----------------------------------------------------------------------------
 
+@pytest.mark.slow  # a Jupyter kernel and a render.py process: ~11 CPU s, a tenth of this file's default run
 def test_notebook_runs_headless_and_shows_a_video(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
