@@ -23,7 +23,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import dry_run, scene_group
-from test_frames import scene_variant
+from frame_checks import scene_variant
 from scene_numbers import check_numbers, check_tampered_numbers
 
 

@@ -37,7 +37,7 @@ from simulation.trace import Trace
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
-from test_frames import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
+from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
 FRAME_W, FRAME_H = 14.222222222222221, 8.0
 
