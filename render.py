@@ -18,126 +18,23 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import signal
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
-from cli.jobs import describe_cap
-from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
+from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
+                         param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
+                         user_errors, voices)
+from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
+from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
+                      parameter_layers, plan_render, resolve_scenes, scenes_or_lecture)
+from simulation.config import ConfigError
 
 __all__ = ["cli"]
-
-log = logging.getLogger("render")
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
-    # dask.distributed logs every scheduler/worker start and stop at INFO and a worker killed at shut-down as a
-    # WARNING, in this process and in the cluster's worker processes (which inherit the environment): only
-    # its errors are shown unless --verbose. Its logging is configured from dask's config when it is imported.
-    import os
-
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "info" if verbose else "error")
-    if "distributed" in sys.modules:
-        logging.getLogger("distributed").setLevel(logging.INFO if verbose else logging.ERROR)
-    for name in ("simulation", "render"):
-        logging.getLogger(name).setLevel(logging.INFO)
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Bad input and failed renders end as one line on stderr and exit status 1."""
-    from cli.media import RenderError
-    from simulation.config import ConfigError
-    from simulation.trace import TraceError
-
-    from simulation.sweep import SweepError
-
-    try:
-        yield
-    except (ConfigError, TraceError, RenderError, SweepError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _scheduler_option(func):
-    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
-    return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                        help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
-                             "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
-                             "docs/cluster.md).")(func)
-
-
-def _note(message: str) -> None:
-    click.echo(message, err=True)
-
-
-def _report(written: list[Path], unchanged: list[Path] = (), unchanged_heading: str = "up to date (not rendered again):",
-            opens: tuple[str, ...] = ("clip", "still")) -> None:
-    """The files to open (kinds of cli/report.py), one line for the rest (every file with --verbose), the time."""
-    from cli.report import file_kind, format_duration, report_lines
-
-    ctx = click.get_current_context(silent=True)
-    obj = (ctx.find_root().obj if ctx else None) or {}
-    for line in report_lines(list(written), list(unchanged), set(opens), obj.get("verbose", False), unchanged_heading):
-        click.echo(line)
-    if "started" in obj:
-        hidden = not obj["verbose"] and any(file_kind(p) not in opens for p in [*written, *unchanged])
-        _note(f"done in {format_duration(time.monotonic() - obj['started'])}"
-              + (" (every file: render.py -v COMMAND ...)" if hidden else ""))
-
-
-class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM, so that every ``with`` and ``finally`` on the way out runs
-    (private render folders are removed at once), exactly as for Ctrl-C; not an Exception, so no
-    ``except Exception`` in a scene or in Manim swallows it."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-@contextmanager
-def _sigterm_like_ctrl_c() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while the command runs; the previous handler comes back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class LectureCli(click.Group):
-    """Errors end as one line, ``Error: ...``, without click's usage block: exit status 2 for bad
-    usage, 1 for anything else; Ctrl-C prints ``Aborted!`` and exits with 130, SIGTERM prints
-    ``Terminated`` and exits with 143 (128 + 15), both after removing what the run had half made."""
-
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            with _sigterm_like_ctrl_c():
-                result = super().main(*args, standalone_mode=False, **kwargs)
-        except click.ClickException as exc:
-            hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
-            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(130)
-        except Terminated:
-            click.echo("Terminated", err=True)
-            sys.exit(128 + signal.SIGTERM)
-        sys.exit(result if isinstance(result, int) else 0)
 
 
 @click.group(cls=LectureCli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,220 +42,43 @@ class LectureCli(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Explain residual connections with animations driven by real, recorded training runs."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
     ctx.obj = {"verbose": verbose, "started": time.monotonic()}
 
 
-# -- parameters -------------------------------------------------------------------------------
-
-class _Path(click.Path):
-    """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
-    [render] output can hold one, a command line cannot)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and "\x00" in value:
-            self.fail("a file or folder name cannot contain a NUL character", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-# TOML [render] keys -> the names of the click parameters they give defaults to.
-_RENDER_PARAMS = {"quality": "quality", "lang": "lang", "theme": "theme", "format": "fmt",
-                  "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat",
-                  "voice": "voice"}
-
-
-def _read_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Eager ``--config``: read the file before every other option, and hand its [render] table to
-    click as the command's ``default_map``, so click itself resolves default < file < command line."""
-    if value is None:
-        return None
-    from cli.params import read_config
-    from simulation.config import ConfigError
-
-    try:
-        data = read_config(value)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    ctx.meta["config_data"] = data
-    own = {p.name: p for p in ctx.command.params}
-    # A value this command's option cannot take is not for it (format = "mp4" is render's, not slides' html|pptx|pdf).
-    fits = lambda p, v: not isinstance(p.type, click.Choice) or v in p.type.choices
-    file_defaults = {_RENDER_PARAMS[k]: v for k, v in data.get("render", {}).items()
-                     if _RENDER_PARAMS[k] in own and fits(own[_RENDER_PARAMS[k]], v)}
-    ctx.default_map = {**(ctx.default_map or {}), **file_defaults}
-    return value
-
-
-def _param_options(func):
-    func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                        help="Set a parameter: name (every experiment that has it), experiment.name or "
-                             "Scene.name. Repeatable; wins over --config.")(func)
-    func = click.option("--config", "config_file", type=_Path(dir_okay=False), default=None, is_eager=True,
-                        callback=_read_config, expose_value=True,
-                        help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] tables.")(func)
-    return func
-
-
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    """The parameter layers, later ones win: the --config file's tables (if any), then --set."""
-    from cli.params import config_layer, model_layer, parse_sets
-    from simulation.experiments import EXPERIMENTS
-
-    data = ctx.meta.get("config_data")
-    layers = [config_layer(data, ctx.params["config_file"], EXPERIMENTS, scene_names)] if data is not None else []
-    if ctx.params.get("model"):  # --model SPEC: the spec of experiment model, under any --set
-        layers.append(model_layer(ctx.params["model"]))
-    return layers + [parse_sets(sets, EXPERIMENTS, scene_names or [])]
-
-
-def _model_option(func):
-    """``--model SPEC``: a user's own network, trained as experiment ``model`` (runs residual and plain)."""
-    return click.option("--model", default=None, metavar="FILE.py:FACTORY",
-                        help="Your own network: FILE.py:FACTORY or PACKAGE.MODULE:FACTORY (torchvision.models:resnet18); "
-                             "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
-
-
-def _refuse_unused_sets(layers: list, experiments: set[str], scene_names: set[str]) -> None:
-    """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
-    (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
-    from simulation.config import ConfigError
-
-    for layer in layers:
-        if layer.origin != "--set":
-            continue
-        for name, values in layer.experiments.items():
-            if name not in experiments:
-                key = next(iter(values))
-                used = ", ".join(sorted(experiments)) or "none"
-                raise ConfigError(f"--set {name}.{key}: this command runs no scene of experiment {name} "
-                                  f"(its experiments: {used})")
-        for name, values in layer.scenes.items():
-            if name not in scene_names:
-                raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
-
-
-def _validate_scoped(layers: list, scenes_by_name: dict[str, type]) -> None:
-    """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
-    from cli.params import experiment_overrides, scene_overrides
-    from simulation.experiments import get_experiment
-
-    for name in {name for layer in layers for name in layer.experiments}:
-        _build(name, experiment_overrides(layers, name, get_experiment(name).params()))
-    for name in {name for layer in layers for name in layer.scenes}:
-        if name in scenes_by_name:
-            scene_overrides(layers, scenes_by_name[name])
-
-
-def _build(experiment: str, overrides: dict[str, Any]) -> dict:
-    """``build_runs``, with a converter's bare ValueError or TypeError turned into a ConfigError."""
-    from simulation.config import ConfigError
-    from simulation.experiments import build_runs
-
-    try:
-        return build_runs(experiment, overrides)
-    except ConfigError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"experiment {experiment}: bad parameter value ({exc})") from None
-
-
-def _all_params() -> dict[str, list[str]]:
-    from simulation.experiments import EXPERIMENTS
-
-    return {name: list(exp.params()) for name, exp in EXPERIMENTS.items()}
+    """The parameter layers of this command: its --config file's tables, --model, then --set (cli/plan.py)."""
+    return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
+                            model=ctx.params.get("model"))
 
 
 # -- list, train, inspect ---------------------------------------------------------------------
 
 @cli.command("list")
-@_param_options
+@param_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable listing.")
 @click.pass_context
 def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
     """Scenes (in lecture order) and experiments, with every parameter's type, default and value."""
     import scenes
-    from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
-    from simulation.experiments import EXPERIMENTS, split_params
 
-    with _user_errors():
-        by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
-        layers = _layers(ctx, sets, list(by_name))
-        check_common_keys(layers, _all_params(), _all_params())
-        _validate_scoped(layers, by_name)
-        listing: dict[str, Any] = {"scenes": [], "experiments": {}}
-        for scene in scenes.SCENES_IN_ORDER:
-            values = scene_overrides(layers, scene)
-            listing["scenes"].append({
-                "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
-                "experiment": getattr(scene, "experiment", None),
-                "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
-                           for k, (d, t) in scene_params(scene).items()},
-            })
-        for name, exp in EXPERIMENTS.items():
-            overrides = experiment_overrides(layers, name, exp.params())
-            _build(name, overrides)
-            base, extra = split_params(exp, overrides)
-            listing["experiments"][name] = {
-                "description": exp.description, "source": exp.source,
-                "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
-                           for k, (d, t) in exp.params().items()},
-            }
-    listing["voices"] = _voices()
+    with user_errors():
+        by_name = {s.__name__: s for s in scenes.ALL_SCENES}  # the lecture's, then those of your own network
+        listing = lecture_listing(_layers(ctx, sets, list(by_name)), by_name)
+    listing["voices"] = voices()
     if as_json:
         click.echo(json.dumps(listing, indent=2, default=list))
-        return
-    click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
-    for scene in listing["scenes"]:
-        click.echo(f"  {scene['name']:<24} {scene['description']}")
-        click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}")
-        if scene["params"]:
-            _echo_params(scene["params"])
-    click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
-    for name, exp in listing["experiments"].items():
-        click.echo(f"  {name:<24} {exp['description']}")
-        click.echo(f"  {'':<24} source: {exp['source']}")
-        _echo_params(exp["params"])
-    click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
-    for name, v in listing["voices"].items():
-        click.echo(f"  {name:<24} {v['lang']}: {v['description']}")
-        click.echo(f"  {'':<24} licence: {v['licence']}")
-        click.echo(f"  {'':<24} {'installed' if not v['missing'] else 'missing: ' + v['missing']}")
-
-
-def _voices() -> dict[str, dict[str, Any]]:
-    from scenes.voice import VOICES, missing_voice
-
-    return {name: {"lang": e.lang, "description": e.description, "licence": e.licence,
-                   "missing": missing_voice(name)} for name, e in VOICES.items()}
-
-
-def _show(value: Any) -> str:
-    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
-
-
-def _echo_params(params: dict[str, dict[str, Any]]) -> None:
-    parts = []
-    for key, p in params.items():
-        changed = p["value"] != p["default"] and _show(p["value"]) != _show(p["default"])
-        note = f"{p['type']}, default {_show(p['default'])}" if changed else p["type"]
-        parts.append(f"{key}={_show(p['value'])} ({note})")
-    line = ""
-    for part in parts:  # wrap between parameters, never inside one
-        if line and len(line) + 2 + len(part) > 100:
-            click.echo(f"  {'':<24} {line}")
-            line = ""
-        line = f"{line}  {part}" if line else part
-    if line:
-        click.echo(f"  {'':<24} {line}")
+    else:
+        echo_listing(listing)
 
 
 @cli.command()
 @click.argument("experiment", required=False)
-@_param_options
-@_model_option
+@param_options
+@model_option
 @click.option("--seed", type=int, default=None, help="Seed of every run (same as --set seed=N).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@_scheduler_option
+@scheduler_option
 @click.pass_context
 def train(ctx: click.Context, experiment: str | None, config_file: str | None, sets: tuple[str, ...],
           model: str | None, seed: int | None, as_json: bool, scheduler: str | None) -> None:
@@ -366,30 +86,15 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
 
     With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
-    from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces, is_cached, trace_path
-    from simulation.config import ConfigError
-    from simulation.experiments import get_experiment
+    from simulation.experiments import NO_MODEL, get_experiment
     from simulation.summary import summarize
-    from simulation.values import convert_value
 
-    with _user_errors():
-        experiment = _model_experiment(experiment, model)
-        params = list(get_experiment(experiment).params())
-        layers = _layers(ctx, sets, None)
-        check_common_keys(layers, {experiment: params}, _all_params())
-        _validate_scoped(layers, {})
-        _refuse_unused_sets(layers, {experiment}, set())
-        overrides = experiment_overrides(layers, experiment, params)
-        if seed is not None:
-            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
-                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
-                                  "give one")
-            overrides["seed"] = seed
-        runs = _build(experiment, overrides)
+    with user_errors():
+        experiment = model_experiment(experiment, model)
+        params = {experiment: list(get_experiment(experiment).params())}
+        runs = experiment_runs(_layers(ctx, sets, None), params, seed=seed)[experiment]
         if experiment == "model" and not all(cfg.spec for cfg in runs.values()):
-            from simulation.experiments import NO_MODEL
-
             raise ConfigError(NO_MODEL)
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
@@ -401,47 +106,24 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
         click.echo(json.dumps({"experiment": experiment, "runs": summary, "seeds": summarize_seeds(summary)},
                               indent=2))
     else:
-        for name, s in summary.items():
-            status = f"diverged at step {s['diverged_step']}, {_diverged_where(s['diverged_layer'])}" if s["diverged"] else "finite"
-            click.echo(f"{name:<24} loss {_fmt(s['final_loss'], '.4g')}  error {_fmt(s['final_error'], '.3f')}  "
-                       f"test error {_fmt(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
-                       f"{_fmt(s['grad_ratio_step0'], '.3g')}  {status}")
+        echo_run_summaries(summary)
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
-    _note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
+    note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
     if not as_json:
-        _report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
+        report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))
 
 
-def _model_experiment(experiment: str | None, model: str | None) -> str:
-    """The experiment ``train`` runs: EXPERIMENT, or ``model`` with --model (EXPERIMENT left out or "model")."""
-    from simulation.config import ConfigError
-
-    if model is None:
-        if experiment is None:
-            raise ConfigError("name an experiment (render.py list) or give --model FILE.py:FACTORY")
-        return experiment
-    if experiment not in (None, "model"):
-        raise ConfigError(f"--model trains your own network (experiment model), not experiment {experiment!r}: "
-                          "leave the experiment out")
-    return "model"
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    """A summary figure for the terminal; None (NaN or inf in the trace, e.g. after divergence) as 'n/a'."""
-    return "n/a" if value is None else format(value, spec)
-
-
 @cli.command()
-@click.argument("trace_file", type=_Path(dir_okay=False))
+@click.argument("trace_file", type=PathType(dir_okay=False))
 def inspect(trace_file: str) -> None:
     """Print a trace's metadata, array shapes and summary as JSON."""
     from simulation.summary import summarize
     from simulation.trace import Trace, TraceError
 
-    with _user_errors():
+    with user_errors():
         trace = Trace.load(trace_file)
         try:
             summary = summarize(trace)
@@ -453,242 +135,85 @@ def inspect(trace_file: str) -> None:
 
 # -- render -----------------------------------------------------------------------------------
 
-def _scene_options(func):
-    """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
-    --set/--config, --quality, --lang and --theme."""
-    func = _param_options(func)
-    func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
-                        help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
-    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
-    func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
-                        show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
-    return func
-
-
-def _voice_not_a_scene(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--voice SCENE``: click reads a word after a bare --voice as its value; say so instead of failing
-    later with "missing argument SCENE" or "unknown voice"."""
-    if value is None or value == "auto" or value.startswith("-"):
-        return value
-    import scenes
-
-    if value in {s.__name__ for s in scenes.SCENES_IN_ORDER}:
-        raise click.BadParameter(f"{value!r} is a scene, not a voice: put the scene first "
-                                 f"({ctx.info_name} {value} --voice) or name the voice (--voice en-piper)", ctx, param)
-    return value
-
-
-def _voice_option(func):
-    """``--voice [NAME]``, shared by every command that renders (render, all, slides)."""
-    return click.option("--voice", default=None, metavar="NAME", is_flag=False, flag_value="auto",
-                        callback=_voice_not_a_scene, help="Speak the narration with an offline voice (`render.py list` names them: en-piper, "
-                             "zh-espeak); a bare --voice picks the language's own. Off by default.")(func)
-
-
-def _render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
-                    format_help: str = "png = a still of the last frame."):
-    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
-    func = _voice_option(func)
-    func = _scheduler_option(func)
-    func = click.option("--check", is_flag=True,
-                        help="Check every input and say what would be trained and rendered; write nothing.")(func)
-    func = click.option("--jobs", "-j", type=click.IntRange(min=1), default=RENDER_DEFAULTS["jobs"],
-                        help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
-    func = click.option("--output", "-o", type=_Path(file_okay=False), default=RENDER_DEFAULTS["output"],
-                        show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
-    func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
-                        help="Transparent background (webm, gif, png).")(func)
-    func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
-                        show_default=True, help=format_help)(func)
-    return _scene_options(func)
-
-
-def _options(ctx: click.Context) -> dict[str, Any]:
-    """The render options as click resolved them (default < the --config file's default_map < command
-    line), keyed like RENDER_DEFAULTS; ``concat`` as the file set it for a command without --concat."""
-    file_render = (ctx.meta.get("config_data") or {}).get("render", {})
-    out = {key: ctx.params[param] for key, param in _RENDER_PARAMS.items() if param in ctx.params}
-    out.setdefault("concat", file_render.get("concat", RENDER_DEFAULTS["concat"]))
-    return out
-
-
-def _resolve_scenes(names: tuple[str, ...]) -> list[type]:
-    import scenes
-    from cli.media import load_scene
-    from simulation.config import ConfigError
-
-    by_name = {s.__name__: s for s in scenes.SCENES_IN_ORDER}
-    out = []
-    for name in names:
-        if name in by_name:
-            out.append(by_name[name])
-        elif ":" in name:
-            module, _, cls = name.partition(":")
-            out.append(load_scene(module, cls))
-        else:
-            raise ConfigError(f"unknown scene {name!r}; available: {', '.join(by_name)} (or module:Class)")
-    return out
-
-
 @cli.command()
 @click.argument("scene_names", nargs=-1, required=True, metavar="SCENE...")
-@_render_options
-@_model_option
+@render_options
+@model_option
 @click.pass_context
 def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own).
 
     With --model FILE.py:FACTORY: the scenes drawn from your own network and its plain twin."""
-    with _user_errors():
-        scenes = _resolve_scenes(scene_names)
+    with user_errors():
+        scenes = resolve_scenes(scene_names)
         if ctx.params.get("model"):
-            scenes = _model_scenes(scenes)
+            scenes = model_scenes(scenes)
     _render(ctx, scenes, concat_allowed=False)
 
 
-def _model_scenes(scenes: list[type]) -> list[type]:
-    """Each scene's variant that draws a user's model (experiment ``model``; scenes.model_variant)."""
-    import scenes as scene_package
-    from simulation.config import ConfigError
-
-    variant = getattr(scene_package, "model_variant", None)
-    if variant is None:
-        raise ConfigError("no scene draws your own network in this version; `render.py train --model` trains it")
-    try:
-        return [variant(scene) for scene in scenes]
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None
-
-
 @cli.command("all")
-@_render_options
+@render_options
 @click.option("--concat/--no-concat", default=False, help="Also join the scenes into one lecture video.")
+@click.option("--chapter", "chapters", multiple=True, metavar="NAME", help=CHAPTER_HELP)
 @click.pass_context
-def all_command(ctx: click.Context, **_: Any) -> None:
-    """Render the whole lecture in order."""
-    import scenes
-
-    _render(ctx, list(scenes.SCENES_IN_ORDER), concat_allowed=True)
+def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
+    """Render the whole lecture in order (optional chapters only with --chapter)."""
+    with user_errors():  # an unknown chapter: one line, nothing rendered
+        _render(ctx, lecture_with(chapters), concat_allowed=True)
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
-            report: bool = True) -> tuple[list, list[Path], list[Path]] | None:
-    """Render ``scenes`` with the context's options; returns (jobs, written, unchanged), None after --check. ``video_only``: mp4,
-    opaque, whatever --format and the file say (decks and the page play the videos)."""
-    import scenes as scene_package
-    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_cache_dir, check_output_dir, check_voice,
-                           concat_lecture, missing_tools, render_job, source_digest, up_to_date)
-    from cli.jobs import check_jobs, default_jobs
-    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
-    from simulation.cache import is_cached
-    from simulation.config import ConfigError
-    from simulation.experiments import get_experiment
-    from simulation.runs import check_memory
-    from simulation.sweep import scheduler_address
+            report_files: bool = True) -> tuple[list, list[Path], list[Path]] | None:
+    """Render ``scenes`` with the context's options (cli/plan.py plans, this runs the plan); returns (jobs,
+    written, unchanged), None after --check. ``video_only``: mp4, opaque, whatever --format and the file say
+    (decks and the page play the videos)."""
+    import scenes as lecture
+    from cli.media import RenderError, concat_lecture, render_job
+    from cli.pipeline import render_pipeline, train_before_render
 
-    verbose = ctx.obj["verbose"] if ctx.obj else False
-    with _user_errors():
-        # 1. Every input, before any work.
-        by_name = {s.__name__: s for s in [*scene_package.SCENES_IN_ORDER, *scenes]}
-        layers = _layers(ctx, ctx.params["sets"], list(by_name))
-        options = _options(ctx)
+    with user_errors():
+        names = dict.fromkeys(s.__name__ for s in [*lecture.ALL_SCENES, *scenes])
+        layers = _layers(ctx, ctx.params["sets"], list(names))
+        options = resolved_options(ctx)
         if video_only:
             options.update({"format": "mp4", "transparent": False, "concat": False})
-        if options["concat"] and not concat_allowed:
-            raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
-        check_render_options(options)
-        active = {}
-        for scene in scenes:
-            if getattr(scene, "experiment", None):
-                active[scene.experiment] = list(get_experiment(scene.experiment).params())
-        check_common_keys(layers, active, _all_params(), scenes)
-        _validate_scoped(layers, by_name)
-        _refuse_unused_sets(layers, set(active), {s.__name__ for s in scenes})
-        # 2. Tools Manim needs (and the voice), and the output folder.
-        missing = missing_tools(options["lang"])
-        if missing:
-            raise RenderError(f"missing {', '.join(missing)}; install with: {INSTALL_COMMAND}")
-        options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
-        output = Path(options["output"]).expanduser().absolute()
-        check_output_dir(output)
-        check_cache_dir()
-        # 3. One job per scene; its key says whether the files on disk are still current.
-        jobs, runs_of = [], {}
-        for scene in scenes:
-            experiment = getattr(scene, "experiment", None)
-            # the scene's own defaults for its experiment (e.g. its seeds) under the user's settings, as its setup
-            # merges them: the runs trained here and counted by --check are the runs the scene reads
-            params = {**getattr(scene, "experiment_defaults", {}),
-                      **experiment_overrides(layers, experiment, active[experiment])} if experiment else {}
-            try:
-                runs = _build(experiment, params) if experiment else {}
-            except ConfigError as exc:
-                raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
-            job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
-                            attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
-                            source=source_digest(scene), quality=options["quality"], lang=options["lang"],
-                            theme=options["theme"], format=options["format"], voice=options["voice"],
-                            transparent=options["transparent"], output=str(output), verbose=verbose)
-            jobs.append(job)
-            runs_of[job.scene] = list(runs.values())
-        unchanged, todo = [], []
-        for job in jobs:
-            files = up_to_date(job.primary, job.key())
-            if files is None:
-                todo.append(job)
-            else:
-                unchanged += files
-        # 4. Where and how many at once: a cluster, or this machine's cores as memory permits (cli/jobs.py).
-        configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))  # lecture order
-        fresh = [c for c in configs if not is_cached(c)]
-        for config in fresh:  # a run that cannot fit is refused before anything starts
-            check_memory(config)
-        scheduler = scheduler_address(ctx.params.get("scheduler"))
-        cluster = scheduler not in (None, "local")
-        n_jobs = options["jobs"]
-        if n_jobs is not None:
-            check_jobs(n_jobs, options["quality"])
-        else:
-            n_jobs = default_jobs(options["quality"])
-        pipeline = cluster or (n_jobs > 1 and len(todo) > 1)
+        plan = plan_render(scenes, layers, options, verbose=ctx.obj["verbose"] if ctx.obj else False,
+                           concat_allowed=concat_allowed, scheduler=ctx.params.get("scheduler"))
         if ctx.params.get("check"):
-            where = f"on {scheduler}" if cluster else f"{min(n_jobs, max(len(todo), 1))} at once"
-            click.echo(f"check: the input is valid; {len(todo)} of {len(jobs)} scenes would be rendered ({where}), "
-                       f"{len(fresh)} of {len(configs)} traces trained")
-            return
-        if configs:
-            _note(f"traces: {len(fresh)} to train, {len(configs) - len(fresh)} from the cache")
-        _note(f"scenes: {len(todo)} to render, {len(jobs) - len(todo)} up to date")
-        # 5. Train in lecture order and render each scene as soon as its traces are cached; then join.
-        written: list[Path] = []
+            click.echo(f"check: the input is valid; {plan.summary()}")
+            return None
+        if plan.configs:
+            note(f"traces: {len(plan.fresh)} to train, {len(plan.configs) - len(plan.fresh)} from the cache")
+        note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")
+        # Train in lecture order and render each scene as soon as its traces are cached; then join.
+        written, unchanged = [], list(plan.unchanged)
         try:
-            if pipeline:
-                done, failures = _render_pipeline(todo, fresh, scheduler if cluster else None, n_jobs,
-                                                  options["quality"], explicit=options["jobs"] is not None)
+            if plan.pipelined:
+                stop = lambda: signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
+                done, failures = render_pipeline(plan.todo, plan.fresh, plan.scheduler if plan.cluster else None,
+                                                 plan.n_jobs, options["quality"], options["jobs"] is not None,
+                                                 note, stop)
                 written += done
                 if failures:
-                    raise RenderError(f"{len(failures)} of {len(todo)} scenes failed: " + "; ".join(failures))
+                    raise RenderError(f"{len(failures)} of {len(plan.todo)} scenes failed: " + "; ".join(failures))
             else:
-                if fresh:
-                    _train(fresh, scheduler, options["quality"])
-                for index, job in enumerate(todo, 1):
-                    _note(f"rendering {job.scene} ({index}/{len(todo)})")
-                    written += render_job(job, by_name[job.scene], progress=sys.stderr.isatty())
+                if plan.fresh:
+                    train_before_render(plan.fresh, plan.scheduler, options["quality"])
+                for index, job in enumerate(plan.todo, 1):
+                    note(f"rendering {job.scene} ({index}/{len(plan.todo)})")
+                    written += render_job(job, plan.by_name[job.scene], progress=sys.stderr.isatty())
             if options["concat"]:
-                files, wrote = concat_lecture(jobs)
+                files, wrote = concat_lecture(plan.jobs)
                 (written if wrote else unchanged).extend(files)
         except (RenderError, ConfigError):
-            _report(written, unchanged)
+            report(written, unchanged)
             raise
-    if report:
-        _report(written, unchanged)
-    return jobs, written, unchanged
+    if report_files:
+        report(written, unchanged)
+    return plan.jobs, written, unchanged
 
 
 # -- slides and the page ----------------------------------------------------------------------
-
-DECK_FORMATS = ("html", "pptx", "pdf")
-
 
 def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     """Render what is missing of SCENE... (default: the lecture) as web-ready mp4 for a deck or the page;
@@ -696,13 +221,13 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     from cli.deck import load_clip
     from cli.media import scene_title
 
-    with _user_errors():
-        scenes = _scenes_or_lecture(scene_names)
-    rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report=False)
+    with user_errors():
+        scenes = scenes_or_lecture(scene_names)
+    rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report_files=False)
     if rendered is None:
         return None
     jobs, written, unchanged = rendered
-    with _user_errors():
+    with user_errors():
         titles = {s.__name__: scene_title(s) for s in scenes}  # the page and the deck show what the scene shows
         clips = [load_clip(job.primary, titles.get(job.scene)) for job in jobs]
     return jobs, clips, written, unchanged
@@ -710,7 +235,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(_render_options, formats=DECK_FORMATS, default_format="html",
+@functools.partial(render_options, formats=DECK_FORMATS, default_format="html",
                    format_help="html: reveal.js deck (offline); pptx: slides with video and notes; pdf: handout.")
 @click.pass_context
 def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
@@ -718,31 +243,24 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
     Renders what is missing first (mp4), then writes OUTPUT/<480p15>/<lang>/slides/index.html (html),
     slides.pptx or slides.pdf. Keys in the html deck: -> / space next, <- back, S speaker notes, F full screen."""
-    from cli.deck import reveal_dir, write_html_deck, write_pdf, write_pptx
+    from cli.deck import reveal_dir, write_deck
 
-    deck_format = ctx.params["fmt"]
-    with _user_errors():
-        if deck_format == "html":
+    with user_errors():
+        if ctx.params["fmt"] == "html":
             reveal_dir()  # before any render: reveal.js is installed
     rendered = _render_clips(ctx, scene_names)
     if rendered is None:  # --check: nothing is written
         return
     jobs, clips, written, unchanged = rendered
-    with _user_errors():
-        folder = jobs[0].final_dir
-        light = ctx.params.get("theme") == "light"  # --theme, where the render options have it
-        if deck_format == "html":
-            written += write_html_deck(clips, folder / "slides", jobs[0].lang, theme="white" if light else "black")
-        elif deck_format == "pptx":
-            written.append(write_pptx(clips, folder / "slides.pptx", jobs[0].lang))
-        else:
-            written.append(write_pdf(clips, folder / "slides.pdf"))
-    _report(written, unchanged, opens=("deck",))
+    with user_errors():
+        written += write_deck(clips, jobs[0].final_dir, jobs[0].lang, ctx.params["fmt"],
+                              light=ctx.params.get("theme") == "light")
+    report(written, unchanged, opens=("deck",))
 
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(_render_options, formats=("html",), default_format="html", format_help="The page is HTML.")
+@functools.partial(render_options, formats=("html",), default_format="html", format_help="The page is HTML.")
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
@@ -756,108 +274,46 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     if rendered is None:  # --check: nothing is written
         return
     jobs, clips, written, unchanged = rendered
-    with _user_errors():
+    with user_errors():
         written += write_page(clips, jobs[0].final_dir / "page", jobs[0].lang,
                               light=ctx.params.get("theme") == "light",
                               explorer=Path(ctx.params["output"]) / "explore" / "index.html")
-    _report(written, unchanged, opens=("page",))
+    report(written, unchanged, opens=("page",))
 
 
 @cli.command()
 @click.argument("experiments", nargs=-1, metavar="[EXPERIMENT...]")
-@_param_options
-@click.option("-o", "--output", type=_Path(file_okay=False), default="media/explore", show_default=True,
+@param_options
+@click.option("-o", "--output", type=PathType(file_okay=False), default="media/explore", show_default=True,
               help="The explorer's folder (written whole, or not at all).")
 @click.option("--quality", type=click.Choice(tuple(QUALITIES)), default=RENDER_DEFAULTS["quality"], show_default=True,
               help="Each view links to its clip on the lecture page of this quality (render.py page -o OUTPUT/..).")
-@_scheduler_option
+@model_option
+@scheduler_option
 @click.pass_context
 def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str | None, sets: tuple[str, ...],
-            output: str, quality: str, scheduler: str | None) -> None:
-    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's): gradient
-    flow, chain-rule product, degradation, residual responses, Post-LN vs Pre-LN (cli/explore.py).
+            output: str, quality: str, model: str | None, scheduler: str | None) -> None:
+    """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's; cli/explore.py).
 
+    With --model FILE.py:FACTORY: your own network and its plain twin too (alone when no EXPERIMENT is named).
     Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
-    from cli.explore import DEFAULT_EXPERIMENTS, lecture_params, page_link, write_explorer
+    from cli.explore import explored_experiments, lecture_params, page_link, write_explorer
     from cli.media import check_cache_dir
-    from cli.params import check_common_keys, experiment_overrides
     from simulation.cache import get_traces
-    from simulation.experiments import get_experiment
+    from simulation.experiments import NO_MODEL, get_experiment
 
-    with _user_errors():
-        names = list(dict.fromkeys(experiments or DEFAULT_EXPERIMENTS))
-        params = {name: list(get_experiment(name).params()) for name in names}
-        layers = _layers(ctx, sets, None)
-        check_common_keys(layers, params, _all_params())
-        _refuse_unused_sets(layers, set(names), set())
-        runs = {name: _build(name, {**lecture_params(name), **experiment_overrides(layers, name, params[name])})
-                for name in names}
+    with user_errors():
+        params = {name: list(get_experiment(name).params()) for name in explored_experiments(experiments, model)}
+        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in params},
+                               validate=False)
+        if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
+            raise ConfigError(NO_MODEL)
         check_cache_dir()
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
                                  page=page_link(target, target.parent, quality))
-    _report(written, opens=("page",))
-
-
-def _diverged_where(layer: int | None) -> str:
-    """Where a run diverged, blocks counted from 1 as the scenes count them (``layer`` is 0-based; -1 or
-    None: the stem, the head or the loss)."""
-    return f"block {layer + 1}" if layer is not None and layer >= 0 else "stem, head or loss"
-
-
-def _scenes_or_lecture(names: tuple[str, ...]) -> list[type]:
-    import scenes
-
-    return _resolve_scenes(names) if names else list(scenes.SCENES_IN_ORDER)
-
-
-def _train(configs: list, scheduler: str | None, quality: str) -> None:
-    """Train ``configs`` before a render in this process: here (torch stays loaded) when this process, a
-    trainer and a render worker fit in the tree budget together, else in a trainer process that hands
-    its memory back before the render (cli/jobs.py)."""
-    from cli.jobs import MiB, TRAINER_BASE_MIB, MAIN_MIB, tree_budget, worker_bytes
-    from cli.media import RenderError
-    from cli.pipeline import Trainer
-    from simulation.cache import get_traces
-    from simulation.runs import estimate
-
-    trainer = TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in configs)
-    if scheduler is not None or MAIN_MIB * MiB + trainer + worker_bytes(quality) <= tree_budget():
-        get_traces(configs, scheduler=scheduler)
-        return
-    errors = []
-    Trainer(configs).run(lambda digest, error: errors.append(f"run {digest}: {error}") if error else None)
-    if errors:
-        raise RenderError("training failed: " + "; ".join(errors))
-
-
-def _render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int, quality: str,
-                     explicit: bool) -> tuple[list[Path], list[str]]:
-    """Train ``fresh`` in lecture order while the scenes of ``todo`` render as their traces arrive, on
-    the cluster at ``scheduler`` or in up to ``n_jobs`` local processes (cli/pipeline.py); (written,
-    failures). Ctrl-C and SIGTERM stop the trainer and every render."""
-    from cli.jobs import MiB, TRAINER_BASE_MIB, render_slots, training_room
-    from cli.pipeline import ClusterPool, ClusterTrainer, LocalPool, RunQueue, Trainer, TrainingHelper, run_pipeline
-    from simulation.runs import estimate
-
-    pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
-    trainer, helper, slots = None, None, n_jobs
-    if fresh and scheduler:
-        trainer = ClusterTrainer(fresh, scheduler)
-    elif fresh:
-        sizes = [estimate(c).total for c in fresh]
-        # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
-        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
-                         backlog=lambda: pool.waiting > 0)
-        trainer = Trainer(fresh, queue=queue)
-        helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
-        slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)
-
-    def stop_signal() -> int:
-        return signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
-
-    return run_pipeline(todo, pool, trainer, slots, _note, stop_signal, progress=sys.stderr.isatty(), helper=helper)
+    report(written, opens=("page",))
 
 
 @cli.command("_worker", hidden=True)
@@ -873,17 +329,17 @@ def worker(ctx: click.Context, job_json: str) -> None:
     from cli.media import RenderError, RenderJob, load_scene, render_job
     from cli.params import convert_value, scene_params
     from cli.pipeline import DIE_WITH_PARENT, die_with_parent
+    from simulation.experiments import scene_runs
 
     if os.environ.get(DIE_WITH_PARENT):
         die_with_parent()
-    with _user_errors():
+    with user_errors():
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
-        if getattr(scene, "experiment", None):
-            runs = _build(scene.experiment, {**getattr(scene, "experiment_defaults", {}), **job.params})
-            if {n: c.digest() for n, c in runs.items()} != job.traces:
-                raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
-                                  "the client's (start the workers from a checkout of the same commit)")
+        _, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}), job.params)
+        if {n: c.digest() for n, c in runs.items()} != job.traces:
+            raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
+                              "the client's (start the workers from a checkout of the same commit)")
         defaults = scene_params(scene)
         job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v, finite=True) for k, v in job.attrs.items()}
         files = render_job(job, scene)

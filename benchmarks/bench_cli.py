@@ -62,7 +62,7 @@ def main() -> None:
     import scenes as scene_package
     from benchmarks.measure import video_seconds
 
-    names = args.scenes or [s.__name__ for s in scene_package.SCENES_IN_ORDER]
+    names = args.scenes or [s.__name__ for s in scene_package.lecture_scenes()]  # `render.py all`: no chapters
     with_trace = [s.__name__ for s in scene_package.SCENES_IN_ORDER if s.__name__ in names and s.experiment]
     sets = [item for pair in args.sets for item in ("--set", pair)]
     command = ["render", *args.scenes] if args.scenes else ["all"]

@@ -35,14 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from manim import tempconfig  # noqa: E402
 from manim.utils.exceptions import EndSceneEarlyException  # noqa: E402
 
+from cli.params import QUALITIES  # noqa: E402
 from scenes import get_scene  # noqa: E402
 from simulation.cache import get_traces  # noqa: E402
-from simulation.experiments import build_runs  # noqa: E402
+from simulation.experiments import scene_runs  # noqa: E402
 
 logging.getLogger("simulation").setLevel(logging.WARNING)
 
 KEEP = Path(__file__).resolve().parent.parent / ".cache" / "bench_frames"
-QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 
 
 def render_counted(scene_cls, quality: str, media: str, upto: int | None, profile: cProfile.Profile | None,
@@ -112,8 +112,7 @@ def main() -> None:
     if args.lang:
         scene_cls = type(scene_cls.__name__, (scene_cls,), {"lang": args.lang})
     if scene_cls.experiment:  # train first, outside the timing
-        get_traces(list(build_runs(scene_cls.experiment, {**scene_cls.experiment_defaults,
-                                                            **dict(scene_cls.params)}).values()))
+        get_traces(list(scene_runs(scene_cls.experiment, scene_cls.experiment_defaults, scene_cls.params)[1].values()))
     profile = None if args.no_profile else cProfile.Profile()
     with tempfile.TemporaryDirectory() as media:
         wall, cpu, frames, fps = render_counted(scene_cls, args.quality, media, args.upto, profile,

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from manim import Scene, Square, VGroup, linear, tempconfig  # noqa: E402
 
 from benchmarks.measure import Target, compare, format_table  # noqa: E402
+from cli.params import QUALITIES  # noqa: E402
 from scenes import SCENES_IN_ORDER, get_scene  # noqa: E402
 from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import build_runs  # noqa: E402
@@ -34,7 +35,6 @@ import logging  # noqa: E402
 logging.getLogger("simulation").setLevel(logging.WARNING)
 
 TARGET = Target("<=", 1.2)
-QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality"}
 
 
 def bare_scene(n_objects: int, n_frames: int, fps: float) -> type[Scene]:

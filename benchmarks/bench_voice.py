@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenes import SCENES_IN_ORDER  # noqa: E402
-from scenes.voice import SAMPLE_RATE, VOICES  # noqa: E402
+from narration import SAMPLE_RATE, VOICES  # noqa: E402
 
 
 def _cpu() -> float:

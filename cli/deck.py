@@ -27,7 +27,7 @@ from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
 __all__ = ["Clip", "load_clip", "web_ready", "last_frame", "reveal_dir", "write_html_deck", "write_pptx",
-           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value"]
+           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value", "write_deck"]
 
 REVEAL_VERSION = "5.2.1"  # keep in step with web/package.json
 _ROOT = Path(__file__).resolve().parent.parent
@@ -384,3 +384,14 @@ def write_pdf(clips: list[Clip], target: Path) -> Path:
     with atomic_write(target, suffix=".pdf") as out:
         frames[0].save(str(out), format="PDF", save_all=True, append_images=frames[1:], resolution=96.0)
     return target
+
+
+def write_deck(clips: list[Clip], folder: Path, lang: str, deck_format: str, light: bool = False) -> list[Path]:
+    """The deck of ``render.py slides`` in ``folder``: ``slides/index.html`` (reveal.js, its white theme when
+    ``light``), ``slides.pptx`` or the ``slides.pdf`` handout, by ``deck_format`` (cli.params.DECK_FORMATS);
+    the files written."""
+    if deck_format == "html":
+        return write_html_deck(clips, folder / "slides", lang, theme="white" if light else "black")
+    if deck_format == "pptx":
+        return [write_pptx(clips, folder / "slides.pptx", lang)]
+    return [write_pdf(clips, folder / "slides.pdf")]

@@ -34,7 +34,8 @@ import numpy as np
 from cli.deck import staged_dir
 from cli.media import RenderError
 
-__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params", "export_data",
+__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params",
+           "explored_experiments", "export_data",
            "write_explorer", "folder_size", "page_link", "jsonable", "scene_strings", "WEB_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +169,13 @@ def lecture_params(experiment: str) -> dict[str, Any]:
             else:
                 merged.setdefault(key, value)  # the first scene's value
     return merged
+
+
+def explored_experiments(experiments: tuple[str, ...], model: str | None) -> list[str]:
+    """The experiments ``render.py explore`` draws from, in order, each once: those named, else
+    :data:`DEFAULT_EXPERIMENTS`; with ``--model``, also ``model`` (the user's network; alone when none is named)."""
+    named = list(experiments) or ([] if model else list(DEFAULT_EXPERIMENTS))
+    return list(dict.fromkeys(named + (["model"] if model else [])))
 
 
 # -- export ------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
     this machine lacks (with the exact install command)."""
     if voice is None:
         return None
-    from scenes.voice import VoiceError, default_voice, get_voice, missing_voice
+    from narration import VoiceError, default_voice, get_voice, missing_voice
 
     name = default_voice(lang) if voice == "auto" else voice
     try:
@@ -212,7 +212,7 @@ class RenderJob:
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
     theme: str = "dark"  # dark | light (scenes/theme.py): the colours and the background
-    voice: str | None = None  # a name from scenes.voice.VOICES: the narration is spoken and muxed in
+    voice: str | None = None  # a name from narration.VOICES: the narration is spoken and muxed in
 
     @property
     def final_dir(self) -> Path:
@@ -225,7 +225,7 @@ class RenderJob:
     def key_inputs(self) -> dict[str, Any]:
         inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose", "voice")}
         if self.voice:  # absent when silent, so silent renders keep the keys they had before voices existed
-            from scenes.voice import get_voice
+            from narration import get_voice
 
             inputs["voice"] = [self.voice, get_voice(self.voice).version()]
         return {"key_version": KEY_VERSION, "manim": importlib.metadata.version("manim"), **inputs}
@@ -550,7 +550,7 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
         _concat_videos(videos, tmp, alpha=first.transparent and first.format == "webm")
         track = _joined_audio(videos, durations)
         if track is not None:  # one continuous track: each clip's sound (or silence) for its whole length
-            from scenes.voice import mux_audio, normalize_track
+            from narration import mux_audio, normalize_track
 
             silent = tmp.with_name(f".silent-{tmp.name}")
             os.replace(tmp, silent)
@@ -567,7 +567,7 @@ def concat_lecture(jobs: list[RenderJob]) -> tuple[list[Path], bool]:
     return [*files, _write_record(target, key, inputs, files)], True
 
 
-_CONCAT_RATE = 48000  # Hz: the rate the clips' audio is encoded at (scenes.voice.mux_audio)
+_CONCAT_RATE = 48000  # Hz: the rate the clips' audio is encoded at (narration.mux_audio)
 
 
 def _joined_audio(videos: list[Path], durations: list[float]):
@@ -576,7 +576,7 @@ def _joined_audio(videos: list[Path], durations: list[float]):
     None if no clip has sound."""
     import numpy as np
 
-    from scenes.voice import VoiceError, read_audio
+    from narration import VoiceError, read_audio
 
     parts, found = [], False
     for video, duration in zip(videos, durations):

@@ -6,6 +6,10 @@ Example::
     train("chain_rule", {"depth": 12})           # = python render.py train chain_rule --set depth=12 --json
     show(render("ChainRuleProduct", {"depth": 12}))
 
+    from cli.notebook import record_model        # your own network in two calls
+    traces = record_model("my_net.py:build", {"data": "digits-image", "model.width": 16})  # {"residual": ..., "plain": ...}
+    show(render("GradientFlowOverTraining", {"data": "digits-image", "model.width": 16}, model="my_net.py:build"))
+
 Each call runs ``render.py`` in a subprocess, so a notebook takes exactly the parameters, caching and checks of the
 command line (and its kernel never imports torch or keeps Manim's settings between renders).
 """
@@ -20,7 +24,7 @@ from typing import Any, Mapping
 
 from cli import render_command
 
-__all__ = ["train", "render", "show", "sets_args", "NotebookError"]
+__all__ = ["train", "record_model", "render", "show", "sets_args", "NotebookError"]
 
 class NotebookError(RuntimeError):
     """render.py refused the input or failed; the message is its one-line error."""
@@ -50,11 +54,22 @@ def train(experiment: str, sets: Mapping[str, Any] | None = None) -> dict[str, A
     return json.loads(_run(["train", experiment, *sets_args(sets), "--json"]))
 
 
+def record_model(spec: str, sets: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Train a user's own network ``spec`` (``my_net.py:build``, ``torchvision.models:resnet18``) and its plain twin,
+    or read them from the trace cache: ``{"residual": trace path, "plain": trace path}`` (``NAME@seed{s}`` too
+    with ``seeds``). ``sets``: as ``--set`` (``{"data": "digits-image32", "model.num_classes": 10}``)."""
+    summary = json.loads(_run(["train", "--model", str(spec), *sets_args(sets), "--json"]))
+    return {name: Path(run["trace"]) for name, run in summary["runs"].items()}
+
+
 def render(scene: str, sets: Mapping[str, Any] | None = None, quality: str = "l", lang: str = "en",
-           output: str | Path = "media") -> Path:
+           output: str | Path = "media", model: str | None = None) -> Path:
     """Render ``scene`` (a name from ``render.py list`` or module:Class) as mp4 and return the video's path;
-    nothing is rendered again when its inputs have not changed."""
-    out = _run(["render", scene, *sets_args(sets), "--quality", quality, "--lang", lang, "--output", str(output)])
+    nothing is rendered again when its inputs have not changed. ``model``: draw a user's own network
+    (``render.py render SCENE --model SPEC``; the same ``sets`` as :func:`record_model`: its traces are reused)."""
+    extra = ["--model", str(model)] if model else []
+    out = _run(["render", scene, *extra, *sets_args(sets), "--quality", quality, "--lang", lang, "--output",
+                str(output)])
     videos = [Path(line.strip()) for line in out.splitlines() if line.strip().endswith(".mp4")]
     if not videos:
         raise NotebookError(f"render.py reported no video for {scene}:\n{out}")

@@ -34,14 +34,15 @@ from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
 
 __all__ = [
-    "Layer", "parse_sets", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES", "FORMATS", "LANGS",
-    "THEMES",
+    "Layer", "parse_sets", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
+    "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
+DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
 LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
 THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
@@ -52,7 +53,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 MODEL_EXPERIMENT = "model"  # the experiment of a user's own network (simulation.experiments)
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
-                                  "voice", "param_limits"})
+                                  "voice", "param_limits", "chapter"})
 
 
 @dataclass

@@ -46,7 +46,7 @@ from cli import INSTALLED, ROOT, render_command
 from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
 from simulation.cache import digest_path
 
-__all__ = ["run_worker", "render_task", "LocalPool", "ClusterPool", "RunQueue", "Trainer", "TrainingHelper",
+__all__ = ["train_before_render", "render_pipeline", "run_worker", "render_task", "LocalPool", "ClusterPool", "RunQueue", "Trainer", "TrainingHelper",
            "ClusterTrainer", "run_pipeline", "module_root"]
 
 DIE_WITH_PARENT = "RESIDUAL_DIE_WITH_PARENT"  # render.py _worker: SIGTERM when the process that started it dies
@@ -74,7 +74,8 @@ def module_root(module: str) -> str | None:
     root = Path(file).resolve().parent
     for _ in range(module.count(".")):
         root = root.parent
-    return None if root == ROOT else str(root)
+    # this project's modules: the checkout's root, or the site-packages folder holding residual_lecture
+    return None if root == (ROOT.parent if INSTALLED else ROOT) else str(root)
 
 
 def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: str | None = None,
@@ -572,3 +573,45 @@ def run_pipeline(todo: list[RenderJob], pool, trainer, training_slots: int, note
         executor.shutdown(wait=True, cancel_futures=True)
         pool.close()
     return written, failures
+
+
+def train_before_render(configs: list, scheduler: str | None, quality: str) -> None:
+    """Train ``configs`` before a render in this process: here (torch stays loaded) when this process, a
+    trainer and a render worker fit in the tree budget together, else in a trainer process that hands
+    its memory back before the render (cli/jobs.py). Raises RenderError naming the runs that failed."""
+    from cli.jobs import MAIN_MIB, TRAINER_BASE_MIB, MiB, tree_budget, worker_bytes
+    from simulation.cache import get_traces
+    from simulation.runs import estimate
+
+    trainer = TRAINER_BASE_MIB * MiB + max(estimate(c).total for c in configs)
+    if scheduler is not None or MAIN_MIB * MiB + trainer + worker_bytes(quality) <= tree_budget():
+        get_traces(configs, scheduler=scheduler)
+        return
+    errors = []
+    Trainer(configs).run(lambda digest, error: errors.append(f"run {digest}: {error}") if error else None)
+    if errors:
+        raise RenderError("training failed: " + "; ".join(errors))
+
+
+def render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int, quality: str, explicit: bool,
+                    note: Callable[[str], None], stop_signal: Callable[[], int]) -> tuple[list[Path], list[str]]:
+    """Train ``fresh`` in lecture order while the scenes of ``todo`` render as their traces arrive, on
+    the cluster at ``scheduler`` or in up to ``n_jobs`` local processes; (written, failures). ``note`` prints
+    progress lines; ``stop_signal()`` says which signal stops the trainer and every render when the main
+    thread is interrupted (Ctrl-C: SIGINT, a SIGTERM: SIGTERM)."""
+    from cli.jobs import TRAINER_BASE_MIB, MiB, render_slots, training_room
+    from simulation.runs import estimate
+
+    pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
+    trainer, helper, slots = None, None, n_jobs
+    if fresh and scheduler:
+        trainer = ClusterTrainer(fresh, scheduler)
+    elif fresh:
+        sizes = [estimate(c).total for c in fresh]
+        # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
+        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
+                         backlog=lambda: pool.waiting > 0)
+        trainer = Trainer(fresh, queue=queue)
+        helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
+        slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)
+    return run_pipeline(todo, pool, trainer, slots, note, stop_signal, progress=sys.stderr.isatty(), helper=helper)

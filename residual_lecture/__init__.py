@@ -6,7 +6,7 @@ Example::
     residual-lecture render NestedFunctionClasses -q l
     python -m residual_lecture list    # the same command line as ``python render.py`` in a checkout
 
-The checkout keeps its top-level folders (``render.py``, ``cli/``, ``scenes/``, ``simulation/``, ``web/``), and its
+The checkout keeps its top-level folders (``render.py``, ``cli/``, ``narration/``, ``scenes/``, ``simulation/``, ``web/``), and its
 code imports them by those names (``from simulation.config import RunConfig``). The wheel puts them *inside* this
 package (``residual_lecture/cli``, ``residual_lecture/render.py`` ..., see ``[tool.setuptools.package-dir]`` in
 pyproject.toml), so nothing generic lands at the top of site-packages, and the checkout's layout below the root is
@@ -20,8 +20,8 @@ starts use the real names (``python -m residual_lecture``, ``python -m residual_
 top-level packages: this package only puts the checkout's root on ``sys.path`` so that the console command finds
 them, and installs no alias.
 
-The aliases are process-wide: once ``residual_lecture`` is imported, ``import cli`` (or ``scenes``,
-``simulation``, ``render``) means this project's module in that process.
+The aliases are process-wide: once ``residual_lecture`` is imported, ``import cli`` (or any name of
+:data:`ALIASES`) means this project's module in that process.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = ["ALIASES", "AliasFinder", "INSTALLED", "main"]
 
 # The checkout's top-level modules and packages that the wheel holds as subpackages (pyproject.toml's package-dir
 # maps the same names; tests/test_install.py checks that the two lists and the checkout's folders agree).
-ALIASES = ("render", "cli", "scenes", "simulation")
+ALIASES = ("render", "cli", "narration", "scenes", "simulation")
 
 _HERE = Path(__file__).resolve().parent
 # Installed: the folders are inside this package. A checkout (or an editable install): they are its siblings.

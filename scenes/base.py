@@ -10,7 +10,7 @@ A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and `
 missing runs in a subprocess, so a scene never imports torch; a variant that sets ``trace_files``
 (``{run_name: path}``) reads those files instead (tests use small committed traces). Every number drawn goes through
 :meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
-:meth:`LectureScene.narrate` times each line: spoken with ``voice`` (:mod:`scenes.voice`), or held long
+:meth:`LectureScene.narrate` times each line: spoken with ``voice`` (:mod:`narration`), or held long
 enough to read; the scene waits before the next line until the current one is over.
 """
 
@@ -26,12 +26,15 @@ import numpy as np
 from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
 
 from simulation.cache import get_traces
-from simulation.experiments import build_runs
+from simulation.experiments import scene_runs
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
 from scenes.beats import BeatLog
-from scenes import encoder, voice as speech
+import narration as speech
+from narration.audio import build_track
+from narration.mux import mux_audio, video_duration
+from scenes import encoder
 from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
@@ -51,6 +54,32 @@ COMMON_STRINGS = {
 }
 
 
+def _frames_of(scene) -> int:
+    """Frames Manim's Cairo renderer writes for the scene's last ``play``: ``int(d / dt)`` for a static
+    wait, one per ``np.arange(0, d, dt)`` step for an animation (``d`` its run time, ``dt`` = 1/fps)."""
+    dt = 1 / config.frame_rate
+    if scene.is_current_animation_frozen_frame():
+        return int(scene.duration / dt)
+    return len(np.arange(0, scene.duration, dt))
+
+
+def _add_narration(scene) -> Path | None:
+    """Mux the lines ``scene`` spoke (``scene.spoken``: [(start_s, samples)]) into its finished video, in
+    place (a temporary file, then ``os.replace``). None when the scene wrote no mp4/webm/mov."""
+    writer = getattr(scene.renderer, "file_writer", None)
+    movie = Path(getattr(writer, "movie_file_path", "") or "")
+    if not movie.name or movie.suffix not in (".mp4", ".webm", ".mov") or not movie.is_file():
+        return None
+    track = build_track(scene.spoken, video_duration(movie))
+    tmp = movie.with_name(f".{movie.stem}.voiced{movie.suffix}")
+    try:
+        mux_audio(movie, track, tmp)
+        os.replace(tmp, movie)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return movie
+
+
 class LectureScene(Scene):
     """Base scene. Class attributes are the knobs; variants are subclasses that override them."""
 
@@ -60,12 +89,13 @@ class LectureScene(Scene):
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
     strings: dict[str, dict[str, str]] = {}
+    chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
-    # arrays every run must hold for this scene -> their axes' sizes ("records", "depth", ...); one a trace
-    # lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
-    required_arrays: dict[str, tuple[str, ...]] = {}
-    voice: str | None = None  # a name from scenes.voice.VOICES; None: $RESIDUAL_VOICE, or silent
+    # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);
+    # one a trace lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
+    required_arrays: tuple[str, ...] = ()
+    voice: str | None = None  # a name from narration.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
         encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/encoder.py)
@@ -85,8 +115,7 @@ class LectureScene(Scene):
         if self.experiment and self.trace_files is not None:
             self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
         elif self.experiment:
-            self.params = {**self.experiment_defaults, **self.params}
-            runs = build_runs(self.experiment, dict(self.params))
+            self.params, runs = scene_runs(self.experiment, self.experiment_defaults, self.params)
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
             self.traces = dict(zip(runs, traces))
         self._trace_has_nan = False
@@ -127,7 +156,7 @@ class LectureScene(Scene):
         ``duration`` seconds.
 
         With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
-        as long as reading takes (``scenes.voice.READING_RATE``: 17 characters/s English, 9 Chinese).
+        as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese).
         The line before is waited out first, so lines never overlap and never run faster than speech.
         Each call also starts a beat (a slide stop; see :mod:`scenes.beats`)."""
         text = self.t(key, **fmt)
@@ -158,7 +187,7 @@ class LectureScene(Scene):
         # Manim's clock advances by the frames written, but by the run time when a segment comes from
         # its cache (or is skipped): set it to the frames either way, so subtitles and speech land on the
         # same frame in a fresh, a cached and a dry run.
-        self.renderer.time = start + speech.frames_of(self) / config.frame_rate
+        self.renderer.time = start + _frames_of(self) / config.frame_rate
         self._check_layout()
 
     def wait(self, *args: Any, **kwargs: Any) -> None:
@@ -209,7 +238,7 @@ class LectureScene(Scene):
     def render(self, preview: bool = False) -> bool:
         rerun = super().render(preview)
         if self.spoken and not config.dry_run and not rerun:
-            speech.add_narration(self)
+            _add_narration(self)
         return rerun
 
     def percent(self, key: str, fraction: float | None, digits: int = 2) -> str:

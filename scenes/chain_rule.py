@@ -75,7 +75,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         names = self.pick_runs()
-        depth = self.traces[names[0]].config["depth"]
+        depth = len(self.traces[names[0]]["out_grad_norm"][0])
         factors, products = {}, {}
         for name in names:
             factors[name], products[name] = running_product(self.traces[name]["out_grad_norm"][0])
@@ -99,10 +99,12 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         centre_y, height = self._axes_box
         axes = LogAxes((1, depth, 1), (exp_min, exp_max), width=7.0, height=height)
         axes.move_to([-1.5, centre_y, 0])
-        x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(axes, DOWN, buff=0.12)
+        under = self.block_axis(axes, depth)  # the blocks' names under the axis (a user model), or None
+        x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(under or axes, DOWN, buff=0.12)
         y_label = make_text(self.t("axis_y"), size=SIZE_SMALL, color=PALETTE["muted"])
         y_label.next_to(axes.axes, UP, buff=0.12).align_to(axes, LEFT)
-        self.play(Create(axes.axes), FadeIn(axes.ticks), FadeIn(x_label), FadeIn(y_label))
+        self.play(Create(axes.axes), FadeIn(axes.ticks), FadeIn(x_label), FadeIn(y_label),
+                  *([FadeIn(under)] if under else []))
 
         # 3. Layer by layer, from the output back to the input.
         legend_x = axes.get_right()[0] + 0.5
@@ -115,9 +117,10 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             readout.next_to(label, DOWN, aligned_edge=LEFT, buff=0.12)
             rows[name] = (label, readout, color, factors[name], products[name])
             self.add(label, readout)
+        steps = self.backward_steps(depth)
         for row, name in enumerate(names):
             label, readout, color, factor, product = rows[name]
-            self.narrate(self._narrations[row], 0.35 * depth + 1)
+            self.narrate(self._narrations[row], 0.35 * (len(steps) + 1) + 1)  # as long as the pen moves
             points = [axes.point(l + 1, product[l]) for l in range(depth)]  # None where missing
             blocks = np.arange(1, depth + 1)
             curve = axes.polyline(blocks[-1:], product[-1:], color, what=f"{name}.out_grad_norm")
@@ -125,10 +128,13 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             dot = Dot(next((p for p in points[::-1] if p is not None), axes.axes.c2p(depth, 0)), color=color,
                       radius=0.07)
             self.add(dot)
-            for l in range(depth - 2, -1, -1):  # the factor between block l+1 and block l
-                value = self.number(f"{name}.block.{l}.factor", factor[l])  # blocks counted from 1, as the axis
-                new_readout = make_text(self.t("factor", a=l + 2, b=l + 1, value=value),
-                                        size=SIZE_LABEL, color=color).move_to(readout, aligned_edge=LEFT)
+            for hi, l in steps:  # the factor from block hi back to block l (hi > l)
+                value = self.number(*self.factor_number(name, hi, l, factor, product))
+                new_readout = make_text(self.factor_label(hi, l, value), size=SIZE_LABEL, color=color)
+                room = config.frame_x_radius - 0.25 - legend_x  # long block names shrink to the frame
+                if new_readout.width > room:
+                    new_readout.scale_to_fit_width(room)
+                new_readout.move_to(readout, aligned_edge=LEFT)
                 new_curve = axes.polyline(blocks[l:][::-1], product[l:][::-1], color, what=f"{name}.out_grad_norm")
                 moves = [dot.animate.move_to(points[l])] if points[l] is not None else []  # the pen waits at a gap
                 self.play(ReplacementTransform(curve, new_curve), *moves, ReplacementTransform(readout, new_readout),
@@ -163,6 +169,22 @@ class ChainRuleProduct(SeedSpread, LectureScene):
 
     def run_label(self, name: str) -> str:
         return self.t(name)
+
+    def backward_steps(self, depth: int) -> list[tuple[int, int]]:
+        """(from block, to block) of each step of the pen, output end first: one block at a time."""
+        return [(l + 1, l) for l in range(depth - 2, -1, -1)]
+
+    def factor_number(self, name: str, hi: int, l: int, factor: np.ndarray, product: np.ndarray) -> tuple[str, float]:
+        """(numbers JSON key, value) of the factor from block ``hi`` back to block ``l``."""
+        return f"{name}.block.{l}.factor", factor[l]
+
+    def factor_label(self, hi: int, l: int, value: str) -> str:
+        """The readout of that factor; blocks counted from 1, as on the axis."""
+        return self.t("factor", a=hi + 1, b=l + 1, value=value)
+
+    def block_axis(self, axes, depth: int):
+        """Mobjects naming the blocks under the axis (placed), or None: the built-in nets' blocks are numbered."""
+        return None
 
     def other_seed_products(self, names: tuple[str, str]) -> dict[str, dict[int, np.ndarray]]:
         """``{name: {seed: product [depth]}}`` of every seed but the one drawn in full (numbers recorded)."""

@@ -40,7 +40,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
     experiment = "does_it_copy"
     experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
     # one run per seed: no sibling says which arrays a trace lacks, so the scene names the ones it draws
-    required_arrays = {"loss": ("records",), "branch_norm": ("records", "depth"), "input_norm": ("records", "depth")}
+    required_arrays = ("loss", "branch_norm", "input_norm")
     strings = {
         "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
         "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},
@@ -110,7 +110,9 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         shades = [PALETTE["branch"].interpolate(PALETTE["residual"], l / max(depth - 1, 1)) for l in range(depth)]
         lines = [chart.polyline(steps, ratios[:, l], color=shade, stroke_width=2) for l, shade in enumerate(shades)]
         mean_line = chart.polyline(steps, mean, color=PALETTE["identity"], stroke_width=5)
-        legend = make_legend([(self.t("first_block"), shades[0]), (self.t("last_block", depth=depth), shades[-1]),
+        first_name, last_name = self.end_block_names(depth)
+        legend = make_legend([(self.t("first_block", name=first_name), shades[0]),
+                              (self.t("last_block", depth=depth, name=last_name), shades[-1]),
                               (self.t("mean"), PALETTE["identity"])], size=SIZE_SMALL)
         legend.next_to(chart.axes.get_corner(UR), DL, buff=0.15)
         self.narrate("n_ratio", 4)
@@ -165,3 +167,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, §3.1, Fig. 7")
         self.wait(5)
+
+    def end_block_names(self, depth: int) -> tuple[str, str]:
+        """Names of the first and the last block for the legend (``{name}`` in its strings; unused here)."""
+        return "1", str(depth)

@@ -134,10 +134,10 @@ class GradientFlowOverTraining(LectureScene):
     _source = "He et al. 2015, §1; He et al. 2016, eq. 4-5"
 
     def construct(self) -> None:
-        names = dict(zip(("plain", "residual"), pick_flow_runs(self.traces, self.shown_depth, self.activation)))
+        names = dict(zip(("plain", "residual"), self.flow_runs()))
         traces = {arch: self.traces[name] for arch, name in names.items()}
-        depth = int(traces["plain"].config["depth"])
         grads = {arch: np.asarray(t["out_grad_norm"], dtype=np.float64) for arch, t in traces.items()}  # [T, depth]
+        depth = grads["plain"].shape[1]
         steps = {arch: np.asarray(t["step"]) for arch, t in traces.items()}
         records = min(len(s) for s in steps.values())
         bottom, top = flow_scale([g[:records] for g in grads.values()], self.decades)
@@ -157,9 +157,10 @@ class GradientFlowOverTraining(LectureScene):
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], depth=depth, act=self.activation)
         subtitle.next_to(title, DOWN, buff=0.12)
         rows = {arch: self._make_row(arch, depth) for arch in ("plain", "residual")}
+        names_drawn = self.row_labels(rows["plain"])  # what the blocks are called (a user model's module paths)
         self.narrate("n_intro", 3.5)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1)
-        self.play(*[FadeIn(rows[arch]["frame"]) for arch in rows], run_time=1.5)
+        self.play(*[FadeIn(rows[arch]["frame"]) for arch in rows], *[FadeIn(m) for m in names_drawn], run_time=1.5)
         scale_bar = self._make_scale_bar(bottom, top)
         readouts = {arch: self._readout(arch, names[arch], ratios[arch][0], int(steps[arch][0])) for arch in rows}
         self.play(FadeIn(scale_bar), run_time=0.6)
@@ -186,7 +187,7 @@ class GradientFlowOverTraining(LectureScene):
         self.narrate("n_training", 3)
         self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
         # the still parts are drawn once per play, not at every frame (scenes/frame_cost.py: no pixel changes)
-        draw_first(self, title, subtitle, scale_bar, history["frame"],
+        draw_first(self, title, subtitle, scale_bar, history["frame"], *names_drawn,
                    *[m for arch in rows for m in rows[arch]["still"]])
         per_record = min(0.45, 9.0 / max(records - 1, 1))
         for k in range(1, records):
@@ -206,6 +207,15 @@ class GradientFlowOverTraining(LectureScene):
                      else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
         self.cite(self._source)
         self.wait(3.5)
+
+    # -- what a variant changes -------------------------------------------------------------------------
+    def flow_runs(self) -> tuple[str, str]:
+        """Names of the plain and the residual run drawn (keys of ``self.traces``)."""
+        return pick_flow_runs(self.traces, self.shown_depth, self.activation)
+
+    def row_labels(self, plain_row: dict) -> list:
+        """Mobjects that name the blocks (placed, not yet added); the built-in nets' blocks need none."""
+        return []
 
     # -- drawing ----------------------------------------------------------------------------------------
     def _make_row(self, arch: str, depth: int) -> dict:

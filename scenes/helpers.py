@@ -14,7 +14,7 @@ missing: the trace says where the run stopped (:func:`tail_mean` stops there). N
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,57 +139,37 @@ def running_mean(values: np.ndarray | Sequence[float], window: int) -> np.ndarra
 RUN_SPECIFIC = frozenset({"path_length_fraction"})  # residual runs only
 
 
-def _sizes(trace: Any) -> dict[str, int]:
-    config = trace.meta.get("config", {})
-    sizes = {"records": len(trace.arrays["step"]) if "step" in trace.arrays else None}
-    for key in ("depth", "steps"):
-        if isinstance(config.get(key), int):
-            sizes[key] = config[key]
-    if "depth" in sizes:
-        sizes["depth+1"] = sizes["depth"] + 1
-    return sizes
-
-
 def fill_missing_arrays(traces: dict[str, Any]) -> dict[str, list[str]]:
     """Give every trace of one experiment each array that another of its traces has, as all NaN:
-    ``{run: [keys added]}`` (runs that lacked nothing are left out). The shape is the sibling's, with
-    the sizes that depend on the run (records, depth, steps, depth + 1) taken from this run; an array
-    no trace has stays absent. Modifies the traces in place."""
+    ``{run: [keys added]}`` (runs that lacked nothing are left out). Its axes come from
+    :data:`simulation.trace.ARRAY_AXES`, their sizes from this run (:meth:`~simulation.trace.Trace.sizes`;
+    the number of records from a sibling when this run has none); an array no trace has, one the table does
+    not name, or one whose sizes this run does not say stays absent. Modifies the traces in place."""
     added: dict[str, list[str]] = {}
     for name, trace in traces.items():
-        mine = _sizes(trace)
-        for other_name, other in traces.items():
-            if other is trace:
+        siblings = [other for other in traces.values() if other is not trace]
+        records = next((o.sizes()["records"] for o in siblings if "records" in o.sizes()), None)
+        own = {} if records is None or "records" in trace.sizes() else {"records": records}
+        for key in dict.fromkeys(k for other in siblings for k in other.arrays):
+            if key in trace.arrays or key in RUN_SPECIFIC:
                 continue
-            theirs = _sizes(other)
-            if mine["records"] is None:
-                mine["records"] = theirs["records"]
-            for key, value in other.arrays.items():
-                if key in trace.arrays or key in RUN_SPECIFIC:
-                    continue
-                shape = []
-                for axis, size in enumerate(np.shape(value)):
-                    order = ("records", "depth", "steps", "depth+1") if axis == 0 else ("depth", "depth+1", "records", "steps")
-                    match = next((k for k in order if theirs.get(k) == size and mine.get(k) is not None), None)
-                    shape.append(mine[match] if match else size)
-                trace.arrays[key] = np.full(shape, np.nan)
+            blank = trace.blank(key, own)
+            if blank is not None:
+                trace.arrays[key] = blank
                 added.setdefault(name, []).append(key)
     return added
 
 
-def fill_required_arrays(traces: dict[str, Any], required: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
-    """Give every trace each array of ``required`` it lacks, as all NaN: ``{run: [keys added]}``.
-
-    ``required``: array name -> the names of its axes' sizes, taken from that run ("records", "depth",
-    "steps", "depth+1"; see :func:`fill_missing_arrays`), e.g. ``{"loss": ("records",)}``. For an
-    experiment of one run, where no sibling says which arrays a trace should hold. A size the run does
-    not say (no ``step`` array, no ``depth`` in its config) leaves that array absent. Modifies in place."""
+def fill_required_arrays(traces: dict[str, Any], required: Iterable[str]) -> dict[str, list[str]]:
+    """Give every trace each array of ``required`` (names of :data:`simulation.trace.ARRAY_AXES`) it lacks, as
+    all NaN: ``{run: [keys added]}``. For an experiment of one run, where no sibling says which arrays a
+    trace should hold. A size the run does not say (no ``step`` array, no layers) leaves that array absent.
+    Modifies in place."""
     added: dict[str, list[str]] = {}
     for name, trace in traces.items():
-        sizes = _sizes(trace)
-        for key, axes in required.items():
-            if key in trace.arrays or any(sizes.get(axis) is None for axis in axes):
-                continue
-            trace.arrays[key] = np.full([sizes[axis] for axis in axes], np.nan)
-            added.setdefault(name, []).append(key)
+        for key in required:
+            blank = None if key in trace.arrays else trace.blank(key)
+            if blank is not None:
+                trace.arrays[key] = blank
+                added.setdefault(name, []).append(key)
     return added

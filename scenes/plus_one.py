@@ -52,7 +52,7 @@ class GradientPlusOne(LectureScene):
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
-        depth = plain.config["depth"]
+        depth = len(plain["grad_norm"][0])
         grads = {"plain": plain["grad_norm"][0], "residual": residual["grad_norm"][0]}  # [depth] each
         factors = {name: geometric_mean_factor(running_product(t["out_grad_norm"][0])[1])
                    for name, t in (("plain", plain), ("residual", residual))}
@@ -81,9 +81,11 @@ class GradientPlusOne(LectureScene):
 
         # 2. Log axes sized to the data; one pair of bars per block.
         all_values = np.concatenate(list(grads.values()))
-        axes = LogAxes((0.5, depth + 0.5, 1), (log_floor_exponent(all_values), 0), width=7.4, height=2.9)
-        axes.move_to([-2.2, -1.15, 0])
-        x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(axes, DOWN, buff=0.12)
+        centre_y, height = self._axes_box
+        axes = LogAxes((0.5, depth + 0.5, 1), (log_floor_exponent(all_values), 0), width=7.4, height=height)
+        axes.move_to([-2.2, centre_y, 0])
+        under = self.block_axis(axes, depth)  # the blocks' names under the axis (a user model), or None
+        x_label = self.text("axis_x", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(under or axes, DOWN, buff=0.12)
         y_label = self.text("axis_y", size=SIZE_SMALL, color=PALETTE["muted"])
         y_label.next_to(axes.axes, UP, buff=0.1).align_to(axes, LEFT)
         bars = {name: make_log_bars(axes, grads[name], PALETTE[name], x_offset=offset, bar_width=0.32)
@@ -91,7 +93,8 @@ class GradientPlusOne(LectureScene):
         legend = make_legend([(self.t("plain"), PALETTE["plain"]), (self.t("residual"), PALETTE["residual"])])
         legend.next_to(axes, RIGHT, buff=0.35).align_to(axes.axes, UP)
         self.narrate("n_bars", 4)
-        self.play(Create(axes.axes), FadeIn(axes.ticks), FadeIn(x_label), FadeIn(y_label), run_time=1)
+        self.play(Create(axes.axes), FadeIn(axes.ticks), FadeIn(x_label), FadeIn(y_label),
+                  *([FadeIn(under)] if under else []), run_time=1)
         self.play(FadeIn(legend[0]), *[GrowFromEdge(bar, DOWN) for bar in bars["plain"]], run_time=2)
         self.wait(1)
         self.narrate("n_residual", 4)
@@ -110,3 +113,9 @@ class GradientPlusOne(LectureScene):
         self.play(FadeIn(readout), run_time=1)
         self.cite("He et al. 2016, Eq. (5)")
         self.wait(3)
+
+    _axes_box = (-1.15, 2.9)  # centre y and height of the log axes (scene units)
+
+    def block_axis(self, axes, depth: int):
+        """Mobjects naming the blocks under the axis (placed), or None: the built-in nets' blocks are numbered."""
+        return None

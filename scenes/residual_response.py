@@ -73,7 +73,7 @@ class ResidualResponse(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
-        depth = residual.config["depth"]
+        depth = len(residual["branch_norm"][0])
         step = self.number("step", residual["step"][-1], digits=6)
         ratios = {name: (response_ratio(t, 0), response_ratio(t, -1)) for name, t in (("plain", plain),
                                                                                        ("residual", residual))}
@@ -111,13 +111,15 @@ class ResidualResponse(SeedSpread, LectureScene):
 
         # 2. The ratio per block at step 0, then after training (same scale for both).
         top = max(finite_max(np.concatenate([*ratios["plain"], *ratios["residual"]])), 1.0)  # 1 is drawn
-        before = GroupedBars([ratios["plain"][0], ratios["residual"][0]], colors, width=4.6, height=2.3, y_max=top)
-        after = GroupedBars([ratios["plain"][1], ratios["residual"][1]], colors, width=4.6, height=2.3, y_max=top)
+        labels = self.bar_labels(depth)
+        before = GroupedBars([ratios["plain"][0], ratios["residual"][0]], colors, width=4.6, height=2.3, y_max=top,
+                             labels=labels)
+        after = GroupedBars([ratios["plain"][1], ratios["residual"][1]], colors, width=4.6, height=2.3, y_max=top,
+                            labels=labels)
         for chart in (before, after):
-            chart.move_to([-3.6, -0.25, 0])
+            chart.move_to([-3.6, self._chart_y, 0])
         panel_title = self.text("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3)
-        block_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"])
-        block_label.next_to(before.chart, DOWN, buff=0.1)
+        block_label = self.block_axis(before)
         level = before.level_line(1.0, PALETTE["muted"])
         level = make_dashed_polyline([level.get_start(), level.get_end()], PALETTE["muted"], stroke_width=2)
         level_label = self.text("same_size", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(level, RIGHT, buff=0.1)
@@ -137,10 +139,10 @@ class ResidualResponse(SeedSpread, LectureScene):
         self.wait(1.5)
 
         # 3. He et al.'s own measure: the std of each response.
-        std_chart = GroupedBars([stds["plain"], stds["residual"]], colors, width=4.6, height=2.3)
-        std_chart.move_to([3.7, -0.25, 0])
+        std_chart = GroupedBars([stds["plain"], stds["residual"]], colors, width=4.6, height=2.3, labels=labels)
+        std_chart.move_to([3.7, self._chart_y, 0])
         std_title = self.text("std_title", size=SIZE_LABEL, step=step).next_to(std_chart.chart.axes, UP, buff=0.3)
-        std_label = self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(std_chart, DOWN, buff=0.1)
+        std_label = self.block_axis(std_chart)
         self.narrate("n_std", 3)
         self.play(Create(std_chart.chart), FadeIn(std_title), FadeIn(std_label), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*std_chart.bars[0], *std_chart.bars[1]]], run_time=1.5)
@@ -154,7 +156,7 @@ class ResidualResponse(SeedSpread, LectureScene):
         mean_std = {name: strict_mean(stds[name]) for name in stds}
         ratio_key = self.verdict_key(mean["plain"], mean["residual"], "ratio_small", "ratio_not_small")
         std_key = self.verdict_key(mean_std["plain"], mean_std["residual"], "std_agrees", "std_differs")
-        why = self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""
+        why = self.bn_note(residual)
         seeds_smaller = {}  # claim -> (k, n): seeds where the residual mean is below the plain one
         for claim, by_seed in (("ratio", seed_ratio), ("branch_std", seed_std)):
             means = {name: {seed: strict_mean(v) for seed, v in by_seed[name].items()} for name in by_seed}
@@ -181,3 +183,18 @@ class ResidualResponse(SeedSpread, LectureScene):
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite(self._source)
         self.wait(5)
+
+    # -- what a variant changes ---------------------------------------------------------------------
+    _chart_y = -0.25  # centre y of both bar charts
+
+    def bar_labels(self, depth: int) -> list[str] | None:
+        """The labels under the bars (None: 1..depth, thinned by GroupedBars)."""
+        return None
+
+    def block_axis(self, bars: GroupedBars):
+        """What is written under ``bars`` (placed): the word "block"."""
+        return self.text("axis_block", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(bars, DOWN, buff=0.1)
+
+    def bn_note(self, residual) -> str:
+        """Why the std may differ from the paper's: these MLPs have no BatchNorm (the paper measures after BN)."""
+        return self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""

@@ -137,7 +137,7 @@ class ShortcutScale(SeedSpread, LectureScene):
     """Shortcuts scaled by lambda (and gated): the step-0 gradient ratio across the stack, and training error."""
 
     experiment = "shortcut_scale"
-    required_arrays = {"out_grad_norm": ("records", "depth"), "error_curve": ("steps",)}
+    required_arrays = ("out_grad_norm", "error_curve")
     strings = {
         **SEED_STRINGS,
         "title": {"en": "The shortcut must be the identity", "zh": "捷径必须是恒等映射"},
@@ -186,7 +186,8 @@ class ShortcutScale(SeedSpread, LectureScene):
         for seed, runs in summaries.items():
             for name, s in runs.items():
                 self.number(f"{name}.seed.{seed}.ratio", s["ratio"])
-                self.number(f"{name}.seed.{seed}.final_error", s["error"])
+                if not s["diverged"]:  # a diverged run has no final error: not a missing value
+                    self.number(f"{name}.seed.{seed}.final_error", s["error"])
                 self.number(f"{name}.seed.{seed}.diverged", s["diverged"])
         cfg = next(iter(self.traces.values())).config
         depth, steps = int(cfg["depth"]), int(cfg["steps"])

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
+from cli.params import LANGS  # defined once there, where --help reads it without manim
 from scenes.frame_cost import drop_svg_paths
 from scenes.theme import ROLES, current_theme
 
@@ -22,7 +23,6 @@ __all__ = [
     "make_text", "format_number", "value_to_color", "LANGS", "current_language",
 ]
 
-LANGS = ("en", "zh")
 
 
 class _ThemePalette(Mapping):

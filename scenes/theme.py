@@ -25,6 +25,8 @@ from typing import Mapping
 
 from manim import ManimColor
 
+from cli.params import THEMES as THEME_NAMES  # the names, defined once (--help reads them without manim)
+
 __all__ = [
     "OKABE_ITO", "HUES", "ROLES", "SHOWN_TOGETHER", "THEMES", "THEME_NAMES", "MIN_TEXT_CONTRAST", "Theme", "get_theme", "set_theme",
     "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast",
@@ -128,7 +130,8 @@ THEMES = MappingProxyType({
     # Light: for projectors in bright halls; an off-white that does not glare.
     "light": Theme("light", background="#FAFAF7", text="#1B1F27", muted="#5C6270"),
 })
-THEME_NAMES = tuple(THEMES)  # the same as cli.params.THEMES (a test checks); "dark" is the default
+if tuple(THEMES) != THEME_NAMES:  # a palette for each name of cli/params.py, "dark" (the default) first
+    raise ImportError(f"scenes/theme.py has palettes {tuple(THEMES)}, cli/params.py names {THEME_NAMES}")
 _current = {"theme": THEMES["dark"]}
 
 

@@ -321,7 +321,7 @@ class GroupedBars(VGroup):
     """One group of bars per index, one bar per series, on a linear y axis from 0.
 
     ``series``: k arrays of length n (a missing NaN value is a labelled GapMark); ``labels``: n strings under
-    the groups (default 1..n, thinned to about 12). Children: ``chart`` (:class:`LinearAxes`) and
+    the groups (default 1..n, thinned to about 12; an empty list: none, the caller labels the groups). Children: ``chart`` (:class:`LinearAxes`) and
     ``bars`` (one VGroup of n Rectangles per series).
     """
 
@@ -339,7 +339,7 @@ class GroupedBars(VGroup):
         labels = [str(i + 1) for i in range(n)] if labels is None else list(labels)
         every = max(1, math.ceil(n / 12))
         self.chart = LinearAxes((0, n), (0, top), width, height, x_ticks=[], y_ticks=y_ticks, y_format=y_format)
-        for i in range(0, n, every):
+        for i in range(0, n if labels else 0, every):
             label = make_text(labels[i], size=SIZE_SMALL, color=PALETTE["muted"])
             self.chart.ticks.add(label.next_to(self.chart.point(i + 0.5, 0), DOWN, buff=0.1))
         unit = self.chart.axes.x_axis.get_unit_size()

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
@@ -171,8 +172,8 @@ class RunConfig(BaseConfig):
         if self.stages > self.depth:
             raise ConfigError(f"stages must be between 1 and depth ({self.depth}); got {self.stages}")
         if self.model == "conv":  # He et al. 2015 §4.2: 6n + 2 layers, three stages w, 2w, 4w (``stages`` unused)
-            if self.depth < 8 or (self.depth - 2) % 6:
-                raise ConfigError(f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {self.depth}")
+            if conv_depth_error(self.depth):
+                raise ConfigError(conv_depth_error(self.depth))
             if self.dataset != "digits":
                 raise ConfigError(f"model conv needs images: dataset must be digits; got {self.dataset!r}")
             if self.width * 4 > MAX_WIDTH:
@@ -232,6 +233,26 @@ def _check_fields(cfg: BaseConfig) -> None:
             raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
 
 
+def config_from_argv(cls: type[BaseConfig], argv: list[str] | None, description: str, check=None) -> BaseConfig | None:
+    """The ``python -m simulation.X --set key=value ...`` entry of a trainer: ``cls`` with the pairs applied
+    (:func:`config_from_sets`) and ``check(config)`` (a one-line reason or None) passed, or None after printing
+    ``error: <one line>`` to stderr (the caller exits with status 2)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_sets(cls, args.set)
+        problem = check(config) if check else None
+        if problem:
+            raise ConfigError(problem)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    return config
+
+
 def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
     """``cls`` with command-line ``key=value`` pairs applied (typed by :func:`parse_value`).
 
@@ -286,6 +307,13 @@ class TransformerConfig(BaseConfig):
             raise ConfigError(f"width must be even and divisible by heads ({self.heads}); got {self.width}")
 
 
+def conv_depth_error(depth: int) -> str | None:
+    """Why ``depth`` is no conv net's depth (6n + 2, n >= 1: 8, 14, 20, ..., 56, ..., 110), or None."""
+    if depth < 8 or (depth - 2) % 6:
+        return f"a conv net has depth 6n + 2 (8, 14, 20, ..., 56, ..., 110); got {depth}"
+    return None
+
+
 # -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
 
 @dataclass(frozen=True)
@@ -308,7 +336,41 @@ class IdentityFitConfig(BaseConfig):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
+# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.landscape) ---------
+
+MAX_GRID = 201
+
+
+@dataclass(frozen=True)
+class LandscapeConfig(BaseConfig):
+    """A conv net of He et al. 2015 §4.2 trained on digits, then its loss on a filter-normalised random 2-D
+    slice through the trained weights (Li et al. 2018, §4 and Fig. 5); the cache key."""
+
+    kind: str = _one_of("landscape", ("landscape",))  # the run kind (simulation.runs) that trains this config
+    arch: str = _one_of("residual", ARCHS)  # "plain": no shortcuts ("noshort" in Li et al.); "residual": skips
+    # weighted layers, 6n + 2 (20, 56: ResNet-20 / -56 and their plain twins); checked by conv_depth_error where a net
+    # is built (the experiment's depths, the trainer), so a global ``--set depth=3`` meant for the MLPs passes here
+    depth: int = _in(20, 1, MAX_DEPTH)
+    width: int = _in(16, 1, MAX_WIDTH // 4)  # channels of the first stage (then 2x, 4x); He et al.: 16
+    steps: int = _in(300, 1, MAX_STEPS)  # SGD steps before the slice is taken
+    batch_size: int = _in(128, 2, MAX_BATCH)  # examples per step (Li et al.: 128)
+    lr: float = _in(0.1, 0.0, 1e6, open_low=True)  # SGD learning rate, momentum 0.9 (Li et al.: 0.1)
+    weight_decay: float = _in(5e-4, 0.0, 10.0)  # L2 penalty (Li et al.: 5e-4)
+    grid: int = _in(21, 3, MAX_GRID)  # points per axis of the slice (Li et al.: 51)
+    span: float = _in(1.0, 0.0, 100.0, open_low=True)  # the slice covers alpha, beta in [-span, span] (Li et al.: 1)
+    eval_examples: int = _in(512, 1, MAX_BATCH)  # the fixed training examples the slice's loss is averaged over
+    seed: int = _in(0, 0, MAX_SEED)  # seeds the data split, init, batch order and the two random directions
+
+    def run_config(self) -> RunConfig:
+        """The :class:`RunConfig` of the same conv net and training (ReLU, BatchNorm, option-A shortcuts):
+        for the memory guard and the sweep's cost estimate."""
+        return RunConfig(model="conv", arch=self.arch, depth=self.depth, width=self.width, activation="relu",
+                         norm="batchnorm", shortcut="zero_pad", steps=self.steps, batch_size=self.batch_size,
+                         lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
+
+
+__all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeConfig", "conv_depth_error",
+            "config_from_argv", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]
 
 

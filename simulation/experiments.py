@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, ConfigError, IdentityFitConfig, Range,
-                     RunConfig, TransformerConfig, UserModelConfig, shown)
+from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
+                     LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error, shown)
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
@@ -30,7 +30,8 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
-           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "GPT"]
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams", "GPT"]
+__all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -72,6 +73,11 @@ def scale_run(scale: float) -> str:
 def gate_run(gate: str) -> str:
     """``gate_exclusive``: shortcut_scale, a gated shortcut (He et al. 2016 §3.2)."""
     return f"gate_{gate}"
+
+
+def init_run(residual_init: str) -> str:
+    """``standard`` (residual_init "none"), ``rezero``, ``fixup``: norm_free."""
+    return "standard" if residual_init == "none" else residual_init
 
 
 def sweep_run(model: str, arch: str, depth: int) -> str:
@@ -268,9 +274,31 @@ def _literal(key: str, value: Any) -> Any:
 
 
 def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``."""
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``. Raises
+    ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
+    try:
+        return _build_runs(name, overrides or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {name}: bad parameter value ({exc})") from None
+
+
+def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
+    ``overrides`` over them) and the runs those build, ``(params, {run_name: config})``; ``({}, {})`` for a
+    scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
+    here, so the runs trained and counted before a render are the runs the scene reads."""
+    if not experiment:
+        return {}, {}
+    params = {**defaults, **overrides}
+    return params, build_runs(experiment, dict(params))
+
+
+def _build_runs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
     experiment = get_experiment(name)
-    base, extra = split_params(experiment, overrides or {})
+    base, extra = split_params(experiment, overrides)
     seeds = extra.pop("seeds") or (base.seed,)
     params = experiment.params_type(**extra)
     runs: dict[str, Any] = {}
@@ -531,6 +559,32 @@ _register(Experiment(
 ))
 
 
+@dataclass(frozen=True)
+class NormFreeParams(ExperimentParams):
+    inits: tuple[str, ...] = field(default=RESIDUAL_INITS, metadata={"choices": RESIDUAL_INITS})  # one run each
+
+
+def _norm_free(base: RunConfig, params: NormFreeParams) -> dict[str, RunConfig]:
+    """``standard``, ``rezero``, ``fixup``: the same residual net without normalisation (same seed: same data,
+    batches and He-initialised weights before ReZero's alpha = 0 or Fixup's rescaling)."""
+    return {init_run(init): base.replace(arch=RESIDUAL, norm="none", residual_init=init)
+            for init in dict.fromkeys(params.inits)}
+
+
+_register(Experiment(
+    name="norm_free",
+    description="Training deep nets without normalisation: 100 residual ReLU blocks, He init, no BN/LN: "
+                "||h_l|| per block at init and the loss curves, standard vs ReZero (alpha = 0) vs Fixup",
+    source="Bachlechner et al. 2020 (ReZero), eq. 3; Zhang, Dauphin & Ma 2019 (Fixup), §2-3",
+    # 60 steps: ReZero and Fixup reach loss 0.5 by steps 20-23 and 31-37 (seeds 0-4, 11); the standard net
+    # diverges at step 1. Each run of 100 blocks costs ~1.5 CPU-s per 10 steps on the shared machine.
+    base=RunConfig(arch=RESIDUAL, activation="relu", depth=100, width=32, init_gain=6 ** 0.5, steps=60,
+                   batch_size=64, lr=0.02, record_every=30),
+    build=_norm_free,
+    params_type=NormFreeParams,
+))
+
+
 def _rank_collapse(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
     """The four stacks of Dong et al. 2021, Fig. 1: attention alone, + MLPs, + skips, + both (no LayerNorm)."""
     return {SAN: base.replace(residual=False, ffn=False), SAN_MLP: base.replace(residual=False, ffn=True),
@@ -562,6 +616,35 @@ _register(Experiment(
     base=TransformerConfig(arch="decoder_only", norm="pre_ln", task="reverse", depth=4, width=32, steps=300,
                            batch_size=32, lr=3e-3, warmup_steps=30, init_batches=1, record_every=100),
     build=_gpt,
+))
+
+
+@dataclass(frozen=True)
+class LandscapeParams(ExperimentParams):
+    # conv depths 6n + 2 (Li et al. 2018, Fig. 5: ResNet-20 / -56 / -110 and their "noshort" twins)
+    depths: tuple[int, ...] = field(default=(20, 56), metadata={"range": Range(8, MAX_DEPTH)})
+
+
+def _loss_landscape(base: LandscapeConfig, params: LandscapeParams) -> dict[str, LandscapeConfig]:
+    """``{arch}_d{depth}``: a plain and a residual conv net at every depth, each with its own slice. Raises
+    ConfigError for a depth that is not 6n + 2."""
+    for depth in params.depths:
+        if conv_depth_error(depth):
+            raise ConfigError(conv_depth_error(depth))
+    return {depth_run(arch, depth): base.replace(arch=arch, depth=depth)
+            for depth in dict.fromkeys(params.depths) for arch in (PLAIN, RESIDUAL)}
+
+
+# Width 8 (not He et al.'s 16), 200 steps and a 21 x 21 grid on 256 examples keep the four runs of one seed at
+# ~3 min of one core (measured: plain d56 ~45 s on an 11 x 11 grid); Li et al. used width 16, 300 epochs, 51 x 51.
+_register(Experiment(
+    name="loss_landscape",
+    description="loss on a filter-normalised random 2-D slice through trained conv nets of 20 and 56 layers, with "
+                "and without skips: non-convex fraction of the slice and its local minima",
+    source="Li, Xu, Taylor, Studer & Goldstein 2018, Fig. 1, Fig. 5 and Fig. 7",
+    base=LandscapeConfig(width=8, steps=200, grid=21, eval_examples=256),
+    build=_loss_landscape,
+    params_type=LandscapeParams,
 ))
 
 

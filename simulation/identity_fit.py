@@ -15,7 +15,6 @@ batch, to minimise the relative squared error ||h - x||^2 / ||x||^2 (0: h = x ex
 
 from __future__ import annotations
 
-import argparse
 import logging
 import platform
 import sys
@@ -24,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from .config import ConfigError, IdentityFitConfig, config_from_sets
+from .config import IdentityFitConfig, config_from_argv
 from .data import load_dataset
 from .models import PlainBlock, ResidualBlock
 from .summary import first_step_below
@@ -115,13 +114,8 @@ def _run(config: IdentityFitConfig) -> Trace:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m simulation.identity_fit --set key=value ...``: train one block, print when it fit."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
-        config = config_from_sets(IdentityFitConfig, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    config = config_from_argv(IdentityFitConfig, argv, __doc__.splitlines()[0])
+    if config is None:
         return 2
     trace = run(config)
     print(f"{config.arch}: relative error {trace['loss_curve'][0]:.4g} -> {trace['loss_curve'][-1]:.4g}; "

@@ -159,7 +159,8 @@ def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
     import sys
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-m", "simulation.user_model", "--estimate", config_json],
+    # __package__: simulation, or residual_lecture.simulation in an installed copy (residual_lecture/__init__.py)
+    done = subprocess.run([sys.executable, "-m", f"{__package__}.user_model", "--estimate", config_json],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     if done.returncode:
         lines = done.stderr.strip().splitlines() or ["the model could not be built and probed"]

@@ -38,7 +38,6 @@ its result unused).
 from __future__ import annotations
 
 import fnmatch
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
@@ -152,6 +151,7 @@ class _AddEvent:
     same_shape: bool
     shape: tuple[int, ...]
     alpha: Any
+    order: int  # its place among all additions of the forward
 
 
 class _Probe(TorchFunctionMode):
@@ -173,6 +173,7 @@ class _Probe(TorchFunctionMode):
         self.stack: list[int] = []
         self.numbers: dict[nn.Module, int] = {}
         self.events: list[_AddEvent] = []
+        self.all_adds: list[int] = []  # the innermost call of every addition, in order
         self.additions = 0
         self.activation_bytes = 0
         self.inputs = {id(t) for t in inputs}
@@ -226,15 +227,16 @@ class _Probe(TorchFunctionMode):
     def _add(self, func, args, kwargs, out, inputs) -> None:
         self.additions += 1
         call = self.calls[self.stack[-1]]
-        key = (call.path, call.number, call.adds)
+        key = (call.path, call.number, call.adds)  # where it is; the interceptor's key is made by _keys
         call.adds += 1
+        self.all_adds.append(call.index)
         a, b, alpha = _operands(func, args, kwargs)
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(out, torch.Tensor)):
             return
         same = a.shape == b.shape == out.shape
         # The result's node is made after this returns; it will be the next node.
         self.events.append(_AddEvent(call.index, key, self.node_of[id(a)], self.node_of[id(b)], len(self.nodes),
-                                     func in _INPLACE, same, tuple(out.shape), alpha))
+                                     func in _INPLACE, same, tuple(out.shape), alpha, len(self.all_adds) - 1))
 
 
 def _ancestors(nodes: list[_Node], start: int, floor: int = -1) -> list[int]:
@@ -360,8 +362,8 @@ def _branch_child(probe: _Probe, event: _AddEvent, branch: int, x: int) -> str |
     return best
 
 
-def _glob_adds(probe: _Probe, pattern: str) -> list[tuple[_AddEvent, int, str, int, str]]:
-    """(event, branch, kind, x, name) for each call of a module whose path matches ``pattern``."""
+def _glob_adds(probe: _Probe, pattern: str) -> list[tuple[_AddEvent, int, str, int, str, int]]:
+    """(event, branch, kind, x, name, owner call) for each call of a module whose path matches ``pattern``."""
     found = []
     for call in probe.calls:
         if not fnmatch.fnmatchcase(call.path, pattern) or call.input_node is None:
@@ -382,8 +384,30 @@ def _glob_adds(probe: _Probe, pattern: str) -> list[tuple[_AddEvent, int, str, i
                     break
         if chosen is not None:
             name = call.path if call.number == 1 else f"{call.path}#{call.number}"
-            found.append((*chosen, call.input_node, name))
+            found.append((*chosen, call.input_node, name, call.index))
     return found
+
+
+def _keys(probe: _Probe, found: list[tuple[int, int]]) -> list[AddKey]:
+    """The interceptor's key of each (addition number, owner call): the owner's path and call number, and the
+    addition's number among the additions made while that owner was the innermost owner on the call stack
+    (owners: the modules whose calls hold the residual additions). The interceptor hooks owners only."""
+    owners = {probe.calls[owner].module for _, owner in found}
+    counts: dict[int, int] = {}
+    number_of: dict[int, tuple[int, int]] = {}  # addition number -> (owner call, its number inside it)
+    for order, call in enumerate(probe.all_adds):
+        while call is not None and probe.calls[call].module not in owners:
+            call = probe.calls[call].parent
+        if call is not None:
+            number_of[order] = (call, counts.get(call, 0))
+            counts[call] = counts.get(call, 0) + 1
+    keys = []
+    for order, owner in found:
+        call, number = number_of[order]
+        if call != owner:  # a glob's block holding an inner owner's addition: counted there
+            owner = call
+        keys.append((probe.calls[owner].path, probe.calls[owner].number, number))
+    return keys
 
 
 def _within(probe: _Probe, call: int | None, ancestor: int) -> bool:
@@ -417,14 +441,14 @@ def find_residual_adds(model: nn.Module, inputs: tuple[torch.Tensor, ...], block
     finally:
         for handle in handles:
             handle.remove()
-    found: list[tuple[_AddEvent, int, str, int, str | None]] = []
+    found: list[tuple[_AddEvent, int, str, int, str | None, int]] = []
     if blocks:
         found = list(_glob_adds(probe, blocks))
     else:
         for event in probe.events:
             result = _classify(probe, event)
             if result is not None:
-                found.append((event, *result, None))
+                found.append((event, *result, None, event.call))
     if not found:
         what = (f"no module path matching {blocks!r} with an addition of its input" if blocks
                 else "no residual addition h = x + F(x)")
@@ -434,8 +458,9 @@ def find_residual_adds(model: nn.Module, inputs: tuple[torch.Tensor, ...], block
     per_call: dict[int, int] = {}
     for event, *_ in found:
         per_call[event.call] = per_call.get(event.call, 0) + 1
+    keys = _keys(probe, [(event.order, owner) for event, *_, owner in found])
     adds, used = [], {}
-    for event, branch, kind, x, name in found:
+    for (event, branch, kind, x, name, owner), key in zip(found, keys):
         if name is None:
             owner = probe.calls[event.call]
             name = owner.path
@@ -445,7 +470,7 @@ def find_residual_adds(model: nn.Module, inputs: tuple[torch.Tensor, ...], block
         used[name] = used.get(name, 0) + 1
         if used[name] > 1:
             name = f"{name}#{used[name]}"
-        adds.append(ResidualAdd(name, event.key, branch, kind, event.inplace, _input_at(probe, event, branch, x),
+        adds.append(ResidualAdd(name, key, branch, kind, event.inplace, _input_at(probe, event, branch, x),
                                 _weights(probe, event, x), event.shape))
     return Discovery(adds, probe.additions, len(probe.calls), probe.activation_bytes, output)
 
@@ -463,8 +488,11 @@ class Interceptor(TorchFunctionMode):
     and ``on_output(index, h)`` after it.
 
     :meth:`acquire` / :meth:`release` count users: hooks are added by the first and removed by the last.
-    The mode is entered by a pre-hook on ``model`` and left by its post-hook (``always_call``: also when the
-    forward raises), so only the forward pass is intercepted, never backward or the loss.
+    Hooks go on the owners only (the modules whose calls hold the additions, see :func:`_keys`), on the modules
+    whose input is some block's x, and a pre-hook on ``model`` that starts each forward's call counts. The mode
+    is entered when an owner's call starts with no other owner running and left when it ends (``always_call``:
+    also when the forward raises), so only the blocks' forward passes are intercepted, never the stem, the
+    head, backward or the loss.
     """
 
     def __init__(self, model: nn.Module, adds: list[ResidualAdd], plain: bool = False) -> None:
@@ -473,13 +501,15 @@ class Interceptor(TorchFunctionMode):
         self.on_operands: Callable | None = None
         self.on_output: Callable | None = None
         self.by_key = {a.key: (i, a) for i, a in enumerate(adds)}
-        self.paths: dict[nn.Module, str] = {}
+        paths = {}
         for path, module in model.named_modules(remove_duplicate=True):
-            self.paths.setdefault(module, path)
-        self.watch = {a.input_at[1:]: [] for a in adds if a.input_at[0] == "module"}
+            paths.setdefault(path, module)
+        self.owners = {paths[a.key[0]]: a.key[0] for a in adds}
+        self.watch: dict[tuple[str, int], list[int]] = {}
         for i, a in enumerate(adds):
             if a.input_at[0] == "module":
-                self.watch[a.input_at[1:]].append(i)
+                self.watch.setdefault(a.input_at[1:], []).append(i)
+        self.watched = {paths[path]: path for path, _ in self.watch}
         self.inputs: dict[int, torch.Tensor] = {}
         self.stack: list[list] = []
         self.numbers: dict[nn.Module, int] = {}
@@ -491,9 +521,13 @@ class Interceptor(TorchFunctionMode):
     def acquire(self) -> None:
         if self.users == 0:
             try:
-                for module in self.paths:
+                self.handles.append(self.model.register_forward_pre_hook(self._start))
+                for module in self.owners:
                     self.handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
-                    self.handles.append(module.register_forward_hook(self._post, with_kwargs=True, always_call=True))
+                    self.handles.append(module.register_forward_hook(self._post, always_call=True))
+                for module in self.watched:
+                    if module not in self.owners:
+                        self.handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
             except BaseException:
                 self._remove()
                 raise
@@ -515,26 +549,31 @@ class Interceptor(TorchFunctionMode):
             self.inside = False
             self.__exit__(None, None, None)
 
-    def _pre(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if module is self.model:
-            self._leave()  # a forward that raised before the post-hook could run (not expected: always_call)
-            self.stack.clear()
-            self.numbers.clear()
-            self.inputs = {}
-            self.__enter__()
-            self.inside = True
-        path = self.paths[module]
-        number = self.numbers[module] = self.numbers.get(module, 0) + 1
-        self.stack.append([path, number, 0])
-        if self.on_operands is not None and (path, number) in self.watch:
-            first = next(leaves((args, kwargs)), None)
-            for index in self.watch[(path, number)]:
-                self.inputs[index] = first
+    def _start(self, module: nn.Module, args: tuple) -> None:
+        self._leave()  # a forward that raised inside a block (not expected: the post-hooks always run)
+        self.stack.clear()
+        self.numbers.clear()
+        self.inputs = {}
 
-    def _post(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+    def _pre(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        number = self.numbers[module] = self.numbers.get(module, 0) + 1
+        if self.on_operands is not None and module in self.watched:
+            found = self.watch.get((self.watched[module], number))
+            if found:
+                first = next(leaves((args, kwargs)), None)
+                for index in found:
+                    self.inputs[index] = first
+        path = self.owners.get(module)
+        if path is not None:
+            if not self.stack:
+                self.__enter__()
+                self.inside = True
+            self.stack.append([path, number, 0])
+
+    def _post(self, module: nn.Module, args: tuple, output: Any) -> None:
         if self.stack:
             self.stack.pop()
-        if module is self.model:
+        if not self.stack:
             self._leave()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -33,7 +33,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import BaseConfig, ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
+from .config import (BaseConfig, ConfigError, IdentityFitConfig, LandscapeConfig, RunConfig, TransformerConfig,
+                     UserModelConfig)
 from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
                      user_model_memory)
 
@@ -150,3 +151,15 @@ register_kind(RunKind(
     name="user_model", config=UserModelConfig, trainer="simulation.user_model:run", memory=user_model_memory,
     work=lambda c: c.steps * 200,  # blocks unknown until the model is built: counted as a conv net of 10 blocks
     label="a user's nn.Module (--model FILE.py:FACTORY) or its plain twin"))
+
+
+def _landscape_work(config: LandscapeConfig) -> int:
+    """Its conv training plus grid**2 forward passes (a third of a step each) of ``eval_examples``."""
+    blocks = 20 * (config.depth - 2) // 2
+    return config.steps * blocks + config.grid ** 2 * blocks * config.eval_examples // (3 * 128)
+
+
+register_kind(RunKind(
+    name="landscape", config=LandscapeConfig, trainer="simulation.landscape:run",
+    memory=lambda c: conv_memory(c.run_config()),  # the slice runs without autograd: training is the peak
+    work=_landscape_work, label="a conv net trained on digits and its loss on a random 2-D slice (Li et al. 2018)"))

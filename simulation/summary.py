@@ -18,7 +18,8 @@ import numpy as np
 from .trace import ReadAsMapping, Trace
 
 __all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
-           "first_step_below", "ratio_course", "COURSES"]
+           "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
+           "nonconvex_fraction", "local_minima", "slice_figures"]
 
 
 def _f(value: Any) -> float | None:
@@ -90,6 +91,91 @@ def first_step_below(curve: Any, tolerance: float) -> int:
     """Index of the first value of ``curve`` [n] strictly below ``tolerance``; -1 if none is (NaN never is)."""
     below = np.flatnonzero(np.asarray(curve, dtype=np.float64) < tolerance)
     return int(below[0]) if len(below) else -1
+
+
+def slice_hessians(loss: Any, step: float) -> np.ndarray:
+    """The 2-D Hessian of a loss surface sampled on a square grid, by central differences at every interior
+    point: ``loss`` [G, G] (loss[i, j] at alpha_i, beta_j, spacing ``step``) -> float64 [G - 2, G - 2, 2, 2],
+    [[f_aa, f_ab], [f_ab, f_bb]]; NaN where a neighbour is not finite. Exact for a quadratic.
+    Raises ValueError for a grid that is not square or smaller than 3 x 3, or a step that is not > 0."""
+    f = np.asarray(loss, dtype=np.float64)
+    if f.ndim != 2 or f.shape[0] != f.shape[1] or f.shape[0] < 3:
+        raise ValueError(f"loss must be a square grid of at least 3 x 3; got shape {f.shape}")
+    if not (math.isfinite(step) and step > 0):
+        raise ValueError(f"step must be a finite number > 0; got {step}")
+    f = np.where(np.isfinite(f), f, np.nan)
+    c = f[1:-1, 1:-1]
+    f_aa = (f[2:, 1:-1] - 2 * c + f[:-2, 1:-1]) / step ** 2
+    f_bb = (f[1:-1, 2:] - 2 * c + f[1:-1, :-2]) / step ** 2
+    f_ab = (f[2:, 2:] - f[2:, :-2] - f[:-2, 2:] + f[:-2, :-2]) / (4 * step ** 2)
+    return np.stack([np.stack([f_aa, f_ab], -1), np.stack([f_ab, f_bb], -1)], -2)
+
+
+def slice_eigenvalues(loss: Any, step: float) -> np.ndarray:
+    """Eigenvalues (ascending: lambda_min, lambda_max) of :func:`slice_hessians` at every interior point:
+    float64 [G - 2, G - 2, 2]; NaN where the Hessian is."""
+    h = slice_hessians(loss, step)
+    bad = ~np.isfinite(h).all(axis=(-1, -2))
+    eig = np.linalg.eigvalsh(np.where(bad[..., None, None], 0.0, h))
+    eig[bad] = np.nan
+    return eig
+
+
+def curvature_ratio(loss: Any, step: float) -> np.ndarray:
+    """How non-convex the slice is at each interior point, in [0, 1]: max(-lambda_min, 0) / max|lambda|
+    of the slice's 2-D Hessian (Li et al. 2018, Fig. 7 map |lambda_min / lambda_max| of the full Hessian;
+    here the 2-D surface drawn). 0 where the surface curves up in every direction, 1 where it curves
+    down at least as much as up. float64 [G - 2, G - 2]; NaN where a neighbour is missing; 0 where flat."""
+    eig = slice_eigenvalues(loss, step)
+    top = np.abs(eig).max(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum(-eig[..., 0], 0.0) / top
+    return np.where(top == 0, 0.0, ratio)
+
+
+def nonconvex_fraction(loss: Any, step: float, tolerance: float = 0.01) -> float:
+    """Fraction of the finite interior points where :func:`curvature_ratio` exceeds ``tolerance`` (a
+    negative curvature larger than 1 % of the largest, so that rounding is never counted); NaN if none
+    is finite."""
+    ratio = curvature_ratio(loss, step)
+    finite = ratio[np.isfinite(ratio)]
+    return float((finite > tolerance).mean()) if finite.size else float("nan")
+
+
+def local_minima(loss: Any) -> np.ndarray:
+    """Interior grid points with a finite value strictly below all 8 neighbours (none of them NaN; +inf is
+    above every value): int64 [M, 2] of (i, j) indices into ``loss`` [G, G], in row-major order. A point on
+    the border is never counted (its other side was not sampled). Raises ValueError for a grid that is not 2-D."""
+    f = np.asarray(loss, dtype=np.float64)
+    if f.ndim != 2:
+        raise ValueError(f"loss must be a 2-D grid; got shape {f.shape}")
+    if min(f.shape) < 3:
+        return np.zeros((0, 2), dtype=np.int64)
+    c = f[1:-1, 1:-1]
+    lower = np.isfinite(c)
+    rows, cols = f.shape
+    for di in (-1, 0, 1):
+        for dj in (-1, 0, 1):
+            if di or dj:
+                lower &= c < f[1 + di:rows - 1 + di, 1 + dj:cols - 1 + dj]  # False next to NaN, True next to inf
+    return np.argwhere(lower).astype(np.int64) + 1
+
+
+def slice_figures(trace: Any) -> dict[str, float]:
+    """The non-convexity figures of a loss-landscape trace (``coords`` [G], ``loss_grid`` [G, G]; see
+    :func:`simulation.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
+    ``mean_curvature_ratio`` (mean of :func:`curvature_ratio` over its finite points; NaN if none) and
+    ``local_minima`` (:func:`local_minima`, a count as a float; NaN when a grid value is missing, since a
+    minimum may hide there)."""
+    coords = np.asarray(trace["coords"], dtype=np.float64)
+    step = float(coords[1] - coords[0]) if coords.size > 1 else float("nan")
+    if not (math.isfinite(step) and step > 0):
+        return {"nonconvex_fraction": float("nan"), "mean_curvature_ratio": float("nan"), "local_minima": float("nan")}
+    ratio = curvature_ratio(trace["loss_grid"], step)
+    return {"nonconvex_fraction": nonconvex_fraction(trace["loss_grid"], step),
+            "mean_curvature_ratio": float(np.nanmean(ratio)) if np.isfinite(ratio).any() else float("nan"),
+            "local_minima": (float("nan") if np.isnan(np.asarray(trace["loss_grid"], np.float64)).any()
+                             else float(len(local_minima(trace["loss_grid"]))))}
 
 
 # How a curve moves: down by more than the margin and up again, only down, only up, or neither.
@@ -168,6 +254,9 @@ class RunSummary(ReadAsMapping):
     layers: list[str] | None = _only("Transformer")
     init_ffn_grad_norm: Floats | None = _only("Transformer")
     tolerance_step: int | None = _only("identity fit")  # first step below the tolerance, -1: never
+    nonconvex_fraction: float | None = _only("loss landscape")  # of the slice's interior points (slice_figures)
+    mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
+    local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -199,10 +288,16 @@ def summarize(trace: Trace) -> RunSummary:
     An identity-fit run (``config["kind"] == "identity_fit"``): ``final_loss`` is the relative error
     ||h - x||^2 / ||x||^2 of the last step, ``final_train_loss_avg`` its mean over the last 10 %,
     ``branch_ratio_final`` [||F(x)|| / ||x||], ``tolerance_step``; the classifier figures are None or empty.
+
+    A loss-landscape run (``kind`` "landscape"): ``final_loss`` / ``final_train_loss_avg`` of its training
+    curve, ``final_test_error``, and the slice's ``nonconvex_fraction``, ``mean_curvature_ratio`` and
+    ``local_minima`` (:func:`slice_figures`).
     """
     a = trace.arrays
     if trace.config.get("kind") == "identity_fit":
         return _identity_fit_summary(trace)
+    if trace.config.get("kind") == "landscape":
+        return _landscape_summary(trace)
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
     final_test = a.get("final_test_error")
@@ -260,3 +355,17 @@ def _identity_fit_summary(trace: Trace) -> RunSummary:
         branch_ratio_final=_list(a["branch_ratio"][-1:]), branch_std_final=[], diverged=bool(trace.meta.diverged),
         diverged_step=None, diverged_layer=None, diverged_pass=None, nonfinite_per_layer=[],
         tolerance_step=int(a["tolerance_step"]))
+
+
+def _landscape_summary(trace: Trace) -> RunSummary:
+    a, figures = trace.arrays, slice_figures(trace)
+    minima = figures["local_minima"]
+    return RunSummary(
+        config=trace.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
+        final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
+        final_test_error=_f(a["final_test_error"]), grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
+        grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None, branch_ratio_final=[],
+        branch_std_final=[], diverged=bool(trace.meta.diverged), diverged_step=None, diverged_layer=None,
+        diverged_pass=None, nonfinite_per_layer=[], nonconvex_fraction=_f(figures["nonconvex_fraction"]),
+        mean_curvature_ratio=_f(figures["mean_curvature_ratio"]),
+        local_minima=int(minima) if math.isfinite(minima) else None)

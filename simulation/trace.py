@@ -22,10 +22,30 @@ import numpy as np
 
 from simulation.atomic_io import atomic_write
 
-__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping"]
+__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping", "ARRAY_AXES"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
+
+# Every array a trainer records, with its axes: sizes named by Trace.sizes ("records": recorded steps; "steps":
+# every optimiser step; "layers": meta.layers, the MLP / conv blocks, the Transformer's layers, a user model's
+# residual additions; "branches": where a branch F(x) is added, the Transformer's sublayers, else the layers;
+# "layers+1"; "depth+1": the config's depth + 1; "init_batches") or a fixed size. Trace.blank fills one a trace lacks from this table.
+_PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
+              "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos")
+_PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
+ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
+    **{key: ("records",) for key in ("step", "loss", "error", "test_error", "test_loss", "branch_ratio")},
+    **{key: ("steps",) for key in ("loss_curve", "error_curve", "grad_norm_curve", "lr_curve")},
+    **{key: ("records", "layers") for key in _PER_LAYER},
+    **{key: ("records", "branches") for key in _PER_BRANCH},
+    "final_test_error": (), "tolerance_step": (),  # scalars
+    "lesion_test_error": ("layers",),  # Veit et al. 2016, Fig. 3
+    "path_length_fraction": ("layers+1",),  # residual runs only
+    "input_sweep": (256,), "input_grad": (2, 256), "input_grad_autocorr": (2, 64),  # Balduzzi et al. 2017
+    "init_grad_norm": ("init_batches", "layers"), "init_ffn_grad_norm": ("init_batches", "layers"),  # Xiong 2020
+    "rank_residual": (2, "depth+1"),  # Dong et al. 2021: the encoder's input and every encoder layer's output
+}
 
 
 class TraceError(ValueError):
@@ -139,6 +159,40 @@ class Trace:
     @property
     def config(self) -> dict[str, Any]:
         return self.meta.config
+
+    @property
+    def run_config(self) -> Any:
+        """The config that made this trace, typed (RunConfig, TransformerConfig, ... by its kind:
+        :func:`simulation.runs.config_from_dict`). Raises ConfigError for a config this version cannot read."""
+        from simulation.runs import config_from_dict
+
+        return config_from_dict(dict(self.meta.config))
+
+    def sizes(self) -> dict[str, int]:
+        """The sizes :data:`ARRAY_AXES` names, those this trace says: ``records`` (its ``step`` array), ``steps``
+        and ``init_batches`` (its config), ``layers`` (``meta.layers``, else ``meta.blocks``, else the config's
+        ``depth``), ``branches`` (``meta.sublayers``, else the layers), ``layers+1`` and ``depth+1`` (the config's)."""
+        config, meta = self.meta.config, self.meta
+        out = {key: config[key] for key in ("steps", "init_batches") if isinstance(config.get(key), int)}
+        if isinstance(config.get("depth"), int):
+            out["depth+1"] = config["depth"] + 1
+        if "step" in self.arrays:
+            out["records"] = len(np.atleast_1d(self.arrays["step"]))
+        layers = len(meta.layers) if meta.layers else meta.blocks if meta.blocks is not None else config.get("depth")
+        if isinstance(layers, int):
+            out["layers"], out["layers+1"] = layers, layers + 1
+            out["branches"] = len(meta.sublayers) if meta.sublayers else layers
+        return out
+
+    def blank(self, key: str, sizes: dict[str, int] | None = None) -> np.ndarray | None:
+        """Array ``key`` of :data:`ARRAY_AXES` as all NaN (float64) in this trace's :meth:`sizes` (``sizes``
+        overrides them), for a trace that lacks it; None for a key not in the table or a size this trace does
+        not say."""
+        axes = ARRAY_AXES.get(key)
+        known = {**self.sizes(), **(sizes or {})}
+        if axes is None or any(isinstance(a, str) and a not in known for a in axes):
+            return None
+        return np.full([a if isinstance(a, int) else known[a] for a in axes], np.nan)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically: a temporary file in the same folder, then ``os.replace``."""

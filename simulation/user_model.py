@@ -38,14 +38,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ConfigError, UserModelConfig, parse_spec
+from .data import Dataset
 from .loop import Divergence, StepResult, Task, train
 from .memory import FLOAT, MemoryEstimate
-from .record import COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, moments, tensor_norm, reduce_by_shape, row_norm
+from .record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
+                     reduce_by_shape, row_norm, tensor_norm)
 from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from .trace import Trace
 
-__all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
-           "UserTask", "run", "estimate_memory", "record", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
+__all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "is_tokens",
+           "load_user_data", "probe", "UserRecorder", "UserTask", "run", "estimate_memory", "IMAGE_SIZE",
+           "TEST_SEQUENCES", "EVAL_BATCH"]
 
 TEST_SEQUENCES = 512  # token tasks: held-out sequences (as the Transformer runs)
 EVAL_BATCH = 256  # examples per forward when measuring the test error (no gradients kept)
@@ -177,22 +180,9 @@ def build_model(config: UserModelConfig) -> nn.Module:
 
 # -- data ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class UserData:
-    """Train/test split for a user's model. ``x_*``: float32 [N, ...] (images, features) or int64 [N, L]
-    (tokens); ``y_*``: int64 [N] class labels, or int64 [N, T] target tokens of the last T positions;
-    ``n_classes``: the outputs the model needs (per example, or per token)."""
-
-    name: str
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    n_classes: int
-
-    @property
-    def tokens(self) -> bool:
-        return self.y_train.ndim == 2
+def is_tokens(data: Dataset) -> bool:
+    """Whether ``data`` holds token targets [N, T] (a language model's), not class labels [N]."""
+    return data.y_train.ndim == 2
 
 
 def _split(x: np.ndarray, y: np.ndarray, seed: int, test_fraction: float = 0.2) -> tuple[np.ndarray, ...]:
@@ -201,8 +191,10 @@ def _split(x: np.ndarray, y: np.ndarray, seed: int, test_fraction: float = 0.2) 
     return x[order[n_test:]], y[order[n_test:]], x[order[:n_test]], y[order[:n_test]]
 
 
-def load_user_data(config: UserModelConfig) -> UserData:
-    """The data of ``config.data``:
+def load_user_data(config: UserModelConfig) -> Dataset:
+    """The data of ``config.data`` as a :class:`~simulation.data.Dataset`: ``x_*`` float32 [N, ...] (images,
+    features) or int64 [N, L] (tokens); ``y_*`` int64 [N] class labels, or int64 [N, T] target tokens of the last T
+    positions (:func:`is_tokens`); ``n_classes``: the outputs the model needs (per example, or per token).
 
     - ``digits``: sklearn's 8x8 digits as 64 standardised features (:func:`simulation.data.load_dataset`);
       ``digits-image``: the same as [N, 1, 8, 8]; ``digits-image32``: upsampled bilinearly to 32x32 and repeated
@@ -228,11 +220,11 @@ def load_user_data(config: UserModelConfig) -> UserData:
         if name == "digits-image32":
             x_train, x_test = (F.interpolate(t, size=IMAGE_SIZE, mode="bilinear", align_corners=False)
                                .expand(-1, 3, -1, -1).contiguous() for t in (x_train, x_test))
-        return UserData(name, x_train, d.y_train, x_test, d.y_test, d.n_classes)
+        return Dataset(name, x_train, d.y_train, x_test, d.y_test, d.n_classes)
     if name in ("copy", "reverse", "sort"):
         test = _token_batch(config, TEST_SEQUENCES, torch.Generator().manual_seed(10_000 + config.seed))
         train_x = _token_batch(config, config.batch_size, torch.Generator().manual_seed(config.seed + 1))
-        return UserData(name, train_x[0], train_x[1], test[0], test[1], config.vocab + 1)
+        return Dataset(name, train_x[0], train_x[1], test[0], test[1], config.vocab + 1)
     return _load_npz(name, config.seed)
 
 
@@ -244,7 +236,7 @@ def _token_batch(config: UserModelConfig, n: int, generator: torch.Generator) ->
     return torch.cat([src, tgt_in], 1), tgt
 
 
-def _load_npz(path: str, seed: int) -> UserData:
+def _load_npz(path: str, seed: int) -> Dataset:
     try:
         with np.load(path, allow_pickle=False) as data:
             if "x" not in data.files or "y" not in data.files:
@@ -266,7 +258,7 @@ def _load_npz(path: str, seed: int) -> UserData:
         raise ConfigError(f"data file {path}: x holds NaN or inf")
     x = x.astype(np.int64) if x.dtype.kind in "biu" else x.astype(np.float32)
     x_train, y_train, x_test, y_test = _split(x, y.astype(np.int64), seed)
-    return UserData(Path(path).name, *(torch.from_numpy(np.ascontiguousarray(a)) for a in
+    return Dataset(Path(path).name, *(torch.from_numpy(np.ascontiguousarray(a)) for a in
                                        (x_train, y_train, x_test, y_test)), int(y.max()) + 1)
 
 
@@ -296,11 +288,11 @@ def loss_and_error(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor,
     return loss, (logits.detach().argmax(-1) != y).float().mean()
 
 
-def check_output(output: Any, data: UserData, config: UserModelConfig) -> None:
+def check_output(output: Any, data: Dataset, config: UserModelConfig) -> None:
     """One clear line when the model's output cannot be scored on ``data`` (shape, size, non-finite)."""
     logits = logits_of(output)
     n = PROBE_EXAMPLES
-    if data.tokens:
+    if is_tokens(data):
         length = data.x_train.shape[1]
         if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] < data.y_train.shape[1] \
                 or logits.shape[2] < data.n_classes:
@@ -332,7 +324,7 @@ class Probe:
     activation_bytes_per_example: int
 
 
-def probe(model: nn.Module, data: UserData, config: UserModelConfig) -> Probe:
+def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
     """One forward on :data:`PROBE_EXAMPLES` training examples in training mode: checks the output against the
     data and finds the residual additions. Leaves the model's parameters, buffers (BatchNorm statistics) and
     torch's RNG as they were. Raises UserModelError (one line) for a forward that raises, an output that does
@@ -349,7 +341,7 @@ def probe(model: nn.Module, data: UserData, config: UserModelConfig) -> Probe:
             except UserModelError:
                 raise
             except Exception as exc:
-                hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if data.tokens else
+                hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if is_tokens(data) else
                         f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32")
                 raise user_error(exc, config.spec, f"the forward pass{hint}") from None
         check_output(discovery.output, data, config)
@@ -399,9 +391,10 @@ class UserRecorder(HookRecorder):
     ||dL/dx|| over the batch (``tensor.register_hook``; no full backward hooks); ``grad_norm`` = ||dL/dW|| over the
     block's weight matrices (the parameters of >= 2 dimensions that its branch and shortcut use; a module used
     by two blocks counts in both, with its summed gradient); the non-finite counts. Norms of activations are the
-    mean over the first (batch) dimension of each example's L2 norm. Forward statistics are computed at the
-    addition (so an in-place ``+=`` or a later ``ReLU(inplace=True)`` cannot change them), in the tensors'
-    precision and again in float64 where float32 would underflow or overflow, as the MLP recorder does.
+    mean over the first (batch) dimension of each example's L2 norm. The tensors are copied at the addition (so
+    that an in-place ``+=`` or a later ``ReLU(inplace=True)`` cannot change them; x is not copied again when it
+    is the previous block's h, unchanged) and reduced in :meth:`collect`, those of one shape stacked, in the
+    tensors' precision and again in float64 where float32 would underflow or overflow, as the MLP recorder does.
 
     Hooks are lazy as in every recorder here: :meth:`arm` installs the interceptor, :meth:`collect` removes it;
     for the plain twin the interceptor (which removes the shortcuts) stays installed from ``__enter__`` to
@@ -414,6 +407,7 @@ class UserRecorder(HookRecorder):
         self.adds, self.interceptor = adds, interceptor
         params = dict(model.named_parameters(remove_duplicate=True))
         self.weights = [[params[name] for name in add.weights] for add in adds]
+        self._all_weights = list(dict.fromkeys(p for weights in self.weights for p in weights))
         self.identity = [add.shortcut == "identity" for add in adds]
         self._recording = False
         super().__init__(model)
@@ -448,35 +442,35 @@ class UserRecorder(HookRecorder):
         self.handles.clear()
 
     def _clear(self) -> None:
-        n = len(self.adds)
-        self._row = {key: np.zeros(n) if key in (*COUNT_KEYS, "shortcut_norm") else np.full(n, np.nan)
-                     for key in (*STAT_KEYS, "in_grad_norm")}
+        # The armed step's tensors (copies taken at the addition, see the class docstring), by block index.
+        self._inputs: dict[int, torch.Tensor] = {}
+        self._branches: dict[int, torch.Tensor] = {}
+        self._shortcuts: dict[int, torch.Tensor] = {}
+        self._outputs: dict[int, torch.Tensor] = {}
         self._out_grads: dict[int, torch.Tensor] = {}
         self._in_grads: dict[int, torch.Tensor] = {}
+        self._last: tuple[torch.Tensor, int, int] | None = None  # the latest h: (tensor, version, block)
 
-    # at the addition
+    # at the addition: copies, so that an in-place += or a later ReLU(inplace=True) cannot change them
     def _on_operands(self, index: int, x: torch.Tensor | None, branch: torch.Tensor,
                      shortcut: torch.Tensor | None) -> None:
-        row = self._row
         with torch.no_grad():
-            (mean, std, norm), = reduce_by_shape({0: branch.detach()}, moments).values()
-            row["branch_std"][index], row["branch_norm"][index] = std, norm
-            norms = reduce_by_shape({k: t.detach() for k, t in (("x", x), ("s", shortcut)) if t is not None
-                             and not (k == "s" and self.identity[index])}, row_norm)
-        if "x" in norms:
-            row["input_norm"][index] = norms["x"][0]
-        if shortcut is not None:
-            row["shortcut_norm"][index] = norms["x"][0] if self.identity[index] and "x" in norms else norms["s"][0]
+            if x is not None:
+                last = self._last
+                if last is not None and last[0] is x and last[1] == x._version:
+                    self._inputs[index] = self._outputs[last[2]]  # x is the previous block's h, unchanged
+                else:
+                    self._inputs[index] = x.detach().clone()
+            self._branches[index] = branch.detach().clone()
+            if shortcut is not None and not self.identity[index]:
+                self._shortcuts[index] = shortcut.detach().clone()
         if x is not None and x.requires_grad:
             x.register_hook(functools.partial(self._on_grad, self._in_grads, index))
 
     def _on_output(self, index: int, h: torch.Tensor) -> None:
-        row = self._row
         with torch.no_grad():
-            (mean, std, norm), = reduce_by_shape({0: h.detach()}, moments).values()
-        row["act_mean"][index], row["act_std"][index], row["act_norm"][index] = mean, std, norm
-        if not math.isfinite(mean):
-            row["nonfinite_act"][index] = int(torch.logical_not(torch.isfinite(h.detach())).sum())
+            self._outputs[index] = h.detach().clone()
+        self._last = (h, h._version, index)
         if h.requires_grad:
             h.register_hook(functools.partial(self._on_grad, self._out_grads, index))
 
@@ -484,22 +478,47 @@ class UserRecorder(HookRecorder):
         store[index] = grad.detach()
 
     def _statistics(self) -> dict[str, np.ndarray]:
-        row = self._row
+        n = len(self.adds)
+        row = {key: np.zeros(n) if key in (*COUNT_KEYS, "shortcut_norm") else np.full(n, np.nan)
+               for key in (*STAT_KEYS, "in_grad_norm")}
+        output_and_branch_stats(row, self._outputs, self._branches)
+        norms = reduce_by_shape({**{("x", i): t for i, t in self._inputs.items()},
+                                 **{("s", i): t for i, t in self._shortcuts.items()}}, row_norm)
+        for (kind, i), (norm,) in norms.items():
+            row["input_norm" if kind == "x" else "shortcut_norm"][i] = norm
+        if not self.interceptor.plain:
+            for i in self._inputs:
+                if self.identity[i]:
+                    row["shortcut_norm"][i] = row["input_norm"][i]
         for key, grads in (("out_grad_norm", self._out_grads), ("in_grad_norm", self._in_grads)):
             for i, (norm,) in reduce_by_shape(grads, tensor_norm).items():
                 row[key][i] = norm
                 if key == "out_grad_norm" and not math.isfinite(norm):
                     row["nonfinite_grad"][i] += int(torch.logical_not(torch.isfinite(grads[i])).sum())
-        for i, weights in enumerate(self.weights):
-            present = {k: p.grad.detach() for k, p in enumerate(weights) if p.grad is not None}
-            if not present:
-                continue
-            squares = [norm * norm for (norm,) in reduce_by_shape(present, tensor_norm).values()]
-            row["grad_norm"][i] = math.sqrt(math.fsum(squares))
-            if not math.isfinite(row["grad_norm"][i]):
-                row["nonfinite_grad"][i] += sum(int(torch.logical_not(torch.isfinite(g)).sum()) for g in present.values())
+        self._weight_stats(row)
         row["nonfinite"] = row["nonfinite_act"] + row["nonfinite_grad"]
         return row
+
+    def _weight_stats(self, row: dict[str, np.ndarray]) -> None:
+        """``grad_norm`` per block: every weight gradient's norm in one ``_foreach_norm``, again in float64
+        where float32 squares would underflow or overflow (a norm outside [1e-15, 1e15], 0 or non-finite)."""
+        grads = {p: p.grad.detach() for p in self._all_weights if p.grad is not None}
+        if not grads:
+            return
+        tensors = list(grads.values())
+        values = torch.stack(torch._foreach_norm(tensors))
+        low, high = torch.aminmax(values.abs())
+        if not (low.item() > 1e-15 and high.item() < 1e15):
+            values = torch.stack([torch.linalg.vector_norm(t, dtype=torch.float64) for t in tensors])
+        norm_of = dict(zip(grads, values.tolist()))
+        for i, weights in enumerate(self.weights):
+            present = [norm_of[p] for p in weights if p in norm_of]
+            if not present:
+                continue
+            row["grad_norm"][i] = math.sqrt(math.fsum(v * v for v in present))
+            if not math.isfinite(row["grad_norm"][i]):
+                row["nonfinite_grad"][i] += sum(int(torch.logical_not(torch.isfinite(grads[p])).sum())
+                                                for p in weights if p in grads)
 
 
 # -- the task -----------------------------------------------------------------------------------------
@@ -611,26 +630,6 @@ def run(config: UserModelConfig, progress: bool | None = None) -> Trace:
     ``meta.shortcuts``: identity | functional | projection per block (of the residual model, also in the twin).
     """
     return train(UserTask, config, progress)
-
-
-# -- the notebook API -----------------------------------------------------------------------------------
-
-def record(spec: str, seed: int = 0, progress: bool | None = None, **settings: Any) -> dict[str, Path]:
-    """Train (or load from the cache) a user's model and its plain twin; -> ``{"residual": trace path,
-    "plain": trace path}``. ``settings``: any :class:`~simulation.config.UserModelConfig` field (``data``,
-    ``steps``, ``lr`` ...) and, beyond those, the factory's keyword arguments::
-
-        from simulation.user_model import record
-        paths = record("examples/my_resnet.py:build", data="digits-image32", steps=50, width=16)
-
-    Then draw a scene from them: ``python render.py render GradientFlowOverTraining --model SPEC`` with the same
-    settings (a cache hit: nothing trains again), or :func:`cli.notebook.render_model_scene`."""
-    from .cache import get_traces, trace_path
-    from .experiments import build_runs
-
-    runs = build_runs("model", {"spec": spec, "seed": seed, **settings})
-    get_traces(list(runs.values()), progress=progress)
-    return {name: trace_path(config) for name, config in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

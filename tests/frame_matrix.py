@@ -4,8 +4,8 @@ Example::
 
     globals().update(frame_matrix(RankCollapse, "rank_collapse", run="san", key="rank_residual", tamper=np.sqrt))
 
-The tests are those of tests/test_frames.py (:func:`test_frames.make_frame_test`, control data
-``<stem>_<lang>[_light].npz`` under tests/control_data/scenes/, :func:`test_frames.assert_fails_when_tampered`),
+The tests are those of tests/frame_checks.py (:func:`frame_checks.make_frame_test`, control data
+``<stem>_<lang>[_light].npz`` under tests/control_data/scenes/, :func:`frame_checks.assert_fails_when_tampered`),
 made for the four combinations at once; the module that puts them in its globals needs
 ``same_cairo_as_control_data`` imported too (the autouse cairo check) and ``__module_test__ = "scenes"``.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from test_frames import assert_fails_when_tampered, make_frame_test
+from frame_checks import assert_fails_when_tampered, make_frame_test
 
 __all__ = ["CASES", "frame_matrix"]
 

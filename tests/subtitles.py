@@ -6,7 +6,7 @@ import re
 
 import srt
 
-# Independent of scenes.voice: the usual subtitle rates, characters per second (Netflix-style guidance).
+# Independent of narration: the usual subtitle rates, characters per second (Netflix-style guidance).
 RATE = {"en": 17.0, "zh": 9.0}
 
 

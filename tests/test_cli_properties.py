@@ -193,14 +193,14 @@ test_many_generated_render_options_never_crash = pytest.mark.slow(_render_test(5
 
 def test_the_property_check_can_fail(sandbox, monkeypatch):
     """A command that crashes, or that writes a file, is caught by ``_check``."""
-    import render
+    import cli.plan as plan
 
-    real = render._all_params
+    real = plan.all_params
 
     def crash():
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(render, "_all_params", crash)
+    monkeypatch.setattr(plan, "all_params", crash)
     with pytest.raises(AssertionError, match="traceback"):
         _check(["list", "--json"], sandbox)
 
@@ -208,7 +208,7 @@ def test_the_property_check_can_fail(sandbox, monkeypatch):
         (sandbox / "stray").write_text("x")
         return real()
 
-    monkeypatch.setattr(render, "_all_params", writes)
+    monkeypatch.setattr(plan, "all_params", writes)
     with pytest.raises(AssertionError, match="wrote files"):
         _check(["list", "--json"], sandbox)
 

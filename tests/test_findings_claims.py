@@ -6,21 +6,22 @@ Example::
 
 Each claim is the verdict function its scene shows (scenes/shortcut_scale.py, ...), run on the experiment's
 default configs; the held-out seed (:data:`HELD_OUT`, never used while choosing those defaults) must give the
-same verdicts. Cost on a quiet machine: ``shortcut_scale`` 6 runs x 6 seeds of ~1.5 s.
+same verdicts. Cost on the loaded shared machine: ``shortcut_scale`` 36 runs, ~6 min; ``norm_free`` 18 runs, ~5 min.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from scenes.norm_free import norm_free_summary, norm_free_verdicts
 from scenes.shortcut_scale import run_summary, seed_verdicts
-from test_claims import holds_on_most_seeds, traces
+from support import holds_on_most_seeds, trained_at_seed
 
 HELD_OUT = 11  # a seed outside 0-4, looked at only by these tests
 
 
 def _shortcut_verdicts(seed: int) -> tuple[dict, str]:
-    summaries = {name: run_summary(t) for name, t in traces("shortcut_scale", seed).items()}
+    summaries = {name: run_summary(t) for name, t in trained_at_seed("shortcut_scale", seed).items()}
     figures = "; ".join(f"{name}: ratio {s['ratio']:.3g} (expected {s['expected']:.3g}, lambda^k {s['shortcut_only']:.3g})"
                         f" error {s['error']:.3f}{' diverged' if s['diverged'] else ''}"
                         for name, s in summaries.items())
@@ -37,7 +38,29 @@ def test_scaled_shortcut_claims_hold_on_most_seeds_and_the_held_out_seed(claim):
 
     def check(seed: int) -> tuple[bool, str]:
         verdicts, figures = _shortcut_verdicts(seed)
+        print(f"shortcut_scale seed {seed}: {verdicts} {figures}")  # the figures README quotes (pytest -s)
         return bool(verdicts[claim]), figures
+
+    holds_on_most_seeds(check)
+    held, figures = check(HELD_OUT)
+    assert held, f"held-out seed {HELD_OUT}: {figures}"
+
+
+@pytest.mark.slow
+def test_norm_free_claims_hold_on_most_seeds_and_the_held_out_seed():
+    """ReZero (Bachlechner et al. 2020) and Fixup (Zhang et al. 2019) on 100 residual ReLU blocks without
+    normalisation, He init: ``forward``: at init the standard net's ||h|| at the top over ||h_0|| exceeds
+    EXPLODED while ReZero's and Fixup's equal 1 within FLAT; ``trains``: ReZero and Fixup reach loss
+    LOSS_LEVEL within 60 steps, the standard net does not (it diverges)."""
+
+    def check(seed: int) -> tuple[bool, str]:
+        summaries = {name: norm_free_summary(t) for name, t in traces("norm_free", seed).items()}
+        verdicts = norm_free_verdicts(summaries)
+        figures = "; ".join(f"{name}: growth {s['growth']:.3g} ({s['per_block']:.4f}/block) step {s['step']:g}"
+                            f"{' diverged at ' + format(s['diverged_step'], 'g') if s['diverged'] else ''}"
+                            for name, s in summaries.items())
+        print(f"norm_free seed {seed}: {verdicts} {figures}")  # the figures README quotes (pytest -s)
+        return bool(verdicts["forward"] and verdicts["trains"]), figures
 
     holds_on_most_seeds(check)
     held, figures = check(HELD_OUT)

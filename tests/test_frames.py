@@ -16,125 +16,45 @@ themes (``<name>.npz`` dark, ``<name>_light.npz`` light), each with its tamper t
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import json
 
 import av
-import cairo
 import numpy as np
 import pytest
 from manim import tempconfig
-from manim.utils.testing import frames_comparison as manim_frames
-from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTester
 
 from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
 from scenes.layernorm import PostLNvsPreLN
+from scenes.loss_landscape import LossLandscape
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative
 from scenes.summary import Summary
 from scenes.degradation import Degradation
 from scenes.depth_sweep import DepthSweep, DepthSweepConv
 from scenes.gradient_flow import GradientFlowOverTraining
-from scenes.seeds import SeedSpread
 from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.shortcut_scale import ShortcutScale
+from scenes.norm_free import NormFree
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import built_scene, cache_settings, dry_run, frame_build, scene_group
+from dry_run import built_scene, dry_run, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
+from frame_checks import (assert_fails_when_tampered, assert_numbers_match, committed_traces, make_frame_test,  # noqa: F401
+                          same_cairo_as_control_data, scene_variant)
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
-# The control frames were drawn with Debian 12's cairo 1.16. Manim skips cairo < 1.18 because *its*
-# control data come from 1.18; ours come from 1.16, so compare on the same major.minor and skip
-# elsewhere (anti-aliasing differs between cairo releases): regenerate with --set_test there.
-CONTROL_CAIRO = (1, 16)
 
-
-@pytest.fixture(autouse=True)
-def same_cairo_as_control_data(monkeypatch):
-    running = tuple(int(part) for part in cairo.cairo_version_string().split(".")[:2])
-    if running != CONTROL_CAIRO:
-        pytest.skip(f"control frames were drawn with cairo {CONTROL_CAIRO}, this is cairo {running}")
-    monkeypatch.setattr(manim_frames, "MIN_CAIRO_VERSION", 0)
-
-
-def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en", theme: str = "dark") -> type:
-    """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` and ``theme``."""
-    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang, "theme": theme})
-
-
-def committed_traces(scene: type) -> dict[str, str]:
-    """The tiny traces of ``scene``'s experiment; a scene that draws the seed spread also gets the extra
-    seeds' (run keys ``NAME@seed{s}``)."""
-    files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
-    assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
-    return files
-
-
-CONTROL_DATA = Path(__file__).parent / "control_data" / __module_test__
-
-
-def assert_last_frame_matches(built, name: str, write: bool = False) -> None:
-    """``built.last_frame`` (dry_run.frame_build) against control data ``<name>.npz`` by Manim's own frame
-    tester (the tolerances of ``frames_comparison``); ``write``: save it as the control data instead."""
-    path = CONTROL_DATA / f"{name}.npz"
-    tester = _ControlDataWriter(path, size_frame=built.last_frame.shape[:2]) if write else _FramesTester(path)
-    with tester.testing():
-        tester.check_frame(-1 if not write else 0, built.last_frame)
-
-
-def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en",
-                    theme: str = "dark"):
-    """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``
-    (``--set_test``: writing it).
-
-    With the committed traces it compares the frame of :func:`dry_run.built_scene`, the build that the
-    layout, narration and numbers tests of the scene read (one build, not two); given ``trace_files``
-    (a tamper twin) it builds the scene anew by the same recipe (:func:`dry_run.frame_build`)."""
-
-    def test(request):
-        write = request.config.getoption("--set_test")
-        if trace_files is None:
-            built = built_scene(scene, lang, committed_traces(scene) if scene.experiment else None, theme)
-        else:
-            built = frame_build(scene, lang, trace_files, theme)
-        assert_last_frame_matches(built, name, write=write)
-
-    test.__name__ = f"test_{name}"
-    test.pytestmark = [pytest.mark.xdist_group(scene_group(scene, lang))]
-    return test
-
-
-def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
-                               tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en",
-                               theme: str = "dark") -> None:
-    """Copy the committed traces, apply ``tamper`` to ``run``'s array ``key``, and expect the frame
-    comparison against the untampered control data to fail."""
-    if request.config.getoption("--set_test"):
-        pytest.skip("writing control data: a tampered run must not overwrite it")
-    files = {}
-    for run_name, path in committed_traces(scene).items():
-        files[run_name] = str(tmp_path / "traces" / f"{run_name}.npz")  # seeds share file names: use the key
-        Path(files[run_name]).parent.mkdir(exist_ok=True)
-        shutil.copy(path, files[run_name])
-    trace = Trace.load(files[run])
-    original = trace[key].copy()
-    trace.arrays[key] = tamper(original).astype(original.dtype)
-    assert not np.array_equal(trace.arrays[key], original), "the tamper changed nothing"
-    trace.save(files[run])
-    check = make_frame_test(scene, name, trace_files=files, lang=lang, theme=theme)
-    with pytest.raises(AssertionError, match="Frame no"):
-        check(request=request)
+def checkerboard(values: np.ndarray) -> np.ndarray:
+    """Every other grid point of a loss slice tripled: a rugged, non-convex surface (LossLandscape)."""
+    return values * np.where(np.indices(values.shape).sum(0) % 2, 3.0, 1.0)
 
 
 def times_two(values: np.ndarray) -> np.ndarray:
@@ -242,14 +162,6 @@ NUMBER_CASES = {
 }
 
 
-
-
-def assert_numbers_match(shown: dict, expected: dict[str, float]) -> None:
-    assert set(shown) == set(expected), f"extra {set(shown) - set(expected)}, missing {set(expected) - set(shown)}"
-    for key, value in expected.items():
-        assert shown[key] == pytest.approx(value, rel=1e-6, abs=1e-12), key
-
-
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(scene_group(case[0], "en")))
                                   for name, case in NUMBER_CASES.items()])
 def test_numbers_equal_the_trace(name):
@@ -321,6 +233,8 @@ FRAME_SCENES = [
     (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
     (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
     (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
+    (NormFree, "norm_free", "rezero", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14", "loss_grid", checkerboard),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -367,15 +281,17 @@ def test_light_and_dark_control_frames_differ():
 # lines of the other seeds are drawn from their own traces.
 ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep, DepthSweepConv)] + [
     (ShortcutScale, "shortcut_scale", "scale1@seed2", "error_curve", lambda v: v * 0.25),
+    (NormFree, "norm_free", "standard", "act_norm", times_two),
     (ResidualResponse, "residual_response", "residual@seed2", "branch_std", times_two),
     (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
     (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
     (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", "plain_d14@seed1", "loss_grid", checkerboard),  # its "k of N seeds"
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
 ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
-           "shortcut_scale"}
+           "shortcut_scale", "norm_free", "loss_landscape"}
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

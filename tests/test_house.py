@@ -24,7 +24,7 @@ from scenes.style import LANGS
 ROOT = Path(__file__).resolve().parent.parent
 
 
-TORCH_FREE = ["scenes", "cli.params", "cli.media", "render"]
+TORCH_FREE = ["scenes", "cli.params", "cli.media", "render", "narration"]
 
 
 def test_importing_never_loads_torch():

@@ -49,6 +49,21 @@ def test_the_wheel_holds_every_package_of_the_checkout_under_one_name():
     assert render.is_symlink() and render.resolve() == (ROOT / "render.py").resolve()
 
 
+def test_the_code_starts_its_own_modules_by_the_name_it_was_imported_under():
+    """``python -m simulation.x`` written out would not run from an installed copy (the module is
+    residual_lecture.simulation.x there): processes are started with ``cli.render_command()`` or a module's
+    ``__spec__.name`` / ``__package__``. The twin: the check finds such a literal."""
+    import re
+
+    literal = re.compile(r"""["']-m["']\s*,\s*f?["'](?:%s)\b""" % "|".join(
+        __import__("residual_lecture").ALIASES))
+    found = [f"{path.relative_to(ROOT)}:{n}" for name in __import__("residual_lecture").ALIASES
+             for path in ([ROOT / f"{name}.py"] if (ROOT / f"{name}.py").is_file() else (ROOT / name).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if literal.search(line)]
+    assert found == [], f"start these by the imported name (cli.render_command, __spec__.name): {found}"
+    assert literal.search("""subprocess.run([sys.executable, "-m", "simulation.cache", "--stream"])""")
+
+
 TOY_MODULES = {
     "simulation/__init__.py": "",
     "simulation/a.py": "class Thing:\n    pass\n",

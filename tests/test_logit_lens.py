@@ -28,10 +28,9 @@ from simulation.config import TransformerConfig
 from simulation.experiments import GPT, build_runs
 from simulation.transformer import build_transformer, lens_kl, logit_lens, make_task
 
-from test_claims import NEEDED, SEEDS
+from support import NEEDED, SEEDS, at_seed, cached_traces
 from frame_matrix import frame_matrix
-from test_frames import same_cairo_as_control_data  # noqa: F401
-from test_note_claims import at_seed, traces
+from frame_checks import same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -162,12 +161,12 @@ def test_the_trained_gpt_has_its_answer_on_the_stream_before_the_top():
     after training, KL(p_L || p_l) at layer 3 is below a tenth of its value at the input, and some layer below
     the top already agrees with the final top-1 prediction on at least 90 % of the positions. Each on at
     least 4 of 5 seeds; the held-out seed gives the same verdicts."""
-    t = traces("logit_lens", seeds=",".join(map(str, SEEDS)))
+    t = cached_traces("logit_lens", seeds=",".join(map(str, SEEDS)))
     by_seed = {seed: _verdicts(at_seed(t, GPT, seed)) for seed in SEEDS}
     report = "\n".join(f"seed {seed}: {v}; top-1 {lens_row(at_seed(t, GPT, seed), 'lens_top1', -1).round(3)}"
                        for seed, v in by_seed.items())
     for claim in CLAIMS:
         held = sum(v[claim] is True for v in by_seed.values())
         assert held >= NEEDED, f"{claim} held on {held} of {len(SEEDS)} seeds:\n{report}"
-    held_out = _verdicts(traces("logit_lens", seed=HELD_OUT_SEED)[GPT])
+    held_out = _verdicts(cached_traces("logit_lens", seed=HELD_OUT_SEED)[GPT])
     assert held_out == dict.fromkeys(CLAIMS, True), f"held-out seed {HELD_OUT_SEED}: {held_out}"

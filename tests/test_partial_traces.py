@@ -46,6 +46,8 @@ DAMAGE = {
     "RankCollapse": (("san", "rank_residual", (1, 2)), ("san_skip", "rank_residual")),
     "LogitLens": (("gpt", "lens_top1", (1, 2)), ("gpt", "lens_kl")),
     "ShortcutScale": (("scale0p9", "out_grad_norm", (0, 2)), ("scale1", "error_curve")),
+    "NormFree": (("rezero", "loss_curve", (5,)), ("fixup", "act_norm")),
+    "LossLandscape": (("plain_d14", "loss_grid", (4, 4)), ("residual_d8", "loss_grid")),
 }
 # Scenes with an experiment that draw none of its arrays (only its config): nothing to leave a gap in.
 CONFIG_ONLY = {"HighwayDenseNetResidual"}

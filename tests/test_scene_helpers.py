@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,8 +67,33 @@ def test_a_missing_array_takes_the_shape_of_its_sibling_with_this_runs_sizes():
 def test_a_required_array_of_a_lone_run_is_filled_with_its_own_sizes():
     lone = Trace({"config": {"depth": 4}}, {"step": np.arange(5), "loss": np.ones(5)})
     no_depth = Trace({"config": {}}, {"step": np.arange(2)})
-    added = fill_required_arrays({"lone": lone, "no_depth": no_depth},
-                                 {"loss": ("records",), "branch_norm": ("records", "depth")})
+    added = fill_required_arrays({"lone": lone, "no_depth": no_depth}, ("loss", "branch_norm"))
     assert added == {"lone": ["branch_norm"], "no_depth": ["loss"]}  # no depth: branch_norm cannot be sized
     assert lone["branch_norm"].shape == (5, 4) and np.isnan(lone["branch_norm"]).all()
     assert np.array_equal(lone["loss"], np.ones(5)) and "branch_norm" not in no_depth.arrays
+
+
+def test_a_missing_array_takes_its_axes_from_the_table_even_when_depth_equals_the_records():
+    """Guessing axes by size confused a [depth] array with a [records] one when depth = records (issue 19)."""
+    full = Trace({"config": {"depth": 4, "steps": 30}}, {"step": np.arange(4), "lesion_test_error": np.ones(4),
+                                                         "loss": np.ones(4), "act_norm": np.ones((4, 4))})
+    other = Trace({"config": {"depth": 6, "steps": 30}}, {"step": np.arange(7)})
+    fill_missing_arrays({"full": full, "other": other})
+    assert other["lesion_test_error"].shape == (6,) and other["loss"].shape == (7,)
+    assert other["act_norm"].shape == (7, 6)
+    transformer = Trace({"config": {"depth": 2, "steps": 6, "init_batches": 3}, "layers": ["a", "b", "c", "d"],
+                         "sublayers": list("0123456789")}, {"step": np.arange(4)})
+    assert transformer.blank("branch_norm").shape == (4, 10) and transformer.blank("grad_norm").shape == (4, 4)
+    assert transformer.blank("init_grad_norm").shape == (3, 4) and transformer.blank("no_such_array") is None
+
+
+def test_every_array_of_the_committed_traces_is_in_the_table_with_its_axes():
+    from simulation.trace import ARRAY_AXES
+
+    paths = sorted((Path(__file__).parent / "data").rglob("*.npz"))
+    assert len(paths) > 20
+    for path in paths:
+        trace = Trace.load(path)
+        for key, value in trace.arrays.items():
+            assert key in ARRAY_AXES, f"{path.name}: {key} is not in simulation.trace.ARRAY_AXES"
+            assert trace.blank(key).shape == value.shape, f"{path}: {key} {value.shape} vs the table"

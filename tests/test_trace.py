@@ -91,3 +91,22 @@ def test_metadata_is_typed_and_unknown_keys_are_refused(tmp_path):
              step=np.arange(3))
     with pytest.raises(TraceError, match="unknown key"):
         Trace.load(tmp_path / "odd.npz")
+
+
+def test_run_config_is_the_typed_config_of_every_committed_trace():
+    from pathlib import Path
+
+    from simulation.config import IdentityFitConfig, RunConfig, TransformerConfig
+
+    kinds = {"mlp": RunConfig, "transformer": TransformerConfig, "identity_fit": IdentityFitConfig}
+    paths = sorted((Path(__file__).parent / "data").rglob("*.npz"))
+    seen = set()
+    for path in paths:
+        trace = Trace.load(path)
+        config = trace.run_config
+        typed = config.to_dict()  # fields added since the trace was written take their defaults
+        assert type(config) is kinds[trace.config.get("kind", "mlp")], path
+        assert {key: typed[key] for key in trace.config if key != "kind" or "kind" in typed} == \
+            {key: value for key, value in trace.config.items() if key != "kind" or "kind" in typed}, path
+        seen.add(type(config))
+    assert seen == set(kinds.values())

@@ -24,6 +24,16 @@ def _names(model, x, **kw):
     return [a.name for a in found.adds], [a.shortcut for a in found.adds]
 
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as training uses (simulation.loop.train): two threads on a busy 2-core machine are
+    ~15x slower here (oversubscription)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 # -- discovery ----------------------------------------------------------------------------------------
 
 def test_resnet18_blocks_are_its_basic_blocks():
@@ -34,6 +44,7 @@ def test_resnet18_blocks_are_its_basic_blocks():
     assert kinds == ["identity", "identity", "projection", "identity"] * 1 + ["projection", "identity"] * 2
 
 
+@pytest.mark.slow  # ResNet-50's build and probe take seconds; CI runs it
 def test_resnet50_bottlenecks_with_projection_downsample():
     torch.manual_seed(0)
     names, kinds = _names(um.torchvision_models().resnet50(weights=None, num_classes=10), torch.randn(2, 3, 16, 16))
@@ -43,6 +54,7 @@ def test_resnet50_bottlenecks_with_projection_downsample():
     assert [n for n, k in zip(names, kinds) if k == "projection"] == ["layer1.0", "layer2.0", "layer3.0", "layer4.0"]
 
 
+@pytest.mark.slow  # transformers / ResNet-50: seconds of import and build; CI runs it
 def test_gpt2_names_attention_and_mlp_of_each_block():
     torch.manual_seed(0)
     names, kinds = _names(um.tiny_gpt2(layers=3), torch.randint(0, 9, (2, 16)))
@@ -183,6 +195,7 @@ def test_resnet18_gradients_match_autograd():
     assert row["out_grad_norm"] == pytest.approx(expected, rel=RTOL)
 
 
+@pytest.mark.slow  # transformers / ResNet-50: seconds of import and build; CI runs it
 def test_gpt2_gradients_match_autograd():
     """The MLP addition's h is the block's output; the attention addition's h is what ln_2 reads; x of the
     attention addition is the block's input."""
@@ -239,7 +252,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "gpt2" else c for c in sorted(CASES)])
 def test_recorded_step_is_bit_identical_to_a_bare_step(case):
     torch.manual_seed(0)
     model, x, y = CASES[case]()

@@ -3,9 +3,6 @@ digest, the memory guard, training a model and its twin, the command line."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -62,6 +59,16 @@ def one_line(exc: BaseException) -> str:
     return message
 
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as training uses (simulation.loop.train): two threads on a busy 2-core machine are
+    ~15x slower here (oversubscription)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 # -- hostile models, generated ------------------------------------------------------------------------
 
 EXCEPTIONS = ("ValueError", "RuntimeError", "KeyError", "TypeError", "ZeroDivisionError", "AssertionError")
@@ -103,7 +110,7 @@ def hostile_models(draw):
     return text, "build", [f"line {raising}", exc, "forward pass"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=hostile_models())
 def test_hostile_models_end_in_one_line_naming_the_file(tmp_path_factory, model):
     text, factory, expected = model
@@ -299,11 +306,27 @@ def test_a_language_model_trains_on_a_token_task(tmp_path):
 # -- the command line -----------------------------------------------------------------------------------
 
 def test_command_line_refuses_a_raising_factory_in_one_line(tmp_path, isolated_cache):
+    from click.testing import CliRunner
+
+    import render
+
     bad = write(tmp_path / "bad.py", "from torch import nn\n\n\ndef build():\n    return nn.Linear(64, 10).missing\n")
-    done = subprocess.run([sys.executable, "render.py", "train", "--model", f"{bad}:build"], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr
+    result = CliRunner().invoke(render.cli, ["train", "--model", f"{bad}:build"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
     assert f"{bad}, line 5: AttributeError" in lines[0]
     assert not list(isolated_cache.iterdir())  # nothing half-written
+
+
+@pytest.mark.slow  # a subprocess per call (the notebook's way): torch imported twice, ~20 s
+def test_notebook_records_a_model_and_its_twin(tmp_path, isolated_cache):
+    from cli.notebook import record_model
+
+    spec = residual_file(tmp_path / "net.py") + ":build"
+    traces = record_model(spec, {"steps": 2, "record_every": 1, "model.depth": 3})
+    assert set(traces) == {"residual", "plain"}
+    from simulation.trace import Trace
+
+    for path in traces.values():
+        assert Trace.load(path).meta.layers == ["blocks.0", "blocks.1", "blocks.2"]

@@ -18,24 +18,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import srt
-from click.testing import CliRunner
 from manim import Create, Square, tempconfig
 
 from cli import media as cli_media
 from render import cli
-from scenes import voice
+import narration as voice
+import narration.cache
+import narration.engines
+import narration.mux
 from scenes.base import LectureScene
 
 from dry_run import dry_run
 from subtitles import RATE, as_srt_cues, chars, too_fast
+from support import invoke
 
 needs_piper = pytest.mark.skipif(bool(voice.VOICES["en-piper"].missing()), reason="piper-tts not installed")
 needs_zh = pytest.mark.skipif(bool(voice.VOICES["zh-espeak"].missing()), reason="espeak-ng/pypinyin missing")
 PINYIN_SYLLABLE = re.compile(r"^[a-zü]+[1-5]$")
-
-
-def invoke(*args, env=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], env=env)
 
 
 # -- reading rate without a voice ----------------------------------------------------------------
@@ -124,8 +123,8 @@ def test_zh_engine_feeds_espeak_tone_numbered_pinyin_and_the_english_voice_the_r
 @needs_zh
 def test_espeak_is_run_with_the_pinyin_voice_not_cmn(monkeypatch):
     calls = []
-    real_run = voice.subprocess.run
-    monkeypatch.setattr(voice.subprocess, "run", lambda args, **kw: calls.append(args) or real_run(args, **kw))
+    real_run = narration.engines.subprocess.run
+    monkeypatch.setattr(narration.engines.subprocess, "run", lambda args, **kw: calls.append(args) or real_run(args, **kw))
     audio = voice.EspeakPinyinEngine()._espeak("can2 cha1")
     assert calls[0][:3] == ["espeak-ng", "-v", "cmn-latn-pinyin"]
     assert 0.3 < len(audio) / voice.SAMPLE_RATE < 3
@@ -217,7 +216,7 @@ def test_normalize_track_reaches_the_target_under_the_ceiling():
 # -- missing engine -------------------------------------------------------------------------------
 
 def test_missing_engine_is_reported_before_any_work_with_the_install_command(tmp_path, monkeypatch):
-    monkeypatch.setattr(voice.shutil, "which", lambda name: None if name == "espeak-ng" else shutil.which(name))
+    monkeypatch.setattr(narration.engines.shutil, "which", lambda name: None if name == "espeak-ng" else shutil.which(name))
     out = tmp_path / "out"
     result = invoke("render", "cli_scenes:TinyTrace", "--lang", "zh", "--voice", "-o", out,
                     "--set", "steps=20", "--set", "depth=3")
@@ -225,7 +224,7 @@ def test_missing_engine_is_reported_before_any_work_with_the_install_command(tmp
     assert "voice zh-espeak needs espeak-ng" in result.output
     assert "apt-get install -y --no-install-recommends espeak-ng" in result.output
     assert not out.exists(), "work started before the voice was checked"
-    assert not list(Path(voice._cache_root().parent).glob("traces/*.npz")), "a trace was trained"
+    assert not list(Path(narration.cache.cache_root().parent).glob("traces/*.npz")), "a trace was trained"
 
 
 def test_voice_options_are_checked():
@@ -265,7 +264,7 @@ def test_clip_has_an_audio_stream_as_long_as_its_video(voiced, tmp_path):
     # tamper twin: a track cut short is caught
     audio, rate = voice.read_audio(video)
     short = tmp_path / "short.mp4"
-    voice._write_muxed(video, audio[: len(audio) // 2], short, rate, 192000)
+    narration.mux.write_muxed(video, audio[: len(audio) // 2], short, rate, 192000)
     assert audio_duration_problem(short) is not None
 
 

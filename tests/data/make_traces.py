@@ -5,6 +5,7 @@ Example::
     python tests/data/make_traces.py                    # every experiment
     python tests/data/make_traces.py residual_response  # one
     python tests/data/make_traces.py --seeds            # only the extra seeds of TINY_SEEDS
+    python tests/data/make_traces.py --user-like        # tests/data/model/<case>/: user-model-like traces
 
 Each experiment's runs are trained with :data:`TINY` overrides (few steps, shallow nets) and saved as
 ``tests/data/<experiment>/<run>.npz`` (seed 0); the experiments of :data:`TINY_SEEDS` also get
@@ -27,7 +28,8 @@ from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import EXPERIMENTS, build_runs, get_experiment  # noqa: E402
 
 __all__ = ["DATA_DIR", "TINY", "TINY_SEEDS", "tiny_overrides", "tiny_trace_files", "tiny_seed_trace_files",
-           "tiny_trace_files_with_seeds", "write_tiny_traces"]
+           "tiny_trace_files_with_seeds", "write_tiny_traces", "USER_LIKE", "user_like_names", "user_like_trace_files",
+           "write_user_like_traces"]
 
 DATA_DIR = Path(__file__).resolve().parent
 
@@ -44,14 +46,18 @@ TINY: dict[str, dict] = {
     "identity_fit": {"steps": 200, "lr": 0.01},
     "logit_lens": {"steps": 80},  # enough that the tiny GPT starts to reverse: the lens has an answer to find
     "shortcut_scale": {"depth": 6},
+    "norm_free": {"depth": 8, "steps": 30},
+    # conv nets of 8 and 14 layers, width 4, a 9 x 9 slice on 64 examples: ~2 s a run
+    "loss_landscape": {"depths": "8,14", "width": 4, "steps": 30, "grid": 9, "eval_examples": 64},
 }
 
 # Extra seeds (besides the base seed 0) of the experiments whose scenes draw the spread across seeds.
 TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (1, 2), "depth_sweep": (1, 2),
                                           "does_it_copy": (1, 2), "conveyor_belt": (1,), "residual_response": (1, 2),
                                           "paths": (1, 2), "shattered": (1, 2), "layernorm": (1, 2),
-                                          "shortcut_scale": (1, 2),
-                                          "rank_collapse": (1,), "logit_lens": (1,)}
+                                          "shortcut_scale": (1, 2), "norm_free": (1, 2),
+                                          "rank_collapse": (1,), "loss_landscape": (1, 2),
+                                          "logit_lens": (1,)}
 
 
 def tiny_overrides(experiment: str) -> dict:
@@ -115,8 +121,63 @@ def write_tiny_traces(experiment: str, folder: Path = DATA_DIR, seed: int | None
     return out
 
 
+# User-like traces for the scenes of a user's model (scenes/user_model.py): a real plain and residual ReLU +
+# BatchNorm MLP of the same block count, trained a few steps, whose ``meta.layers`` are replaced by the module paths
+# of a well-known residual net with that many residual additions, without the arrays a user model's trace may lack.
+def user_like_names(case: str) -> list[str]:
+    """The module paths of case ``gpt2_24`` (GPT-2, 12 layers: ``transformer.h.{i}.attn`` / ``.mlp``) or
+    ``resnet152_50`` (``layer{s}.{i}`` over stages of 3, 8, 36, 3 bottleneck blocks)."""
+    if case == "gpt2_24":
+        return [f"transformer.h.{i}.{part}" for i in range(12) for part in ("attn", "mlp")]
+    if case == "resnet152_50":
+        return [f"layer{s}.{i}" for s, n in zip((1, 2, 3, 4), (3, 8, 36, 3)) for i in range(n)]
+    raise KeyError(f"no user-like case {case!r}; cases: {', '.join(USER_LIKE)}")
+
+
+USER_LIKE = ("gpt2_24", "resnet152_50")
+_USER_LIKE_RUNS = {"width": 16, "steps": 40, "record_every": 10}  # residual_response's ReLU + BN MLPs, tiny
+_ABSENT_IN_USER_TRACES = ("lesion_test_error", "input_sweep", "input_grad", "input_grad_autocorr",
+                          "path_length_fraction")
+
+
+def user_like_trace_files(case: str, folder: Path = DATA_DIR) -> dict[str, str] | None:
+    """``{"plain": path, "residual": path}`` of user-like case ``case``; None if missing."""
+    files = {name: folder / "model" / case / f"{name}.npz" for name in ("plain", "residual")}
+    return {k: str(v) for k, v in files.items()} if all(p.is_file() for p in files.values()) else None
+
+
+def write_user_like_traces(case: str, folder: Path = DATA_DIR) -> dict[str, str]:
+    """Train and save the runs of user-like ``case`` (see :func:`user_like_names`)."""
+    from simulation.trace import Trace
+
+    names = user_like_names(case)
+    overrides = {**{k: str(v) for k, v in _USER_LIKE_RUNS.items()}, "depth": str(len(names))}
+    runs = build_runs("residual_response", overrides)
+    previous = os.environ.get("RESIDUAL_CACHE")
+    with tempfile.TemporaryDirectory() as scratch:
+        os.environ["RESIDUAL_CACHE"] = scratch
+        try:
+            traces = get_traces(list(runs.values()), progress=False)
+        finally:
+            if previous is None:
+                os.environ.pop("RESIDUAL_CACHE", None)
+            else:
+                os.environ["RESIDUAL_CACHE"] = previous
+    out = {}
+    for name, trace in zip(runs, traces):
+        meta = {**trace.meta.to_dict(), "layers": names, "blocks": len(names)}
+        arrays = {k: v for k, v in trace.arrays.items() if k not in _ABSENT_IN_USER_TRACES}
+        out[name] = str(Trace(meta=meta, arrays=arrays).save(folder / "model" / case / f"{name}.npz"))
+    return out
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args and args[0] == "--user-like":
+        for case in args[1:] or USER_LIKE:
+            for run_name, path in write_user_like_traces(case).items():
+                print(f"{case:<18} {run_name:<24} {Path(path).stat().st_size:>7} bytes  {path}")
+        sys.exit(0)
     only_seeds = "--seeds" in args
     names = [a for a in args if a != "--seeds"] or list(EXPERIMENTS)
     for name in names:

@@ -107,19 +107,29 @@
   }
 
   // -- the URL fragment keeps the state ------------------------------------------------------------
-  function readHash() {
+  let ownHash = null;  // the fragment as this page last read or wrote it
+  function readHash() {  // the fragment is the whole state: what it leaves out takes its default
+    ownHash = location.hash;
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
-    if (VIEWS.includes(p.get('view'))) state.view = p.get('view');
-    if (p.has('family')) state.family = p.get('family');
+    state.view = VIEWS.includes(p.get('view')) ? p.get('view') : VIEWS[0];
+    state.family = p.get('family');
     for (const key of ['depth', 'seed', 'step', 'block']) {
-      if (p.has(key) && /^-?\d+$/.test(p.get(key))) state[key] = parseInt(p.get(key), 10);
+      state[key] = p.has(key) && /^-?\d+$/.test(p.get(key)) ? parseInt(p.get(key), 10) : null;
     }
-    if (p.has('act')) state.act = p.get('act');
+    state.act = p.get('act');
+    state.arch = 'both';
     if (['both', 'plain', 'residual', 'none'].includes(p.get('arch'))) state.arch = p.get('arch');
     if (['en', 'zh'].includes(p.get('lang'))) state.lang = p.get('lang');
     if (p.get('theme') in D.themes) state.theme = p.get('theme');
   }
-  function writeHash() {
+  let hashTimer = null;
+  function writeHash() {  // after the redraw, not inside it: history.replaceState costs a few ms
+    if (hashTimer !== null) clearTimeout(hashTimer);
+    hashTimer = setTimeout(writeHashNow, 30);
+  }
+  function writeHashNow() {
+    hashTimer = null;
+    if (location.hash !== ownHash) return;  // changed from outside since: its hashchange comes next and wins
     const p = new URLSearchParams();
     p.set('view', state.view);
     if (state.family !== null) p.set('family', state.family);
@@ -133,6 +143,7 @@
     p.set('lang', state.lang);
     p.set('theme', state.theme);
     history.replaceState(null, '', '#' + p.toString());
+    ownHash = location.hash;
   }
 
   // -- drawing helpers -----------------------------------------------------------------------------
@@ -155,22 +166,78 @@
   function cell(value, extra) {
     return `<td ${attr(Object.assign({'data-value': exact(value)}, extra || {}))}>${esc(Number.isNaN(num(value)) ? ui('missing') : exact(value))}</td>`;
   }
+  function setHtml(el, html) {  // only when it changed: the same markup again would rebuild the same nodes
+    if (el._html !== html) { el.innerHTML = html; el._html = html; }
+  }
   function table(head, rows) {
-    document.querySelector('#numbers thead').innerHTML = '<tr>' + head.map((h) => `<th scope="col">${esc(h)}</th>`).join('') + '</tr>';
-    document.querySelector('#numbers tbody').innerHTML = rows.join('');
+    setHtml(document.querySelector('#numbers thead'), '<tr>' + head.map((h) => `<th scope="col">${esc(h)}</th>`).join('') + '</tr>');
+    setHtml(document.querySelector('#numbers tbody'), rows.join(''));
     document.querySelector('.table-wrap').hidden = rows.length === 0;
   }
 
   // -- views ---------------------------------------------------------------------------------------
   const X0 = 110, X1 = 900;
 
+  // A step change within one selection only changes values: the flow and chain-rule views then set the
+  // attributes and texts of the elements already drawn (no new nodes to style and lay out).
+  const drawn = {flow: null, chain: null};  // the selection each view last drew in full
+  function selection(fam, g, extra) {
+    const recorded = ARCHS.map((a) => shown(a) && a in g.runs && fam.runs[g.runs[a]].steps.includes(state.step));
+    return JSON.stringify([state.family, state.depth, state.act, state.seed, state.arch, state.lang, recorded, extra]);
+  }
+  function setCell(td, value) {
+    const v = exact(value);
+    if (td.dataset.value !== v) { td.dataset.value = v; td.textContent = Number.isNaN(num(value)) ? ui('missing') : v; }
+  }
+  function untrainedStatus(fam, g, out) {
+    for (const arch of ARCHS) {
+      if (shown(arch) && !(arch in g.runs)) {
+        out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`,
+                                           trained: trainedList(fam, arch)}));
+      }
+    }
+  }
+  function updateFlow(fam, g, out) {
+    const chart = $('chart');
+    untrainedStatus(fam, g, out);
+    for (const arch of ARCHS) {
+      if (!shown(arch) || !(arch in g.runs)) continue;
+      const run = fam.runs[g.runs[arch]];
+      const k = run.steps.indexOf(state.step);
+      const grads = run.out_grad_norm[k];
+      const rects = chart.querySelectorAll(`rect.blk.${arch}`), segs = chart.querySelectorAll(`line.seg.${arch}`);
+      const cells = document.querySelectorAll(`#numbers td[data-arch=${arch}]`);
+      const levels = grads.map((v) => level(v, g.scale));
+      for (let l = 0; l < run.blocks; l++) {
+        const lv = levels[l];
+        rects[l].setAttribute('fill-opacity', lv > 0 ? 0.06 + 0.94 * lv : 0);
+        rects[l].dataset.value = exact(grads[l]);
+        rects[l].classList.toggle('gap', Number.isNaN(num(grads[l])));
+        rects[l].firstChild.textContent = `${run.layers[l]}: ${exact(grads[l])}`;
+        segs[l].setAttribute('stroke-width', lv > 0 ? 1 + 11 * lv : 0);
+        segs[l].setAttribute('stroke-opacity', lv > 0 ? 0.15 + 0.85 * lv : 0);
+        setCell(cells[l], grads[l]);
+      }
+      const ratio = chart.querySelector(`text.ratio.${arch}`);
+      ratio.textContent = fill(S().views.flow.ratio, {value: fmt(run.product[k][0])});
+      ratio.dataset.value = exact(run.product[k][0]);
+      const prev = lastSeries[arch];
+      out.series[arch] = {run, k, pathY: prev.pathY, slot: prev.slot, levels};
+    }
+    out.kept = true;
+  }
+
   function drawFlow(fam, out) {
     const g = flowGroup(fam);
     const rows = [];
     if (!g) {
       out.status.push(notTrained(fam, ARCHS.filter(shown)));
+      drawn.flow = null;
       return;
     }
+    const key = selection(fam, g, null);
+    if (drawn.flow === key && $('chart').querySelector('rect.blk')) { updateFlow(fam, g, out); return; }
+    drawn.flow = key;
     const y = {plain: 90, residual: 230};
     let svg = '';
     let slot = 0;
@@ -202,7 +269,7 @@
         const cx = X0 + slot * (l + 0.5);
         const lv = level(grads[l], g.scale);
         const missing = Number.isNaN(num(grads[l]));
-        svg += `<line class="seg" x1="${X0 + slot * l}" y1="${pathY}" x2="${X0 + slot * (l + 1)}" y2="${pathY}" stroke-width="${lv > 0 ? 1 + 11 * lv : 0}" stroke-opacity="${lv > 0 ? 0.15 + 0.85 * lv : 0}"/>`;
+        svg += `<line class="seg ${arch}" x1="${X0 + slot * l}" y1="${pathY}" x2="${X0 + slot * (l + 1)}" y2="${pathY}" stroke-width="${lv > 0 ? 1 + 11 * lv : 0}" stroke-opacity="${lv > 0 ? 0.15 + 0.85 * lv : 0}"/>`;
         if (arch === 'residual') svg += `<path class="branch" d="M${X0 + slot * l + 2} ${pathY} L${cx - bw / 2} ${y[arch] + 14} M${cx + bw / 2} ${y[arch] + 14} L${X0 + slot * (l + 1) - 2} ${pathY}"/>`;
         svg += `<rect class="blk ${arch}${missing ? ' gap' : ''}" x="${cx - bw / 2}" y="${y[arch] - 18}" width="${bw}" height="36" rx="4" ` +
                `fill-opacity="${lv > 0 ? 0.06 + 0.94 * lv : 0}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(grads[l])})}>` +
@@ -237,7 +304,7 @@
 
   function drawChain(fam, out) {
     const g = flowGroup(fam);
-    if (!g) { out.status.push(notTrained(fam, ARCHS.filter(shown))); return; }
+    if (!g) { out.status.push(notTrained(fam, ARCHS.filter(shown))); drawn.chain = null; return; }
     const series = {};
     for (const arch of ARCHS) {
       if (!shown(arch)) continue;
@@ -249,40 +316,81 @@
       series[arch] = {run, k};
     }
     const runs = Object.values(series);
-    if (!runs.length) return;
+    if (!runs.length) { drawn.chain = null; return; }
     const L = runs[0].run.blocks;
     const bound = runs[0].run.bound || null;
-    const values = runs.flatMap((s) => s.run.product[s.k]).concat(bound || []);
+    // one axis for every recorded step of the runs shown, so that scrubbing moves the curves, not the axis
+    const values = runs.flatMap((s) => s.run.product.flat()).concat(bound || []);
     const [lo, hi] = logScale(values, 0);
     const top = 30, bottom = 300;
     const px = (l) => (L === 1 ? (X0 + X1) / 2 : X0 + (X1 - X0) * l / (L - 1));
     const py = (v) => { const x = num(v); return x > 0 && Number.isFinite(x) ? bottom - (bottom - top) * (Math.log10(x) - lo) / (hi - lo) : null; };
-    let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
-    for (let e = lo; e <= hi; e++) {
-      const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
-      svg += `<line x1="${X0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, `1e${e}`, 'muted small', {'text-anchor': 'end'});
-    }
-    svg += text(X0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(X0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
-    const line = (vals, cls) => {
+    const pathD = (vals) => {
       let d = '', pen = false;
       vals.forEach((v, l) => { const yy = py(v); if (yy === null) { pen = false; return; } d += `${pen ? 'L' : 'M'}${px(l)} ${yy} `; pen = true; });
-      return d ? `<path class="${cls}" d="${d}"/>` : '';
+      return d;
     };
-    if (bound) svg += line(bound, 'bound');
-    for (const [arch, s] of Object.entries(series)) {
-      svg += line(s.run.product[s.k], 'curve ' + arch);
-      s.run.product[s.k].forEach((v, l) => {
-        const yy = py(v);
-        svg += `<circle class="pt ${arch}" cx="${px(l)}" cy="${yy === null ? bottom : yy}" r="${yy === null ? 0 : 5}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(v)})}/>`;
-      });
-    }
-    for (let l = 0; l < L; l++) {  // hover / tap targets, one column per block
-      const w = (X1 - X0) / Math.max(L - 1, 1);
-      svg += `<rect class="hit" x="${px(l) - w / 2}" y="${top}" width="${w}" height="${bottom - top}" data-block="${l}"/>`;
-    }
     if (state.block === null || state.block >= L) state.block = 0;
-    svg += `<line class="cursor" x1="${px(state.block)}" x2="${px(state.block)}" y1="${top}" y2="${bottom}"/>`;
-    out.svg = svg;
+    const curves = Object.values(series).map((s) => pathD(s.run.product[s.k]));
+    const key = selection(fam, g, [lo, hi, L, curves.map((d) => d !== '')]);
+    const chart = $('chart');
+    if (drawn.chain === key && chart.querySelector('circle.pt')) {  // a new step or block: move what is drawn
+      Object.entries(series).forEach(([arch, s], i) => {
+        const path = chart.querySelector(`path.curve.${arch}`);
+        if (path) path.setAttribute('d', curves[i]);
+        const pts = chart.querySelectorAll(`circle.pt.${arch}`);
+        const cells = document.querySelectorAll(`#numbers td[data-arch=${arch}]`);  // per block: factor, product
+        s.run.product[s.k].forEach((v, l) => {
+          const yy = py(v);
+          pts[l].setAttribute('cy', yy === null ? bottom : yy);
+          pts[l].setAttribute('r', yy === null ? 0 : 5);
+          pts[l].dataset.value = exact(v);
+          setCell(cells[2 * l], s.run.factor[s.k][l]);
+          setCell(cells[2 * l + 1], v);
+        });
+      });
+      const cursor = chart.querySelector('line.cursor');
+      cursor.setAttribute('x1', px(state.block));
+      cursor.setAttribute('x2', px(state.block));
+      out.kept = true;
+    } else {
+      drawn.chain = key;
+      let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
+      const every = Math.ceil((hi - lo) / 8);  // at most 9 decades labelled (22 decades on a phone are a smear)
+      for (let e = lo; e <= hi; e += every) {
+        const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
+        svg += `<line x1="${X0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, `1e${e}`, 'muted small', {'text-anchor': 'end'});
+      }
+      svg += text(X0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(X0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
+      if (bound && pathD(bound)) svg += `<path class="bound" d="${pathD(bound)}"/>`;
+      Object.entries(series).forEach(([arch, s], i) => {
+        if (curves[i]) svg += `<path class="curve ${arch}" d="${curves[i]}"/>`;
+        s.run.product[s.k].forEach((v, l) => {
+          const yy = py(v);
+          svg += `<circle class="pt ${arch}" cx="${px(l)}" cy="${yy === null ? bottom : yy}" r="${yy === null ? 0 : 5}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(v)})}/>`;
+        });
+      });
+      const w = (X1 - X0) / Math.max(L - 1, 1);
+      for (let l = 0; l < L; l++) {  // hover / tap targets, one column per block
+        svg += `<rect class="hit" x="${px(l) - w / 2}" y="${top}" width="${w}" height="${bottom - top}" data-block="${l}"/>`;
+      }
+      svg += `<line class="cursor" x1="${px(state.block)}" x2="${px(state.block)}" y1="${top}" y2="${bottom}"/>`;
+      out.svg = svg;
+      const head = [S().common.block];
+      for (const arch of Object.keys(series)) head.push(`${archName(arch)} ${ui('factor')}`, `${archName(arch)} ${ui('product')}`);
+      if (bound) head.push(ui('bound'));
+      const rows = [];
+      for (let l = 0; l < L; l++) {
+        let row = `<tr><th scope="row">${esc(runs[0].run.layers[l])}</th>`;
+        for (const [arch, s] of Object.entries(series)) {
+          row += cell(s.run.factor[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'factor'});
+          row += cell(s.run.product[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'product'});
+        }
+        if (bound) row += cell(bound[l], {'data-kind': 'bound', 'data-block': l});
+        rows.push(row + '</tr>');
+      }
+      table(head, rows);
+    }
     out.blocks = L;
     const blockOut = [];
     for (const [arch, s] of Object.entries(series)) {
@@ -299,20 +407,6 @@
     }
     out.readout = blockOut.join('<br>');
     out.legend = bound ? `<span class="warn">- - ${esc(fill(S().views.chain.bound, {value: fmt(D.sigma_prime_max)}))}</span>` : '';
-    const head = [S().common.block];
-    for (const arch of Object.keys(series)) head.push(`${archName(arch)} ${ui('factor')}`, `${archName(arch)} ${ui('product')}`);
-    if (bound) head.push(ui('bound'));
-    const rows = [];
-    for (let l = 0; l < L; l++) {
-      let row = `<tr><th scope="row">${esc(runs[0].run.layers[l])}</th>`;
-      for (const [arch, s] of Object.entries(series)) {
-        row += cell(s.run.factor[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'factor'});
-        row += cell(s.run.product[s.k][l], {'data-arch': arch, 'data-block': l, 'data-kind': 'product'});
-      }
-      if (bound) row += cell(bound[l], {'data-kind': 'bound', 'data-block': l});
-      rows.push(row + '</tr>');
-    }
-    table(head, rows);
   }
 
   function drawDegradation(fam, out) {
@@ -358,7 +452,7 @@
     svg += `<line class="cursor" x1="${px(state.step)}" x2="${px(state.step)}" y1="${top}" y2="${bottom}"/>`;
     out.svg = svg;
     out.legend = `${esc(fill(ui('smoothed'), {window: window_}))} · ${esc(ui('thin_lines'))}`;
-    table([ui('run'), ui('net'), ui('depth'), ui('seed'), `${ui('error')} (${ui('step')} ${state.step})`], rows);
+    table([ui('run'), ui('net'), ui('depth'), ui('seed'), ui('error')], rows);
   }
 
   function stepIndexOf(steps) { return steps.indexOf(state.step); }
@@ -522,13 +616,15 @@
     render();
     writeHash();
   }
+  let lastView = null;
   function render() {
     const t0 = performance.now();
+    if (state.view !== lastView) { drawn.flow = drawn.chain = null; lastView = state.view; }
     const fam = family();
     const view = state.view;
     const strings = S().views[view];
     $('view-title').textContent = strings.title;
-    $('caption').innerHTML = strings.caption.map((line) => `<p>${esc(line)}</p>`).join('');
+    setHtml($('caption'), strings.caption.map((line) => `<p>${esc(line)}</p>`).join(''));
     const fam_ = fam ? fam.experiment : null;
     $('paper').textContent = D.sources[view] + (fam_ && D.experiments[fam_] ? ' · ' + fam_ + ': ' + D.experiments[fam_] : '');
     const clip = D.clips[state.lang] && D.clips[state.lang][view];
@@ -549,22 +645,21 @@
     } else {
       ({flow: drawFlow, chain: drawChain, degradation: drawDegradation, responses: drawResponses, layernorm: drawLayernorm})[view](fam, out);
     }
-    if (!out.svg) table([], []);
-    $('chart').innerHTML = out.svg;
+    if (out.kept) {  // a step change within the same selection patched the chart and the table in place
+      $('chart')._html = document.querySelector('#numbers tbody')._html = null;  // their markup is not the cached one
+    } else {
+      if (!out.svg) table([], []);
+      setHtml($('chart'), out.svg);
+    }
     $('chart').setAttribute('aria-label', strings.title);
     $('status').textContent = out.status.join(' ');
     $('status').classList.toggle('warn', out.status.length > 0 && view !== 'layernorm');
-    $('readout').innerHTML = out.readout;
-    $('legend').innerHTML = out.legend;
+    setHtml($('readout'), out.readout);
+    setHtml($('legend'), out.legend);
     if (view === 'chain') {
       $('block').max = String(Math.max(out.blocks - 1, 0));
       $('block').value = String(state.block || 0);
       $('block-out').textContent = out.blocks ? `${(state.block || 0) + 1} / ${out.blocks}` : '—';
-      document.querySelectorAll('#chart .hit').forEach((r) => {
-        const pick = () => { state.block = parseInt(r.dataset.block, 10); render(); writeHash(); };
-        r.addEventListener('pointerenter', pick);
-        r.addEventListener('click', pick);
-      });
     }
     lastSeries = out.series;
     window.explore.lastRenderMs = performance.now() - t0;
@@ -643,6 +738,15 @@
     $('show-residual').addEventListener('change', arch);
     $('step').addEventListener('input', () => setStepIndex(parseInt($('step').value, 10)));
     $('block').addEventListener('input', () => { state.block = parseInt($('block').value, 10); render(); writeHash(); });
+    const pickBlock = (e) => {  // hover or tap a block's column in the chain-rule view
+      const hit = e.target.closest && e.target.closest('#chart .hit');
+      if (!hit || state.view !== 'chain' || parseInt(hit.dataset.block, 10) === state.block) return;
+      state.block = parseInt(hit.dataset.block, 10);
+      render();
+      writeHash();
+    };
+    $('chart').addEventListener('pointerover', pickBlock);
+    $('chart').addEventListener('click', pickBlock);
     $('play').addEventListener('click', play);
     $('pulse').addEventListener('click', pulse);
     document.addEventListener('keydown', (e) => {

@@ -1,0 +1,299 @@
+"""The render planner: from scenes, parameter layers and options to jobs, runs to train and where (no click).
+
+Example::
+
+    plan = plan_render(scenes, layers, {**RENDER_DEFAULTS, "quality": "l"})
+    print(len(plan.todo), "scenes to render,", len(plan.fresh), "runs to train")
+
+Every input is checked before any work: parameter keys and values, the render options, the tools Manim needs,
+the voice, the output folder, the trace cache and every run's memory. Nothing is trained or rendered here:
+:func:`plan_render` only reads (the cache, the files already rendered). render.py runs the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from cli.params import Layer, config_layer, model_layer, parse_sets
+from simulation.config import ConfigError
+
+__all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
+           "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
+           "experiment_runs", "lecture_with", "CHAPTER_HELP"]
+
+
+def all_params() -> dict[str, list[str]]:
+    """Every experiment's parameter names: ``{experiment: [name, ...]}``."""
+    from simulation.experiments import EXPERIMENTS
+
+    return {name: list(exp.params()) for name, exp in EXPERIMENTS.items()}
+
+
+def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
+                     scene_names: list[str] | None, model: str | None = None) -> list[Layer]:
+    """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
+    experiment model), then --set."""
+    from simulation.experiments import EXPERIMENTS
+
+    layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
+    if model:
+        layers.append(model_layer(model))
+    return layers + [parse_sets(tuple(sets), EXPERIMENTS, scene_names or [])]
+
+
+def model_experiment(experiment: str | None, model: str | None) -> str:
+    """The experiment ``train`` runs: EXPERIMENT, or ``model`` with --model (EXPERIMENT left out or "model")."""
+    if model is None:
+        if experiment is None:
+            raise ConfigError("name an experiment (render.py list) or give --model FILE.py:FACTORY")
+        return experiment
+    if experiment not in (None, "model"):
+        raise ConfigError(f"--model trains your own network (experiment model), not experiment {experiment!r}: "
+                          "leave the experiment out")
+    return "model"
+
+
+def model_scenes(scenes: list[type]) -> list[type]:
+    """Each scene's variant that draws a user's model (experiment ``model``; scenes.model_variant)."""
+    import scenes as scene_package
+
+    variant = getattr(scene_package, "model_variant", None)
+    if variant is None:
+        raise ConfigError("no scene draws your own network in this version; `render.py train --model` trains it")
+    try:
+        return [variant(scene) for scene in scenes]
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+
+
+def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
+    """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
+    (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
+    for layer in layers:
+        if layer.origin != "--set":
+            continue
+        for name, values in layer.experiments.items():
+            if name not in experiments:
+                key = next(iter(values))
+                used = ", ".join(sorted(experiments)) or "none"
+                raise ConfigError(f"--set {name}.{key}: this command runs no scene of experiment {name} "
+                                  f"(its experiments: {used})")
+        for name, values in layer.scenes.items():
+            if name not in scene_names:
+                raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
+
+
+def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> None:
+    """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
+    from cli.params import experiment_overrides, scene_overrides
+    from simulation.experiments import build_runs, get_experiment
+
+    for name in {name for layer in layers for name in layer.experiments}:
+        build_runs(name, experiment_overrides(layers, name, get_experiment(name).params()))
+    for name in {name for layer in layers for name in layer.scenes}:
+        if name in scenes_by_name:
+            scene_overrides(layers, scenes_by_name[name])
+
+
+def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
+    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...}}``
+    with every parameter's type, default and value under ``layers`` (scenes in the order given; those that draw a
+    user's own network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises
+    ConfigError for a bad value."""
+    import scenes as scene_package
+    from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
+    from simulation.experiments import EXPERIMENTS, build_runs, split_params
+
+    check_common_keys(layers, all_params(), all_params())
+    validate_scoped(layers, scenes_by_name)
+    listing: dict[str, Any] = {"scenes": [], "model_scenes": [], "experiments": {}}
+    variant_of = {variant: name for name, variant in scene_package.MODEL_VARIANTS.items()}
+    for scene in scenes_by_name.values():
+        values = scene_overrides(layers, scene)
+        entry = {
+            "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
+            "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
+            "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
+                       for k, (d, t) in scene_params(scene).items()},
+        }
+        if scene in scene_package.MODEL_SCENES:
+            listing["model_scenes"].append({**entry, "variant_of": variant_of.get(scene, scene.__name__)})
+        else:
+            listing["scenes"].append(entry)
+    for name, exp in EXPERIMENTS.items():
+        overrides = experiment_overrides(layers, name, exp.params())
+        build_runs(name, overrides)
+        base, extra = split_params(exp, overrides)
+        listing["experiments"][name] = {
+            "description": exp.description, "source": exp.source,
+            "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
+                       for k, (d, t) in exp.params().items()},
+        }
+    return listing
+
+
+def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
+                    seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
+    """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
+    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {run_name: config}}``, for
+    ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
+    also check the layers' values for experiments not run. Raises ConfigError with one line."""
+    from cli.params import check_common_keys, experiment_overrides
+    from simulation.experiments import build_runs
+    from simulation.values import convert_value
+
+    check_common_keys(layers, params, all_params())
+    if validate:
+        validate_scoped(layers, {})
+    refuse_unused_sets(layers, set(params), set())
+    out = {}
+    for name, keys in params.items():
+        overrides = {**(defaults or {}).get(name, {}), **experiment_overrides(layers, name, keys)}
+        if seed is not None:
+            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
+                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
+                                  "give one")
+            overrides["seed"] = seed
+        out[name] = build_runs(name, overrides)
+    return out
+
+
+def resolve_scenes(names: Iterable[str]) -> list[type]:
+    """The scene classes named (from ``scenes.ALL_SCENES``, or ``module:Class`` for one of your own)."""
+    import scenes
+    from cli.media import load_scene
+
+    by_name = {s.__name__: s for s in scenes.ALL_SCENES}
+    out = []
+    for name in names:
+        if name in by_name:
+            out.append(by_name[name])
+        elif ":" in name:
+            module, _, cls = name.partition(":")
+            out.append(load_scene(module, cls))
+        else:
+            raise ConfigError(f"unknown scene {name!r}; available: {', '.join(by_name)} (or module:Class)")
+    return out
+
+
+CHAPTER_HELP = ("Also render this optional chapter's scenes, each at its place in the lecture (`render.py list` marks "
+                "them; README: Optional chapter: beyond 2016). Repeatable.")
+
+
+def lecture_with(chapters: Iterable[str]) -> list[type]:
+    """The lecture in order with the scenes of the optional ``chapters`` (:data:`scenes.CHAPTERS`) at their
+    places. Raises ConfigError (one line) for an unknown chapter."""
+    import scenes
+
+    try:
+        return scenes.lecture_scenes(tuple(chapters))
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
+
+
+def scenes_or_lecture(names: Iterable[str]) -> list[type]:
+    """:func:`resolve_scenes`, or the whole lecture in order when no name is given."""
+    import scenes
+
+    names = tuple(names)
+    return resolve_scenes(names) if names else scenes.lecture_scenes()
+
+
+@dataclass
+class RenderPlan:
+    """What a render command will do; every list in lecture order."""
+
+    jobs: list  # one cli.media.RenderJob per scene
+    todo: list  # the jobs whose files are missing or stale
+    unchanged: list[Path]  # the files of the other jobs, still current
+    configs: list  # the distinct runs the scenes of ``todo`` read
+    fresh: list  # those of ``configs`` the cache lacks: to train
+    scheduler: str | None  # a Dask scheduler's address, "local" or None (this machine)
+    n_jobs: int  # scenes rendered at once
+    by_name: dict[str, type] = field(default_factory=dict)  # scene name -> class, for the jobs
+
+    @property
+    def cluster(self) -> bool:
+        return self.scheduler not in (None, "local")
+
+    @property
+    def pipelined(self) -> bool:
+        """Train and render at once (on a cluster, or several scenes in several processes)."""
+        return self.cluster or (self.n_jobs > 1 and len(self.todo) > 1)
+
+    def summary(self) -> str:
+        where = f"on {self.scheduler}" if self.cluster else f"{min(self.n_jobs, max(len(self.todo), 1))} at once"
+        return (f"{len(self.todo)} of {len(self.jobs)} scenes would be rendered ({where}), "
+                f"{len(self.fresh)} of {len(self.configs)} traces trained")
+
+
+def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any], verbose: bool = False,
+                concat_allowed: bool = False, scheduler: str | None = None) -> RenderPlan:
+    """Check every input and plan the render of ``scenes`` (classes, lecture order) with the parameter
+    ``layers`` and the render ``options`` (keyed like :data:`cli.params.RENDER_DEFAULTS`; ``voice`` is
+    resolved in place). Raises ConfigError or RenderError with one line; writes nothing."""
+    import scenes as scene_package
+    from cli.jobs import check_jobs, default_jobs
+    from cli.media import (INSTALL_COMMAND, RenderError, RenderJob, check_cache_dir, check_output_dir, check_voice,
+                           missing_tools, source_digest, up_to_date)
+    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from simulation.cache import is_cached
+    from simulation.experiments import get_experiment, scene_runs
+    from simulation.runs import check_memory
+    from simulation.sweep import scheduler_address
+
+    # 1. Every input, before any work.
+    by_name = {s.__name__: s for s in [*scene_package.ALL_SCENES, *scenes]}
+    if options["concat"] and not concat_allowed:
+        raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
+    check_render_options(options)
+    active = {s.experiment: list(get_experiment(s.experiment).params())
+              for s in scenes if getattr(s, "experiment", None)}
+    check_common_keys(layers, active, all_params(), scenes)
+    validate_scoped(layers, by_name)
+    refuse_unused_sets(layers, set(active), {s.__name__ for s in scenes})
+    # 2. Tools Manim needs (and the voice), and the output folder.
+    missing = missing_tools(options["lang"])
+    if missing:
+        raise RenderError(f"missing {', '.join(missing)}; install with: {INSTALL_COMMAND}")
+    options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
+    output = Path(options["output"]).expanduser().absolute()
+    check_output_dir(output)
+    check_cache_dir()
+    # 3. One job per scene; its key says whether the files on disk are still current.
+    jobs, runs_of = [], {}
+    for scene in scenes:
+        experiment = getattr(scene, "experiment", None)
+        overrides = experiment_overrides(layers, experiment, active[experiment]) if experiment else {}
+        try:  # the runs trained here and counted by --check are the runs the scene reads
+            params, runs = scene_runs(experiment, getattr(scene, "experiment_defaults", {}), overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
+        job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
+                        attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
+                        source=source_digest(scene), quality=options["quality"], lang=options["lang"],
+                        theme=options["theme"], format=options["format"], voice=options["voice"],
+                        transparent=options["transparent"], output=str(output), verbose=verbose)
+        jobs.append(job)
+        runs_of[job.scene] = list(runs.values())
+    unchanged, todo = [], []
+    for job in jobs:
+        files = up_to_date(job.primary, job.key())
+        if files is None:
+            todo.append(job)
+        else:
+            unchanged += files
+    # 4. Where and how many at once: a cluster, or this machine's cores as memory permits (cli/jobs.py).
+    configs = list(dict.fromkeys(c for job in todo for c in runs_of[job.scene]))
+    fresh = [c for c in configs if not is_cached(c)]
+    for config in fresh:  # a run that cannot fit is refused before anything starts
+        check_memory(config)
+    n_jobs = options["jobs"]
+    if n_jobs is not None:
+        check_jobs(n_jobs, options["quality"])
+    else:
+        n_jobs = default_jobs(options["quality"])
+    return RenderPlan(jobs=jobs, todo=todo, unchanged=unchanged, configs=configs, fresh=fresh,
+                      scheduler=scheduler_address(scheduler), n_jobs=n_jobs, by_name=by_name)

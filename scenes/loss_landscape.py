@@ -1,0 +1,331 @@
+"""LossLandscape: the loss around trained conv nets with and without skips, on a filter-normalised 2-D slice.
+
+Example::
+
+    python render.py render LossLandscape --quality l --set seeds=0,1,2,3,4
+
+Li, Xu, Taylor, Studer & Goldstein 2018 (Fig. 1, Fig. 5) drew the loss of ResNet-20/56/110 and their twins
+without shortcuts on a random 2-D slice through the trained weights, each direction filter-normalised: the
+slices with skips stay one smooth bowl as depth grows, those without turn chaotic, and (Fig. 7) the chaotic
+ones curve downwards (large |lambda_min / lambda_max|) over much of the slice. The ``loss_landscape``
+experiment repeats this on digits (:mod:`simulation.landscape`). The scene draws each slice as a map of the
+loss with contour lines, then as a map of how strongly the surface curves down (the slice's own 2-D Hessian,
+:func:`simulation.summary.curvature_ratio`), and says per net what fraction of the slice is non-convex, how
+many local minima the grid holds, and on how many seeds the deepest net without skips is the less convex.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, VMobject, interpolate_color
+
+from scenes.base import LectureScene
+from scenes.helpers import is_missing
+from scenes.seeds import SEED_STRINGS, SeedSpread
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import GapMark
+from simulation.experiments import depth_run
+from simulation.summary import curvature_ratio, slice_figures
+
+__all__ = ["LossLandscape", "landscape_claim", "claim_by_seed", "slice_depths", "MARGIN", "UNTRAINED"]
+
+# The slice without skips counts as "more non-convex" when its non-convex fraction exceeds the residual
+# slice's by more than this (a fraction of the grid's interior points).
+MARGIN = 0.05
+# A net whose test error stays above this did not train (ten digits: chance is 0.9).
+UNTRAINED = 0.5
+PANEL = 2.75  # side of one slice's map, scene units
+
+
+def landscape_claim(plain: Mapping[str, Any], residual: Mapping[str, Any], margin: float = MARGIN) -> bool | None:
+    """Li et al. 2018's claim on one pair of slices of the same depth: the one without skips is non-convex
+    at a larger fraction of its points than the one with skips (by more than ``margin``). Arguments are
+    traces (``coords``, ``loss_grid``); None when a fraction cannot be computed (missing values)."""
+    a, b = slice_figures(plain)["nonconvex_fraction"], slice_figures(residual)["nonconvex_fraction"]
+    if is_missing(a) or is_missing(b):
+        return None
+    return bool(a > b + margin)
+
+
+def slice_depths(runs: Mapping[str, Any]) -> list[int]:
+    """The depths that have both a plain and a residual run among ``runs`` (keys ``plain_d20`` ...), ascending."""
+    return sorted(d for d in {t.config["depth"] for t in runs.values()}
+                  if depth_run("plain", d) in runs and depth_run("residual", d) in runs)
+
+
+def claim_by_seed(seed_traces: Mapping[int, Mapping[str, Any]], depth: int) -> dict[int, bool | None]:
+    """:func:`landscape_claim` at ``depth`` for every seed that has both runs: ``{seed: verdict}``."""
+    plain, residual = depth_run("plain", depth), depth_run("residual", depth)
+    return {seed: landscape_claim(runs[plain], runs[residual]) for seed, runs in seed_traces.items()
+            if plain in runs and residual in runs}
+
+
+COLOR_LEVELS = 24  # a map's colours are quantised to this many steps: one VMobject per step, not per cell
+
+
+def _cell_map(values: np.ndarray, frame: VMobject, low, high, missing) -> VGroup:
+    """``values`` [G, G] in [0, 1] (row i = alpha_i to the right, column j = beta_j upwards) as flat cells
+    over ``frame``, coloured between ``low`` and ``high`` in :data:`COLOR_LEVELS` steps; NaN cells get
+    ``missing``. Cells of one colour form one VMobject (many closed sub-paths), so a 21 x 21 map costs a few
+    dozen mobjects a frame. Cells overlap by 2 % so that no seam shows between them."""
+    values = np.asarray(values, np.float64)
+    grid = values.shape[0]
+    cell = frame.width / grid
+    corner = frame.get_corner(DOWN + LEFT)
+    level = np.where(np.isnan(values), -1, np.clip(np.round(np.nan_to_num(values) * (COLOR_LEVELS - 1)), 0,
+                                                    COLOR_LEVELS - 1)).astype(int)
+    pad = 0.01 * cell
+    out = VGroup()
+    for q in np.unique(level):
+        color = missing if q < 0 else interpolate_color(low, high, q / (COLOR_LEVELS - 1))
+        shape = VMobject(stroke_width=0, fill_color=color, fill_opacity=1.0)
+        for n, (i, j) in enumerate(np.argwhere(level == q)):
+            x0, y0 = corner[0] + i * cell - pad, corner[1] + j * cell - pad
+            square = [np.array([x, y, 0.0]) for x, y in ((x0, y0), (x0 + cell + 2 * pad, y0),
+                                                         (x0 + cell + 2 * pad, y0 + cell + 2 * pad),
+                                                         (x0, y0 + cell + 2 * pad), (x0, y0))]
+            if n == 0:
+                shape.set_points_as_corners(square)
+            else:
+                shape.start_new_path(square[0])
+                shape.add_points_as_corners(square[1:])
+        out.add(shape)
+    return out
+
+
+class LossLandscape(SeedSpread, LectureScene):
+    """Filter-normalised random 2-D slices of the loss around trained conv nets, plain and residual, by depth."""
+
+    experiment = "loss_landscape"
+    chapter = "beyond"  # ~3 min of training per seed: rendered by `render.py all --chapter beyond` (README)
+    experiment_defaults = {"seeds": "0,1,2"}
+    required_arrays = {"coords": ("grid",), "loss_grid": ("grid", "grid"), "final_test_error": ()}
+    strings = {
+        **SEED_STRINGS,
+        "title": {"en": "The loss landscape, with and without skips", "zh": "有无跳跃连接时的损失地形"},
+        "setup": {"en": "conv nets, {steps} SGD steps on digits; loss on {examples} training examples over a random "
+                        "2-D slice ({grid} × {grid}), directions filter-normalised",
+                  "zh": "卷积网络在 digits 上训练 {steps} 步；在 {examples} 个训练样本上计算损失，"
+                        "随机二维切片（{grid} × {grid}），方向按滤波器归一化"},
+        "layers": {"en": "{depth} layers", "zh": "{depth} 层"},
+        "plain_col": {"en": "no skips", "zh": "无跳跃连接"},
+        "residual_col": {"en": "with skips", "zh": "有跳跃连接"},
+        "loss_key": {"en": "colour: log loss (yellow = high); lines: every {step} decade; dot: the trained weights",
+                     "zh": "颜色：对数损失（越黄越高）；线：每 {step} 个数量级一条；圆点：训练得到的权重"},
+        "ratio_key": {"en": "colour: max(−λmin, 0) / max|λ| of the slice's 2-D Hessian (purple: curves down)",
+                      "zh": "颜色：切片二维 Hessian 的 max(−λmin, 0) / max|λ|（紫色：向下弯曲）"},
+        "nonconvex": {"en": "non-convex: {pct}", "zh": "非凸：{pct}"},
+        "minima": {"en": "local minima: {m}", "zh": "局部极小：{m}"},
+        "test_error": {"en": "test error {pct}", "zh": "测试误差 {pct}"},
+        "holds": {"en": "{depth} layers: without skips the slice is non-convex at {plain} of its points, with skips "
+                        "at {residual} ({seeds}).",
+                  "zh": "{depth} 层：无跳跃连接时切片上 {plain} 的点非凸，有跳跃连接时为 {residual}（{seeds}）。"},
+        "fails": {"en": "{depth} layers: the slice without skips ({plain} non-convex) is not clearly less convex than "
+                        "the one with skips ({residual}) ({seeds}).",
+                  "zh": "{depth} 层：无跳跃连接的切片（{plain} 非凸）并不比有跳跃连接的（{residual}）明显更不凸"
+                        "（{seeds}）。"},
+        "shallow_also": {"en": "Li et al.'s 20-layer slices were both nearly convex; here at {depth} layers the one "
+                               "without skips is already non-convex at {plain} (with skips {residual}).",
+                         "zh": "Li 等人的 20 层切片都接近凸；这里 {depth} 层时无跳跃连接的已有 {plain} 非凸"
+                               "（有跳跃连接为 {residual}）。"},
+        "shallow_agrees": {"en": "At {depth} layers both slices are nearly convex ({plain} and {residual}), as Li et "
+                                 "al.'s 20-layer ones.",
+                           "zh": "{depth} 层时两个切片都接近凸（{plain} 和 {residual}），与 Li 等人的 20 层结果一致。"},
+        "untrained": {"en": "The {depth}-layer net without skips did not train in {steps} steps (test error {pct}); "
+                            "Li et al.'s did (13%, CIFAR-10).",
+                      "zh": "无跳跃连接的 {depth} 层网络在 {steps} 步内没有训练起来（测试误差 {pct}）；"
+                            "Li 等人的训练起来了（CIFAR-10 上 13%）。"},
+        "n_intro": {"en": "What does the loss look like around the weights a net has learned?",
+                    "zh": "网络学到的权重周围，损失是什么样子的？"},
+        "n_slice": {"en": "Take two random directions, scaled filter by filter like the weights, and map the loss "
+                          "on that plane.",
+                    "zh": "取两个随机方向，逐个滤波器缩放到与权重相同的大小，在这个平面上画出损失。"},
+        "n_maps": {"en": "With skips the slice is one smooth bowl; without them it grows rugged as the net deepens.",
+                   "zh": "有跳跃连接时切片是一个光滑的碗；没有时，网络越深，地形越崎岖。"},
+        "n_curv": {"en": "Purple marks where the surface curves downward: the slice is not convex there.",
+                   "zh": "紫色标出曲面向下弯曲的地方：那里的切片不是凸的。"},
+        "n_verdict": {"en": "Here is what the runs measured, and on how many seeds.",
+                      "zh": "这是这些运行测得的结果，以及在多少个种子上成立。"},
+    }
+
+    def construct(self) -> None:
+        depths = slice_depths(self.traces)
+        runs = [depth_run(arch, d) for d in depths for arch in ("plain", "residual")]
+        figures = {run: slice_figures(self.traces[run]) for run in runs}
+        for run in runs:
+            t = self.traces[run]
+            self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"])
+            self.number(f"{run}.mean_curvature_ratio", figures[run]["mean_curvature_ratio"], 3)
+            self.number(f"{run}.local_minima", figures[run]["local_minima"], 6)
+            self.percent(f"{run}.test_error", float(t["final_test_error"]))
+            grid = np.asarray(t["loss_grid"], np.float64)
+            self.number(f"{run}.centre_loss", grid[grid.shape[0] // 2, grid.shape[1] // 2], 3)
+            for seed, value in self.across_seeds(run, lambda tr: slice_figures(tr)["nonconvex_fraction"]).items():
+                self.percent(f"{run}.seed.{seed}.nonconvex_fraction", value)
+        config = self.traces[runs[0]].config
+
+        # 1. Title and what a slice is.
+        title = self.title("title")
+        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"],
+                          steps=self.number("steps", config["steps"], 6),
+                          examples=self.number("eval_examples", config["eval_examples"], 6),
+                          grid=self.number("grid", config["grid"], 6))
+        setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+
+        # 2. One map of the log loss per net, with contour lines and the trained weights at the centre.
+        logs = {run: _log_loss(self.traces[run]["loss_grid"]) for run in runs}
+        finite = np.concatenate([v[np.isfinite(v)] for v in logs.values()] or [np.zeros(1)])
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        decade_step = 0.5 if high - low <= 6 else 1.0 if high - low <= 12 else 2.0
+        levels = np.arange(math.ceil(low / decade_step) * decade_step, high, decade_step)
+        self.number("contour_decades", decade_step)
+        panels, maps, lines, centres, gaps = VGroup(), {}, VGroup(), VGroup(), VGroup()
+        for k, run in enumerate(runs):
+            frame = _panel_frame(k, len(runs))
+            panels.add(frame.set_z_index(1))
+            scaled = (logs[run] - low) / (high - low or 1.0)
+            maps[run] = _cell_map(scaled, frame, PALETTE["background"], PALETTE["grad"], PALETTE["warn"])
+            lines.add(_contours(logs[run], levels, frame))
+            centres.add(Dot(frame.get_center(), radius=0.05, color=PALETTE["text"]))
+            gaps.add(*_gap_marks(logs[run], frame, f"{run}.loss_grid"))
+        lines.set_z_index(2)
+        centres.set_z_index(3)
+        gaps.set_z_index(3)
+        headers = VGroup()
+        for d_index, depth in enumerate(depths):
+            pair = VGroup(panels[2 * d_index], panels[2 * d_index + 1])
+            headers.add(self.text("layers", size=SIZE_LABEL, depth=self.number(f"depth.{d_index}", depth, 6))
+                        .next_to(pair, UP, buff=0.42))
+            for arch, panel in zip(("plain", "residual"), pair):
+                headers.add(self.text(f"{arch}_col", size=SIZE_SMALL, color=PALETTE[arch]).next_to(panel, UP, buff=0.08))
+        key = self.text("loss_key", size=SIZE_SMALL, color=PALETTE["muted"],
+                        step=self.number("contour_decades", decade_step))
+        key.scale_to_fit_width(min(key.width, 13.4)).next_to(panels, DOWN, buff=0.12)
+        self.narrate("n_slice", 4)
+        self.play(FadeIn(headers), FadeIn(panels), *[FadeIn(maps[run]) for run in runs], FadeIn(key), FadeIn(gaps),
+                  run_time=1.5)
+        self.narrate("n_maps", 4.5)
+        self.play(Create(lines), FadeIn(centres), run_time=2.5)
+        self.wait(1)
+
+        # 3. Where each slice curves downward (Li et al., Fig. 7), and each slice's figures.
+        ratio_maps = VGroup()
+        for k, run in enumerate(runs):
+            t = self.traces[run]
+            coords = np.asarray(t["coords"], np.float64)
+            step = float(coords[1] - coords[0]) if coords.size > 1 and np.isfinite(coords[:2]).all() else 1.0
+            ratio = curvature_ratio(t["loss_grid"], step)
+            inner = _inner_frame(panels[k], ratio.shape[0] + 2)
+            ratio_maps.add(_cell_map(ratio, inner, PALETTE["identity"], PALETTE["warn"], PALETTE["muted"]))
+        ratio_key = self.text("ratio_key", size=SIZE_SMALL, color=PALETTE["muted"])
+        ratio_key.scale_to_fit_width(min(ratio_key.width, 13.4)).move_to(key)
+        stats = VGroup()
+        for k, run in enumerate(runs):
+            column = VGroup(
+                self.text("nonconvex", size=SIZE_SMALL, pct=self.percent(f"{run}.nonconvex_fraction",
+                                                                         figures[run]["nonconvex_fraction"], 2)),
+                self.text("minima", size=SIZE_SMALL, m=self.number(f"{run}.local_minima",
+                                                                    figures[run]["local_minima"], 6)),
+                self.text("test_error", size=SIZE_SMALL, color=PALETTE["muted"],
+                          pct=self.percent(f"{run}.test_error", float(self.traces[run]["final_test_error"]))),
+            ).arrange(DOWN, aligned_edge=LEFT, buff=0.04)
+            stats.add(column.scale_to_fit_width(min(column.width, PANEL)).next_to(panels[k], DOWN, buff=0.45))
+        self.narrate("n_curv", 4)
+        self.play(FadeOut(VGroup(*maps.values())), FadeIn(ratio_maps), FadeOut(key), FadeIn(ratio_key),
+                  FadeIn(stats), run_time=1.5)
+        self.wait(1)
+
+        # 4. The verdict at the deepest depth on every seed, and what the shallowest and the untrained nets say.
+        deep = depths[-1]
+        plain, residual = depth_run("plain", deep), depth_run("residual", deep)
+        verdicts = claim_by_seed(self.seed_traces, deep)
+        n_true, n_all = self.seed_count("claim", verdicts.values())
+        seeds = self.t("seed_of", k=self.number("claim.seeds", n_true, 6), n=self.number("claim.of", n_all, 6))
+        first = verdicts.get(next(iter(self.seed_traces)))
+        fractions = {run: self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"])
+                     for run in runs}
+        lines_out = [self.text("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+                               color=PALETTE["identity"], depth=deep, plain=fractions[plain],
+                               residual=fractions[residual], seeds=seeds)]
+        if len(depths) > 1:
+            shallow = depths[0]
+            sp, sr = depth_run("plain", shallow), depth_run("residual", shallow)
+            nearly = all(figures[r]["nonconvex_fraction"] <= MARGIN for r in (sp, sr)
+                         if not is_missing(figures[r]["nonconvex_fraction"]))
+            lines_out.append(self.text("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
+                                       depth=shallow, plain=fractions[sp], residual=fractions[sr]))
+        error = float(self.traces[plain]["final_test_error"])
+        if not is_missing(error) and error > UNTRAINED:
+            lines_out.append(self.text("untrained", size=SIZE_SMALL, color=PALETTE["muted"], depth=deep,
+                                       steps=self.number("steps", config["steps"], 6),
+                                       pct=self.percent(f"{plain}.test_error", error)))
+        verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+        # above the citation's corner: the last line may run as wide as the frame
+        verdict.scale_to_fit_width(min(verdict.width, 13.0)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("Li et al. 2018, Fig. 5 and Fig. 7")
+        self.wait(5)
+
+
+def _log_loss(loss: Any) -> np.ndarray:
+    """log10 of a loss grid, float64; NaN where the loss is missing, not finite or not positive."""
+    f = np.asarray(loss, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log10(f)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def _panel_frame(k: int, count: int) -> VMobject:
+    """The outline of panel ``k`` of ``count`` in one row, pairs (plain, residual) of one depth set closer."""
+    pair_gap, inner_gap = 0.55, 0.15
+    pairs = count // 2
+    total = count * PANEL + pairs * inner_gap + (pairs - 1) * pair_gap
+    x = -total / 2 + PANEL / 2 + k * PANEL + (k // 2) * (inner_gap + pair_gap) + (k % 2) * inner_gap
+    return Square(side_length=PANEL, color=PALETTE["muted"], stroke_width=1.5).move_to([x, 0.35, 0])
+
+
+def _inner_frame(frame: VMobject, grid: int) -> VMobject:
+    """The part of ``frame`` the interior points of a ``grid`` x ``grid`` slice cover (one cell in from each side)."""
+    inner = frame.copy().scale((grid - 2) / grid)
+    return inner.move_to(frame.get_center())
+
+
+def _contours(log_loss: np.ndarray, levels: np.ndarray, frame: VMobject) -> VGroup:
+    """Contour lines of ``log_loss`` [G, G] at ``levels`` (contourpy, on the grid's own cells), in ``frame``."""
+    import contourpy
+
+    out = VGroup()
+    grid = log_loss.shape[0]
+    if grid < 2 or not np.isfinite(log_loss).any():
+        return out
+    axis = np.linspace(-1.0, 1.0, grid)
+    gen = contourpy.contour_generator(axis, axis, np.ma.masked_invalid(log_loss.T))
+    centre, half = frame.get_center(), frame.width / 2
+    for level in levels:
+        for line in gen.lines(float(level)):
+            if len(line) < 2:
+                continue
+            points = [centre + np.array([x * half, y * half, 0.0]) for x, y in line]
+            out.add(VMobject(stroke_color=PALETTE["text"], stroke_width=1.2, stroke_opacity=0.7)
+                    .set_points_as_corners(points))
+    return out
+
+
+def _gap_marks(log_loss: np.ndarray, frame: VMobject, what: str) -> list[GapMark]:
+    """One labelled gap over the bounding box of the grid points whose loss is missing (none if all are there)."""
+    missing = np.argwhere(np.isnan(log_loss))
+    if not len(missing):
+        return []
+    grid = log_loss.shape[0]
+    cell = frame.width / grid
+    (i0, j0), (i1, j1) = missing.min(0), missing.max(0)
+    mark = GapMark((i1 - i0 + 1) * cell, (j1 - j0 + 1) * cell, what=f"{what}[{i0}..{i1}, {j0}..{j1}]")
+    corner = frame.get_corner(DOWN + LEFT)
+    return [mark.move_to(corner + np.array([(i0 + i1 + 1) / 2 * cell, (j0 + j1 + 1) / 2 * cell, 0.0]))]

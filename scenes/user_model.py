@@ -1,0 +1,392 @@
+"""Your own network: the lecture's scenes drawn from a user model's trace and its plain twin's.
+
+Example::
+
+    python render.py render ModelGradientFlowOverTraining --model torchvision.models:resnet18
+    python render.py render GradientFlowOverTraining --model my_net.py:build     # the same scene
+
+A user model enters as one more run kind: the experiment ``model`` has the runs ``residual`` (the user's
+network) and ``plain`` (its twin with every shortcut removed), plus ``NAME@seed{s}`` for more seeds, each an
+ordinary trace whose per-block arrays follow the model's residual additions in forward order and whose
+``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
+variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene
+offers): it reads the number of blocks and their names from the trace, never from the built-in experiments'
+depths, and labels the blocks with :class:`scenes.block_labels.BlockLabels` (shared prefix as a heading,
+groups by stage or layer, thinned and ellipsized labels), so 2 to 100+ blocks lay out without overlapping
+text. :data:`MODEL_VARIANTS` maps each lecture scene to its variant (``render.py render SCENE --model``).
+Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2016, eq. 4-5.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import PurePath
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
+
+from simulation.experiments import PLAIN, RESIDUAL
+
+from scenes.base import LectureScene
+from scenes.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
+from scenes.chain_rule import ChainRuleProduct
+from scenes.degradation import Degradation, error_curve, smoothing_window
+from scenes.does_it_copy import DoesItOnlyCopy
+from scenes.gradient_flow import GradientFlowOverTraining
+from scenes.helpers import compare, finite_max
+from scenes.plus_one import GradientPlusOne
+from scenes.residual_response import ResidualResponse
+from scenes.seeds import count_true
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.widgets import LinearAxes, make_legend
+
+__all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRuleProduct", "ModelGradientPlusOne",
+           "ModelResidualResponse", "ModelDoesItOnlyCopy", "ModelDegradation", "MODEL_SCENES", "MODEL_VARIANTS",
+           "model_title", "MODEL_EXPERIMENT"]
+
+MODEL_EXPERIMENT = "model"  # the experiment of a user's model: runs "residual" (the model) and "plain" (its twin)
+MAX_PEN_STEPS = 12  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
+
+# Strings every variant shares; {model} is filled in by UserModelScene.t.
+MODEL_STRINGS = {
+    "plain": {"en": "plain twin (no shortcuts)", "zh": "普通孪生网络（去掉捷径）"},
+    "residual": {"en": "{model} (with shortcuts)", "zh": "{model}（有捷径）"},
+    "your_model": {"en": "your model", "zh": "你的模型"},
+    "blocks_heading": {"en": "residual additions: {heading}", "zh": "残差相加处：{heading}"},
+    "blocks_plain": {"en": "residual additions, in forward order", "zh": "残差相加处，按前向顺序"},
+}
+
+
+_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
+
+
+def model_title(trace) -> str | None:
+    """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
+    ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
+    from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
+    spec = trace.config.get("spec")
+    if not isinstance(spec, str) or not spec:
+        return None
+    where, _, factory = spec.rpartition(":")
+    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
+        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
+    return middle_ellipsis(factory or spec, 24)
+
+
+class UserModelScene(LectureScene):
+    """Mixin (before the lecture scene in the bases): the experiment ``model``, one seed unless ``--set seeds``
+    says more, the blocks' names from the trace (``self.block_names``, also in the numbers JSON under
+    ``"blocks"``) and ``{model}`` in every string."""
+
+    experiment = MODEL_EXPERIMENT
+    experiment_defaults: dict = {}  # one seed: training a user's network twice per seed costs the most
+
+    def setup(self) -> None:
+        super().setup()
+        if RESIDUAL not in self.traces:
+            raise ValueError(f"{type(self).__name__} needs the run {RESIDUAL!r}; got {sorted(self.traces)}")
+        residual = self.traces[RESIDUAL]
+        self.block_names = block_names(residual)
+        for name in (PLAIN,):
+            if name in self.traces and block_names(self.traces[name]) != self.block_names:
+                raise ValueError(f"{type(self).__name__}: the runs {RESIDUAL!r} and {name!r} have different blocks")
+        self.model_name = model_title(residual) or self.strings_entry("your_model")
+        self.numbers["blocks"] = list(self.block_names)
+        self.numbers["model"] = self.model_name
+
+    def strings_entry(self, key: str) -> str:
+        return (self.strings.get(key) or MODEL_STRINGS[key])[self.lang]
+
+    def t(self, key: str, **fmt) -> str:
+        return super().t(key, **{"model": getattr(self, "model_name", ""), **fmt})
+
+    def narrate(self, key: str, duration: float = 2.0, **fmt) -> None:
+        super().narrate(key, duration, **{"model": getattr(self, "model_name", ""), **fmt})
+
+    def block_labels(self, xs, bounds=None, below=None, buff: float = 0.12) -> VGroup:
+        """The blocks' names under blocks centred at ``xs`` (see :class:`BlockLabels`), with the shared prefix
+        as a heading line under them when there is one (shortened with a middle ellipsis to the labels'
+        bounds); moved straight down to ``buff`` under ``below`` (a mobject or a y) when given (x is kept: the
+        labels sit under their blocks)."""
+        labels = BlockLabels(self.block_names, xs, bounds)
+        group = VGroup(labels)
+        if labels.heading is not None:
+            room = labels.bounds[1] - float(xs[0])
+            text = labels.plan.heading
+            heading = make_text(self.t("blocks_heading", heading=text), size=SIZE_SMALL, color=PALETTE["muted"])
+            while heading.width > room and len(text) > 4:
+                text = middle_ellipsis(labels.plan.heading, max(4, int(len(text) * room / heading.width) - 1))
+                heading = make_text(self.t("blocks_heading", heading=text), size=SIZE_SMALL, color=PALETTE["muted"])
+            heading.next_to(labels, DOWN, buff=0.08)
+            group.add(heading.shift((float(xs[0]) - heading.get_left()[0]) * RIGHT))
+        if below is not None:
+            bottom = below if isinstance(below, (int, float)) else below.get_bottom()[1]
+            group.shift((bottom - buff - group.get_top()[1]) * UP)
+        return group
+
+
+class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
+    """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
+
+    strings = {
+        **GradientFlowOverTraining.strings, **MODEL_STRINGS,
+        "subtitle": {"en": "{model}: {depth} residual additions; brightness and width: measured ‖∂L/∂h‖",
+                     "zh": "{model}：{depth} 个残差相加处；亮度与宽度：实测的 ‖∂L/∂h‖"},
+        "plain_row": {"en": "plain twin: h = F(x)", "zh": "普通孪生网络：h = F(x)"},
+        "residual_row": {"en": "{model}: h = x + F(x)", "zh": "{model}：h = x + F(x)"},
+        "n_intro": {"en": "Your network and its plain twin, drawn block by block; the original has the shortcuts.",
+                    "zh": "你的网络和它的普通孪生网络，一块一块画出来；原网络带着捷径。"},
+        "n_plain_fades": {"en": "At step zero the gradient leaves the loss. Without shortcuts it fades on the way back.",
+                          "zh": "第 0 步，梯度从损失出发。没有捷径，它在回传的路上逐渐消失。"},
+        "n_plain_survives": {"en": "At step zero the gradient leaves the loss. In the plain twin it still reaches the "
+                                   "input.",
+                             "zh": "第 0 步，梯度从损失出发。在普通孪生网络里，它仍然到达了输入端。"},
+        "n_residual_runs": {"en": "With the shortcuts it runs the whole way back.",
+                            "zh": "有了捷径，它一路跑回输入端。"},
+        "n_residual_fades": {"en": "With the shortcuts the signal fades too: see the measured ratio.",
+                             "zh": "有捷径时信号也变弱了：请看实测的比值。"},
+        "n_plain_stays_dark": {"en": "Training never lights the twin's early blocks; the shortcuts stay lit.",
+                               "zh": "训练始终照不亮孪生网络靠前的块；带捷径的网络一直亮着。"},
+        "n_plain_lights_up": {"en": "By the end of training the twin's early blocks receive a gradient too.",
+                              "zh": "训练到最后，孪生网络靠前的块也收到了梯度。"},
+    }
+    param_limits = {"decades": (1, 40)}
+    _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
+    _lane_drop = 0.7
+    _source = "He et al. 2016, eq. 4-5; He et al. 2015, §1"
+
+    def flow_runs(self) -> tuple[str, str]:
+        return PLAIN, RESIDUAL
+
+    def row_labels(self, plain_row: dict) -> list:
+        return [self.block_labels(plain_row["xs"], below=plain_row["y"] - plain_row["block"][1] / 2, buff=0.1)]
+
+
+class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
+    """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
+
+    strings = {
+        **ChainRuleProduct.strings, **MODEL_STRINGS,
+        "axis_x": {"en": "the gradient flows right to left", "zh": "梯度从右向左传"},
+        "factor": {"en": "{a} → {b}: × {value}", "zh": "{a} → {b}：× {value}"},
+        "n_plain": {"en": "Without the shortcuts, the factors multiply freely.",
+                    "zh": "去掉捷径后，这些因子直接连乘。"},
+        "n_residual": {"en": "With the shortcuts, each factor is 1 + something.",
+                       "zh": "有了捷径，每个因子是 1 加上一点。"},
+    }
+    _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
+
+    def pick_runs(self) -> tuple[str, str]:
+        return PLAIN, RESIDUAL
+
+    def run_label(self, name: str) -> str:
+        return self.t(name)
+
+    def backward_steps(self, depth: int) -> list[tuple[int, int]]:
+        """Output end first, ``ceil((depth - 1) / MAX_PEN_STEPS)`` blocks per step."""
+        size = max(1, math.ceil((depth - 1) / MAX_PEN_STEPS))
+        marks = list(range(depth - 1, 0, -size)) + [0]
+        return list(zip(marks[:-1], marks[1:]))
+
+    def factor_number(self, name, hi, l, factor, product):
+        if hi == l + 1:
+            return f"{name}.block.{l}.factor", factor[l]
+        return f"{name}.blocks.{l}-{hi}.factor", product[l] / product[hi]
+
+    def factor_label(self, hi: int, l: int, value: str) -> str:
+        return self.t("factor", a=short_name(self.block_names[hi]), b=short_name(self.block_names[l]), value=value)
+
+    def block_axis(self, axes, depth: int):
+        xs = [axes.axes.c2p(l + 1, 0)[0] for l in range(depth)]
+        left, right = axes.axes.get_left()[0], axes.axes.get_right()[0]
+        return self.block_labels(xs, (left - 0.5, right + 0.4), below=axes.axes)
+
+    def seed_claim(self, names):
+        return super().seed_claim(names) if len(self.seed_traces) > 1 else None
+
+
+class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
+    """The +1 of the shortcut in the backward pass; measured per-block gradient norms of your model and its twin."""
+
+    strings = {
+        **GradientPlusOne.strings, **MODEL_STRINGS,
+        "plain_rule": {"en": "plain twin: y = F(x)", "zh": "普通孪生网络：y = F(x)"},
+        "residual_rule": {"en": "{model}: y = x + F(x)", "zh": "{model}：y = x + F(x)"},
+        "axis_x": {"en": "input side on the left", "zh": "左边靠近输入"},
+        "n_bars": {"en": "Measured at initialisation: the gradient reaching each block of the plain twin.",
+                   "zh": "初始化时实测：普通孪生网络每一块收到的梯度。"},
+        "n_residual": {"en": "And each block of your model, with its shortcuts.",
+                       "zh": "再看带捷径的你的模型的每一块。"},
+    }
+    _axes_box = (-0.85, 2.4)
+
+    def block_axis(self, axes, depth: int):
+        xs = [axes.axes.c2p(l + 1, 0)[0] for l in range(depth)]
+        left, right = axes.axes.get_left()[0], axes.axes.get_right()[0]
+        return self.block_labels(xs, (left - 0.3, right + 0.3), below=axes.axes)
+
+
+class ModelResidualResponse(UserModelScene, ResidualResponse):
+    """||F(x)|| / ||x|| and the std of F(x) per residual addition of your model and its twin (He 2015, Fig. 7)."""
+
+    strings = {
+        **ResidualResponse.strings, **MODEL_STRINGS,
+        "legend_plain": {"en": "plain twin: training error {error}", "zh": "普通孪生网络：训练误差 {error}"},
+        "legend_residual": {"en": "{model}: training error {error}", "zh": "{model}：训练误差 {error}"},
+        "n_trained": {"en": "After training, your model's branches stay small: each block only fine-tunes x.",
+                      "zh": "训练之后，你的模型的分支依然很小：每一块只是在微调 x。"},
+        "n_trained_large": {"en": "After training, your model's branches are not the smaller ones.",
+                            "zh": "训练之后，你的模型的分支并不比孪生网络的小。"},
+    }
+    _chart_y = 0.0
+
+    def bar_labels(self, depth: int) -> list[str]:
+        return []  # the blocks' names go under the chart instead
+
+    def block_axis(self, bars):
+        xs = [bar.get_center()[0] for bar in bars.bars[0]]
+        xs = [(a + b) / 2 for a, b in zip(xs, [bar.get_center()[0] for bar in bars.bars[-1]])]
+        axis = bars.chart.axes
+        return self.block_labels(xs, (axis.get_left()[0] - 0.1, axis.get_right()[0] + 0.1), below=bars.chart,
+                                 buff=0.1)
+
+    def bn_note(self, residual) -> str:
+        return ""  # whether the user's blocks have BatchNorm is not recorded
+
+
+class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
+    """||F(x)|| / ||x|| of every residual addition of your model over training, beside the loss."""
+
+    strings = {
+        **DoesItOnlyCopy.strings, **MODEL_STRINGS,
+        "title": {"en": "Does {model} only learn to copy?", "zh": "{model} 只会学“复制”吗？"},
+        "first_block": {"en": "{name} (first)", "zh": "{name}（第一个）"},
+        "last_block": {"en": "{name} (last)", "zh": "{name}（最后一个）"},
+    }
+
+    def end_block_names(self, depth: int) -> tuple[str, str]:
+        return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
+
+
+class ModelDegradation(UserModelScene, Degradation):
+    """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""
+
+    strings = {
+        **MODEL_STRINGS, **{k: v for k, v in Degradation.strings.items() if k in ("axis_step", "seed_band")},
+        "title": {"en": "{model} with and without its shortcuts", "zh": "{model}：有捷径与没有捷径"},
+        "subtitle": {"en": "same data, optimiser, seed and step budget; {blocks} residual additions removed in the twin",
+                     "zh": "相同的数据、优化器、种子和训练步数；孪生网络去掉了 {blocks} 个残差相加"},
+        "panel_train": {"en": "training error (mean of the last {window} steps)",
+                        "zh": "训练误差（最近 {window} 步的均值）"},
+        "panel_test": {"en": "test error at each record", "zh": "每个记录点的测试误差"},
+        "curve": {"en": "{run}: {error}", "zh": "{run}：{error}"},
+        "twin_worse": {"en": "Measured: the twin ends at {plain} training error, {model} at {residual}: "
+                             "without shortcuts it trains worse.",
+                       "zh": "实测：孪生网络最终训练误差 {plain}，{model} 为 {residual}：没有捷径训练得更差。"},
+        "twin_not_worse": {"en": "Measured: the twin ends at {plain} training error, {model} at {residual}: "
+                                 "no degradation without shortcuts here.",
+                           "zh": "实测：孪生网络最终训练误差 {plain}，{model} 为 {residual}：这里去掉捷径没有变差。"},
+        "seed_count": {"en": "twin worse in {k} of {n} seeds", "zh": "{n} 个种子中 {k} 个孪生网络更差"},
+        "n_intro": {"en": "Your network, and the same network with every shortcut removed, trained alike.",
+                    "zh": "你的网络，以及去掉全部捷径的同一个网络，用同样的方式训练。"},
+        "n_train": {"en": "Their training error, step by step.", "zh": "它们的训练误差，一步一步。"},
+        "n_test": {"en": "And their error on held-out data.", "zh": "以及它们在留出数据上的误差。"},
+        "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
+    }
+
+    def construct(self) -> None:
+        runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]
+        if runs != [PLAIN, RESIDUAL]:
+            raise ValueError(f"{type(self).__name__} needs the runs plain and residual; got {sorted(self.traces)}")
+        steps = len(self.traces[RESIDUAL]["error_curve"])
+        window = smoothing_window(steps)
+        curves = {}
+        for name in runs:
+            curves[name] = error_curve(self.traces[name])
+            for step, value in zip(*curves[name]):
+                self.number(f"{name}.step.{int(step)}.smoothed_error", value)
+        tests = {name: (np.asarray(self.traces[name]["step"], np.float64),
+                        np.asarray(self.traces[name]["test_error"], np.float64)) for name in runs}
+        for name, (at, values) in tests.items():
+            for step, value in zip(at, values):
+                self.number(f"{name}.step.{int(step)}.test_error", value)
+        final = {name: curves[name][1][-1] for name in runs}
+        seed_final = {name: self.across_seeds(name, lambda t: error_curve(t)[1][-1]) for name in runs}
+        for name, by_seed in seed_final.items():
+            for seed, value in by_seed.items():
+                self.number(f"{name}.seed.{seed}.final_error_pct", 100 * value)
+        verdicts = [compare(seed_final[PLAIN][s], seed_final[RESIDUAL][s], 0.01) for s in seed_final[PLAIN]
+                    if s in seed_final[RESIDUAL]]
+        k, n = count_true(v for v in verdicts if v is not None)
+        worse = compare(final[PLAIN], final[RESIDUAL], 0.01)  # the twin's final error above the model's by 1 point
+        highest = finite_max(np.concatenate([c[1] for c in curves.values()] + [v for _, v in tests.values()]),
+                             default=0.1)
+        y_top = min(1.0, float(np.ceil(highest * 10 + 1e-9) / 10) or 0.1)
+        labels = {PLAIN: self.t("plain"), RESIDUAL: self.t("residual")}
+
+        # 1. Title and what is held fixed.
+        title = self.title("title")
+        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], blocks=len(self.block_names))
+        subtitle.next_to(title, DOWN, buff=0.15)
+        if subtitle.width > 13.4:
+            subtitle.scale_to_fit_width(13.4)
+        self.narrate("n_intro", 3)
+        self.play(FadeIn(title), FadeIn(subtitle), run_time=1.5)
+
+        # 2. Training error as they train; 3. test error at the records.
+        last_step = float(max(steps - 1, 1))
+        panels = [("panel_train", "n_train", {name: curves[name] for name in runs}),
+                  ("panel_test", "n_test", tests)]
+        charts = []
+        for col, (heading_key, narration, data) in enumerate(panels):
+            chart = LinearAxes((0, last_step), (0, y_top), width=5.0, height=2.5, y_format=lambda v: f"{v * 100:g}%")
+            chart.move_to([-3.45 + 7.0 * col, 0.3, 0])
+            heading = self.text(heading_key, size=SIZE_LABEL, window=window)
+            heading.next_to(chart.axes, UP, buff=0.25)
+            x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+            lines = [chart.polyline(*data[name], color=PALETTE[name], stroke_width=4, what=f"{name}.{heading_key}")
+                     for name in runs]
+            self.narrate(narration, 3.5)
+            self.play(Create(chart), FadeIn(heading), FadeIn(x_label), run_time=1.0)
+            dots = [Dot(line.get_start(), radius=0.06, color=line.get_color()) for line in lines]
+            for dot, line in zip(dots, lines):  # the pen: always at the tip of the partly drawn curve
+                dot.add_updater(lambda d, line=line: d.move_to(line.get_end()))
+            self.add(*dots)
+            self.play(*[Create(line, rate_func=linear) for line in lines], run_time=4)
+            for dot in dots:
+                dot.clear_updaters()
+            if col == 0:
+                bands = VGroup(*[self.seed_band(chart, name, PALETTE[name]) for name in runs])
+                self.play(FadeIn(bands), run_time=0.5)
+            charts.append((chart, x_label))
+        legend = make_legend([(self.t("curve", run=labels[name],
+                                      error=self.percent(f"{name}.final_error", final[name])), PALETTE[name])
+                              for name in runs], size=SIZE_SMALL)
+        legend.next_to(charts[0][1], DOWN, buff=0.15).align_to(charts[0][0], LEFT)
+        self.play(FadeIn(legend), run_time=0.6)
+
+        # 4. The verdict, computed from the runs.
+        key = {True: "twin_worse", False: "twin_not_worse", None: "no_verdict"}[worse]
+        self.number("plain.worse.seeds", k)
+        self.number("plain.worse.of", n)
+        verdict = self.t(key, plain=self.percent("plain.final_error", final[PLAIN]),
+                         residual=self.percent("residual.final_error", final[RESIDUAL]))
+        if n > 1:
+            verdict = f"{verdict} ({self.t('seed_count', k=k, n=n)})"
+        line = make_text(verdict, size=SIZE_LABEL)
+        line.scale_to_fit_width(min(line.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(line, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        if len(self.seed_traces) > 1:
+            note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
+            self.add(note.to_corner(DOWN + LEFT, buff=0.25))
+        self.wait(4)
+
+
+# The scenes a user's model can be drawn with, in lecture order, and the lecture scene each one varies.
+MODEL_SCENES = [ModelChainRuleProduct, ModelGradientPlusOne, ModelGradientFlowOverTraining, ModelDegradation,
+                ModelResidualResponse, ModelDoesItOnlyCopy]
+MODEL_VARIANTS = {"ChainRuleProduct": ModelChainRuleProduct, "GradientPlusOne": ModelGradientPlusOne,
+                  "GradientFlowOverTraining": ModelGradientFlowOverTraining, "Degradation": ModelDegradation,
+                  "ResidualResponse": ModelResidualResponse, "DoesItOnlyCopy": ModelDoesItOnlyCopy}
