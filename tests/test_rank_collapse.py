@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from scenes.rank_collapse import (CLAIMS, COLLAPSED, DOUBLY, STAYS_UP, RankCollapse, drop_ratio, drop_ratios,
+from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, drop_ratio, drop_ratios,
                                   rank_residual, rank_verdicts)
 from simulation.config import ConfigError, TransformerConfig
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
@@ -30,7 +30,8 @@ from simulation.transformer import (EncoderLayer, build_transformer, encoder_tok
                                     token_residual)
 
 from support import NEEDED, SEEDS, at_seed, cached_traces
-from frame_checks import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
+from frame_matrix import frame_matrix
+from frame_checks import same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -180,22 +181,7 @@ def _rooted(values: np.ndarray) -> np.ndarray:
     return np.sqrt(values)
 
 
-CASES = [(lang, theme) for lang in ("en", "zh") for theme in ("dark", "light")]
-
-
-def _name(lang: str, theme: str) -> str:
-    return f"rank_collapse_{lang}" + ("_light" if theme == "light" else "")
-
-
-for _lang, _theme in CASES:
-    globals()[f"test_{_name(_lang, _theme)}"] = make_frame_test(RankCollapse, _name(_lang, _theme), lang=_lang,
-                                                                 theme=_theme)
-
-
-@pytest.mark.parametrize(("lang", "theme"), CASES, ids=[_name(*c) for c in CASES])
-def test_rank_collapse_frame_fails_on_tampered_trace(request, tmp_path, lang, theme):
-    assert_fails_when_tampered(request, tmp_path, RankCollapse, _name(lang, theme), run=SAN, key="rank_residual",
-                               tamper=_rooted, lang=lang, theme=theme)
+globals().update(frame_matrix(RankCollapse, "rank_collapse", run=SAN, key="rank_residual", tamper=_rooted))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------
