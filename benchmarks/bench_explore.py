@@ -63,8 +63,7 @@ def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[s
     of the page to the end of the chart) if asked."""
     from playwright.sync_api import sync_playwright
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS  # the browser the explorer's tests drive
 
     figures = {}
     with sync_playwright() as p:
