@@ -2,8 +2,8 @@
 
 Example::
 
-    .venv/bin/python benchmarks/bench_cli.py                          # the whole lecture, default parameters
-    .venv/bin/python benchmarks/bench_cli.py --set steps=30 IdentityHighway ChainRuleProduct
+    .venv/bin/python -m benchmarks.bench_cli                          # the whole lecture, default parameters
+    .venv/bin/python -m benchmarks.bench_cli --set steps=30 IdentityHighway ChainRuleProduct
 
 Runs ``render.py`` as a user would, in fresh temporary cache and output folders:
 
@@ -54,7 +54,6 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="passed on to render.py (e.g. steps=30 for a quicker run)")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     from benchmarks.yardstick import in_yardsticks, measure
 
     yard = measure()  # the machine index, in the same run as the figures below

@@ -2,7 +2,7 @@
 
 Example::
 
-    python benchmarks/bench_encoder.py            # 6 interleaved pairs of 4 held frames x 60 copies
+    python -m benchmarks.bench_encoder            # 6 interleaved pairs of 4 held frames x 60 copies
 
 Each pair encodes the same frames with Manim's method, then with ours (the order rotates), into one mp4
 segment; CPU time (process, so x264's threads count) is compared as a ratio per pair, median and range printed.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from fractions import Fraction
@@ -20,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from manim._config.video_encoder import VideoEncoderSpec  # noqa: E402
-from manim.scene import video_segment_encoder as segment  # noqa: E402
+from manim._config.video_encoder import VideoEncoderSpec
+from manim.scene import video_segment_encoder as segment
 
-from scenes import encoder  # noqa: E402
+from scenes import encoder
 
 SPEC = VideoEncoderSpec("mp4", "libx264", "yuv420p", 1920, 1080, Fraction(60), (("crf", "23"),))
 

@@ -2,8 +2,8 @@
 
 Example::
 
-    .venv/bin/python benchmarks/bench_explore.py                                  # writes media/explore first
-    .venv/bin/python benchmarks/bench_explore.py --screenshot docs/stills/explorer.png
+    .venv/bin/python -m benchmarks.bench_explore                                  # writes media/explore first
+    .venv/bin/python -m benchmarks.bench_explore --screenshot docs/stills/explorer.png
 
 Builds the explorer of the default lecture (``render.py explore``: the traces come from the cache, missing runs are
 trained), opens it in headless Chromium (Debian's chromium, driven by Playwright) at 1280x720, and in every view
@@ -22,9 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from benchmarks.measure import Figure, Target, format_table, load  # noqa: E402
+from benchmarks.measure import Figure, Target, format_table, load
 
 REDRAW_MS = Target("<=", 50.0)
 SIZE_MB = Target("<=", 10.0)  # issue 22: under 10 MB
@@ -64,8 +63,7 @@ def measure(folder: Path, rounds: int, screenshot: Path | None = None) -> dict[s
     of the page to the end of the chart) if asked."""
     from playwright.sync_api import sync_playwright
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS  # the browser the explorer's tests drive
 
     figures = {}
     with sync_playwright() as p:

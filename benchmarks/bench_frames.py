@@ -2,8 +2,8 @@
 
 Example::
 
-    nice -n 10 .venv/bin/python benchmarks/bench_frames.py GradientFlowOverTraining --quality h
-    .venv/bin/python benchmarks/bench_frames.py DepthSweep --quality h --upto 12 --top 15
+    nice -n 10 .venv/bin/python -m benchmarks.bench_frames GradientFlowOverTraining --quality h
+    .venv/bin/python -m benchmarks.bench_frames DepthSweep --quality h --upto 12 --top 15
 
 Renders the scene in this process (traces from the cache; missing ones are trained first, not timed) to a
 temporary folder with Manim's cache off, under cProfile, and prints: frames written, video seconds, wall
@@ -25,20 +25,18 @@ import io
 import logging
 import os
 import pstats
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from manim import tempconfig  # noqa: E402
-from manim.utils.exceptions import EndSceneEarlyException  # noqa: E402
+from manim import tempconfig
+from manim.utils.exceptions import EndSceneEarlyException
 
-from cli.params import QUALITIES  # noqa: E402
-from scenes import get_scene  # noqa: E402
-from simulation.cache import get_traces  # noqa: E402
-from simulation.experiments import scene_runs  # noqa: E402
+from cli.params import QUALITIES
+from scenes import get_scene
+from simulation.cache import get_traces
+from simulation.experiments import scene_runs
 
 logging.getLogger("simulation").setLevel(logging.WARNING)
 

@@ -2,9 +2,9 @@
 
 Example::
 
-    python benchmarks/bench_full_sweep.py                  # count the runs and their work; trains nothing
-    python benchmarks/bench_full_sweep.py --measure        # + time one run per model and depth class (~2 CPU-min)
-    python benchmarks/bench_full_sweep.py --measure --json # the same as JSON
+    python -m benchmarks.bench_full_sweep                  # count the runs and their work; trains nothing
+    python -m benchmarks.bench_full_sweep --measure        # + time one run per model and depth class (~2 CPU-min)
+    python -m benchmarks.bench_full_sweep --measure --json # the same as JSON
 
 The full sweep is ``render.py train depth_sweep`` with ``simulation.experiments.FULL_SWEEP`` (README): 220
 runs. ``--measure`` trains, at the sweep's own settings (300 SGD steps, batch 128, the sweep's widths and
@@ -26,13 +26,11 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulation.experiments import FULL_SWEEP, build_runs  # noqa: E402
-from simulation.seeds import SWEEP_KEY, split_seed_key  # noqa: E402
-from simulation.sweep import run_to_bytes, sweep_work  # noqa: E402
+from simulation.experiments import FULL_SWEEP, build_runs
+from simulation.seeds import SWEEP_KEY, split_seed_key
+from simulation.sweep import run_to_bytes, sweep_work
 
 __all__ = ["full_sweep_runs", "count", "representatives", "estimate", "schedule_wall"]
 

@@ -2,8 +2,8 @@
 
 Example::
 
-    python benchmarks/bench_instructions.py                # MLP, conv net, Transformer: ~25 min on one core
-    python benchmarks/bench_instructions.py --only mlp --steps 40
+    python -m benchmarks.bench_instructions                # MLP, conv net, Transformer: ~25 min on one core
+    python -m benchmarks.bench_instructions --only mlp --steps 40
 
 Time ratios on a shared 2-core machine move by several per cent from round to round (another process, the memory
 layout of a fresh model); the number of instructions a run executes does not: the same command gives the same count
@@ -34,7 +34,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 TARGET = 1.05
 VARIANTS = ("bare", "recorder")

@@ -3,7 +3,7 @@
 Example::
 
     git archive main | tar -x -C /tmp/before          # the code to compare against
-    nice -n 10 .venv/bin/python benchmarks/bench_pipeline.py --before /tmp/before --repeats 1
+    nice -n 10 .venv/bin/python -m benchmarks.bench_pipeline --before /tmp/before --repeats 1
 
 For each repeat and each checkout in turn (before, this one, before, ...): a cold run (empty trace cache,
 empty output) and a render-only run (traces cached, Manim's caches and the output emptied), each through
@@ -22,9 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import video_seconds as _video_seconds  # noqa: E402
-from tree_rss import measure  # noqa: E402
+from benchmarks.measure import video_seconds as _video_seconds
+from benchmarks.tree_rss import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,8 +2,8 @@
 
 Example::
 
-    python benchmarks/bench_recorder.py                 # MLP, conv net, Transformer; adaptive repeats
-    python benchmarks/bench_recorder.py --quick --only mlp
+    python -m benchmarks.bench_recorder                 # MLP, conv net, Transformer; adaptive repeats
+    python -m benchmarks.bench_recorder --quick --only mlp
 
 Three variants train the same model from the same seed on the same batches with the same optimiser, and each
 is timed over its training steps only (CPU seconds of this process, ``time.process_time``; training uses one
@@ -37,18 +37,17 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from benchmarks.measure import Figure, Target, compare, format_table  # noqa: E402
-from simulation.config import RunConfig, TransformerConfig  # noqa: E402
-from simulation.loop import record_steps, train  # noqa: E402
-from simulation.train import ConvTask, MLPTask  # noqa: E402
-from simulation.transformer import TransformerTask  # noqa: E402
-from simulation.config import UserModelConfig  # noqa: E402
-from simulation.user_model import UserTask, logits_of, loss_and_error  # noqa: E402
+from benchmarks.measure import Figure, Target, compare, format_table
+from simulation.config import RunConfig, TransformerConfig
+from simulation.loop import record_steps, train
+from simulation.train import ConvTask, MLPTask
+from simulation.transformer import TransformerTask
+from simulation.config import UserModelConfig
+from simulation.user_model import UserTask, logits_of, loss_and_error
 
 TARGET = Target("<=", 1.05)
 USER_TARGET = Target("<=", 1.10)  # a user's own network (issue 20): found additions, a TorchFunctionMode while recording

@@ -2,8 +2,8 @@
 
 Example::
 
-    .venv/bin/python benchmarks/bench_scenes.py            # all scenes, 480p15
-    .venv/bin/python benchmarks/bench_scenes.py ChainRuleProduct --quality m
+    .venv/bin/python -m benchmarks.bench_scenes            # all scenes, 480p15
+    .venv/bin/python -m benchmarks.bench_scenes ChainRuleProduct --quality m
 
 For each scene: render it to a temporary folder (traces come from the cache; missing ones are trained
 first and not timed), count frames and the mobjects on screen at the end, then render a bare scene with
@@ -18,19 +18,17 @@ import argparse
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from manim import Scene, Square, VGroup, linear, tempconfig  # noqa: E402
+from manim import Scene, Square, VGroup, linear, tempconfig
 
-from benchmarks.measure import Target, compare, format_table  # noqa: E402
-from cli.params import QUALITIES  # noqa: E402
-from scenes import SCENES_IN_ORDER, get_scene  # noqa: E402
-from simulation.cache import get_traces  # noqa: E402
-from simulation.experiments import build_runs  # noqa: E402
+from benchmarks.measure import Target, compare, format_table
+from cli.params import QUALITIES
+from scenes import SCENES_IN_ORDER, get_scene
+from simulation.cache import get_traces
+from simulation.experiments import build_runs
 
-import logging  # noqa: E402
+import logging
 
 logging.getLogger("simulation").setLevel(logging.WARNING)
 

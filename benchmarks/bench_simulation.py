@@ -2,9 +2,9 @@
 
 Example::
 
-    python benchmarks/bench_simulation.py            # both figures (the full set trains for minutes)
-    python benchmarks/bench_simulation.py --quick    # only the step-time ratio
-    python benchmarks/bench_simulation.py --memory   # only the memory guard: estimate vs measured peak
+    python -m benchmarks.bench_simulation            # both figures (the full set trains for minutes)
+    python -m benchmarks.bench_simulation --quick    # only the step-time ratio
+    python -m benchmarks.bench_simulation --memory   # only the memory guard: estimate vs measured peak
 
 The step-time ratio is benchmarks/bench_recorder.py's MLP figure (the representative config: degradation's
 20-block residual ReLU + BatchNorm net, recorded every 10 steps), measured in interleaved rounds through
@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def full_experiment_set() -> tuple[float, dict[str, float], int]:

@@ -4,8 +4,8 @@ simulation.sweep.LOCAL_MAX_WORK comes from).
 
 Example::
 
-    python benchmarks/bench_sweep.py              # DepthSweep's default run set (12 runs), 3-7 interleaved rounds
-    python benchmarks/bench_sweep.py --runs 6 --steps 100      # a synthetic set: 6 MLPs of 20 blocks instead
+    python -m benchmarks.bench_sweep              # DepthSweep's default run set (12 runs), 3-7 interleaved rounds
+    python -m benchmarks.bench_sweep --runs 6 --steps 100      # a synthetic set: 6 MLPs of 20 blocks instead
 
 The default sweep is what ``render.py render DepthSweep`` trains with its defaults: plain and residual MLPs of
 depth 2-56 and conv nets of depth 8 and 20, 300 steps each (~40 CPU s on one free core, uneven run sizes, as
@@ -21,17 +21,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.measure import Figure, Target, compare, format_table  # noqa: E402
-from simulation.config import RunConfig  # noqa: E402
-from simulation.cache import run_sweep  # noqa: E402
-from simulation.sweep import sweep_work  # noqa: E402
+from benchmarks.measure import Figure, Target, compare, format_table
+from simulation.config import RunConfig
+from simulation.cache import run_sweep
+from simulation.sweep import sweep_work
 
 SPEEDUP_TARGET = Target(">=", 1.5)
 

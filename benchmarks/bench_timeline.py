@@ -2,7 +2,7 @@
 
 Example::
 
-    RESIDUAL_CACHE=$(mktemp -d) .venv/bin/python benchmarks/bench_timeline.py --json /tmp/cold.json -- \\
+    RESIDUAL_CACHE=$(mktemp -d) .venv/bin/python -m benchmarks.bench_timeline --json /tmp/cold.json -- \\
         all -q l -o $(mktemp -d)
 
 Runs ``render.py ARGS`` (this checkout) and samples its process tree with psutil every ``--interval`` seconds: each
@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 
 import psutil
+
+from benchmarks.process_tree import processes
+from benchmarks.process_tree import rss as rss_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING = re.compile(r"training (\w+) \((.*)\)")
@@ -77,9 +80,8 @@ def record(args: list[str], interval: float = 0.1) -> dict:
     cached: dict[str, float] = {}  # digest -> when its trace appeared in the cache
     while proc.poll() is None:
         now = time.perf_counter() - started
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
+        tree = processes(root)
+        if not tree:
             break
         tasks, total, rss = 0, 0.0, 0
         for p in tree:
@@ -90,7 +92,9 @@ def record(args: list[str], interval: float = 0.1) -> dict:
                     info = seen[p.pid] = {"pid": p.pid, "kind": kind, "name": name, "start": now, "end": now,
                                           "cpu": 0.0, "ppid": p.ppid()}
                 info["end"], info["cpu"] = now, _cpu(p, info["kind"])
-                mem = p.memory_info().rss
+                mem = rss_of(p)
+                if mem is None:
+                    continue
                 info["peak_rss"] = max(info.get("peak_rss", 0), mem)
                 rss += mem
             except psutil.Error:
@@ -187,7 +191,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("render_args", nargs="+", help="arguments of render.py (after --)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from benchmarks.yardstick import measure
 
     yard = measure()  # the machine index, in the same run as the timeline

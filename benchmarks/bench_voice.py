@@ -2,8 +2,8 @@
 
 Example::
 
-    .venv/bin/python benchmarks/bench_voice.py              # 12 lines per voice, 3 rounds
-    .venv/bin/python benchmarks/bench_voice.py --lines 30 --rounds 5
+    .venv/bin/python -m benchmarks.bench_voice              # 12 lines per voice, 3 rounds
+    .venv/bin/python -m benchmarks.bench_voice --lines 30 --rounds 5
 
 Lines are the narration strings of the lecture's scenes (every n_* string, in the voice's language),
 synthesised without the line cache (the engine is called directly) after one warm-up line that loads the
@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scenes import SCENES_IN_ORDER  # noqa: E402
-from narration import SAMPLE_RATE, VOICES  # noqa: E402
+from scenes import SCENES_IN_ORDER
+from narration import SAMPLE_RATE, VOICES
 
 
 def _cpu() -> float:

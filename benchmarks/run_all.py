@@ -2,10 +2,10 @@
 
 Example::
 
-    .venv/bin/python benchmarks/run_all.py                       # ~10-15 min on 2 cores
-    .venv/bin/python benchmarks/run_all.py --include-hq --include-pytest
-    .venv/bin/python benchmarks/run_all.py --quick --only recorder-mlp   # a smoke test, seconds
-    .venv/bin/python benchmarks/run_all.py --only lecture --repeats 3 --json figures.json
+    .venv/bin/python -m benchmarks.run_all                       # ~10-15 min on 2 cores
+    .venv/bin/python -m benchmarks.run_all --include-hq --include-pytest
+    .venv/bin/python -m benchmarks.run_all --quick --only recorder-mlp   # a smoke test, seconds
+    .venv/bin/python -m benchmarks.run_all --only lecture --repeats 3 --json figures.json
 
 Metrics (``--only`` takes these names, or a prefix such as ``recorder``):
 
@@ -59,10 +59,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from benchmarks.measure import Figure, Target, compare, format_table, repeat  # noqa: E402
-from benchmarks.yardstick import Yardstick  # noqa: E402
+from benchmarks.measure import Figure, Target, compare, format_table, repeat
+from benchmarks.process_tree import tree_rss
+from benchmarks.yardstick import Yardstick
 
 METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "recorder-resnet18", "recorder-gpt2", "instructions", "sweep", "lecture", "hq", "pytest",
            "explorer")
@@ -94,24 +94,6 @@ def sweep_rows(quick: bool) -> list[tuple[str, Figure | str]]:
 
 
 # -- the lecture through the command line ---------------------------------------------------------
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of process ``pid`` and all its descendants (0 once it is gone)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
 
 def render(args: list[str], cache: Path) -> tuple[float, int]:
     """Run ``render.py ARGS`` with trace cache ``cache``: (wall seconds, peak tree RSS in bytes). Exits with the

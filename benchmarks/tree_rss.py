@@ -2,7 +2,7 @@
 
 Example::
 
-    python benchmarks/tree_rss.py -- python render.py render IdentityHighway -q l -o /tmp/m
+    python -m benchmarks.tree_rss -- python render.py render IdentityHighway -q l -o /tmp/m
 
 Prints the wall time, the peak of the tree's summed RSS, and the largest RSS any one process of the tree
 reached (with its command line), as JSON. The sum counts pages shared between processes (Python's and
@@ -18,6 +18,8 @@ import time
 
 import psutil
 
+from benchmarks.process_tree import processes, rss
+
 __all__ = ["measure"]
 
 
@@ -26,25 +28,22 @@ def measure(command: list[str], interval: float = 0.05) -> dict:
     "peak_process"} (bytes)."""
     started = time.perf_counter()
     proc = subprocess.Popen(command)
-    root = psutil.Process(proc.pid)
     peak_tree, peak_one, peak_name = 0, 0, ""
     while proc.poll() is None:
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
+        tree = processes(proc.pid)
+        if not tree:
             break
         total = 0
         for p in tree:
-            try:
-                rss = p.memory_info().rss
-            except psutil.Error:
+            mem = rss(p)
+            if mem is None:
                 continue
-            total += rss
-            if rss > peak_one:
+            total += mem
+            if mem > peak_one:
                 try:
-                    peak_one, peak_name = rss, " ".join(p.cmdline())[:160]
+                    peak_one, peak_name = mem, " ".join(p.cmdline())[:160]
                 except psutil.Error:
-                    peak_one = rss
+                    peak_one = mem
         peak_tree = max(peak_tree, total)
         time.sleep(interval)
     return {"seconds": round(time.perf_counter() - started, 2), "returncode": proc.wait(),

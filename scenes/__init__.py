@@ -16,6 +16,7 @@ from .hyper_connections import HyperConnections
 from .identity_fit import IdentityFit
 from .layernorm import PostLNvsPreLN
 from .loss_landscape import LossLandscape
+from .logit_lens import LogitLens
 from .nested import NestedFunctionClasses
 from .norm_free import NormFree
 from .paths import PathEnsemble
@@ -33,13 +34,13 @@ __all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "CHAPTERS", "lecture
 
 # The lecture, in the order the study note tells the story: its pictures, why the shortcut (gradients, why its "+ 1"
 # must be exactly 1, "keep as is" is easy, degradation), the Transformer's Add & Norm, its three "why" questions
-# (gates or concatenation, only copying, the conveyor belt, and what stacked attention does to the tokens without
-# the belt), then the papers' deeper views and the summary.
+# (gates or concatenation, only copying, the conveyor belt, the answer it carries up a GPT, and what stacked
+# attention does to the tokens without the belt), then the papers' deeper views and the summary.
 SCENES_IN_ORDER = [Analogies, IdentityHighway, SigmoidDerivative, ChainRuleProduct, ChainRuleExploding, GradientPlusOne,
                    ShortcutScale, GradientFlowOverTraining, IdentityFit, Degradation, DepthSweep, LossLandscape,
                    NormFree, NestedFunctionClasses, ResidualResponse, TransformerAddNorm, PostLNvsPreLN,
-                   HighwayDenseNetResidual, DoesItOnlyCopy, ConveyorBelt, RankCollapse, HyperConnections, PathEnsemble,
-                   ShatteredGradients, Summary]
+                   HighwayDenseNetResidual, DoesItOnlyCopy, ConveyorBelt, LogitLens, RankCollapse, HyperConnections,
+                   PathEnsemble, ShatteredGradients, Summary]
 
 # Optional chapters: their scenes sit in SCENES_IN_ORDER at their place in the story (a scene's ``chapter``
 # names its chapter), but ``render.py all`` renders them only when asked (``--chapter NAME``): their runs cost

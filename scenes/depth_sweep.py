@@ -35,7 +35,8 @@ from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_
                             safe_log10)
 from simulation.summary import tail_mean
 
-__all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "first_over_last", "trains_worse", "decades_per_block"]
+__all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "sweep_counts", "first_over_last", "trains_worse",
+           "decades_per_block"]
 
 ARCHS = ("plain", "residual")
 
@@ -95,6 +96,32 @@ def _lacks(cell: dict, key: str) -> bool:
 def _count_known(flags) -> tuple[int, int]:
     """count_true over the flags that are not None (a seed whose verdict rests on a missing value)."""
     return count_true(f for f in flags if f is not None)
+
+
+def sweep_counts(points: dict[str, dict[int, dict[int, dict]]], seeds: list[int]) -> dict[str, tuple[int, int]]:
+    """The sweep's four claims as (k, n) over the seeds with a verdict, from :func:`sweep_points` (the
+    shallowest and deepest depth of each architecture compared within one seed; He et al. 2015, §1):
+
+    - ``plain.ratio_falls``: the deepest plain net's first / last ratio is below a tenth of the shallowest's;
+    - ``residual.ratio_within_decade``: every residual depth's ratio lies in [0.1, 10] (a seed of ``seeds``
+      with a missing ratio at any depth has no verdict);
+    - ``plain.deeper_worse`` / ``residual.deeper_worse``: :func:`trains_worse` of deepest against shallowest.
+
+    A seed whose verdict rests on a missing value is not counted (n falls)."""
+    depths = sorted(set(points["plain"]) | set(points["residual"]))
+    shallow, deep = depths[0], depths[-1]
+    plain, residual = points["plain"], points["residual"]
+    plain_falls = _count_known(compare(0.1 * plain[shallow][s]["ratio"], plain[deep][s]["ratio"])
+                               for s in plain[deep] if s in plain[shallow])
+    residual_holds = _count_known(
+        None if any(is_missing(residual[d][s]["ratio"]) for d in residual if s in residual[d])
+        else all(0.1 <= residual[d][s]["ratio"] <= 10 for d in residual if s in residual[d])
+        for s in seeds)
+    plain_worse, residual_worse = (_count_known(trains_worse(points[a][deep][s], points[a][shallow][s])
+                                                for s in points[a][deep] if s in points[a][shallow])
+                                   for a in ARCHS)
+    return {"plain.ratio_falls": plain_falls, "residual.ratio_within_decade": residual_holds,
+            "plain.deeper_worse": plain_worse, "residual.deeper_worse": residual_worse}
 
 
 def decades_per_block(depths: list[int], ratios: list[float]) -> float:
@@ -275,28 +302,16 @@ class DepthSweep(SeedSpread, LectureScene):
         self.wait(1)
 
         # 3. The verdicts, counted over the seeds.
-        shallow, deep = depths[0], depths[-1]
-        plain_falls = _count_known(compare(0.1 * points["plain"][shallow][s]["ratio"], points["plain"][deep][s]["ratio"])
-                                   for s in points["plain"][deep] if s in points["plain"][shallow])
-        residual_holds = _count_known(
-            None if any(is_missing(points["residual"][d][s]["ratio"]) for d in points["residual"] if s in points["residual"][d])
-            else all(0.1 <= points["residual"][d][s]["ratio"] <= 10 for d in points["residual"] if s in points["residual"][d])
-            for s in seeds)
-        plain_worse, residual_worse = (_count_known(trains_worse(points[a][deep][s], points[a][shallow][s])
-                                                    for s in points[a][deep] if s in points[a][shallow])
-                                       for a in ARCHS)
+        counts = sweep_counts(points, seeds)
         plain_medians = medians["plain"]["ratio"]
         slope = float("nan") if any(is_missing(v) for _, v in plain_medians) else decades_per_block(*zip(*plain_medians))
-        for key, (n, total) in (("plain.ratio_falls", plain_falls), ("residual.ratio_within_decade", residual_holds),
-                                ("plain.deeper_worse", plain_worse), ("residual.deeper_worse", residual_worse)):
-            self.number(f"{key}.seeds", n)
+        for key, (k, total) in counts.items():
+            self.number(f"{key}.seeds", k)
             self.number(f"{key}.of", total)
-        n = len(seeds)
-        if self.numbers["missing"]:  # a seed whose verdict rests on a missing value is not counted
-            n = {key: total for key, (_, total) in (("plain_falls", plain_falls), ("residual_holds", residual_holds),
-                                                     ("plain_worse", plain_worse), ("residual_worse", residual_worse))}
-        else:
-            n = dict.fromkeys(("plain_falls", "residual_holds", "plain_worse", "residual_worse"), n)
+        plain_falls, residual_holds, plain_worse, residual_worse = counts.values()
+        # a seed whose verdict rests on a missing value is not counted: then each claim's own n
+        n = {key: (total if self.numbers["missing"] else len(seeds))
+             for key, (_, total) in zip(("plain_falls", "residual_holds", "plain_worse", "residual_worse"), counts.values())}
         margin = self.number("error_margin_points", 100 * MARGIN)
         left = VGroup(
             self.text("plain_ratio", size=SIZE_SMALL, color=PALETTE["plain"]),

@@ -30,7 +30,8 @@ from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
                             nice_ticks)
 
-__all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "RISE"]
+__all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
+           "seed_verdicts", "RISE"]
 
 RISE = 1.5  # a last/first layer ratio above this counts as "grows toward the output" in the verdict
 RUN_COLORS = RoleColors(post_ln="plain", post_ln_warmup="warn", pre_ln="residual")
@@ -45,6 +46,34 @@ def stack_ratio(trace, values: np.ndarray, stack: str) -> float:
     """values[last layer] / values[first layer] within ``stack`` ("encoder" or "decoder")."""
     index = [i for i, name in enumerate(trace.meta["layers"]) if name.startswith(stack + ".")]
     return float(values[index[-1]] / values[index[0]])
+
+
+def final_loss(trace) -> float:
+    """Mean training loss of the last 10 % of the steps the run took (a diverged run stops where it stopped)."""
+    return tail_mean(trace["loss_curve"], 0.1, stop=steps_run(trace, len(trace["loss_curve"])))
+
+
+def grad_rises(ratios: dict[str, float]) -> bool | None:
+    """Xiong et al. 2020, Fig. 3 on one seed, from ``{"post_ln": r, "pre_ln": r}`` (each :func:`stack_ratio`
+    of :func:`init_ffn_grad_norm`): Post-LN's last / first layer ratio is above :data:`RISE` and above
+    Pre-LN's. None when a ratio is missing (NaN): no verdict rests on a gap."""
+    checks = (compare(ratios[POST_LN], RISE), compare(ratios[POST_LN], ratios[PRE_LN]))
+    return None if None in checks else all(checks)
+
+
+def needs_warmup(final: dict[str, float]) -> bool | None:
+    """Xiong et al. 2020, Fig. 2 on one seed, from the :func:`final_loss` of the three runs: Post-LN without
+    warm-up ends above Post-LN with it and above Pre-LN without it. None when a loss is missing."""
+    checks = (compare(final[POST_LN], final[POST_LN_WARMUP]), compare(final[POST_LN], final[PRE_LN]))
+    return None if None in checks else all(checks)
+
+
+def seed_verdicts(by_run: dict[str, dict[int, float]], verdict) -> list[bool | None]:
+    """``verdict({run: value})`` for each seed of the first run that every run of ``by_run``
+    (``{run: {seed: value}}``) has, in that run's seed order: the per-seed flags behind "k of N seeds"."""
+    first = next(iter(by_run.values()), {})
+    return [verdict({run: values[seed] for run, values in by_run.items()})
+            for seed in first if all(seed in values for values in by_run.values())]
 
 
 def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
@@ -168,20 +197,15 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         stack = "decoder" if config["arch"] == "encoder_decoder" else "encoder"
         ratio_post = stack_ratio(post, grads["post_ln"], stack)
         ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
-        rises = (compare(ratio_post, RISE), compare(ratio_post, ratio_pre))
-        key = "no_verdict" if None in rises else ("grad_rise" if all(rises) else "grad_flat")
+        rises = grad_rises({POST_LN: ratio_post, PRE_LN: ratio_pre})
+        key = "no_verdict" if rises is None else ("grad_rise" if rises else "grad_flat")
         seed_ratios = {}
         for name in seed_grads:
             for seed, values in seed_grads[name].items():
                 ratio = stack_ratio(self.seed_traces[seed][name], values, stack)
                 self.number(f"{name}.seed.{seed}.last_over_first", ratio)
                 seed_ratios.setdefault(name, {})[seed] = ratio
-        seed_rises = []
-        for seed in seed_ratios[POST_LN]:
-            if seed in seed_ratios[PRE_LN]:
-                checks = (compare(seed_ratios[POST_LN][seed], RISE),
-                          compare(seed_ratios[POST_LN][seed], seed_ratios[PRE_LN][seed]))
-                seed_rises.append(None if None in checks else all(checks))
+        seed_rises = seed_verdicts({POST_LN: seed_ratios[POST_LN], PRE_LN: seed_ratios.get(PRE_LN, {})}, grad_rises)
         rise_k, rise_n = self.seed_count("post_ln.grad_rise", seed_rises)
         grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
                                                               pre=self.number("pre_ln.last_over_first", ratio_pre)),
@@ -251,27 +275,19 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
             self.play(FadeIn(spread), FadeIn(lines_note), run_time=0.6)
 
         # 4. The verdict, computed from the runs (mean loss of the last 10 % of the steps).
-        final = {name: tail_mean(t["loss_curve"], 0.1, stop=ran[name]) for name, t in runs.items()}
-        checks = (compare(final["post_ln"], final["post_ln_warmup"]), compare(final["post_ln"], final["pre_ln"]))
-        seed_final = {name: self.across_seeds(name, lambda t: tail_mean(t["loss_curve"], 0.1,
-                                                                        stop=steps_run(t, len(t["loss_curve"]))))
-                      for name in runs}
+        final = {name: final_loss(t) for name, t in runs.items()}
+        warms = needs_warmup(final)
+        seed_final = {name: self.across_seeds(name, final_loss) for name in runs}
         for name, by_seed in seed_final.items():
             for seed, value in by_seed.items():
                 self.number(f"{name}.seed.{seed}.final_loss", value)
-        seed_checks = []
-        for seed in seed_final["post_ln"]:
-            if all(seed in seed_final[name] for name in runs):
-                pair = (compare(seed_final["post_ln"][seed], seed_final["post_ln_warmup"][seed]),
-                        compare(seed_final["post_ln"][seed], seed_final["pre_ln"][seed]))
-                seed_checks.append(None if None in pair else all(pair))
-        warm_k, warm_n = self.seed_count("warmup_helps", seed_checks)
+        warm_k, warm_n = self.seed_count("warmup_helps", seed_verdicts(seed_final, needs_warmup))
         verdict = VGroup(
             self.text("warmup_helps", size=SIZE_SMALL, post=self.number("post_ln.final_loss", final["post_ln"]),
                       post_warm=self.number("post_ln_warmup.final_loss", final["post_ln_warmup"]),
                       pre=self.number("pre_ln.final_loss", final["pre_ln"])),
-            make_text(with_seed_count(self, self.t("no_verdict" if None in checks else
-                                                   ("warmup_verdict_yes" if all(checks) else "warmup_verdict_no")),
+            make_text(with_seed_count(self, self.t("no_verdict" if warms is None else
+                                                   ("warmup_verdict_yes" if warms else "warmup_verdict_no")),
                                       warm_k, warm_n), size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.next_to(grad_verdict, DOWN, buff=0.12, aligned_edge=LEFT)

@@ -186,7 +186,8 @@ class ShortcutScale(SeedSpread, LectureScene):
         for seed, runs in summaries.items():
             for name, s in runs.items():
                 self.number(f"{name}.seed.{seed}.ratio", s["ratio"])
-                self.number(f"{name}.seed.{seed}.final_error", s["error"])
+                if not s["diverged"]:  # a diverged run has no final error: not a missing value
+                    self.number(f"{name}.seed.{seed}.final_error", s["error"])
                 self.number(f"{name}.seed.{seed}.diverged", s["diverged"])
         cfg = next(iter(self.traces.values())).config
         depth, steps = int(cfg["depth"]), int(cfg["steps"])

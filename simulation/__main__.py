@@ -24,15 +24,16 @@ def main(argv: list[str]) -> int:
     for arg in argv[measure:]:
         try:
             config = config_from_dict(json.loads(arg))
-        except (ConfigError, json.JSONDecodeError) as exc:
+            kind = kind_of(config)
+            if measure:
+                peak = measure_peak(kind.load_trainer(), config)
+                print(json.dumps({"estimate": estimate(config).total, "peak": peak}))
+            else:
+                print(f"{kind.name} ({kind.label}), trainer {kind.trainer}: {estimate(config).describe()}, "
+                      f"work {work(config)} block-steps")
+        except (ConfigError, json.JSONDecodeError) as exc:  # a bad config, or a kind that cannot estimate it
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        kind = kind_of(config)
-        if measure:
-            print(json.dumps({"estimate": estimate(config).total, "peak": measure_peak(kind.load_trainer(), config)}))
-        else:
-            print(f"{kind.name} ({kind.label}), trainer {kind.trainer}: {estimate(config).describe()}, "
-                  f"work {work(config)} block-steps")
     return 0
 
 

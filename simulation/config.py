@@ -268,7 +268,7 @@ def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
 
 # -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
 
-TRANSFORMER_ARCHS = ("encoder", "encoder_decoder")
+TRANSFORMER_ARCHS = ("encoder", "encoder_decoder", "decoder_only")
 LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
 TASKS = ("copy", "reverse", "sort")
 INITS = ("xavier", "pytorch")
@@ -282,7 +282,7 @@ class TransformerConfig(BaseConfig):
     """A small Transformer on a toy sequence task; its :meth:`digest` is the trace cache key."""
 
     kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
-    arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers)
+    arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers) | "decoder_only" (a causal GPT)
     norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
     residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
     ffn: bool = True  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)

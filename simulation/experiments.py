@@ -31,7 +31,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
-           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams"]
+           "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams", "GPT"]
 __all__ += ["scene_runs", "main"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
@@ -42,6 +42,7 @@ PLAIN_LARGE_LR = "plain_large_lr"  # exploding: the base gain at large_lr
 POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layernorm
 # rank_collapse: Dong et al. 2021's self-attention network (SAN) without and with MLPs and skip connections
 SAN, SAN_MLP, SAN_SKIP, SAN_MLP_SKIP = "san", "san_mlp", "san_skip", "san_mlp_skip"
+GPT = "gpt"  # logit_lens: a small causal Pre-LN Transformer (decoder only)
 GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
@@ -599,6 +600,23 @@ _register(Experiment(
     base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
                            lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
     build=_rank_collapse,
+))
+
+
+def _gpt(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
+    """``gpt``: the base config (its seeds come from the global ``seeds``)."""
+    return {GPT: base}
+
+
+_register(Experiment(
+    name="logit_lens",
+    description="The residual stream of a small GPT (causal, Pre-LN, 4 layers) trained on the reverse task: each "
+                "layer's stream decoded through the final LayerNorm and the unembedding; KL to the final prediction "
+                "and top-1 agreement per layer, at init and after training",
+    source="nostalgebraist 2020 (the logit lens); Belrose et al. 2023, 'Eliciting Latent Predictions ...' (tuned lens)",
+    base=TransformerConfig(arch="decoder_only", norm="pre_ln", task="reverse", depth=4, width=32, steps=300,
+                           batch_size=32, lr=3e-3, warmup_steps=30, init_batches=1, record_every=100),
+    build=_gpt,
 ))
 
 

@@ -112,6 +112,7 @@ def conv_memory(config: RunConfig) -> MemoryEstimate:
 
 def transformer_memory(config: TransformerConfig) -> MemoryEstimate:
     w, f, v, t, h = config.width, config.ffn_width, config.vocab + 1, config.seq_len, config.heads
+    t *= 2 if config.arch == "decoder_only" else 1  # a GPT reads source and target: 2T tokens
     attn, ffn, ln = 4 * w * w + 4 * w, 2 * w * f + w + f, 2 * w
     n_dec = config.depth if config.arch == "encoder_decoder" else 0
     params = v * w + w * v + v + config.depth * (attn + ffn + 2 * ln) + n_dec * (2 * attn + ffn + 3 * ln) + 2 * ln

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 __all__ = ["HookPoint", "HookRecorder", "Recorder", "STAT_KEYS", "COUNT_KEYS", "by_shape", "reduce_by_shape", "moments",
-           "row_norm", "tensor_norm"]
+           "row_norm", "tensor_norm", "output_and_branch_stats"]
 
 # Statistics recorded per block, each one number per layer per record.
 STAT_KEYS = ("act_mean", "act_std", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm",
@@ -93,6 +93,22 @@ def row_norm(stack: torch.Tensor) -> torch.Tensor:
 def tensor_norm(stack: torch.Tensor) -> torch.Tensor:
     """[n, ...] -> [n, 1]: L2 norm of each tensor."""
     return torch.linalg.vector_norm(stack.flatten(1), dim=1, keepdim=True)
+
+
+def output_and_branch_stats(row: dict[str, np.ndarray], outputs: dict[int, torch.Tensor],
+                            branches: dict[int, torch.Tensor]) -> None:
+    """Fill ``act_mean``, ``act_std``, ``act_norm``, ``nonfinite_act`` (of each block's output h) and
+    ``branch_std``, ``branch_norm`` (of its branch F(x)) in ``row`` from ``{block: tensor}``: tensors of one shape
+    go through one stack, a few reductions for the whole network."""
+    stats = reduce_by_shape({**{("h", i): t for i, t in outputs.items()},
+                             **{("F", i): t for i, t in branches.items()}}, moments)
+    for (kind, i), (mean, std, norm) in stats.items():
+        if kind == "F":
+            row["branch_std"][i], row["branch_norm"][i] = std, norm
+            continue
+        row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
+        if not math.isfinite(mean):  # the mean is finite iff every entry is (sums accumulate in float64)
+            row["nonfinite_act"][i] = int(_nonfinite(outputs[i]))
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -305,16 +321,7 @@ class Recorder(HookRecorder):
         return row
 
     def _activation_stats(self, row: dict[str, np.ndarray]) -> None:
-        # Outputs h and branches F(x) of one shape go through one stack: a few reductions for the whole net.
-        stats = reduce_by_shape({**{("h", i): t for i, t in self._outputs.items()},
-                                 **{("F", i): t for i, t in self._branches.items()}}, moments)
-        for (kind, i), (mean, std, norm) in stats.items():
-            if kind == "F":
-                row["branch_std"][i], row["branch_norm"][i] = std, norm
-                continue
-            row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
-            if not math.isfinite(mean):  # the mean is finite iff every entry is (sums accumulate in float64)
-                row["nonfinite_act"][i] = int(_nonfinite(self._outputs[i]))
+        output_and_branch_stats(row, self._outputs, self._branches)
         # Block l's input is usually block l-1's output: reuse its norm instead of computing it again.
         fresh = {i: t for i, t in self._inputs.items()
                  if not (i - 1 in self._outputs and _same(t, self._outputs[i - 1]))}

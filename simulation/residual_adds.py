@@ -38,7 +38,6 @@ its result unused).
 from __future__ import annotations
 
 import fnmatch
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 

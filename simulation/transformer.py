@@ -39,7 +39,7 @@ from .trace import Trace
 __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
     "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "BOS", "record_steps",
-    "layer_norm", "add_and_norm", "token_residual", "encoder_token_residual", "RANK_SEQUENCES",
+    "layer_norm", "add_and_norm", "token_residual", "encoder_token_residual", "RANK_SEQUENCES", "lens_kl", "logit_lens",
 ]
 
 BOS = 0  # token 0 starts every decoder input; symbols are 1..vocab
@@ -169,8 +169,10 @@ class Seq2SeqTransformer(nn.Module):
 
     ``arch="encoder"``: the encoder output at position i predicts target token i (no decoder).
     ``arch="encoder_decoder"``: the decoder reads the target shifted right (BOS first) and cross-attends to
-    the encoder output. ``forward(src, tgt_in)``: int64 [B, T] each; returns logits [B, T, vocab + 1].
-    ``layers`` lists every layer, encoder first: the recorder hooks them by index.
+    the encoder output. ``arch="decoder_only"``: a GPT: one stack of causal self-attention + FFN layers (named
+    ``block.<i>``, kept in ``encoder``) reads the source, BOS and the target shifted right (2T tokens) and the
+    last T positions predict the target. ``forward(src, tgt_in)``: int64 [B, T] each; returns logits
+    [B, T, vocab + 1]. ``layers`` lists every layer, encoder first: the recorder hooks them by index.
     """
 
     def __init__(self, arch: str, norm: str, vocab: int, seq_len: int, depth: int, width: int, heads: int,
@@ -178,7 +180,8 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         self.arch, self.norm, self.width, self.residual = arch, norm, width, residual
         self.embed = nn.Embedding(vocab + 1, width)
-        self.register_buffer("positions", sinusoid_positions(seq_len, width), persistent=False)
+        positions = 2 * seq_len if arch == "decoder_only" else seq_len  # a GPT reads source and target
+        self.register_buffer("positions", sinusoid_positions(positions, width), persistent=False)
         self.encoder = nn.ModuleList(EncoderLayer(width, heads, ffn_width, norm, residual, ffn) for _ in range(depth))
         n_dec = depth if arch == "encoder_decoder" else 0
         self.decoder = nn.ModuleList(DecoderLayer(width, heads, ffn_width, norm, residual, ffn) for _ in range(n_dec))
@@ -193,23 +196,42 @@ class Seq2SeqTransformer(nn.Module):
         return [*self.encoder, *self.decoder]
 
     def layer_names(self) -> list[str]:
-        return [f"encoder.{i}" for i in range(len(self.encoder))] + [f"decoder.{i}" for i in range(len(self.decoder))]
+        first = "block" if self.arch == "decoder_only" else "encoder"
+        return [f"{first}.{i}" for i in range(len(self.encoder))] + [f"decoder.{i}" for i in range(len(self.decoder))]
+
+    @property
+    def ln_f(self) -> nn.Module:
+        """The final norm before the head (LayerNorm for pre_ln, else the identity)."""
+        return self.dec_ln_f if len(self.decoder) else self.enc_ln_f
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         # x sqrt(width) as in Vaswani §3.4: embeddings of std 1/sqrt(width) enter at unit scale.
         return self.embed(tokens) * math.sqrt(self.width) + self.positions[: tokens.shape[1]]
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None) -> torch.Tensor:
-        x = self._embed(src)
+    def stream(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None, stack: str | None = None
+               ) -> list[torch.Tensor]:
+        """The residual stream [B, T', width] at the input of a stack and after each of its layers: L + 1 tensors.
+        ``stack=None``: the stack that feeds the head (the decoder of an encoder-decoder, else the one stack);
+        ``"encoder"``: the first stack. T' = 2T for ``decoder_only`` (source, BOS, target shifted), else T."""
+        causal = self.arch == "decoder_only"
+        x = self._embed(torch.cat([src, tgt_in], 1) if causal else src)
+        out = [x]
         for layer in self.encoder:
-            x = layer(x)
+            x = layer(x, causal=causal)
+            out.append(x)
+        if stack == "encoder" or not len(self.decoder):
+            return out
         memory = self.enc_ln_f(x)
-        if not len(self.decoder):
-            return self.head(memory)
         y = self._embed(tgt_in)
+        out = [y]
         for layer in self.decoder:
             y = layer(y, memory)
-        return self.head(self.dec_ln_f(y))
+            out.append(y)
+        return out
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.head(self.ln_f(self.stream(src, tgt_in)[-1]))
+        return logits[:, -src.shape[1]:] if self.arch == "decoder_only" else logits
 
 
 def build_transformer(config: TransformerConfig) -> Seq2SeqTransformer:
@@ -416,19 +438,49 @@ def token_residual(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean(-2, keepdim=True)).flatten(-2).norm(dim=-1) / x.flatten(-2).norm(dim=-1)
 
 
-def encoder_token_residual(model: Seq2SeqTransformer, src: torch.Tensor) -> np.ndarray:
+def encoder_token_residual(model: Seq2SeqTransformer, src: torch.Tensor, tgt_in: torch.Tensor | None = None
+                           ) -> np.ndarray:
     """Mean over the sequences ``src`` (int64 [N, T]) of :func:`token_residual` at the input of the encoder
-    and after each encoder layer: float64 [encoder layers + 1]. Computed in float64 on a copy of ``model``
-    (call it while no hook is attached), so the collapse can be followed down to ~1e-16 instead of float32's
-    ~1e-7; Dong et al. 2021, Fig. 1 (relative residual against depth)."""
+    and after each encoder layer (of a ``decoder_only`` model: its one causal stack over source and ``tgt_in``):
+    float64 [encoder layers + 1]. Computed in float64 on a copy of ``model`` (call it while no hook is
+    attached), so the collapse can be followed down to ~1e-16 instead of float32's ~1e-7; Dong et al. 2021,
+    Fig. 1 (relative residual against depth)."""
     model64 = copy.deepcopy(model).double()
     with torch.no_grad():
-        x = model64._embed(src)
-        out = [token_residual(x).mean()]
-        for layer in model64.encoder:
-            x = layer(x)
-            out.append(token_residual(x).mean())
-    return torch.stack(out).numpy().astype(np.float64)
+        stream = model64.stream(src, tgt_in, stack="encoder")
+    return torch.stack([token_residual(x).mean() for x in stream]).numpy().astype(np.float64)
+
+
+# -- the logit lens (nostalgebraist 2020; Belrose et al. 2023) ----------------------------------------
+
+def lens_kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) in nats over the last axis, from log-probabilities [..., V]: sum p (log p - log q). Returns [...]."""
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def logit_lens(model: Seq2SeqTransformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt: torch.Tensor
+               ) -> dict[str, np.ndarray]:
+    """Decode the residual stream of the head's stack after every layer as if it were the last: the logit lens
+    (nostalgebraist 2020; Belrose et al. 2023): logits_l = head(ln_f(h_l)), the final norm applied to
+    each layer's h_l, at the positions the head is scored on. Inputs int64 [N, T]. Returns float64 [L + 1]
+    each (l = 0: the embedded input): ``lens_kl``, KL(p_L || p_l) in nats, mean over positions and sequences
+    (0 at l = L); ``lens_top1``, the fraction of positions where the top token of layer l is the final one;
+    ``lens_accuracy``, the fraction where it is the target. Call it while no hook is attached."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            t = src.shape[1]
+            stream = model.stream(src, tgt_in)
+            logp = [F.log_softmax(model.head(model.ln_f(x[:, -t:])).double(), -1) for x in stream]
+    finally:
+        model.train(was_training)
+    final = logp[-1]
+    top = final.argmax(-1)
+    rows = {"lens_kl": [lens_kl(final, lp).mean() for lp in logp],
+            "lens_top1": [(lp.argmax(-1) == top).double().mean() for lp in logp],
+            "lens_accuracy": [(lp.argmax(-1) == tgt).double().mean() for lp in logp]}
+    return {key: torch.stack(values).numpy().astype(np.float64) for key, values in rows.items()}
 
 
 def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, float]:
@@ -453,8 +505,9 @@ class TransformerTask(Task[TransformerConfig]):
         self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
                         "lr_curve": np.array([lr_at(config, s) for s in range(config.steps)], dtype=np.float32)}
         self.init_rows: list[dict[str, np.ndarray]] = []
-        self.rank_src = self._task(RANK_SEQUENCES, torch.Generator().manual_seed(30_000 + config.seed))[0]
-        self.rank_rows: list[np.ndarray] = []
+        # Fixed task sequences on which the token residual and the logit lens are measured.
+        self.probe = self._task(RANK_SEQUENCES, torch.Generator().manual_seed(30_000 + config.seed))
+        self.probe_rows: list[dict[str, np.ndarray]] = []
 
     def _task(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         return make_task(self.config.task, self.config.vocab, self.config.seq_len, n, generator)
@@ -466,7 +519,7 @@ class TransformerTask(Task[TransformerConfig]):
         return self._curves
 
     def before_training(self, recorder: TransformerRecorder) -> None:
-        self.rank_rows.append(encoder_token_residual(self.model, self.rank_src))
+        self.probe_rows.append(self._probe())
         init_gen = torch.Generator().manual_seed(20_000 + self.config.seed)
         for _ in range(self.config.init_batches):
             self.model.zero_grad(set_to_none=True)
@@ -474,6 +527,12 @@ class TransformerTask(Task[TransformerConfig]):
             loss, _ = _loss_and_error(self.model, self._task(self.config.batch_size, init_gen))
             loss.backward()
             self.init_rows.append(recorder.collect())
+
+    def _probe(self) -> dict[str, np.ndarray]:
+        """The token residual and the logit lens of the model now, on the probe sequences."""
+        src, tgt_in, tgt = self.probe
+        return {"rank_residual": encoder_token_residual(self.model, src, tgt_in),
+                **logit_lens(self.model, src, tgt_in, tgt)}
 
     def batch(self, step: int) -> tuple[torch.Tensor, ...]:
         return self._task(self.config.batch_size, self.data_gen)
@@ -503,8 +562,8 @@ class TransformerTask(Task[TransformerConfig]):
         return Divergence(step, int(bad[0]) if len(bad) else -1)
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
-        self.rank_rows.append(encoder_token_residual(self.model, self.rank_src))
-        return {"rank_residual": np.stack(self.rank_rows),
+        self.probe_rows.append(self._probe())
+        return {**{key: np.stack([row[key] for row in self.probe_rows]) for key in self.probe_rows[0]},
                 "init_grad_norm": np.stack([r["grad_norm"] for r in self.init_rows]),
                 "init_ffn_grad_norm": np.stack([r["ffn_grad_norm"] for r in self.init_rows])}
 
@@ -527,6 +586,8 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
       different batches (no update in between): Xiong et al. 2020, Fig. 3 averages over batches too.
     - ``rank_residual`` float64 [2, E + 1] (E encoder layers): :func:`encoder_token_residual` at initialisation
       (row 0) and after training (row 1): the input of the encoder, then every encoder layer's output.
+    - ``lens_kl``, ``lens_top1``, ``lens_accuracy`` float64 [2, H + 1] (H layers of the stack that feeds the head):
+      :func:`logit_lens` at initialisation (row 0) and after training (row 1), on the same 64 sequences.
     - ``input_norm``, ``branch_norm``, ``sum_norm``, ``out_norm`` float32 [T, S]: see :data:`SUBLAYER_KEYS`;
       ``branch_std`` float32 [T, S]: std over all elements of each Sublayer(.) output.
 

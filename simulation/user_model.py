@@ -38,14 +38,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ConfigError, UserModelConfig, parse_spec
+from .data import Dataset
 from .loop import Divergence, StepResult, Task, train
 from .memory import FLOAT, MemoryEstimate
-from .record import COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, moments, tensor_norm, reduce_by_shape, row_norm
+from .record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
+                     reduce_by_shape, row_norm, tensor_norm)
 from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from .trace import Trace
 
-__all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "UserData", "load_user_data", "probe", "UserRecorder",
-           "UserTask", "run", "estimate_memory", "IMAGE_SIZE", "TEST_SEQUENCES", "EVAL_BATCH"]
+__all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "is_tokens",
+           "load_user_data", "probe", "UserRecorder", "UserTask", "run", "estimate_memory", "IMAGE_SIZE",
+           "TEST_SEQUENCES", "EVAL_BATCH"]
 
 TEST_SEQUENCES = 512  # token tasks: held-out sequences (as the Transformer runs)
 EVAL_BATCH = 256  # examples per forward when measuring the test error (no gradients kept)
@@ -177,22 +180,9 @@ def build_model(config: UserModelConfig) -> nn.Module:
 
 # -- data ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class UserData:
-    """Train/test split for a user's model. ``x_*``: float32 [N, ...] (images, features) or int64 [N, L]
-    (tokens); ``y_*``: int64 [N] class labels, or int64 [N, T] target tokens of the last T positions;
-    ``n_classes``: the outputs the model needs (per example, or per token)."""
-
-    name: str
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    n_classes: int
-
-    @property
-    def tokens(self) -> bool:
-        return self.y_train.ndim == 2
+def is_tokens(data: Dataset) -> bool:
+    """Whether ``data`` holds token targets [N, T] (a language model's), not class labels [N]."""
+    return data.y_train.ndim == 2
 
 
 def _split(x: np.ndarray, y: np.ndarray, seed: int, test_fraction: float = 0.2) -> tuple[np.ndarray, ...]:
@@ -201,8 +191,10 @@ def _split(x: np.ndarray, y: np.ndarray, seed: int, test_fraction: float = 0.2) 
     return x[order[n_test:]], y[order[n_test:]], x[order[:n_test]], y[order[:n_test]]
 
 
-def load_user_data(config: UserModelConfig) -> UserData:
-    """The data of ``config.data``:
+def load_user_data(config: UserModelConfig) -> Dataset:
+    """The data of ``config.data`` as a :class:`~simulation.data.Dataset`: ``x_*`` float32 [N, ...] (images,
+    features) or int64 [N, L] (tokens); ``y_*`` int64 [N] class labels, or int64 [N, T] target tokens of the last T
+    positions (:func:`is_tokens`); ``n_classes``: the outputs the model needs (per example, or per token).
 
     - ``digits``: sklearn's 8x8 digits as 64 standardised features (:func:`simulation.data.load_dataset`);
       ``digits-image``: the same as [N, 1, 8, 8]; ``digits-image32``: upsampled bilinearly to 32x32 and repeated
@@ -228,11 +220,11 @@ def load_user_data(config: UserModelConfig) -> UserData:
         if name == "digits-image32":
             x_train, x_test = (F.interpolate(t, size=IMAGE_SIZE, mode="bilinear", align_corners=False)
                                .expand(-1, 3, -1, -1).contiguous() for t in (x_train, x_test))
-        return UserData(name, x_train, d.y_train, x_test, d.y_test, d.n_classes)
+        return Dataset(name, x_train, d.y_train, x_test, d.y_test, d.n_classes)
     if name in ("copy", "reverse", "sort"):
         test = _token_batch(config, TEST_SEQUENCES, torch.Generator().manual_seed(10_000 + config.seed))
         train_x = _token_batch(config, config.batch_size, torch.Generator().manual_seed(config.seed + 1))
-        return UserData(name, train_x[0], train_x[1], test[0], test[1], config.vocab + 1)
+        return Dataset(name, train_x[0], train_x[1], test[0], test[1], config.vocab + 1)
     return _load_npz(name, config.seed)
 
 
@@ -244,7 +236,7 @@ def _token_batch(config: UserModelConfig, n: int, generator: torch.Generator) ->
     return torch.cat([src, tgt_in], 1), tgt
 
 
-def _load_npz(path: str, seed: int) -> UserData:
+def _load_npz(path: str, seed: int) -> Dataset:
     try:
         with np.load(path, allow_pickle=False) as data:
             if "x" not in data.files or "y" not in data.files:
@@ -266,7 +258,7 @@ def _load_npz(path: str, seed: int) -> UserData:
         raise ConfigError(f"data file {path}: x holds NaN or inf")
     x = x.astype(np.int64) if x.dtype.kind in "biu" else x.astype(np.float32)
     x_train, y_train, x_test, y_test = _split(x, y.astype(np.int64), seed)
-    return UserData(Path(path).name, *(torch.from_numpy(np.ascontiguousarray(a)) for a in
+    return Dataset(Path(path).name, *(torch.from_numpy(np.ascontiguousarray(a)) for a in
                                        (x_train, y_train, x_test, y_test)), int(y.max()) + 1)
 
 
@@ -296,11 +288,11 @@ def loss_and_error(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor,
     return loss, (logits.detach().argmax(-1) != y).float().mean()
 
 
-def check_output(output: Any, data: UserData, config: UserModelConfig) -> None:
+def check_output(output: Any, data: Dataset, config: UserModelConfig) -> None:
     """One clear line when the model's output cannot be scored on ``data`` (shape, size, non-finite)."""
     logits = logits_of(output)
     n = PROBE_EXAMPLES
-    if data.tokens:
+    if is_tokens(data):
         length = data.x_train.shape[1]
         if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] < data.y_train.shape[1] \
                 or logits.shape[2] < data.n_classes:
@@ -332,7 +324,7 @@ class Probe:
     activation_bytes_per_example: int
 
 
-def probe(model: nn.Module, data: UserData, config: UserModelConfig) -> Probe:
+def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
     """One forward on :data:`PROBE_EXAMPLES` training examples in training mode: checks the output against the
     data and finds the residual additions. Leaves the model's parameters, buffers (BatchNorm statistics) and
     torch's RNG as they were. Raises UserModelError (one line) for a forward that raises, an output that does
@@ -349,7 +341,7 @@ def probe(model: nn.Module, data: UserData, config: UserModelConfig) -> Probe:
             except UserModelError:
                 raise
             except Exception as exc:
-                hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if data.tokens else
+                hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if is_tokens(data) else
                         f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32")
                 raise user_error(exc, config.spec, f"the forward pass{hint}") from None
         check_output(discovery.output, data, config)
@@ -489,16 +481,7 @@ class UserRecorder(HookRecorder):
         n = len(self.adds)
         row = {key: np.zeros(n) if key in (*COUNT_KEYS, "shortcut_norm") else np.full(n, np.nan)
                for key in (*STAT_KEYS, "in_grad_norm")}
-        # Tensors of one shape go through one stack: a few reductions for the whole network (record.Recorder).
-        stats = reduce_by_shape({**{("h", i): t for i, t in self._outputs.items()},
-                                 **{("F", i): t for i, t in self._branches.items()}}, moments)
-        for (kind, i), (mean, std, norm) in stats.items():
-            if kind == "F":
-                row["branch_std"][i], row["branch_norm"][i] = std, norm
-                continue
-            row["act_mean"][i], row["act_std"][i], row["act_norm"][i] = mean, std, norm
-            if not math.isfinite(mean):
-                row["nonfinite_act"][i] = int(torch.logical_not(torch.isfinite(self._outputs[i])).sum())
+        output_and_branch_stats(row, self._outputs, self._branches)
         norms = reduce_by_shape({**{("x", i): t for i, t in self._inputs.items()},
                                  **{("s", i): t for i, t in self._shortcuts.items()}}, row_norm)
         for (kind, i), (norm,) in norms.items():

@@ -13,6 +13,17 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     return path
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread, as the trainer uses: same numbers on any machine, and no oversubscribed cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def pytest_addoption(parser):
     # Manim's frames_comparison reads these two (manim's own conftest defines them; ours must too).
     parser.addoption("--set_test", action="store_true", default=False,

@@ -21,7 +21,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run
-from test_frames import assert_numbers_match, scene_variant
+from frame_checks import assert_numbers_match, scene_variant
 
 __all__ = ["check_numbers", "check_tampered_numbers"]
 

@@ -8,15 +8,11 @@ Example::
 from __future__ import annotations
 
 import itertools
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from bench_full_sweep import count, estimate, full_sweep_runs, representatives, schedule_wall  # noqa: E402
-from simulation.experiments import FULL_SWEEP  # noqa: E402
+from benchmarks.bench_full_sweep import count, estimate, full_sweep_runs, representatives, schedule_wall
+from simulation.experiments import FULL_SWEEP
 
 
 def test_the_count_is_depths_times_archs_times_seeds():

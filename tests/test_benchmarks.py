@@ -12,14 +12,14 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.measure import COLUMNS, Figure, Target, compare, format_table, quartiles, repeat
 
-from benchmarks.measure import COLUMNS, Figure, Target, compare, format_table, quartiles, repeat  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_rounds_rotate_who_goes_first_and_ratios_pair_within_a_round():
@@ -93,7 +93,7 @@ def test_run_all_quick_smoke(tmp_path):
     """run_all --quick --only recorder-mlp prints the table's columns and rows, and each pass/fail agrees with
     its median and target (and with the JSON it writes)."""
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, "benchmarks/run_all.py", "--quick", "--only", "recorder-mlp",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--quick", "--only", "recorder-mlp",
                            "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -154,7 +154,7 @@ def test_the_yardstick_runs_here():
 
 
 def test_run_all_rejects_an_unknown_metric():
-    done = subprocess.run([sys.executable, "benchmarks/run_all.py", "--only", "nonsense"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--only", "nonsense"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "unknown metric 'nonsense'" in done.stderr
 
@@ -220,3 +220,42 @@ def test_instruction_count_is_read_from_callgrinds_summary():
 
     stderr = "==123== Events    : Ir\n==123== Collected : 1,234,567,890\n==123==\n==123== I   refs:  1,234,567,890\n"
     assert _COLLECTED.findall(stderr) == ["1,234,567,890"]
+
+
+def test_process_tree_sees_a_grandchild_and_sums_its_rss_as_proc_does(tmp_path):
+    """benchmarks.process_tree on a child that starts a grandchild holding ~150 MiB: the walk finds both, the summed
+    RSS equals /proc's VmRSS of the two (read without psutil) within what they touch between the reads, and a
+    finished tree is empty with 0 bytes. ``python -m benchmarks.tree_rss`` reports that peak too."""
+    from benchmarks.process_tree import processes, tree_rss
+
+    ready = tmp_path / "ready"
+    hold = ("import pathlib, sys, time; b = bytearray(150 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+            f"pathlib.Path({str(ready)!r}).write_text('1'); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import subprocess, sys; subprocess.run([sys.executable, '-c', {hold!r}])"])
+    try:
+        for _ in range(200):
+            if ready.exists():
+                break
+            time.sleep(0.05)
+        tree = processes(child.pid)
+        assert [p.pid for p in tree][0] == child.pid and len(tree) == 2
+
+        def vm_rss(pid: int) -> int:
+            line = next(t for t in Path(f"/proc/{pid}/status").read_text().splitlines() if t.startswith("VmRSS:"))
+            return int(line.split()[1]) * 1024
+
+        by_proc = sum(vm_rss(p.pid) for p in tree)
+        measured = tree_rss(child.pid)
+        assert measured >= 150 * 2**20
+        assert abs(measured - by_proc) < 8 * 2**20
+    finally:
+        for p in reversed(processes(child.pid)):
+            p.kill()
+        child.wait()
+    assert processes(child.pid) == [] and tree_rss(child.pid) == 0
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tree_rss", "--", sys.executable, "-c",
+                           "b = bytearray(120 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(0.5)"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["peak_tree_rss"] >= 120 * 2**20

@@ -9,37 +9,14 @@ cheapest (vanishing at initialisation, exploding); the others are marked slow
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 import pytest
 
-from simulation.experiments import build_runs
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 from simulation.train import run
-
-SEEDS = range(5)
-NEEDED = 4
-_TRACES: dict[str, Trace] = {}  # by config digest: experiments that share runs train them once
-
-
-def traces(experiment: str, seed: int, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session."""
-    out = {}
-    for name, config in build_runs(experiment, {**overrides, "seed": seed}).items():
-        if config.digest() not in _TRACES:
-            _TRACES[config.digest()] = run(config, progress=False)
-        out[name] = _TRACES[config.digest()]
-    return out
-
-
-def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
-    """Run ``check(seed)`` -> (holds, figures) on every seed; fail unless it holds on NEEDED of them."""
-    results = {seed: check(seed) for seed in SEEDS}
-    passed = sum(holds for holds, _ in results.values())
-    report = "\n".join(f"seed {seed}: {'ok  ' if ok else 'FAIL'} {figures}" for seed, (ok, figures) in results.items())
-    assert passed >= NEEDED, f"claim held on {passed} of {len(results)} seeds (need {NEEDED}):\n{report}"
+from support import holds_on_most_seeds, trained_at_seed
 
 
 def first_over_last(trace: Trace, key: str = "grad_norm") -> float:
@@ -54,7 +31,7 @@ def test_vanishing_plain_ratio_shrinks_geometrically_residual_stays_near_one():
     """He et al. 2015 §1; sigma' <= 1/4: the plain first/last gradient ratio falls by a roughly constant
     factor per block (sigmoid: below 1/4), while a residual net keeps it near 1 at every depth."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("vanishing", seed, steps=1)
+        t = trained_at_seed("vanishing", seed, steps=1)
         ok, figures = True, []
         for act in ("sigmoid", "tanh"):
             r = {d: first_over_last(t[f"plain_{act}_d{d}"]) for d in (8, 20, 56)}
@@ -80,7 +57,7 @@ def test_exploding_per_block_gain_matches_closed_form_and_the_large_gain_run_div
     He et al. 2015, PReLU paper §2.2): g = 1 vanishes, g = 2 is near-critical, g = 3 explodes and
     diverges; so does g = 2 at a large learning rate."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("exploding", seed)
+        t = trained_at_seed("exploding", seed)
         ok, figures = True, []
         for gain in (1, 2, 3):
             trace = t[f"plain_gain{gain}"]
@@ -106,7 +83,7 @@ def test_shattered_plain_gradients_become_white_noise_residual_stay_correlated()
     """Balduzzi et al. 2017, Fig. 1: the input gradient of a deep plain net looks like white noise
     (lag-1 autocorrelation near 0), a residual net's stays correlated; shallow nets are smooth."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("shattered", seed, steps=1)
+        t = trained_at_seed("shattered", seed, steps=1)
         lag1 = {name: float(trace["input_grad_autocorr"][0, 1]) for name, trace in t.items()}
         ok = lag1["plain_d2"] > 0.8 and lag1["residual_d2"] > 0.8
         for depth in (24, 50):
@@ -127,7 +104,7 @@ def test_degradation_deeper_plain_trains_worse_residual_does_not():
     deeper ResNet trains better); the rise is under a tenth of the plain nets'. The 56-block plain
     net's first-block gradient is not smaller than its last block's (§4.1: not vanishing gradients)."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("degradation", seed)
+        t = trained_at_seed("degradation", seed)
         loss = {name: tail_mean(trace["loss_curve"]) for name, trace in t.items()}
         plain = [loss[f"plain_d{d}"] for d in (8, 20, 56)]
         residual = [loss[f"residual_d{d}"] for d in (8, 20, 56)]
@@ -150,7 +127,7 @@ def test_residual_responses_are_small():
     """He et al. 2015, Fig. 7: residual branches respond more weakly (smaller std) than the layers
     of a plain net; ||F(x)|| stays well below ||x|| in every block."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("residual_response", seed)
+        t = trained_at_seed("residual_response", seed)
         std = {name: float(trace["branch_std"][-1].mean()) for name, trace in t.items()}
         ratio = {name: trace["branch_norm"][-1] / trace["input_norm"][-1] for name, trace in t.items()}
         ok = std["residual"] < std["plain"]
@@ -166,7 +143,7 @@ def test_paths_deleting_one_block_barely_hurts_a_residual_net_and_ruins_a_plain_
     """Veit et al. 2016, Fig. 3: deleting a single block at test time leaves a residual net's error
     almost unchanged, while a plain net falls to near chance."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("paths", seed)
+        t = trained_at_seed("paths", seed)
         increase = {name: float(trace["lesion_test_error"].mean() - trace["final_test_error"])
                     for name, trace in t.items()}
         worst = float(t["residual"]["lesion_test_error"].max() - t["residual"]["final_test_error"])
@@ -186,7 +163,7 @@ def test_projection_shortcuts_where_the_width_changes():
     than the plain net of the same widths. Pinned: at CPU size A reached a lower training loss than B
     (He et al. found B slightly better)."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("projection", seed)
+        t = trained_at_seed("projection", seed)
         loss = {name: tail_mean(trace["loss_curve"]) for name, trace in t.items()}
         ok = loss["residual"] < 0.3 * loss["plain"] and loss["residual_zero_pad"] < 0.3 * loss["plain"]
         ok &= loss["residual_zero_pad"] < loss["residual"]

@@ -24,13 +24,7 @@ from cli import media as cli_media
 from cli import params as cli_params
 from render import cli
 from simulation.trace import Trace
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--set", "steps=20", "--set", "depth=3"]  # tiny training runs: well under a second each
-
-
-def invoke(*args: str, env: dict | None = None):
-    return CliRunner().invoke(cli, [str(a) for a in args], env=env)
+from support import CLI_TINY, ROOT, cli_env, files_under, invoke, wait_for
 
 
 def fake_trace(path: Path, **meta_changes) -> Path:
@@ -40,10 +34,6 @@ def fake_trace(path: Path, **meta_changes) -> Path:
               "test_error": np.zeros(steps, np.float32), "grad_norm": np.full((steps, depth), 0.5),
               "nonfinite": np.zeros((steps, depth), np.int64)}
     return Trace({"config": {"depth": depth}, "digest": "0" * 16, **meta_changes}, arrays).save(path)
-
-
-def files_under(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
 
 
 # -- bad input: one line, non-zero exit, nothing written ------------------------------------------
@@ -279,7 +269,7 @@ def test_langs_match_the_scenes():
 
 def test_no_op_rerun_renders_nothing_and_changes_render_only_what_changed(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    args = ["render", "cli_scenes:TinySquare", "cli_scenes:TinyTrace", *TINY, "-o", out]
+    args = ["render", "cli_scenes:TinySquare", "cli_scenes:TinyTrace", *CLI_TINY, "-o", out]
     first = invoke(*args)
     assert first.exit_code == 0, first.output
     assert "traces: 2 to train, 0 from the cache" in first.stderr
@@ -303,7 +293,7 @@ def test_no_op_rerun_renders_nothing_and_changes_render_only_what_changed(tmp_pa
     assert "traces" not in third.stderr
 
     # Language is a scene-only change too: traces come from the cache.
-    fourth = invoke("render", "cli_scenes:TinyTrace", *TINY, "-o", out, "--lang", "zh")
+    fourth = invoke("render", "cli_scenes:TinyTrace", *CLI_TINY, "-o", out, "--lang", "zh")
     assert fourth.exit_code == 0 and "traces: 0 to train, 2 from the cache" in fourth.stderr
     numbers = json.loads((out / "480p15" / "zh" / "TinyTrace.numbers.json").read_text())
     assert numbers["lang"] == "zh" and "grad_norm.0.0" in numbers["values"]
@@ -386,9 +376,6 @@ def test_a_scene_without_animations_is_no_video_and_leaves_nothing(tmp_path):
 
 # -- atomic files, interruption, concurrency ---------------------------------------------------
 
-def _env(cache: Path) -> dict:
-    return {**os.environ, "RESIDUAL_CACHE": str(cache), "PYTHONPATH": str(ROOT / "tests")}
-
 
 def test_a_write_killed_midway_leaves_no_final_file(tmp_path):
     target = tmp_path / "trace.npz"
@@ -404,15 +391,6 @@ def test_a_write_killed_midway_leaves_no_final_file(tmp_path):
     assert len(leftovers) == 1 and leftovers[0].name.startswith(".trace.npz.")  # hidden, never loaded
 
 
-def _wait_for(predicate, timeout: float = 120.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["kill", "ctrl-c", "sigterm"])
 def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cache, sig):
     out = tmp_path / "out"
@@ -420,10 +398,10 @@ def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cac
     # preexec_fn: a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
     # inherited SIG_IGN (CI started that way saw Ctrl-C do nothing); the command under test gets the default.
     proc = subprocess.Popen([sys.executable, "render.py", "render", "cli_scenes:TinySlow", "-o", str(out)],
-                            cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=ROOT, env=cli_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Wait until Manim is writing the segment of the ten-minute animation, then interrupt.
-    _wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))
+    wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert proc.returncode != 0
@@ -440,7 +418,7 @@ def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cac
 
 
 def test_inspect_prints_metadata_and_summary(isolated_cache):
-    trained = json.loads(invoke("train", "chain_rule", *TINY, "--json").stdout)
+    trained = json.loads(invoke("train", "chain_rule", *CLI_TINY, "--json").stdout)
     path = next(iter(trained["runs"].values()))["trace"]
     result = invoke("inspect", path)
     assert result.exit_code == 0
@@ -451,11 +429,11 @@ def test_inspect_prints_metadata_and_summary(isolated_cache):
 
 
 def test_train_ends_with_the_files_it_wrote(isolated_cache):
-    first = invoke("train", "chain_rule", *TINY)
+    first = invoke("train", "chain_rule", *CLI_TINY)
     assert first.exit_code == 0
     written = first.stdout.split("wrote:")[1].split()
     assert len(written) == 2 and all(Path(p).parent == isolated_cache and Path(p).is_file() for p in written)
-    second = invoke("train", "chain_rule", *TINY)
+    second = invoke("train", "chain_rule", *CLI_TINY)
     assert "wrote: nothing" in second.stdout and "traces: 0 trained, 2 from the cache" in second.stderr
 
 
@@ -474,7 +452,7 @@ def test_a_scene_parameter_without_its_scene_prefix_is_explained(isolated_cache,
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command", [["train", "chain_rule", *TINY], [*R, "--check"]], ids=["train", "render"])
+@pytest.mark.parametrize("command", [["train", "chain_rule", *CLI_TINY], [*R, "--check"]], ids=["train", "render"])
 @pytest.mark.parametrize("cache", ["a file", "under a file"])
 def test_an_unusable_trace_cache_is_refused_before_any_training(command, cache, tmp_path, monkeypatch):
     """$RESIDUAL_CACHE that is a file, or lies under one, is one line and exit 1 before anything trains."""
@@ -492,12 +470,12 @@ def test_an_unusable_trace_cache_is_refused_before_any_training(command, cache, 
 def test_a_corrupt_cached_trace_is_counted_as_to_train_and_warned_about_once(isolated_cache, caplog):
     """A cached trace that cannot be read is reported once, counted among the runs to train (not 'from the
     cache'), and replaced by a readable one."""
-    first = invoke("train", "chain_rule", *TINY)
+    first = invoke("train", "chain_rule", *CLI_TINY)
     assert first.exit_code == 0, first.output
     victim = Path(first.stdout.split("wrote:")[1].split()[0])
     victim.write_bytes(b"PK\x03\x04 this is not a zip archive")
     caplog.clear()
-    again = invoke("train", "chain_rule", *TINY)
+    again = invoke("train", "chain_rule", *CLI_TINY)
     assert again.exit_code == 0, again.output
     assert caplog.text.count("ignoring cached trace") == 1, caplog.text
     assert "traces: 1 trained, 1 from the cache" in again.stderr

@@ -20,7 +20,7 @@ from PIL import Image
 import cli_scenes
 import scenes
 from simulation.trace import Trace
-from test_cli import ROOT, TINY, _env, invoke
+from support import ROOT, CLI_TINY, cli_env, invoke
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def test_every_format(tmp_path):
 def test_all_concat_joins_the_lecture_in_order(tmp_path, monkeypatch):
     monkeypatch.setattr(scenes, "SCENES_IN_ORDER", [cli_scenes.TinySquare, cli_scenes.TinyTrace])
     out = tmp_path / "out"
-    first = invoke("all", "--concat", *TINY, "-o", out)
+    first = invoke("all", "--concat", *CLI_TINY, "-o", out)
     assert first.exit_code == 0, first.output
     folder = out / "480p15" / "en"
     lecture = _video(folder / "lecture.mp4")
@@ -67,7 +67,7 @@ def test_all_concat_joins_the_lecture_in_order(tmp_path, monkeypatch):
     assert [s.content for s in subtitles] == ["a square", "one number"]
     assert subtitles[1].start.total_seconds() == pytest.approx(parts[0]["seconds"], abs=0.07)  # shifted
     stamp = (folder / "lecture.mp4").stat().st_mtime_ns
-    again = invoke("all", "--concat", *TINY, "-o", out)
+    again = invoke("all", "--concat", *CLI_TINY, "-o", out)
     assert again.exit_code == 0 and "wrote: nothing" in again.stdout
     assert (folder / "lecture.mp4").stat().st_mtime_ns == stamp
 
@@ -75,7 +75,7 @@ def test_all_concat_joins_the_lecture_in_order(tmp_path, monkeypatch):
 def test_jobs_render_in_parallel_processes_and_report_failures(tmp_path, isolated_cache):
     out = tmp_path / "out"
     env = {"PYTHONPATH": str(ROOT / "tests")}
-    result = invoke("render", "cli_scenes:TinySquare", "cli_scenes:TinyTrace", "cli_scenes:TinyStill", *TINY,
+    result = invoke("render", "cli_scenes:TinySquare", "cli_scenes:TinyTrace", "cli_scenes:TinyStill", *CLI_TINY,
                     "--jobs", "3", "-o", out, env=env)
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: 1 of 3 scenes failed: TinyStill: ")
@@ -87,8 +87,8 @@ def test_jobs_render_in_parallel_processes_and_report_failures(tmp_path, isolate
 
 
 def test_two_trainings_of_one_config_at_once_both_succeed(isolated_cache):
-    command = [sys.executable, "render.py", "train", "chain_rule", *TINY, "--json"]
-    procs = [subprocess.Popen(command, cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE,
+    command = [sys.executable, "render.py", "train", "chain_rule", *CLI_TINY, "--json"]
+    procs = [subprocess.Popen(command, cwd=ROOT, env=cli_env(isolated_cache), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [proc.communicate(timeout=600) for proc in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
@@ -101,8 +101,8 @@ def test_two_trainings_of_one_config_at_once_both_succeed(isolated_cache):
 
 def test_two_renders_at_once_sharing_one_cache_both_succeed(tmp_path, isolated_cache):
     out = tmp_path / "out"
-    command = [sys.executable, "render.py", "render", "IdentityHighway", "cli_scenes:TinyTrace", *TINY, "-o", str(out)]
-    procs = [subprocess.Popen(command, cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE,
+    command = [sys.executable, "render.py", "render", "IdentityHighway", "cli_scenes:TinyTrace", *CLI_TINY, "-o", str(out)]
+    procs = [subprocess.Popen(command, cwd=ROOT, env=cli_env(isolated_cache), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [proc.communicate(timeout=900) for proc in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
@@ -113,16 +113,16 @@ def test_two_renders_at_once_sharing_one_cache_both_succeed(tmp_path, isolated_c
         assert numbers["scene"] == name
     assert not list(folder.glob(".render-*"))
     assert not [p for p in isolated_cache.rglob(".*") if p.is_file()]  # no half-promoted cache entry
-    again = invoke("render", "IdentityHighway", "cli_scenes:TinyTrace", *TINY, "-o", out)
+    again = invoke("render", "IdentityHighway", "cli_scenes:TinyTrace", *CLI_TINY, "-o", out)
     assert again.exit_code == 0 and "wrote: nothing" in again.stdout  # the records of the winner are valid
 
 
 def test_real_scenes_render_in_one_process_and_with_jobs(tmp_path):
     out = tmp_path / "out"
     names = [s.__name__ for s in scenes.SCENES_IN_ORDER[:2]]
-    serial = invoke("render", *names, *TINY, "-o", out)
+    serial = invoke("render", *names, *CLI_TINY, "-o", out)
     assert serial.exit_code == 0, serial.output
-    parallel = invoke("render", *names, *TINY, "-o", out, "--lang", "zh", "--jobs", "2")
+    parallel = invoke("render", *names, *CLI_TINY, "-o", out, "--lang", "zh", "--jobs", "2")
     assert parallel.exit_code == 0, parallel.output
     for lang in ("en", "zh"):
         for name in names:

@@ -18,7 +18,8 @@ import math
 import numpy as np
 import pytest
 
-from scenes.depth_sweep import DepthSweep, DepthSweepConv, decades_per_block, sweep_points, trains_worse
+from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
+                                trains_worse)
 from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
 from scenes.seeds import count_true, seed_range
 from scenes.style import LANGS
@@ -232,6 +233,45 @@ def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "
     out["plain.decades_per_block"] = float(np.polyfit(np.array(depths)[ok], np.log10(medians[ok]), 1)[0])
     out["error_margin_points"] = 1.0
     return out
+
+
+def test_sweep_counts_on_the_tiny_sweep_hold_fail_and_abstain():
+    """sweep_counts (no Manim) on the committed seeds equals depth_sweep_numbers' recomputation from the arrays;
+    then each claim made to hold, to fail, and to lose one seed's verdict to a missing value."""
+    seed_traces = _seed_traces()
+    points, seeds = sweep_points(seed_traces), sorted(seed_traces)
+    expected = depth_sweep_numbers(seed_traces)
+    counts = sweep_counts(points, seeds)
+    assert counts == {key: (expected[f"{key}.seeds"], expected[f"{key}.of"]) for key in counts}
+    n, nan = len(seeds), float("nan")
+    lo, hi = min(points["plain"]), max(points["plain"])
+
+    def edited(arch: str, key: str, deep, first=None, base=points) -> dict:
+        """A copy of ``base`` with ``arch``'s deepest ``key`` set to ``deep(shallowest value)`` in every seed,
+        and to ``first`` in the first seed when given."""
+        out = {a: {d: {s: dict(c) for s, c in cells.items()} for d, cells in by.items()} for a, by in base.items()}
+        for s in seeds:
+            out[arch][hi][s][key] = first if first is not None and s == seeds[0] else deep(out[arch][lo][s][key])
+        return out
+
+    def count(p: dict, claim: str) -> tuple[int, int]:
+        return sweep_counts(p, seeds)[claim]
+
+    assert count(edited("plain", "ratio", lambda shallow: 0.01 * shallow), "plain.ratio_falls") == (n, n)
+    assert count(edited("plain", "ratio", lambda shallow: shallow), "plain.ratio_falls") == (0, n)
+    assert count(edited("plain", "ratio", lambda shallow: 0.01 * shallow, first=nan), "plain.ratio_falls") == (n - 1, n - 1)
+    flat = edited("residual", "ratio", lambda _: 1.0)
+    for d in flat["residual"]:
+        for cell in flat["residual"][d].values():
+            cell["ratio"] = 1.0
+    assert count(flat, "residual.ratio_within_decade") == (n, n)
+    assert count(edited("residual", "ratio", lambda _: 50.0, base=flat), "residual.ratio_within_decade") == (0, n)
+    assert count(edited("residual", "ratio", lambda _: 1.0, first=nan, base=flat),
+                 "residual.ratio_within_decade") == (n - 1, n - 1)
+    assert count(edited("residual", "error", lambda shallow: shallow + 0.5), "residual.deeper_worse") == (n, n)
+    assert count(edited("residual", "error", lambda shallow: shallow), "residual.deeper_worse") == (0, n)
+    assert count(edited("residual", "diverged", lambda _: 1.0), "residual.deeper_worse") == (n, n)
+    assert count(edited("plain", "error", lambda shallow: shallow + 0.5, first=nan), "plain.deeper_worse") == (n - 1, n - 1)
 
 
 @pytest.mark.parametrize("scene", [pytest.param(s, id=s.__name__, marks=pytest.mark.xdist_group(scene_group(s, "en")))

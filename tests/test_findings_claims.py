@@ -15,13 +15,13 @@ import pytest
 
 from scenes.norm_free import norm_free_summary, norm_free_verdicts
 from scenes.shortcut_scale import run_summary, seed_verdicts
-from test_claims import holds_on_most_seeds, traces
+from support import holds_on_most_seeds, trained_at_seed
 
 HELD_OUT = 11  # a seed outside 0-4, looked at only by these tests
 
 
 def _shortcut_verdicts(seed: int) -> tuple[dict, str]:
-    summaries = {name: run_summary(t) for name, t in traces("shortcut_scale", seed).items()}
+    summaries = {name: run_summary(t) for name, t in trained_at_seed("shortcut_scale", seed).items()}
     figures = "; ".join(f"{name}: ratio {s['ratio']:.3g} (expected {s['expected']:.3g}, lambda^k {s['shortcut_only']:.3g})"
                         f" error {s['error']:.3f}{' diverged' if s['diverged'] else ''}"
                         for name, s in summaries.items())

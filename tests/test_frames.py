@@ -16,19 +16,14 @@ themes (``<name>.npz`` dark, ``<name>_light.npz`` light), each with its tamper t
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import json
 
 import av
-import cairo
 import numpy as np
 import pytest
 from manim import tempconfig
-from manim.utils.testing import frames_comparison as manim_frames
-from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTester
 
 from scenes.add_norm import TransformerAddNorm
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
@@ -41,7 +36,6 @@ from scenes.summary import Summary
 from scenes.degradation import Degradation
 from scenes.depth_sweep import DepthSweep, DepthSweepConv
 from scenes.gradient_flow import GradientFlowOverTraining
-from scenes.seeds import SeedSpread
 from scenes.highway import IdentityHighway
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
@@ -51,93 +45,12 @@ from scenes.norm_free import NormFree
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
-from dry_run import built_scene, cache_settings, dry_run, frame_build, scene_group
+from dry_run import built_scene, dry_run, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
+from frame_checks import (assert_fails_when_tampered, assert_numbers_match, committed_traces, make_frame_test,  # noqa: F401
+                          same_cairo_as_control_data, scene_variant)
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
-
-# The control frames were drawn with Debian 12's cairo 1.16. Manim skips cairo < 1.18 because *its*
-# control data come from 1.18; ours come from 1.16, so compare on the same major.minor and skip
-# elsewhere (anti-aliasing differs between cairo releases): regenerate with --set_test there.
-CONTROL_CAIRO = (1, 16)
-
-
-@pytest.fixture(autouse=True)
-def same_cairo_as_control_data(monkeypatch):
-    running = tuple(int(part) for part in cairo.cairo_version_string().split(".")[:2])
-    if running != CONTROL_CAIRO:
-        pytest.skip(f"control frames were drawn with cairo {CONTROL_CAIRO}, this is cairo {running}")
-    monkeypatch.setattr(manim_frames, "MIN_CAIRO_VERSION", 0)
-
-
-def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en", theme: str = "dark") -> type:
-    """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` and ``theme``."""
-    return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang, "theme": theme})
-
-
-def committed_traces(scene: type) -> dict[str, str]:
-    """The tiny traces of ``scene``'s experiment; a scene that draws the seed spread also gets the extra
-    seeds' (run keys ``NAME@seed{s}``)."""
-    files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
-    assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
-    return files
-
-
-CONTROL_DATA = Path(__file__).parent / "control_data" / __module_test__
-
-
-def assert_last_frame_matches(built, name: str, write: bool = False) -> None:
-    """``built.last_frame`` (dry_run.frame_build) against control data ``<name>.npz`` by Manim's own frame
-    tester (the tolerances of ``frames_comparison``); ``write``: save it as the control data instead."""
-    path = CONTROL_DATA / f"{name}.npz"
-    tester = _ControlDataWriter(path, size_frame=built.last_frame.shape[:2]) if write else _FramesTester(path)
-    with tester.testing():
-        tester.check_frame(-1 if not write else 0, built.last_frame)
-
-
-def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en",
-                    theme: str = "dark"):
-    """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``
-    (``--set_test``: writing it).
-
-    With the committed traces it compares the frame of :func:`dry_run.built_scene`, the build that the
-    layout, narration and numbers tests of the scene read (one build, not two); given ``trace_files``
-    (a tamper twin) it builds the scene anew by the same recipe (:func:`dry_run.frame_build`)."""
-
-    def test(request):
-        write = request.config.getoption("--set_test")
-        if trace_files is None:
-            built = built_scene(scene, lang, committed_traces(scene) if scene.experiment else None, theme)
-        else:
-            built = frame_build(scene, lang, trace_files, theme)
-        assert_last_frame_matches(built, name, write=write)
-
-    test.__name__ = f"test_{name}"
-    test.pytestmark = [pytest.mark.xdist_group(scene_group(scene, lang))]
-    return test
-
-
-def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
-                               tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en",
-                               theme: str = "dark") -> None:
-    """Copy the committed traces, apply ``tamper`` to ``run``'s array ``key``, and expect the frame
-    comparison against the untampered control data to fail."""
-    if request.config.getoption("--set_test"):
-        pytest.skip("writing control data: a tampered run must not overwrite it")
-    files = {}
-    for run_name, path in committed_traces(scene).items():
-        files[run_name] = str(tmp_path / "traces" / f"{run_name}.npz")  # seeds share file names: use the key
-        Path(files[run_name]).parent.mkdir(exist_ok=True)
-        shutil.copy(path, files[run_name])
-    trace = Trace.load(files[run])
-    original = trace[key].copy()
-    trace.arrays[key] = tamper(original).astype(original.dtype)
-    assert not np.array_equal(trace.arrays[key], original), "the tamper changed nothing"
-    trace.save(files[run])
-    check = make_frame_test(scene, name, trace_files=files, lang=lang, theme=theme)
-    with pytest.raises(AssertionError, match="Frame no"):
-        check(request=request)
 
 
 def checkerboard(values: np.ndarray) -> np.ndarray:
@@ -248,14 +161,6 @@ NUMBER_CASES = {
     "PathEnsemble": (PathEnsemble, path_ensemble_numbers, ("lesion_test_error", "final_test_error")),
     "ShatteredGradients": (ShatteredGradients, shattered_gradients_numbers, ("input_grad", "input_grad_autocorr")),
 }
-
-
-
-
-def assert_numbers_match(shown: dict, expected: dict[str, float]) -> None:
-    assert set(shown) == set(expected), f"extra {set(shown) - set(expected)}, missing {set(expected) - set(shown)}"
-    for key, value in expected.items():
-        assert shown[key] == pytest.approx(value, rel=1e-6, abs=1e-12), key
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(scene_group(case[0], "en")))

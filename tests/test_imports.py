@@ -106,3 +106,16 @@ def test_render_py_holds_the_commands_and_little_else():
     """The front door stays small: options, the planner and the pipeline live in cli/ (issue 19)."""
     lines = (ROOT / "render.py").read_text(encoding="utf-8").count("\n")
     assert lines <= 350, f"render.py has {lines} lines; move what is not a click command into cli/"
+
+
+def test_no_test_file_imports_another():
+    """Shared helpers live in modules that are not test files (tests/support.py, tests/frame_checks.py, ...)."""
+    tests = ROOT / "tests"
+    names = {p.stem for p in tests.glob("test_*.py")}
+    found = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name} imports {t}" for t in targets if t.split(".")[0] in names]
+    assert found == []

@@ -18,7 +18,7 @@ from cli.jobs import MAIN_MIB, MiB, WORKER_MIB, check_jobs, default_jobs, render
 from cli.media import RenderError, RenderJob
 from cli.pipeline import run_pipeline
 from simulation.config import ConfigError
-from test_cli import ROOT, _env, _wait_for, files_under, invoke
+from support import ROOT, cli_env, wait_for, files_under, invoke
 
 GiB = 2**30
 
@@ -162,9 +162,9 @@ def test_stopping_parallel_renders_stops_every_worker_and_leaves_no_final_file(t
     folder = out / "480p15" / "en"
     proc = subprocess.Popen([sys.executable, "render.py", "render", "cli_scenes:TinySlow", "cli_scenes:TinyTrace",
                              "--set", "steps=20", "--set", "depth=3", "--jobs", "2", "-o", str(out)],
-                            cwd=ROOT, env=_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=ROOT, env=cli_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # see test_cli
-    _wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))  # a worker is writing TinySlow
+    wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))  # a worker is writing TinySlow
     children = psutil.Process(proc.pid).children(recursive=True)
     assert children  # the render workers
     proc.send_signal(sig)

@@ -34,9 +34,10 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
-from test_transformer import one_thread  # noqa: F401 (autouse fixture: one torch thread, as the trainers use)
 
 from scenes.loss_landscape import MARGIN, LossLandscape, claim_by_seed, landscape_claim, slice_depths
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one torch thread, as the trainers use
 
 
 def tiny_net(seed: int = 0):

@@ -44,6 +44,7 @@ DAMAGE = {
     "DoesItOnlyCopy": (("residual", "branch_norm", (1, 1)), ("residual", "loss")),  # the loss it draws
     "ConveyorBelt": (("pre_ln", "input_cos", (0, 3)), ("post_ln", "input_cos")),
     "RankCollapse": (("san", "rank_residual", (1, 2)), ("san_skip", "rank_residual")),
+    "LogitLens": (("gpt", "lens_top1", (1, 2)), ("gpt", "lens_kl")),
     "ShortcutScale": (("scale0p9", "out_grad_norm", (0, 2)), ("scale1", "error_curve")),
     "NormFree": (("rezero", "loss_curve", (5,)), ("fixup", "act_norm")),
     "LossLandscape": (("plain_d14", "loss_grid", (4, 4)), ("residual_d8", "loss_grid")),

@@ -19,21 +19,17 @@ import av
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from click.testing import CliRunner
 
 from cli.deck import staged_dir
 from render import cli
 
 from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
+from support import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
 TINY = ["--set", "steps=20", "--set", "depth=3"]  # TinyTrace's chain_rule runs: well under a second
 NARRATION = {"TinyBeats": ["one", "two", "two_more", "three", "end"], "TinyBeatsTwo": ["a", "b"]}  # in order
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

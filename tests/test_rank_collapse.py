@@ -22,16 +22,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from scenes.rank_collapse import (CLAIMS, COLLAPSED, DOUBLY, STAYS_UP, RankCollapse, drop_ratio, drop_ratios,
+from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, drop_ratio, drop_ratios,
                                   rank_residual, rank_verdicts)
 from simulation.config import ConfigError, TransformerConfig
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
 from simulation.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
                                     token_residual)
 
-from test_claims import NEEDED, SEEDS
-from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
-from test_note_claims import at_seed, traces
+from support import NEEDED, SEEDS, at_seed, cached_traces
+from frame_matrix import frame_matrix
+from frame_checks import same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -181,22 +181,7 @@ def _rooted(values: np.ndarray) -> np.ndarray:
     return np.sqrt(values)
 
 
-CASES = [(lang, theme) for lang in ("en", "zh") for theme in ("dark", "light")]
-
-
-def _name(lang: str, theme: str) -> str:
-    return f"rank_collapse_{lang}" + ("_light" if theme == "light" else "")
-
-
-for _lang, _theme in CASES:
-    globals()[f"test_{_name(_lang, _theme)}"] = make_frame_test(RankCollapse, _name(_lang, _theme), lang=_lang,
-                                                                 theme=_theme)
-
-
-@pytest.mark.parametrize(("lang", "theme"), CASES, ids=[_name(*c) for c in CASES])
-def test_rank_collapse_frame_fails_on_tampered_trace(request, tmp_path, lang, theme):
-    assert_fails_when_tampered(request, tmp_path, RankCollapse, _name(lang, theme), run=SAN, key="rank_residual",
-                               tamper=_rooted, lang=lang, theme=theme)
+globals().update(frame_matrix(RankCollapse, "rank_collapse", run=SAN, key="rank_residual", tamper=_rooted))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------
@@ -214,11 +199,11 @@ def test_pure_attention_collapses_doubly_exponentially_and_skips_keep_the_rank()
     1.5 (measured ~3, the exponent of the 3^L bound); with skips the top residual stays above 0.05; MLPs
     without skips collapse too (pinned: the paper says MLPs can slow it; here they did not). Each on at least
     4 of 5 seeds, and the held-out seed gives the same verdicts as the majority."""
-    t = traces("rank_collapse", seeds=",".join(map(str, SEEDS)))
+    t = cached_traces("rank_collapse", seeds=",".join(map(str, SEEDS)))
     by_seed = {seed: _verdicts(lambda run, seed=seed: at_seed(t, run, seed)) for seed in SEEDS}
     report = "\n".join(f"seed {seed}: {v}" for seed, v in by_seed.items())
     for claim in CLAIMS:
         held = sum(v[claim] is True for v in by_seed.values())
         assert held >= NEEDED, f"{claim} held on {held} of {len(SEEDS)} seeds:\n{report}"
-    held_out = _verdicts(traces("rank_collapse", seed=HELD_OUT_SEED).__getitem__)
+    held_out = _verdicts(cached_traces("rank_collapse", seed=HELD_OUT_SEED).__getitem__)
     assert held_out == dict.fromkeys(CLAIMS, True), f"held-out seed {HELD_OUT_SEED}: {held_out}"

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from dask_cluster import Cluster, wait_for
-from test_cli import ROOT, TINY, invoke
+from support import ROOT, CLI_TINY, invoke
 
 pytestmark = pytest.mark.slow
 
@@ -49,11 +49,11 @@ def _names(folder: Path) -> set[str]:
 def test_cluster_renders_match_local_ones_and_land_where_local_ones_do(cluster, tmp_path, monkeypatch):
     env = {"PYTHONPATH": str(ROOT / "tests")}
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "local-cache"))
-    local = invoke("render", *SCENES, *TINY, "--jobs", "1", "-o", tmp_path / "local", env=env)
+    local = invoke("render", *SCENES, *CLI_TINY, "--jobs", "1", "-o", tmp_path / "local", env=env)
     assert local.exit_code == 0, local.output
     # A cache of its own: the cluster trains the two runs too, then renders with their bytes.
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "remote-cache"))
-    remote = invoke("render", *SCENES, *TINY, "--scheduler", cluster.address, "-o", tmp_path / "remote", env=env)
+    remote = invoke("render", *SCENES, *CLI_TINY, "--scheduler", cluster.address, "-o", tmp_path / "remote", env=env)
     assert remote.exit_code == 0, remote.output
     here, there = tmp_path / "local" / "480p15" / "en", tmp_path / "remote" / "480p15" / "en"
     assert _names(here) == _names(there)  # clip, subtitles, numbers, beats, beat videos, record; no temporary file
@@ -66,7 +66,7 @@ def test_cluster_renders_match_local_ones_and_land_where_local_ones_do(cluster, 
         record = json.loads((there / f"{name}.mp4.render.json").read_text())
         assert record["key"] == json.loads((here / f"{name}.mp4.render.json").read_text())["key"]
     assert json.loads((there / "TinyTrace.numbers.json").read_text())["values"]  # it showed a real number
-    again = invoke("render", *SCENES, *TINY, "--scheduler", cluster.address, "-o", tmp_path / "remote", env=env)
+    again = invoke("render", *SCENES, *CLI_TINY, "--scheduler", cluster.address, "-o", tmp_path / "remote", env=env)
     assert again.exit_code == 0 and "wrote: nothing" in again.stdout  # placed files count as rendered
 
 

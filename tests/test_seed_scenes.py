@@ -18,16 +18,18 @@ import json
 import numpy as np
 import pytest
 
-from scenes.layernorm import PostLNvsPreLN
+from scenes.layernorm import (RISE, PostLNvsPreLN, final_loss, grad_rises, init_ffn_grad_norm, needs_warmup,
+                              seed_verdicts, stack_ratio)
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.style import LANGS
+from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group, scene_lang_params
-from seed_numbers import SEED_NUMBERS
+from seed_numbers import SEED_NUMBERS, by_seed
 
 SCENES = [ResidualResponse, PathEnsemble, ShatteredGradients, PostLNvsPreLN]
 # scene -> (a run of another seed, an array the seed spread draws, the claim count it changes, a value index)
@@ -162,3 +164,38 @@ def test_render_check_counts_the_runs_the_scene_reads(args, runs, tmp_path):
     result = CliRunner().invoke(cli, ["render", *args, "--check", "--output", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert f"{runs} of {runs} traces trained" in result.output
+
+
+# -- PostLNvsPreLN's verdicts as plain functions (no Manim) ----------------------------------------------------
+
+def test_post_ln_verdicts_on_the_tiny_traces_and_by_hand():
+    """grad_rises / needs_warmup / seed_verdicts on every committed seed equal seed_numbers' recomputation from the
+    arrays; then a holding, a failing and a no-verdict case of each claim, and a seed lacking a run is skipped."""
+    files = seeded_files(PostLNvsPreLN)
+    traces = {key: Trace.load(path) for key, path in files.items()}
+    expected, seeds = SEED_NUMBERS["PostLNvsPreLN"](traces), by_seed(traces)
+    ratios, finals = {POST_LN: {}, PRE_LN: {}}, {POST_LN: {}, POST_LN_WARMUP: {}, PRE_LN: {}}
+    for seed, runs in seeds.items():
+        stack = "decoder" if runs[POST_LN].config["arch"] == "encoder_decoder" else "encoder"
+        for name in ratios:
+            ratios[name][seed] = stack_ratio(runs[name], init_ffn_grad_norm(runs[name]), stack)
+            assert ratios[name][seed] == pytest.approx(expected[f"{name}.seed.{seed}.last_over_first"], rel=1e-12)
+        for name in finals:
+            finals[name][seed] = final_loss(runs[name])
+            assert finals[name][seed] == pytest.approx(expected[f"{name}.seed.{seed}.final_loss"], rel=1e-12)
+    rises, warms = seed_verdicts(ratios, grad_rises), seed_verdicts(finals, needs_warmup)
+    assert len(rises) == len(warms) == len(seeds) >= 3
+    assert (sum(rises), len(rises)) == (expected["post_ln.grad_rise.seeds"], expected["post_ln.grad_rise.of"])
+    assert (sum(warms), len(warms)) == (expected["warmup_helps.seeds"], expected["warmup_helps.of"])
+
+    assert grad_rises({POST_LN: 2 * RISE, PRE_LN: 1.0}) is True
+    assert grad_rises({POST_LN: 0.9 * RISE, PRE_LN: 0.5}) is False  # not above RISE
+    assert grad_rises({POST_LN: 3.0, PRE_LN: 4.0}) is False  # Pre-LN rises more
+    assert grad_rises({POST_LN: np.nan, PRE_LN: 1.0}) is None
+    assert needs_warmup({POST_LN: 5.0, POST_LN_WARMUP: 2.0, PRE_LN: 2.1}) is True
+    assert needs_warmup({POST_LN: 5.0, POST_LN_WARMUP: 5.5, PRE_LN: 2.1}) is False  # warm-up did not help
+    assert needs_warmup({POST_LN: 5.0, POST_LN_WARMUP: 2.0, PRE_LN: np.nan}) is None
+    # a seed lacking a run gives no flag; a missing value gives None (left out of "k of N" by seed_count)
+    by_run = {POST_LN: {0: 2 * RISE, 1: 1.0, 2: np.nan}, PRE_LN: {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}}
+    assert seed_verdicts(by_run, grad_rises) == [True, False, None]
+    assert seed_verdicts({POST_LN: {0: 2 * RISE, 1: 3.0}, PRE_LN: {1: 1.0}}, grad_rises) == [True]

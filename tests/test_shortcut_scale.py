@@ -21,7 +21,9 @@ from simulation.experiments import build_runs
 from simulation.models import ResidualBlock, Scale, build_model
 from simulation.trace import Trace
 
-from dry_run import scene_group
+from data.make_traces import tiny_trace_files_with_seeds
+from dry_run import dry_run, scene_group
+from frame_checks import scene_variant
 from scene_numbers import check_numbers, check_tampered_numbers
 
 
@@ -130,7 +132,8 @@ def shortcut_scale_numbers(traces: dict[str, Trace]) -> dict[str, float]:
         diverged = bool(t.meta["diverged"])
         error = math.nan if diverged else float(np.mean(curve[-max(1, round(0.1 * len(curve))):]))
         out[f"{name}.seed.{seed}.ratio"] = g[0] / g[-1]
-        out[f"{name}.seed.{seed}.final_error"] = error
+        if not diverged:
+            out[f"{name}.seed.{seed}.final_error"] = error
         out[f"{name}.seed.{seed}.diverged"] = float(diverged)
         if "@" in key:
             continue
@@ -158,3 +161,21 @@ def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a tripled out_grad_norm of block 0 reports other ratios."""
     check_tampered_numbers(ShortcutScale, shortcut_scale_numbers, "scale0p9", "out_grad_norm",
                            lambda v: v * np.r_[3.0, np.ones(v.shape[1] - 1)], tmp_path)
+
+
+def test_a_diverged_run_is_marked_diverged_not_missing(tmp_path):
+    """lambda = 1.1 diverges on most seeds at the default size: its final error is absent (the bar says
+    "diverged"), never recorded as a missing value."""
+    import dataclasses
+
+    files = dict(tiny_trace_files_with_seeds("shortcut_scale"))
+    trace = Trace.load(files["scale1p1"])
+    trace.meta = dataclasses.replace(trace.meta, diverged=True, diverged_step=5, diverged_layer=2,
+                                     diverged_pass="forward")
+    curve = trace["error_curve"].copy()
+    curve[5:] = np.nan
+    trace.arrays["error_curve"] = curve
+    files["scale1p1"] = str(trace.save(tmp_path / "diverged.npz"))
+    numbers = dry_run(scene_variant(ShortcutScale, files), tmp_path).numbers
+    assert numbers["missing"] == []
+    assert numbers["values"]["scale1p1.seed.0.diverged"] == 1.0 and "scale1p1.seed.0.final_error" not in numbers["values"]

@@ -16,47 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.nn import functional as F
 
 from simulation.cache import get_traces, trace_path
 from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs, get_experiment
 from simulation.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
+from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
 
-TINY = dict(depth=2, width=16, heads=2, ffn_width=32, vocab=5, seq_len=5, batch_size=8, steps=6, record_every=2,
-            init_batches=2)
 DATA = Path(__file__).resolve().parent / "data" / "layernorm"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread, as the trainer uses: same numbers on any machine, and no oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _forward_keeping_layers(model, src, tgt_in):
-    """Seq2SeqTransformer.forward, re-written here so that every layer output is kept for autograd."""
-    outputs = []
-    x = model._embed(src)
-    for layer in model.encoder:
-        x = layer(x)
-        outputs.append(x)
-    memory = model.enc_ln_f(x)
-    if not len(model.decoder):
-        return model.head(memory), outputs
-    y = model._embed(tgt_in)
-    for layer in model.decoder:
-        y = layer(y, memory)
-        outputs.append(y)
-    return model.head(model.dec_ln_f(y)), outputs
-
-
-def _loss(logits, tgt):
-    return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+pytestmark = pytest.mark.usefixtures("one_thread")  # support.one_thread: the trainer's one torch thread
 
 
 def _batch(config, n=None, seed=0):
@@ -68,15 +37,15 @@ def _batch(config, n=None, seed=0):
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 @pytest.mark.parametrize("arch", ["encoder", "encoder_decoder"])
 def test_recorded_gradients_match_autograd(norm, arch):
-    config = TransformerConfig(norm=norm, arch=arch, **TINY)
+    config = TransformerConfig(norm=norm, arch=arch, **TRANSFORMER_TINY)
     torch.manual_seed(0)
     model = build_transformer(config).double()
     src, tgt_in, tgt = _batch(config)
 
-    logits, outputs = _forward_keeping_layers(model, src, tgt_in)
+    logits, outputs = forward_keeping_layers(model, src, tgt_in)
     layers = model.layers
     weights = [[p for p in layer.parameters() if p.ndim >= 2] for layer in layers]
-    grads = torch.autograd.grad(_loss(logits, tgt), outputs + [w for ws in weights for w in ws])
+    grads = torch.autograd.grad(cross_entropy(logits, tgt), outputs + [w for ws in weights for w in ws])
     out_grads, weight_grads = grads[: len(outputs)], list(grads[len(outputs):])
     expected_out = [float(g.norm()) for g in out_grads]
     expected_w, expected_w2 = [], []
@@ -87,7 +56,7 @@ def test_recorded_gradients_match_autograd(norm, arch):
 
     with TransformerRecorder(model) as rec:
         rec.arm()
-        _loss(model(src, tgt_in), tgt).backward()
+        cross_entropy(model(src, tgt_in), tgt).backward()
         row = rec.collect()
     assert row["out_grad_norm"] == pytest.approx(expected_out, rel=1e-6, abs=1e-12)
     assert row["grad_norm"] == pytest.approx(expected_w, rel=1e-6)
@@ -97,7 +66,7 @@ def test_recorded_gradients_match_autograd(norm, arch):
 
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 def test_sublayer_norms_are_what_each_add_and_norm_sees(norm):
-    config = TransformerConfig(norm=norm, **TINY)
+    config = TransformerConfig(norm=norm, **TRANSFORMER_TINY)
     torch.manual_seed(1)
     model = build_transformer(config).double()
     src, tgt_in, tgt = _batch(config, seed=1)
@@ -132,7 +101,7 @@ def test_residual_is_where_each_placement_puts_it():
     torch.manual_seed(2)
     x = torch.randn(3, 5, 16, dtype=torch.float64) * 3 + 1
     for norm in ("pre_ln", "post_ln"):
-        layer = build_transformer(TransformerConfig(norm=norm, **TINY)).double().encoder[0]
+        layer = build_transformer(TransformerConfig(norm=norm, **TRANSFORMER_TINY)).double().encoder[0]
         for branch in (layer.attn.o, layer.ffn.linear_2):
             torch.nn.init.zeros_(branch.weight)
             torch.nn.init.zeros_(branch.bias)
@@ -143,7 +112,7 @@ def test_residual_is_where_each_placement_puts_it():
 
 
 def test_hooks_are_removed_also_after_an_error():
-    config = TransformerConfig(**TINY)
+    config = TransformerConfig(**TRANSFORMER_TINY)
     model = build_transformer(config)
     src, tgt_in, _ = _batch(config)
 
@@ -175,7 +144,7 @@ def test_task_targets(task):
 
 
 def test_lr_schedule_in_the_trace_is_linear_warmup_then_constant():
-    config = TransformerConfig(**{**TINY, "steps": 9}, lr=0.01, warmup_steps=4)
+    config = TransformerConfig(**{**TRANSFORMER_TINY, "steps": 9}, lr=0.01, warmup_steps=4)
     expected = 0.01 * np.minimum(1.0, (np.arange(9) + 1) / 4)
     assert [lr_at(config, s) for s in range(9)] == pytest.approx(expected)
     trace = run(config, progress=False)
@@ -184,7 +153,7 @@ def test_lr_schedule_in_the_trace_is_linear_warmup_then_constant():
 
 
 def test_same_config_gives_bit_identical_trace_and_other_seed_does_not():
-    config = TransformerConfig(**TINY, lr=3e-3)
+    config = TransformerConfig(**TRANSFORMER_TINY, lr=3e-3)
     a, b = run(config, progress=False), run(config, progress=False)
     assert set(a.arrays) == set(b.arrays)
     for key in a.arrays:
@@ -194,7 +163,7 @@ def test_same_config_gives_bit_identical_trace_and_other_seed_does_not():
 
 
 def test_trace_shapes_and_names():
-    config = TransformerConfig(**TINY)
+    config = TransformerConfig(**TRANSFORMER_TINY)
     trace = run(config, progress=False)
     n_layers, n_sub, t = 2 * config.depth, 5 * config.depth, len(trace["step"])
     assert trace.meta["layers"] == ["encoder.0", "encoder.1", "decoder.0", "decoder.1"]
@@ -259,7 +228,7 @@ def test_layernorm_experiment_runs_and_overrides():
 def test_cache_trains_a_transformer_once_and_its_subprocess_main_rebuilds_the_config(caplog):
     from simulation import cache
 
-    config = TransformerConfig(**{**TINY, "steps": 2})
+    config = TransformerConfig(**{**TRANSFORMER_TINY, "steps": 2})
     with caplog.at_level("INFO", logger="simulation"):
         first = get_traces([config])[0]
         second = get_traces([config])[0]
@@ -281,7 +250,7 @@ def _init_ffn_grad_norms(config: TransformerConfig, batches: int = 2) -> np.ndar
     norms = []
     for _ in range(batches):
         src, tgt_in, tgt = make_task(config.task, config.vocab, config.seq_len, config.batch_size, gen)
-        norms.append([float(g.norm()) for g in torch.autograd.grad(_loss(model(src, tgt_in), tgt), w2)])
+        norms.append([float(g.norm()) for g in torch.autograd.grad(cross_entropy(model(src, tgt_in), tgt), w2)])
     return np.mean(norms, 0)
 
 

@@ -317,3 +317,35 @@ def test_hooks_are_removed_after_an_exception():
     assert not interceptor.handles and not interceptor.inside
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
     assert torch._C._is_torch_function_mode_enabled() is False
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_twin_of_transformer_encoder_in_eval_mode(norm_first):
+    """In eval mode without gradients nn.TransformerEncoderLayer has a fused fast path with no additions to find;
+    the interceptor's mode turns it off (has_torch_function), so the twin's test error is the plain net's."""
+    torch.manual_seed(0)
+    model, x = um.encoder(norm_first, layers=2), torch.randn(3, 5, 16)
+    adds = find_residual_adds(model, (x[:2],)).adds
+    interceptor = Interceptor(model, adds, plain=True)
+    model.eval()
+    interceptor.acquire()
+    try:
+        with torch.no_grad():
+            twin = model(x)
+    finally:
+        interceptor.release()
+
+    def plain_layer(layer, h):  # TransformerEncoderLayer.forward without its two `x + ...`
+        if norm_first:
+            h = layer._sa_block(layer.norm1(h), None, None)
+            return layer._ff_block(layer.norm2(h))
+        h = layer.norm1(layer._sa_block(h, None, None))
+        return layer.norm2(layer._ff_block(h))
+
+    with torch.no_grad():
+        expected = x
+        for layer in model.layers:
+            expected = plain_layer(layer, expected)
+        residual = model(x)  # the fast path, no interceptor: the residual model as written
+    assert torch.allclose(twin, expected, atol=1e-5)
+    assert not torch.allclose(twin, residual, atol=1e-2)

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import srt
-from click.testing import CliRunner
 from manim import Create, Square, tempconfig
 
 from cli import media as cli_media
@@ -31,14 +30,11 @@ from scenes.base import LectureScene
 
 from dry_run import dry_run
 from subtitles import RATE, as_srt_cues, chars, too_fast
+from support import invoke
 
 needs_piper = pytest.mark.skipif(bool(voice.VOICES["en-piper"].missing()), reason="piper-tts not installed")
 needs_zh = pytest.mark.skipif(bool(voice.VOICES["zh-espeak"].missing()), reason="espeak-ng/pypinyin missing")
 PINYIN_SYLLABLE = re.compile(r"^[a-zü]+[1-5]$")
-
-
-def invoke(*args, env=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], env=env)
 
 
 # -- reading rate without a voice ----------------------------------------------------------------

@@ -44,6 +44,7 @@ TINY: dict[str, dict] = {
     "depth_sweep": {"mlp_depths": "2,4,8", "conv_depths": "8,14"},
     "does_it_copy": {"steps": 40},
     "identity_fit": {"steps": 200, "lr": 0.01},
+    "logit_lens": {"steps": 80},  # enough that the tiny GPT starts to reverse: the lens has an answer to find
     "shortcut_scale": {"depth": 6},
     "norm_free": {"depth": 8, "steps": 30},
     # conv nets of 8 and 14 layers, width 4, a 9 x 9 slice on 64 examples: ~2 s a run
@@ -57,7 +58,7 @@ TINY_SEEDS: dict[str, tuple[int, ...]] = {"chain_rule": (1, 2), "degradation": (
                                           "paths": (1, 2), "shattered": (1, 2), "layernorm": (1, 2),
                                           "shortcut_scale": (1, 2), "norm_free": (1, 2),
                                           "rank_collapse": (1,), "loss_landscape": (1, 2),
-                                          "hyper_connections": (1, 2)}
+                                          "hyper_connections": (1, 2), "logit_lens": (1,)}
 
 
 def tiny_overrides(experiment: str) -> dict:

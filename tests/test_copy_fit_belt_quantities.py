@@ -2,7 +2,7 @@
 
 Example::
 
-    pytest tests/test_note_questions.py
+    pytest tests/test_copy_fit_belt_quantities.py
 
 - ``input_cos`` of the Transformer recorder against cosines computed here from a hand-written forward pass;
 - the identity-fit trainer: the same initial weights for both blocks, its error against a numpy closed form,
@@ -28,12 +28,14 @@ from simulation.transformer import TransformerRecorder, build_transformer, make_
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
-from test_transformer import TINY, _forward_keeping_layers, _loss, one_thread  # noqa: F401 (autouse fixture)
+from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios
 from scenes.identity_fit import IdentityFit, error_points
 from scenes.seeds import SeedSpread
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: the trainer's one torch thread
 
 
 # -- the Transformer's conveyor belt ---------------------------------------------------------------
@@ -41,12 +43,12 @@ from scenes.seeds import SeedSpread
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 @pytest.mark.parametrize("arch", ["encoder", "encoder_decoder"])
 def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
-    config = TransformerConfig(norm=norm, arch=arch, **TINY)
+    config = TransformerConfig(norm=norm, arch=arch, **TRANSFORMER_TINY)
     torch.manual_seed(3)
     model = build_transformer(config).double()
     src, tgt_in, tgt = make_task(config.task, config.vocab, config.seq_len, 8, torch.Generator().manual_seed(4))
     with torch.no_grad():
-        _, outputs = _forward_keeping_layers(model, src, tgt_in)
+        _, outputs = forward_keeping_layers(model, src, tgt_in)
         inputs = [model._embed(src)] * len(model.encoder) + [model._embed(tgt_in)] * len(model.decoder)
     expected = []
     for x0, h in zip(inputs, outputs):  # cos per token, by hand: a.b / (|a| |b|)
@@ -54,7 +56,7 @@ def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
         expected.append(float(np.mean((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))))
     with TransformerRecorder(model) as rec:
         rec.arm()
-        _loss(model(src, tgt_in), tgt).backward()
+        cross_entropy(model(src, tgt_in), tgt).backward()
         row = rec.collect()
     assert row["input_cos"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert -1 <= row["input_cos"].min() and row["input_cos"].max() <= 1
@@ -63,7 +65,7 @@ def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
 def test_input_cos_is_in_the_trace_per_record_and_layer():
     from simulation.transformer import run
 
-    trace = run(TransformerConfig(**TINY), progress=False)
+    trace = run(TransformerConfig(**TRANSFORMER_TINY), progress=False)
     assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta["layers"]))
     assert trace["input_cos"].dtype == np.float64 and np.isfinite(trace["input_cos"]).all()
 

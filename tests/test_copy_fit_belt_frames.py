@@ -3,8 +3,8 @@ that tampers its trace and must fail.
 
 Example::
 
-    pytest tests/test_note_frames.py
-    pytest tests/test_note_frames.py --set_test      # (re)write their control frames
+    pytest tests/test_copy_fit_belt_frames.py
+    pytest tests/test_copy_fit_belt_frames.py --set_test      # (re)write their control frames
 
 The machinery (committed tiny traces, control frames under tests/control_data/scenes/, the cairo check) is
 that of tests/test_frames.py.
@@ -20,7 +20,7 @@ from scenes.conveyor_belt import ConveyorBelt
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.identity_fit import IdentityFit
 
-from test_frames import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
+from frame_checks import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -52,5 +52,5 @@ test_analogies_zh = make_frame_test(Analogies, "analogies_zh", lang="zh")
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), NOTE_SCENES, ids=[m[1] for m in NOTE_SCENES])
-def test_note_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper, lang):
+def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper, lang):
     assert_fails_when_tampered(request, tmp_path, scene, f"{name}_{lang}", run=run, key=key, tamper=tamper, lang=lang)

@@ -2,7 +2,7 @@
 
 Example::
 
-    pytest -m slow tests/test_note_claims.py
+    pytest -m slow tests/test_copy_fit_belt_claims.py
 
 Each test states what it measures; where the run disagrees with the note, the test pins what was measured
 (and says so), as the scene does. The figures are listed in docs/claims.md. Slow: the five seeds of
@@ -14,26 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulation.cache import get_traces
-from simulation.experiments import build_runs, seed_key
-from simulation.trace import Trace
 
-from test_claims import SEEDS, holds_on_most_seeds
+from support import SEEDS, at_seed, cached_traces, holds_on_most_seeds
 
 from scenes.conveyor_belt import encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, branch_ratios
 from simulation.summary import ratio_course
-
-
-def traces(experiment: str, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` with ``overrides``, trained through the (per-test) cache."""
-    runs = build_runs(experiment, {key: value for key, value in overrides.items()})
-    return dict(zip(runs, get_traces(list(runs.values()), progress=False)))
-
-
-def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
-    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
-    return t[seed_key(name, seed, seed == SEEDS[0])]
 
 
 SEEDS_SET = ",".join(str(seed) for seed in SEEDS)  # --set seeds=0,1,2,3,4
@@ -46,7 +32,7 @@ def test_residual_branch_shrinks_toward_the_identity_and_does_not_grow_again():
     blocks of ||F(x)|| / ||x|| falls by more than 20 % from step 0 and does not rise again by more than 20 %
     above its lowest ("shrinks"), while the loss falls at least tenfold; F(x) never vanishes (lowest above
     NEAR_ZERO of ||x||). Pinned: the regrowth the note describes is not seen in this ratio."""
-    t = traces("does_it_copy", seeds=SEEDS_SET)
+    t = cached_traces("does_it_copy", seeds=SEEDS_SET)
 
     def check(seed: int) -> tuple[bool, str]:
         trace = at_seed(t, "residual", seed)
@@ -66,7 +52,7 @@ def test_keeping_the_input_is_easy_for_a_residual_block_and_slow_for_a_plain_one
     the residual block's relative error ||h - x||^2 / ||x||^2 falls below 0.01 at least 10 times sooner than
     the plain block's (or the plain block never gets there in 1500 steps), and starts over 10 times lower."""
     def check(seed: int) -> tuple[bool, str]:
-        t = traces("identity_fit", seed=seed)
+        t = cached_traces("identity_fit", seed=seed)
         res, plain = int(t["residual"]["tolerance_step"]), int(t["plain"]["tolerance_step"])
         start = {name: float(trace["loss_curve"][0]) for name, trace in t.items()}
         ok = res >= 0 and (plain < 0 or plain >= 10 * max(res, 1)) and start["plain"] > 10 * start["residual"]
@@ -82,7 +68,7 @@ def test_pre_ln_belt_keeps_more_of_the_input_than_post_ln():
     both): the mean over tokens of cos(x_0, x_l) between a token's vector at the input of the encoder and after
     its last layer is higher with Pre-LN (a clean sum x + F(LN(x))) than with Post-LN (LN after every sum), at
     initialisation and after training; in both, less of the input survives the top layer than the first."""
-    t = traces("conveyor_belt", seeds=SEEDS_SET)
+    t = cached_traces("conveyor_belt", seeds=SEEDS_SET)
 
     def check(seed: int) -> tuple[bool, str]:
         pre, post = at_seed(t, "pre_ln", seed), at_seed(t, "post_ln", seed)

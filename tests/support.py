@@ -1,0 +1,121 @@
+"""What several test files share: the command-line runner, the claims' seeds, the Transformer's reference pieces.
+
+Example::
+
+    from support import invoke, holds_on_most_seeds
+
+Not a test module (no ``test_`` prefix): test files import from here, never from each other. The shared
+fixtures (``isolated_cache``, ``one_thread``) are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from click.testing import CliRunner
+
+from render import cli
+from simulation.cache import get_traces
+from simulation.experiments import build_runs, seed_key
+from simulation.trace import Trace
+
+__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "wait_for", "SEEDS", "NEEDED", "trained_at_seed",
+           "holds_on_most_seeds", "cached_traces", "at_seed", "forward_keeping_layers", "cross_entropy",
+           "TRANSFORMER_TINY"]
+
+# -- the command line -----------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI_TINY = ["--set", "steps=20", "--set", "depth=3"]  # tiny training runs: well under a second each
+
+
+def invoke(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, [str(a) for a in args], env=env)
+
+
+def files_under(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+
+
+def cli_env(cache: Path) -> dict:
+    return {**os.environ, "RESIDUAL_CACHE": str(cache), "PYTHONPATH": str(ROOT / "tests")}
+
+
+def wait_for(predicate, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+# -- claims on seeds ----------------------------------------------------------------------------------
+
+SEEDS = range(5)
+NEEDED = 4
+_TRACES: dict[str, Trace] = {}  # by config digest: experiments that share runs train them once
+
+
+def trained_at_seed(experiment: str, seed: int, **overrides: object) -> dict[str, Trace]:
+    """The runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session."""
+    out = {}
+    for name, config in build_runs(experiment, {**overrides, "seed": seed}).items():
+        if config.digest() not in _TRACES:
+            from simulation.train import run  # torch: only where a claim trains
+
+            _TRACES[config.digest()] = run(config, progress=False)
+        out[name] = _TRACES[config.digest()]
+    return out
+
+
+def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
+    """Run ``check(seed)`` -> (holds, figures) on every seed; fail unless it holds on NEEDED of them."""
+    results = {seed: check(seed) for seed in SEEDS}
+    passed = sum(holds for holds, _ in results.values())
+    report = "\n".join(f"seed {seed}: {'ok  ' if ok else 'FAIL'} {figures}" for seed, (ok, figures) in results.items())
+    assert passed >= NEEDED, f"claim held on {passed} of {len(results)} seeds (need {NEEDED}):\n{report}"
+
+
+def cached_traces(experiment: str, **overrides: object) -> dict[str, Trace]:
+    """The runs of ``experiment`` with ``overrides``, trained through the (per-test) cache."""
+    runs = build_runs(experiment, {key: value for key, value in overrides.items()})
+    return dict(zip(runs, get_traces(list(runs.values()), progress=False)))
+
+
+def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
+    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
+    return t[seed_key(name, seed, seed == SEEDS[0])]
+
+
+# -- the Transformer -------------------------------------------------------------------------------
+
+TRANSFORMER_TINY = dict(depth=2, width=16, heads=2, ffn_width=32, vocab=5, seq_len=5, batch_size=8, steps=6, record_every=2,
+            init_batches=2)  # a Transformer that trains in well under a second
+
+
+def forward_keeping_layers(model, src, tgt_in):
+    """Seq2SeqTransformer.forward, re-written here so that every layer output is kept for autograd."""
+    outputs = []
+    x = model._embed(src)
+    for layer in model.encoder:
+        x = layer(x)
+        outputs.append(x)
+    memory = model.enc_ln_f(x)
+    if not len(model.decoder):
+        return model.head(memory), outputs
+    y = model._embed(tgt_in)
+    for layer in model.decoder:
+        y = layer(y, memory)
+        outputs.append(y)
+    return model.head(model.dec_ln_f(y)), outputs
+
+
+def cross_entropy(logits, tgt):
+    """Token-level cross-entropy of ``logits`` [N, T, V] against ``tgt`` [N, T]."""
+    from torch.nn import functional as F
+
+    return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
