@@ -32,6 +32,7 @@ from torch import nn
 
 from .config import HyperConfig, config_from_argv
 from .data import load_dataset
+from .loop import one_thread
 from .trace import Trace
 
 __all__ = ["run", "sinkhorn", "HyperBlock", "HyperNet", "composite_gains", "MHC_DIAGONAL"]
@@ -126,12 +127,8 @@ def run(config: HyperConfig, progress: bool | None = None) -> Trace:
     - ``composite_row_gain``, ``composite_col_gain``, ``composite_sigma`` float64 [T, L]: the gains of
       H_res^l ... H_res^1 after each block l (:func:`composite_gains`; DeepSeek 2025, mHC).
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
+    with one_thread():  # bit-identical results do not depend on the machine's core count
         return _run(config)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: HyperConfig) -> Trace:

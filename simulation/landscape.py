@@ -31,6 +31,7 @@ from torch.func import functional_call
 from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_error
 from .conv import build_conv_net
 from .data import load_dataset
+from .loop import one_thread
 from .summary import slice_figures
 from .trace import Trace
 
@@ -106,12 +107,8 @@ def run(config: LandscapeConfig, progress: bool | None = None) -> Trace:
     The non-convexity figures (:func:`simulation.summary.slice_figures`) are
     computed from ``loss_grid`` wherever they are needed.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
+    with one_thread():  # bit-identical results do not depend on the machine's core count
         return _run(config)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: LandscapeConfig) -> Trace:
