@@ -81,6 +81,11 @@ def _one_of(default: str, choices: tuple[str, ...]) -> Any:
     return field(default=default, metadata={"choices": choices})
 
 
+def _flag(default: bool) -> Any:
+    """A boolean field with ``default`` (its choices: False, True)."""
+    return field(default=default, metadata={"choices": (False, True)})
+
+
 def param_range(cls: type, name: str) -> Range | tuple[str, ...] | None:
     """The :class:`Range` or the choices of field ``name`` of config class ``cls`` (None: unconstrained)."""
     meta = {f.name: f.metadata for f in fields(cls)}[name]
@@ -230,7 +235,7 @@ def _check_fields(cfg: BaseConfig) -> None:
         if "range" in f.metadata:
             f.metadata["range"].check(f.name, value)
         if "choices" in f.metadata and value not in f.metadata["choices"]:
-            raise ConfigError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}; got {shown(value)}")
+            raise ConfigError(f"{f.name} must be one of {', '.join(map(str, f.metadata['choices']))}; got {shown(value)}")
 
 
 def config_from_argv(cls: type[BaseConfig], argv: list[str] | None, description: str, check=None) -> BaseConfig | None:
@@ -284,8 +289,8 @@ class TransformerConfig(BaseConfig):
     kind: str = _one_of("transformer", ("transformer",))  # the run kind (simulation.runs) that trains this config
     arch: str = _one_of("encoder_decoder", TRANSFORMER_ARCHS)  # "encoder" | "encoder_decoder" (+ as many decoder layers) | "decoder_only" (a causal GPT)
     norm: str = _one_of("post_ln", LN_PLACEMENTS)  # post_ln: x = LN(x + F(x)) (Vaswani); pre_ln: x = x + F(LN(x)) (Xiong); none: x + F(x)
-    residual: bool = True  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
-    ffn: bool = True  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)
+    residual: bool = _flag(True)  # False drops every skip connection: x = F(x) (Dong et al. 2021's pure attention, with ffn=False)
+    ffn: bool = _flag(True)  # False: layers of attention alone, no position-wise FFN sublayer (Dong et al. 2021's SAN)
     task: str = _one_of("reverse", TASKS)  # target = the input sequence copied | reversed | sorted
     depth: int = _in(6, 1, MAX_TRANSFORMER_DEPTH)  # layers in the encoder, and in the decoder when there is one
     width: int = _in(32, 2, MAX_WIDTH)  # d_model: width of the residual stream (even, divisible by heads)

@@ -30,7 +30,8 @@ _META_KEY = "__meta__"
 # Every array a trainer records, with its axes: sizes named by Trace.sizes ("records": recorded steps; "steps":
 # every optimiser step; "layers": meta.layers, the MLP / conv blocks, the Transformer's layers, a user model's
 # residual additions; "branches": where a branch F(x) is added, the Transformer's sublayers, else the layers;
-# "layers+1"; "depth+1": the config's depth + 1; "init_batches", "grid", "streams": the config's) or a fixed size. Trace.blank fills one a trace lacks from this table.
+# "layers+1"; "depth+1": the config's depth + 1; "init_batches"; "grid": a loss slice's points per axis; "streams":
+# the residual streams of a hyper-connection run) or a fixed size. Trace.blank fills one a trace lacks from this table.
 _PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
               "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos")
 _PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
@@ -45,8 +46,10 @@ ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     "input_sweep": (256,), "input_grad": (2, 256), "input_grad_autocorr": (2, 64),  # Balduzzi et al. 2017
     "init_grad_norm": ("init_batches", "layers"), "init_ffn_grad_norm": ("init_batches", "layers"),  # Xiong 2020
     "rank_residual": (2, "depth+1"),  # Dong et al. 2021: the encoder's input and every encoder layer's output
-    "coords": ("grid",), "loss_grid": ("grid", "grid"), "error_grid": ("grid", "grid"),  # Li et al. 2018
-    "direction_norm": (2,),
+    # the logit lens (nostalgebraist 2020): at init and after training, the stream's input and every layer's output
+    **{key: (2, "depth+1") for key in ("lens_kl", "lens_top1", "lens_accuracy")},
+    # Li et al. 2018: the slice's grid coordinates, the loss and error at each grid point, the two directions' norms
+    "coords": ("grid",), "loss_grid": ("grid", "grid"), "error_grid": ("grid", "grid"), "direction_norm": (2,),
     **{key: ("records", "layers") for key in ("composite_row_gain", "composite_col_gain", "composite_sigma")},
     "res_matrices": ("records", "layers", "streams", "streams"),  # hyper-connections: every block's H_res
 }
@@ -173,11 +176,13 @@ class Trace:
         return config_from_dict(dict(self.meta.config))
 
     def sizes(self) -> dict[str, int]:
-        """The sizes :data:`ARRAY_AXES` names, those this trace says: ``records`` (its ``step`` array), ``steps``
-        ``init_batches``, ``grid`` and ``streams`` (its config), ``layers`` (``meta.layers``, else ``meta.blocks``, else the config's
+        """The sizes :data:`ARRAY_AXES` names, those this trace says: ``records`` (its ``step`` array), ``steps``,
+        ``init_batches``, ``grid`` and ``streams`` (its config), ``layers`` (``meta.layers``, else ``meta.blocks``,
+        else the config's
         ``depth``), ``branches`` (``meta.sublayers``, else the layers), ``layers+1`` and ``depth+1`` (the config's)."""
         config, meta = self.meta.config, self.meta
-        out = {key: config[key] for key in ("steps", "init_batches", "grid", "streams") if isinstance(config.get(key), int)}
+        out = {key: config[key] for key in ("steps", "init_batches", "grid", "streams")
+               if isinstance(config.get(key), int)}
         if isinstance(config.get("depth"), int):
             out["depth+1"] = config["depth"] + 1
         if "step" in self.arrays:
