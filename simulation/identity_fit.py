@@ -27,6 +27,7 @@ from .config import IdentityFitConfig, config_from_argv
 from .data import load_dataset
 from .models import PlainBlock, ResidualBlock
 from .summary import first_step_below
+from .loop import one_thread
 from .trace import Trace
 
 __all__ = ["run", "relative_error", "build_block"]
@@ -58,12 +59,8 @@ def run(config: IdentityFitConfig, progress: bool | None = None) -> Trace:
     - ``tolerance_step`` int64 []: first step whose ``loss_curve`` is below ``config.tolerance``, -1 if none;
     - ``branch_ratio`` float32 [T]: ||F(x)|| / ||x|| (mean over training examples) of the block's F.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
+    with one_thread():  # bit-identical results do not depend on the machine's core count
         return _run(config)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: IdentityFitConfig) -> Trace:

@@ -32,6 +32,7 @@ from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_e
 from .conv import build_conv_net
 from .data import load_dataset
 from .summary import slice_figures
+from .loop import one_thread
 from .trace import Trace
 
 __all__ = ["run", "filter_normalize", "random_direction", "slice_loss", "DIRECTION_SEED_OFFSET"]
@@ -106,12 +107,8 @@ def run(config: LandscapeConfig, progress: bool | None = None) -> Trace:
     The non-convexity figures (:func:`simulation.summary.slice_figures`) are
     computed from ``loss_grid`` wherever they are needed.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
+    with one_thread():  # bit-identical results do not depend on the machine's core count
         return _run(config)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: LandscapeConfig) -> Trace:

@@ -21,6 +21,7 @@ import logging
 import platform
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -33,7 +34,7 @@ from .record import HookRecorder
 from .runs import check_memory
 from .trace import Trace, TraceMeta
 
-__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main"]
+__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +134,18 @@ def train(task_class: type[Task[C]], config: C, progress: bool | None = None) ->
     terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
     """
     check_memory(config)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical results do not depend on the machine's core count
-    try:
+    with one_thread():
         return _train(task_class, config, progress)
+
+
+@contextmanager
+def one_thread():
+    """Run the block with one torch thread (the previous count restored after), so that a config gives
+    bit-identical arrays whatever the machine's core count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
     finally:
         torch.set_num_threads(threads)
 
