@@ -25,9 +25,9 @@ import torch
 
 from .config import IdentityFitConfig, config_from_argv
 from .data import load_dataset
-from .loop import one_thread
 from .models import PlainBlock, ResidualBlock
 from .summary import first_step_below
+from .loop import one_thread
 from .trace import Trace
 
 __all__ = ["run", "relative_error", "build_block"]

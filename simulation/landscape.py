@@ -31,8 +31,8 @@ from torch.func import functional_call
 from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_error
 from .conv import build_conv_net
 from .data import load_dataset
-from .loop import one_thread
 from .summary import slice_figures
+from .loop import one_thread
 from .trace import Trace
 
 __all__ = ["run", "filter_normalize", "random_direction", "slice_loss", "DIRECTION_SEED_OFFSET"]

@@ -23,7 +23,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -139,9 +139,9 @@ def train(task_class: type[Task[C]], config: C, progress: bool | None = None) ->
 
 
 @contextmanager
-def one_thread() -> Iterator[None]:
-    """Run the body with one torch thread, restoring the count after: bit-identical results do not depend on
-    the machine's core count (every trainer runs this way)."""
+def one_thread():
+    """Run the block with one torch thread (the previous count restored after), so that a config gives
+    bit-identical arrays whatever the machine's core count."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -101,20 +101,25 @@ def _with_seed(overrides: dict, seed: int | None) -> dict:
     return overrides if seed is None else {**overrides, "seed": str(seed)}
 
 
-def write_tiny_traces(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str]:
-    """Train the tiny runs of ``experiment`` (with ``seed`` when given) now, through a throw-away cache so
-    each config goes to its own trainer, and save them; returns ``{run_name: path}``."""
-    runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
+def _train_in_scratch(configs: list) -> list:
+    """Train ``configs`` now through a throw-away cache (each config to its own trainer); their traces."""
     previous = os.environ.get("RESIDUAL_CACHE")
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["RESIDUAL_CACHE"] = scratch
         try:
-            traces = get_traces(list(runs.values()), progress=False)
+            return get_traces(configs, progress=False)
         finally:
             if previous is None:
                 os.environ.pop("RESIDUAL_CACHE", None)
             else:
                 os.environ["RESIDUAL_CACHE"] = previous
+
+
+def write_tiny_traces(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str]:
+    """Train the tiny runs of ``experiment`` (with ``seed`` when given) now, through a throw-away cache so
+    each config goes to its own trainer, and save them; returns ``{run_name: path}``."""
+    runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
+    traces = _train_in_scratch(list(runs.values()))
     where = folder / experiment if seed is None else folder / experiment / f"seed{seed}"
     out = {}
     for name, trace in zip(runs, traces):
@@ -154,16 +159,7 @@ def write_user_like_traces(case: str, folder: Path = DATA_DIR) -> dict[str, str]
     names = user_like_names(case)
     overrides = {**{k: str(v) for k, v in _USER_LIKE_RUNS.items()}, "depth": str(len(names))}
     runs = build_runs("residual_response", overrides)
-    previous = os.environ.get("RESIDUAL_CACHE")
-    with tempfile.TemporaryDirectory() as scratch:
-        os.environ["RESIDUAL_CACHE"] = scratch
-        try:
-            traces = get_traces(list(runs.values()), progress=False)
-        finally:
-            if previous is None:
-                os.environ.pop("RESIDUAL_CACHE", None)
-            else:
-                os.environ["RESIDUAL_CACHE"] = previous
+    traces = _train_in_scratch(list(runs.values()))
     out = {}
     for name, trace in zip(runs, traces):
         meta = {**trace.meta.to_dict(), "layers": names, "blocks": len(names)}
