@@ -69,9 +69,9 @@ class HyperConnections(SeedSpread, LectureScene):
         "hc": {"en": "HC: free", "zh": "HC：不受约束"},
         "mhc": {"en": "mHC: doubly stochastic", "zh": "mHC：双随机"},
         "init": {"en": "thin: step 0", "zh": "细线：第 0 步"},
-        "holds": {"en": "After {steps} steps the product of the free matrices amplifies up to {hc}× (backward {hc_col}×); "
+        "holds": {"en": "After {steps} steps the product of the free matrices amplifies up to {hc}× (backward {hc_col}×);\n"
                         "the doubly stochastic product stays at {mhc} ({seeds}).",
-                  "zh": "训练 {steps} 步后，不受约束的矩阵之积放大到 {hc} 倍（反向 {hc_col} 倍）；"
+                  "zh": "训练 {steps} 步后，不受约束的矩阵之积放大到 {hc} 倍（反向 {hc_col} 倍）；\n"
                         "双随机矩阵之积保持在 {mhc}（{seeds}）。"},
         "fails": {"en": "After {steps} steps: free product {hc}×, doubly stochastic {mhc}: not the growth mHC describes "
                         "({seeds}).",
@@ -125,7 +125,7 @@ class HyperConnections(SeedSpread, LectureScene):
                                  for k in ("composite_row_gain",)])
         finite = values[np.isfinite(values) & (values > 0)]
         top = int(np.ceil(np.log10(finite.max()))) if finite.size else 1
-        chart = LogAxes((1, max(depth, 2), 1), (0, max(top, 1)), width=7.4, height=2.5).move_to([-2.3, -0.55, 0])
+        chart = LogAxes((1, max(depth, 2), 1), (0, max(top, 1)), width=7.4, height=2.3).move_to([-2.3, -0.2, 0])
         for tick in (1, depth):
             chart.ticks.add(make_text(f"{tick}", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(
                 chart.point(tick, 1.0), DOWN, buff=0.1))
