@@ -54,7 +54,7 @@ def test_norm_free_claims_hold_on_most_seeds_and_the_held_out_seed():
     LOSS_LEVEL within 60 steps, the standard net does not (it diverges)."""
 
     def check(seed: int) -> tuple[bool, str]:
-        summaries = {name: norm_free_summary(t) for name, t in traces("norm_free", seed).items()}
+        summaries = {name: norm_free_summary(t) for name, t in trained_at_seed("norm_free", seed).items()}
         verdicts = norm_free_verdicts(summaries)
         figures = "; ".join(f"{name}: growth {s['growth']:.3g} ({s['per_block']:.4f}/block) step {s['step']:g}"
                             f"{' diverged at ' + format(s['diverged_step'], 'g') if s['diverged'] else ''}"

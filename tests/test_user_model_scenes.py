@@ -361,11 +361,11 @@ def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, case):
 def test_every_model_scene_draws_a_real_user_model(tmp_path, monkeypatch):
     """examples/my_resnet.py (projection shortcuts, six additions ``stages.0.0`` ...) and its twin trained a few
     steps: every scene builds with a clean layout, names the model's blocks and shows its trace's numbers."""
-    from simulation.user_model import record
+    from cli.notebook import record_model
 
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
-    files = {name: str(path) for name, path in record("examples/my_resnet.py:build", data="digits-image", steps=6,
-                                                       record_every=3, progress=False).items()}
+    files = {name: str(path) for name, path in record_model(
+        "examples/my_resnet.py:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
     layers = Trace.load(files["residual"]).meta.layers
     assert layers and len(layers) >= 2
     for scene in scenes.MODEL_SCENES:
