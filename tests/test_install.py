@@ -208,3 +208,9 @@ def test_the_wheel_installs_and_renders_from_another_folder(tmp_path):
         assert reveal.returncode == 0 and Path(reveal.stdout.strip()).is_relative_to(site), reveal.stderr
     else:
         assert "RESIDUAL_REVEAL_DIR" in reveal.stderr
+    # the explorer's page assets travel with the installed copy (render.py explore copies them)
+    explore = subprocess.run([str(python), "-c", "import residual_lecture; from cli.explore import WEB_DIR; "
+                                                 "print(' '.join(p.name for p in WEB_DIR.iterdir()))"],
+                             capture_output=True, text=True, env=env, cwd=elsewhere)
+    assert explore.returncode == 0, explore.stderr
+    assert {"index.html", "explore.js", "explore.css"} <= set(explore.stdout.split()), explore.stdout
