@@ -60,14 +60,8 @@ def one_line(exc: BaseException) -> str:
 
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread, as training uses (simulation.loop.train): two threads on a busy 2-core machine are
-    ~15x slower here (oversubscription)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# One torch thread, as training uses (conftest.one_thread): two threads on a busy 2-core machine are ~15x slower here.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 # -- hostile models, generated ------------------------------------------------------------------------
 
