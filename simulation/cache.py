@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 from .atomic_io import atomic_write
 from .config import RunConfig, TransformerConfig
-from .runs import check_memory, config_from_dict, describe, trainer
+from .runs import check_memory, config_from_dict, describe, train
 from .sweep import SweepError, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
@@ -90,7 +90,7 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]
         log.info("training %s (%s)", config.digest(), describe(config))
-        traces[config] = trainer(config)(config, progress=progress)
+        traces[config] = train(config, progress=progress)
         traces[config].save(trace_path(config))
         if on_trace is not None:
             on_trace(config, traces[config])

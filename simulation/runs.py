@@ -35,10 +35,11 @@ from typing import Any, Callable
 
 from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
                      TransformerConfig, UserModelConfig)
+from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
                      user_model_memory)
 
-__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "describe",
+__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS"]
 
 DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
@@ -91,6 +92,13 @@ def kind_of(config: BaseConfig) -> RunKind:
 def trainer(config: BaseConfig) -> Callable[..., Any]:
     """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
     return kind_of(config).load_trainer()
+
+
+def train(config: BaseConfig, progress: bool | None = None) -> Any:
+    """The Trace of ``config``, trained now by its kind's trainer; its start and end are written as run events
+    (:mod:`simulation.events`, when ``$RESIDUAL_EVENTS`` names a file)."""
+    with training_run(config.digest(), kind_of(config).name, getattr(config, "seed", None), describe(config)):
+        return trainer(config)(config, progress=progress)
 
 
 def describe(config: BaseConfig) -> str:

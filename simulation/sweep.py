@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .config import ConfigError, RunConfig, TransformerConfig
-from .runs import config_from_dict, describe, trainer, work
+from .runs import config_from_dict, describe, train, work
 
 __all__ = ["run_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
@@ -59,7 +59,7 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
     so a run on any worker is bit-identical to the same run here. Writes nothing outside a private
     temporary folder, which it removes."""
     cfg = config_from_dict(dict(config))
-    trace = trainer(cfg)(cfg, progress=False)  # torch is imported here, on the worker
+    trace = train(cfg, progress=False)  # torch is imported here, on the worker
     with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
         path = trace.save(Path(folder) / "trace.npz")
         return path.read_bytes()
