@@ -45,11 +45,13 @@ LATEX_FILES = ("standalone.cls", "babel.sty", "english.ldf", "amsmath.sty", "ams
 # in mp4 (aac) and webm (libopus) (narration/mux.py).
 ENCODERS = ("libx264", "libvpx-vp9", "gif", "png", "aac", "libopus")
 CJK_FONT = "Noto Sans CJK SC"  # scenes/style.py FONTS["zh"] (Debian fonts-noto-cjk)
-# Free disk the default lecture needs (render.py all -q l, both languages' clips need not both exist): measured on
-# a full checkout after `render.py all -q l` and `render.py all -q l --lang zh`: the 480p15 output of one language
-# is 95-110 MB (clips, beat clips, subtitles, records), the trace cache 60 MB and Manim's shared cache 120 MB;
-# 2x that sum leaves room for one more quality or language and the temporary copies of an atomic write.
-DISK_NEED_MIB = 600
+# Free disk a lecture needs (render.py all -q l), measured: IdentityHighway and ChainRuleProduct at -q l (48.9 s of
+# video) wrote 2.27 MB of clips, beat clips, subtitles and records (46 KB per video-second) and 5.0 MB into Manim's
+# shared cache (102 KB per video-second); the trace cache holds ~50 KB per run. For the 475 s lecture: ~22 MB + ~49 MB
+# + ~5 MB (104 runs) = ~76 MB per language; both languages (the traces shared) ~150 MB; twice that for the temporary
+# files of atomic writes and a re-render beside the old files: 300 MiB. Higher qualities need more (-q h: several
+# times the pixels per frame).
+DISK_NEED_MIB = 300
 
 
 @dataclass(frozen=True)
