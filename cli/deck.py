@@ -17,7 +17,7 @@ import math
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,7 +28,8 @@ from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
 __all__ = ["Clip", "load_clip", "web_ready", "last_frame", "reveal_dir", "write_html_deck", "write_pptx",
-           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value", "write_deck"]
+           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "reveal_install", "staged_dir", "format_value",
+           "write_deck"]
 
 REVEAL_VERSION = "5.2.1"  # keep in step with web/package.json
 _ROOT = Path(__file__).resolve().parent.parent
@@ -242,10 +243,7 @@ def reveal_dir() -> Path:
     installs it (npm, ``web/package.json``) in a checkout, and as a wheel built from such a checkout ships it
     (package data, the same path inside ``residual_lecture/``). RenderError if absent, saying how to get it."""
     root = Path(os.environ.get("RESIDUAL_REVEAL_DIR") or _ROOT / "web" / "node_modules" / "reveal.js")
-    how = (f"set RESIDUAL_REVEAL_DIR to a reveal.js {REVEAL_VERSION} folder (npm install reveal.js@{REVEAL_VERSION} "
-           "puts one in node_modules/reveal.js), or install a wheel built after `bash bootstrap.sh setup`"
-           if INSTALLED and not os.environ.get("RESIDUAL_REVEAL_DIR")
-           else "run: bash bootstrap.sh setup (or: npm install --prefix web)")
+    how = f"install with: {reveal_install()}"
     try:
         version = json.loads((root / "package.json").read_text(encoding="utf-8"))["version"]
     except (OSError, ValueError, KeyError):
@@ -253,6 +251,19 @@ def reveal_dir() -> Path:
     if version != REVEAL_VERSION:
         raise RenderError(f"reveal.js {version} at {root}, this deck needs {REVEAL_VERSION}; {how}")
     return root
+
+
+def reveal_install() -> str:
+    """The command that installs reveal.js: ``npm ci --prefix web`` in a checkout (web/package-lock.json pins it);
+    an installed copy (or one pointed elsewhere) gets one with npm and $RESIDUAL_REVEAL_DIR."""
+    if INSTALLED or os.environ.get("RESIDUAL_REVEAL_DIR"):
+        return (f"npm install --prefix ~/reveal reveal.js@{REVEAL_VERSION} && "
+                "export RESIDUAL_REVEAL_DIR=~/reveal/node_modules/reveal.js")
+    web = _ROOT / "web"
+    with suppress(ValueError):
+        web = web.relative_to(Path.cwd())
+    npm = "" if shutil.which("npm") else "apt-get install -y --no-install-recommends npm && "
+    return f"{npm}npm ci --prefix {web}"
 
 
 def _copy_reveal(target: Path) -> None:

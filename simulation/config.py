@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
+from .atomic_io import input_file
 from .provenance import source_hash
 from .values import ConfigError, convert_value
 
@@ -521,7 +522,7 @@ def model_source(spec: str) -> str:
             candidate = base.joinpath(*parts)
             path = candidate / "__init__.py" if candidate.is_dir() else candidate.with_suffix(".py")
     try:
-        text = path.read_bytes()
+        text = input_file(path, "model file").read_bytes()  # never a FIFO or a device: reading one may not end
     except (OSError, ValueError):
         return ""
     try:
@@ -535,7 +536,7 @@ def data_source(path: str) -> str:
     """16 hex of SHA-256 of a data file's bytes ("" when it cannot be read: loading it then says why)."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
+        with open(input_file(path, "data file"), "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     except (OSError, ValueError):

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+from urllib.parse import urlsplit
 
 from .config import ConfigError, RunConfig, TransformerConfig
 from .runs import config_from_dict, describe, train, work
@@ -80,14 +81,27 @@ def runs_here(configs: list[Config], scheduler: str | None = None, here: bool | 
     return address == "local" or (address is None and (small if here is None else here))
 
 
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # the comm back-ends distributed registers (port: 8786 when left out)
+
+
 def scheduler_address(scheduler: str | None = None) -> str | None:
     """``scheduler``, else ``$DASK_SCHEDULER_ADDRESS``, else None (a local sweep). "local" forces the
     in-process path. Raises ConfigError for an address Dask cannot parse."""
     address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None or address == "local":
         return address
-    if "://" not in address:
-        raise ConfigError(f"scheduler must look like tcp://HOST:PORT; got {address!r}")
+    shown = repr(address if len(address) <= 80 else address[:77] + "...")
+    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown}"
+    if not address.isprintable() or any(c.isspace() for c in address):  # urlsplit would drop a newline silently
+        raise ConfigError(usage)
+    try:
+        parts = urlsplit(address)
+        port = parts.port  # ValueError for a port that is not a number, or one outside 0-65535
+    except ValueError as exc:
+        raise ConfigError(f"{usage} ({exc})") from None
+    if (parts.scheme not in SCHEMES or not parts.hostname or port == 0 or parts.path not in ("", "/")
+            or parts.query or parts.fragment or parts.username is not None):
+        raise ConfigError(usage)
     return address
 
 
