@@ -467,12 +467,55 @@ def _option_test(command: str, examples: int):
 
 # Every command: a few dozen generated command lines each (all: the whole lecture planned per case, so fewer);
 # ten times as many in the slow set.
-OPTION_EXAMPLES = {"all": 4, "doctor": 2, "list": 10, "slides": 10, "page": 10}
+OPTION_EXAMPLES = {"all": 3, "doctor": 2, "list": 10, "slides": 10, "page": 10}
 for _command in COMMANDS:
     globals()[f"test_every_option_of_{_command.strip('_')}_never_crashes"] = _option_test(
         _command, OPTION_EXAMPLES.get(_command, 20))
     globals()[f"test_many_options_of_{_command.strip('_')}_never_crash"] = pytest.mark.slow(
         _option_test(_command, 10 * OPTION_EXAMPLES.get(_command, 20)))
+
+
+def _listed(param: click.Parameter, sandbox: Path, files: dict[str, str]) -> tuple[str, list[str]] | None:
+    """(kind, every listed bad value) for a param whose bad values are a list rather than free text: paths, model
+    specs, scheduler addresses, render jobs. None for the others (choices, numbers, flags, names: generated)."""
+    if isinstance(param.type, click.Path):
+        return ("folder" if not param.type.file_okay else "file"), sorted(files.values())
+    listed = {"model": _hostile_models(files), "scheduler": ADDRESSES, "job_json": JOBS}
+    return (param.name, listed[param.name]) if param.name in listed else None
+
+
+def _sweep(sandbox: Path, files: dict[str, str], every_command: bool) -> int:
+    """Each listed bad value of each param, alone on the param's command's valid command line; a kind of param once
+    (on the first command that has it) unless ``every_command``. -> the number of command lines run."""
+    seen, runs = set(), 0
+    for command in COMMANDS:
+        for param in cli.commands[command].params:
+            listed = _listed(param, sandbox, files)
+            if listed is None or (not every_command and listed[0] in seen):
+                continue
+            seen.add(listed[0])
+            positional, options = _base(command, sandbox)
+            if command == "train" and param.name == "model":
+                positional = []
+            for value in listed[1]:
+                if isinstance(param, click.Argument):
+                    _check([command, value, *options], sandbox)
+                else:
+                    _check([command, *positional, *options, param.opts[0], value], sandbox)
+                runs += 1
+    return runs
+
+
+def test_every_listed_bad_path_address_model_and_job(hostile):
+    """Each path of every kind, each model spec, address and render job, once per kind of param."""
+    sandbox, files = hostile
+    assert _sweep(sandbox, files, every_command=False) > 100
+
+
+@pytest.mark.slow
+def test_every_listed_bad_value_on_every_command(hostile):
+    sandbox, files = hostile
+    _sweep(sandbox, files, every_command=True)
 
 
 def test_reaching_the_work_after_writing_is_caught(hostile, monkeypatch):

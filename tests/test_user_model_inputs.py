@@ -203,7 +203,7 @@ def test_npz_data_loaded_without_pickle(tmp_path):
     labels = tmp_path / "labels.npz"
     np.savez(labels, x=np.zeros((4, 2)), y=np.array([0.5, 1, 2, 3]))
     for path, says in ((pickled, "cannot be read"), (missing, "must hold arrays 'x' and 'y'"),
-                       (labels, "integer labels"), (tmp_path / "absent.npz", "cannot be read")):
+                       (labels, "integer labels"), (tmp_path / "absent.npz", "does not exist")):
         with pytest.raises(ConfigError, match=says) as info:
             load_user_data(UserModelConfig(data=str(path)))
         one_line(info.value)
