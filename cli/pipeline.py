@@ -88,7 +88,9 @@ def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: st
     child_env = {**os.environ, **(env or {}), DIE_WITH_PARENT: "1"}
     if pythonpath:
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, child_env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+    # A process group of its own, as the trainer's (_start_trainer): Ctrl-C reaches render.py, which stops it.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env,
+                            process_group=0)
     if started is not None:
         started(proc)
     out, err = proc.communicate()
@@ -179,14 +181,16 @@ class LocalPool:
         with self._lock:  # a render started while stop() ran is stopped too
             self.procs.append(proc)
             if self._stopped is not None:
-                proc.send_signal(self._stopped)
+                proc.send_signal(signal.SIGTERM)
 
     def stop(self, sig: int) -> None:
+        """Stop every render: SIGTERM whatever stopped render.py (``sig``), which a worker obeys at any moment
+        without a traceback (the default action while its modules load; cli.options.Terminated after)."""
         with self._lock:
             self._stopped = sig
             for proc in self.procs:
-                if proc.poll() is None:  # each worker removes its private folder, then exits 130 or 143
-                    proc.send_signal(sig)
+                if proc.poll() is None:  # each worker removes its private folder, then exits 143
+                    proc.send_signal(signal.SIGTERM)
         self.unlimit()  # renders waiting for a slot see the stop and do not start
 
     def close(self) -> None:
@@ -367,8 +371,11 @@ def _start_trainer() -> subprocess.Popen:
     # An installed copy finds its modules anywhere; a checkout's folders are found from its root.
     env = os.environ if INSTALLED else {
         **os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # A process group of its own: Ctrl-C in a terminal reaches render.py only, which stops this process with
+    # SIGTERM (_stop); a SIGINT while its modules load would print a KeyboardInterrupt traceback.
     return subprocess.Popen([sys.executable, "-m", cache.__spec__.name, "--stream"], cwd=None if INSTALLED else ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env,
+                            process_group=0)
 
 
 def _train_one(proc: subprocess.Popen, item) -> list[tuple[str, str | None]]:
@@ -395,8 +402,10 @@ def _train_one(proc: subprocess.Popen, item) -> list[tuple[str, str | None]]:
 
 
 def _stop(proc: subprocess.Popen | None, sig: int) -> None:
+    """Stop a trainer: SIGTERM whatever stopped render.py (``sig``): it ends quietly at any moment, while its modules
+    load (the default action) as while it trains (simulation.cache.main: SystemExit, the temporary trace removed)."""
     if proc is not None and proc.poll() is None:
-        proc.send_signal(sig)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
 from .config import BaseConfig, RunConfig, TransformerConfig
-from .runs import check_memory, config_from_dict, describe, trainer
+from .runs import check_memory, config_from_dict, describe, train
 from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
@@ -86,12 +86,14 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
                     "cache hit %s (%s): nothing trained", config.digest(), describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
-        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT)
+        # Its own process group: Ctrl-C reaches this process only, whose KeyboardInterrupt kills the child.
+        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT,
+                       process_group=0)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]
         log.info("training %s (%s)", config.digest(), describe(config))
-        traces[config] = trainer(config)(config, progress=progress)
+        traces[config] = train(config, progress=progress)
         traces[config].save(trace_path(config))
         if on_trace is not None:
             on_trace(config, traces[config])
@@ -198,12 +200,15 @@ def _stream_item(data: Any) -> BaseConfig | list[BaseConfig]:
 
 
 def main(argv: list[str]) -> None:
+    import signal
+
+    # SIGTERM (render.py stopping) and SIGINT unwind as SystemExit: the half-written temporary trace is removed,
+    # and no traceback is printed (render.py starts this process in a process group of its own and stops it with
+    # SIGTERM, which ends it quietly while its modules still load: cli/pipeline.py).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if argv[:1] == ["--stream"]:  # configs as JSON lines on stdin
-        import signal
-
-        # SIGTERM (render.py stopping) unwinds like Ctrl-C: the half-written temporary trace is removed.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         stream(_stream_item(json.loads(line)) for line in sys.stdin if line.strip())
         # Every trace is in the cache and every line sent: skip the interpreter's teardown of torch (~1 s),
         # which a render waiting for this process's memory would otherwise wait for (cli/pipeline.py).

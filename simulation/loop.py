@@ -34,7 +34,8 @@ from .record import HookRecorder
 from .runs import check_memory
 from .trace import Trace, TraceMeta
 
-__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread", "RunLog"]
+__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread", "minibatch_step",
+           "RunLog"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,22 @@ class Task(Generic[C]):
     def meta(self, recorder: HookRecorder) -> dict[str, Any]:
         """Task-specific :class:`TraceMeta` fields (e.g. ``block_widths``, ``sublayers``)."""
         return {}
+
+
+def minibatch_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                   batch_size: int, generator: torch.Generator) -> float:
+    """One plain classification step: ``batch_size`` rows of ``x`` [n, ...] drawn with ``generator``, mean
+    cross-entropy against ``y`` [n] (class indices), and, when that loss is finite, backward and ``opt.step()``.
+    Returns the loss (nats; inf or NaN when it diverged, and then nothing was updated). For the kinds that train
+    without a recorder (:mod:`simulation.hyper`, :mod:`simulation.landscape`)."""
+    idx = torch.randint(len(x), (batch_size,), generator=generator)
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+    value = loss.item()
+    if np.isfinite(value):
+        loss.backward()
+        opt.step()
+    return value
 
 
 def record_steps(config: BaseConfig) -> list[int]:

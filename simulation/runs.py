@@ -29,6 +29,7 @@ must not (scenes read configs and digests).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from dataclasses import dataclass
@@ -36,10 +37,11 @@ from typing import Any, Callable
 
 from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
                      TransformerConfig, UserModelConfig)
+from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
                      user_model_memory)
 
-__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "describe",
+__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS"]
 
@@ -100,6 +102,13 @@ def trainer(config: BaseConfig) -> Callable[..., Any]:
     return kind_of(config).load_trainer()
 
 
+def train(config: BaseConfig, progress: bool | None = None) -> Any:
+    """The Trace of ``config``, trained now by its kind's trainer; its start and end are written as run events
+    (:mod:`simulation.events`, when ``$RESIDUAL_EVENTS`` names a file)."""
+    with training_run(config.digest(), kind_of(config).name, getattr(config, "seed", None), describe(config)):
+        return trainer(config)(config, progress=progress)
+
+
 # A group of runs trained together holds at most this much (the sum of their estimates): far below a run that
 # cannot share the memory with a second trainer (cli/pipeline.py, RunQueue), so grouping changes no schedule.
 GROUP_BYTES = 64 * 2**20
@@ -132,8 +141,13 @@ def train_group(configs: list[BaseConfig], progress: bool | None = None) -> list
     """Traces of ``configs`` (one :func:`seed_groups` group): trained together by the kind's
     :attr:`RunKind.together` trainer, or the one run alone."""
     if len(configs) == 1:
-        return [trainer(configs[0])(configs[0], progress=progress)]
-    return kind_of(configs[0]).load_trainer(together=True)(configs, progress=progress)
+        return [train(configs[0], progress=progress)]
+    seeds = [getattr(c, "seed", None) for c in configs]
+    with contextlib.ExitStack() as stack:  # one run event each, all spanning the group (CPU s: the group's)
+        for config in configs:
+            stack.enter_context(training_run(config.digest(), kind_of(config).name, getattr(config, "seed", None),
+                                             f"{describe(config)} together with seeds {seeds}"))
+        return kind_of(configs[0]).load_trainer(together=True)(configs, progress=progress)
 
 
 def describe(config: BaseConfig) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simulation.atomic_io import atomic_write
+from simulation.atomic_io import atomic_write, input_file
 
 __all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping", "ARRAY_AXES"]
 
@@ -224,9 +224,7 @@ class Trace:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace; raises :class:`TraceError` with a one-line reason on any defect."""
-        path = Path(path)
-        if not path.is_file():
-            raise TraceError(f"trace {path} does not exist")
+        path = input_file(path, "trace", TraceError)
         if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else
             raise TraceError(f"trace {path} is corrupt or truncated (not an .npz archive)")
         try:
