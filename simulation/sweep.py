@@ -35,9 +35,9 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from .config import ConfigError, RunConfig, TransformerConfig
-from .runs import config_from_dict, describe, train, work
+from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
-__all__ = ["run_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
+__all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,18 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
     with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
         path = trace.save(Path(folder) / "trace.npz")
         return path.read_bytes()
+
+
+def group_to_bytes(configs: list[dict[str, Any]]) -> list[bytes]:
+    """:func:`run_to_bytes` of several configs (``to_dict()`` s) of one :func:`simulation.runs.seed_groups` group,
+    trained together (:func:`simulation.runs.train_group`): the same bytes as each alone but for the
+    metadata's ``trained_with_seeds``."""
+    cfgs = [config_from_dict(dict(c)) for c in configs]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
+        for index, trace in enumerate(train_group(cfgs, progress=False)):
+            out.append(trace.save(Path(folder) / f"trace{index}.npz").read_bytes())
+    return out
 
 
 def sweep_work(config: Config) -> int:
@@ -138,10 +150,14 @@ def _log_training(config: Config) -> None:
 
 def _here(configs: list[Config], show: bool) -> Iterator[tuple[Config, bytes]]:
     with _bar(len(configs), show) as bar:
-        for config in configs:
-            _log_training(config)
-            yield config, run_to_bytes(config.to_dict())
-            bar.update()
+        for group in seed_groups(configs):  # runs that differ only in their seed train at once
+            for config in group:
+                _log_training(config)
+            if len(group) == 1:
+                yield group[0], run_to_bytes(group[0].to_dict())
+            else:
+                yield from zip(group, group_to_bytes([c.to_dict() for c in group]))
+            bar.update(len(group))
 
 
 def _on_dask(configs: list[Config], address: str | None, show: bool, retries: int, workers: int | None,

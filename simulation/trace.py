@@ -96,6 +96,9 @@ class TraceMeta(ReadAsMapping):
     diverged_step: int | None = None  # the step where it did (null for a finite run)
     diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss
     diverged_pass: str | None = None  # "forward" | "backward" | "stem_or_head" (MLP, conv); null otherwise
+    # The seeds of the runs trained together with this one as one stacked model (simulation.stacked), this one's
+    # included; null: trained alone. Either way the arrays are the same, bit for bit (tests/test_stacked.py).
+    trained_with_seeds: list[int] | None = None
     schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
