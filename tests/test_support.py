@@ -29,7 +29,7 @@ def no_training(monkeypatch):
         raise AssertionError("trained again")
 
     monkeypatch.setattr(cache, "run_sweep", refuse)
-    monkeypatch.setattr(cache, "trainer", refuse)
+    monkeypatch.setattr(cache, "train", refuse)
 
 
 def test_a_run_two_claims_share_is_trained_once(shared, monkeypatch, isolated_cache):
