@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
 
-from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
+from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.base import LectureScene
 from scenes.seeds import SeedSpread, count_true
@@ -258,8 +258,8 @@ class ChainRuleExploding(ChainRuleProduct):
     }
 
     def pick_runs(self) -> tuple[str, str]:
-        """The plain_gain* runs with the smallest and the largest init gain."""
-        gains = sorted((t.config["init_gain"], name) for name, t in self.traces.items() if name.startswith(GAIN_RUN_PREFIX))
+        """The gain runs (every run but the large-lr one) with the smallest and the largest init gain."""
+        gains = sorted((t.run_config.init_gain, name) for name, t in self.traces.items() if name != PLAIN_LARGE_LR)
         if len(gains) < 2:
             raise ValueError(f"{type(self).__name__} needs two plain_gain* runs; got {sorted(self.traces)}")
         return gains[0][1], gains[-1][1]

@@ -6,7 +6,7 @@ Example::
     python render.py render GradientFlowOverTraining --model my_net.py:build     # the same scene
 
 A user model enters as one more run kind: the experiment ``model`` has the runs ``residual`` (the user's
-network) and ``plain`` (its twin with every shortcut removed), plus ``NAME@seed{s}`` for more seeds, each an
+network) and ``plain`` (its twin with every shortcut removed), once per seed of ``seeds``, each an
 ordinary trace whose per-block arrays follow the model's residual additions in forward order and whose
 ``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
 variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene

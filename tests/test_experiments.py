@@ -19,6 +19,7 @@ import simulation.config
 from simulation.config import MAX_WIDTH, ConfigError, RunConfig
 from simulation.data import load_dataset
 from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.runkeys import RunKey, one_seed
 from simulation.models import ResidualBlock, build_model
 from simulation.record import STAT_KEYS, Recorder
 from simulation.summary import autocorrelation, path_length_fraction, safe_log10, summarize, tail_mean
@@ -371,7 +372,8 @@ EXPECTED_RUNS = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_RUNS))
 def test_experiment_run_names_and_overrides(name):
     runs = build_runs(name)
-    assert set(runs) == EXPECTED_RUNS[name]
+    assert runs == {RunKey(run, 0): c for run, c in one_seed(runs).items()}, "one run set, of seed 0"
+    assert set(one_seed(runs)) == EXPECTED_RUNS[name]
     assert all(isinstance(c, RunConfig) for c in runs.values())
     assert all(c.seed == 7 and c.steps == 3 for c in build_runs(name, {"seed": "7", "steps": "3"}).values())
     with pytest.raises(ConfigError, match="unknown parameter 'depht'"):
@@ -379,11 +381,12 @@ def test_experiment_run_names_and_overrides(name):
 
 
 def test_experiment_specific_parameters():
-    assert set(build_runs("degradation", {"depths": "4,4,6"})) == {"plain_d4", "residual_d4", "plain_d6", "residual_d6"}
-    runs = build_runs("exploding", {"gains": "0.5,2.5", "large_lr": "3"})
+    assert set(one_seed(build_runs("degradation", {"depths": "4,4,6"}))) == {"plain_d4", "residual_d4", "plain_d6",
+                                                                            "residual_d6"}
+    runs = one_seed(build_runs("exploding", {"gains": "0.5,2.5", "large_lr": "3"}))
     assert set(runs) == {"plain_gain0p5", "plain_gain2p5", "plain_large_lr"}
     assert runs["plain_gain2p5"].init_gain == 2.5 and runs["plain_large_lr"].lr == 3.0
-    projection = build_runs("projection")
+    projection = one_seed(build_runs("projection"))
     assert projection["residual_zero_pad"].shortcut == "zero_pad" and projection["residual"].shortcut == "projection"
     assert build_runs("paths") == build_runs("residual_response"), "E4 and E6 share their trained runs"
     for bad, message in [({"gains": "a,b"}, r"gains must be list\[float\]"), ({"gains": "-1"}, "gains must be a finite"),

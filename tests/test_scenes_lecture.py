@@ -33,7 +33,8 @@ from scenes.sigmoid import SigmoidDerivative, derivative_bound, geometric_mean_f
 from scenes.style import LANGS, format_number
 from scenes.summary import Summary
 from simulation.cache import trace_path
-from simulation.experiments import build_runs
+from simulation.experiments import PLAIN_LARGE_LR, build_runs
+from simulation.runkeys import one_seed
 from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace
 
@@ -213,7 +214,7 @@ def test_identity_highway_numbers_equal_the_trace(built):
 def test_chain_rule_exploding_numbers_equal_the_trace(built):
     s = built(ChainRuleExploding, "en")
     values = _values(s)
-    gains = sorted((t.config["init_gain"], name) for name, t in s.traces.items() if name.startswith("plain_gain"))
+    gains = sorted((t.config["init_gain"], name) for name, t in s.traces.items() if name != PLAIN_LARGE_LR)
     low, high = gains[0][1], gains[-1][1]
     for name in (low, high):
         t = s.traces[name]
@@ -248,10 +249,11 @@ def _copy_traces(experiment: str, overrides: dict, tmp_path, edit=None) -> None:
     """Save the tiny traces of ``experiment`` into $RESIDUAL_CACHE under the digests of ``overrides``'
     runs, after ``edit(run_name, trace)``."""
     files = tiny_trace_files(experiment) or write_tiny_traces(experiment, tmp_path / "tiny")
-    for name, config in build_runs(experiment, overrides).items():
-        trace = Trace.load(files[name])
+    base = one_seed(files)
+    for key, config in build_runs(experiment, overrides).items():
+        trace = Trace.load(base[key.name])
         if edit:
-            edit(name, trace)
+            edit(key.name, trace)
         trace.save(trace_path(config))
 
 

@@ -21,6 +21,7 @@ from simulation.cache import get_traces, trace_path
 from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs, get_experiment
+from simulation.runkeys import one_seed
 from simulation.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
 from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
 
@@ -214,7 +215,7 @@ def test_digest_covers_kind_and_every_field_and_config_from_dict_dispatches():
 
 
 def test_layernorm_experiment_runs_and_overrides():
-    runs = build_runs("layernorm", {"lr": "0.01", "warmup_steps": "40", "depth": "3"})
+    runs = one_seed(build_runs("layernorm", {"lr": "0.01", "warmup_steps": "40", "depth": "3"}))
     assert {n: (c.norm, c.warmup_steps) for n, c in runs.items()} == {
         "post_ln": ("post_ln", 0), "post_ln_warmup": ("post_ln", 40), "pre_ln": ("pre_ln", 0)}
     assert all(c.lr == 0.01 and c.depth == 3 for c in runs.values())
@@ -292,7 +293,7 @@ def test_warmup_claim_on_five_seeds():
     (mean loss of the last 20 of 200 steps): Post-LN 1.94-2.10, Post-LN + warm-up 1.64-1.70, Pre-LN 0.74-1.41."""
     held = []
     for seed in range(5):
-        runs = build_runs("layernorm", {"seed": str(seed)})
+        runs = one_seed(build_runs("layernorm", {"seed": str(seed)}))
         final = {name: float(np.mean(run(cfg, progress=False)["loss_curve"][-20:])) for name, cfg in runs.items()}
         held.append(final["post_ln"] > final["post_ln_warmup"] + 0.1 and final["pre_ln"] < final["post_ln_warmup"])
     assert sum(held) >= 4, held

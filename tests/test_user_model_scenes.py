@@ -32,6 +32,7 @@ from scenes.block_labels import (BlockLabels, _spread, estimate_width, middle_el
 from scenes.chain_rule import running_product
 from scenes.layout import layout_problems
 from scenes.style import LANGS
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
@@ -364,8 +365,10 @@ def test_every_model_scene_draws_a_real_user_model(tmp_path, monkeypatch):
     from cli.notebook import record_model
 
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
-    files = {name: str(path) for name, path in record_model(
+    files = {key: str(path) for key, path in record_model(
         "examples/my_resnet.py:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
+    assert set(files) == {RunKey("residual", 0), RunKey("plain", 0)}
+    files = {key.name: path for key, path in files.items()}
     layers = Trace.load(files["residual"]).meta.layers
     assert layers and len(layers) >= 2
     for scene in scenes.MODEL_SCENES:
