@@ -197,9 +197,9 @@ def jsonable(values: Any) -> Any:
     return [jsonable(row) for row in flat] if flat.ndim > 1 else [one(float(x)) for x in flat]
 
 
-def _arch(key: RunKey, config: Mapping[str, Any]) -> str | None:
-    """plain | residual from the config's ``arch``, else from the run's name (a user's ``model`` runs)."""
-    arch = config.get("arch")
+def _arch(key: RunKey, config: Any) -> str | None:
+    """plain | residual from the (typed) config's ``arch``, else from the run's name."""
+    arch = getattr(config, "arch", None)
     if arch in ("plain", "residual"):
         return arch
     return key.name if key.name in ("plain", "residual") else None
@@ -215,28 +215,29 @@ def _layer_names(trace, blocks: int) -> list[str]:
     return list(layers) if layers and len(layers) == blocks else [f"block.{l}" for l in range(blocks)]
 
 
-def _family(experiment: str, config: Mapping[str, Any]) -> str:
+def _family(experiment: str, config: Any) -> str:
     """Runs are compared within a family: the experiment, split by model kind (depth_sweep has MLPs and conv nets)."""
-    model = config.get("model")
+    model = getattr(config, "model", None)
     return f"{experiment}:{model}" if model and model != "mlp" else experiment
 
 
 def _depth(trace, key: str) -> int:
     """The depth the run was trained at (``config.depth``; a user's model: its number of blocks)."""
-    depth = trace.config.get("depth")
+    depth = getattr(trace.run_config, "depth", None)
     return int(depth) if isinstance(depth, (int, np.integer)) else _blocks(trace, key)
 
 
 def _seed(trace) -> int:
-    seed = trace.meta.seed if trace.meta.seed is not None else trace.config.get("seed", 0)
+    seed = trace.meta.seed if trace.meta.seed is not None else trace.run_config.seed
     return int(seed)
 
 
 def _run_record(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any]:
     """What every view's run says; ``text``: the run key as the page shows it (:func:`simulation.runkeys.key_texts`)."""
+    config = trace.run_config
     return {"name": text, "experiment": experiment, "digest": trace.meta.digest, "seed": _seed(trace),
-            "arch": _arch(key, trace.config), "activation": str(trace.config.get("activation", "—")),
-            "config": {k: v for k, v in sorted(trace.config.items())}}
+            "arch": _arch(key, config), "activation": str(getattr(config, "activation", "—")),
+            "config": dict(sorted(trace.meta.config.items()))}  # the config as the trace file holds it (JSON)
 
 
 def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float) -> dict[str, Any] | None:
@@ -245,7 +246,7 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     from scenes.chain_rule import running_product
     from scenes.sigmoid import derivative_bound
 
-    if "out_grad_norm" not in trace.arrays or _arch(key, trace.config) is None:
+    if "out_grad_norm" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
     grads = np.asarray(trace["out_grad_norm"], dtype=np.float64)  # [T, blocks]
     if grads.ndim != 2:
@@ -285,7 +286,7 @@ def _degradation_run(key: RunKey, text: str, trace, experiment: str) -> dict[str
     from scenes.degradation import error_curve, smoothing_window
     from scenes.helpers import steps_run
 
-    if "error_curve" not in trace.arrays or _arch(key, trace.config) is None:
+    if "error_curve" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
     curve = np.asarray(trace["error_curve"])
     done = steps_run(trace, len(curve))
@@ -302,7 +303,7 @@ def _responses_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, 
     """||F(x)|| / ||x|| (scenes.residual_response.response_ratio) and the std of F(x), every record."""
     from scenes.residual_response import response_ratio
 
-    if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(key, trace.config) is None:
+    if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(key, trace.run_config) is None:
         return None
     records = len(np.asarray(trace["step"]))
     ratio = np.array([response_ratio(trace, k) for k in range(records)])
@@ -322,7 +323,8 @@ def _layernorm_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, 
         return None
     values = init_ffn_grad_norm(trace)
     record = _run_record(key, text, trace, experiment)
-    record.update(norm=str(trace.config.get("norm", key.name)), warmup_steps=int(trace.config.get("warmup_steps", 0)),
+    config = trace.run_config
+    record.update(norm=str(getattr(config, "norm", key.name)), warmup_steps=int(getattr(config, "warmup_steps", 0)),
                   layers=_layer_names(trace, len(values)), batches=int(np.asarray(trace["init_ffn_grad_norm"]).shape[0]),
                   init_ffn_grad_norm=jsonable(values))
     return record
@@ -358,7 +360,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
                 record = make(key, texts[key], trace, experiment)
                 if record is None:
                     continue
-                family_id = _family(experiment, trace.config)
+                family_id = _family(experiment, trace.run_config)
                 family = views[view].setdefault(family_id, {"id": family_id, "experiment": experiment, "runs": []})
                 if view == "flow":
                     scales.setdefault(family_id, {})[len(family["runs"])] = np.asarray(trace["out_grad_norm"], np.float64)

@@ -117,7 +117,7 @@ class LogitLens(SeedSpread, LectureScene):
             for run, trace in runs.items():
                 for key in LENS_KEYS:
                     if key not in trace.arrays:
-                        trace.arrays[key] = np.full((2, int(trace.config["depth"]) + 1), np.nan)
+                        trace.arrays[key] = np.full((2, int(trace.run_config.depth) + 1), np.nan)
                         missing = self.numbers.setdefault("missing_arrays", {})
                         missing.setdefault(self.run_texts[RunKey(run, seed)], []).append(key)
                         self._trace_has_nan = True

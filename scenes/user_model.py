@@ -64,7 +64,7 @@ def model_title(trace) -> str | None:
     """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
     ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
     from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
-    spec = trace.config.get("spec")
+    spec = getattr(trace.run_config, "spec", None)  # only a user model's config has one
     if not isinstance(spec, str) or not spec:
         return None
     where, _, factory = spec.rpartition(":")

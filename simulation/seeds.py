@@ -81,7 +81,7 @@ def depth_sweep_summary(traces: dict[RunKey, Trace]) -> dict[str, dict[str, dict
                 ratio, underflow = _log10_ratio(trace)
                 ratios.append(ratio)
                 underflows.append(underflow)
-                error = float("nan") if trace.meta.get("diverged") else tail_mean(trace["error_curve"])
+                error = float("nan") if trace.meta.diverged else tail_mean(trace["error_curve"])
                 errors.append(error if math.isfinite(error) else None)
             table["log10_grad_ratio_step0"].append(ratios)
             table["grad_underflow"].append(underflows)

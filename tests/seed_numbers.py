@@ -69,7 +69,7 @@ def shattered_gradients(traces: dict[RunKey, Trace]) -> dict[str, float]:
     groups = by_seed(traces)
     first, out = next(iter(groups)), {}
     base = groups[first]
-    deepest = {arch: max((t.config["depth"], n) for n, t in base.items() if t.config["arch"] == arch)[1]
+    deepest = {arch: max((t.run_config.depth, n) for n, t in base.items() if t.run_config.arch == arch)[1]
                for arch in ("plain", "residual")}
     r1 = {}
     for seed, runs in groups.items():
@@ -91,10 +91,10 @@ def post_ln_vs_pre_ln(traces: dict[RunKey, Trace]) -> dict[str, float]:
         for name in ("post_ln", "pre_ln"):
             t = runs[name]
             grads = t["init_ffn_grad_norm"].astype(np.float64).mean(axis=0)
-            layers = t.meta["layers"]
+            layers = t.meta.layers
             if seed != first:
                 out.update({f"{name}.seed.{seed}.{layer}.init_ffn_grad_norm": g for layer, g in zip(layers, grads)})
-            stack = "decoder" if t.config["arch"] == "encoder_decoder" else "encoder"
+            stack = "decoder" if t.run_config.arch == "encoder_decoder" else "encoder"
             index = [i for i, layer in enumerate(layers) if layer.startswith(stack + ".")]
             ratio[(name, seed)] = grads[index[-1]] / grads[index[0]]
             out[f"{name}.seed.{seed}.last_over_first"] = ratio[(name, seed)]

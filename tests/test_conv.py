@@ -115,7 +115,7 @@ def test_a_conv_run_records_per_block_statistics_with_the_usual_names():
                        steps=4, batch_size=16, record_every=2)
     trace = run(config, progress=False)
     blocks = 3 * conv_blocks_per_stage(14)
-    assert trace.meta["blocks"] == blocks == len(trace.meta["block_widths"])
+    assert trace.meta.blocks == blocks == len(trace.meta.block_widths)
     for key in ("grad_norm", "out_grad_norm", "act_norm", "branch_norm", "shortcut_norm"):
         assert trace[key].shape == (3, blocks), key
     assert trace["lesion_test_error"].shape == (blocks,)

@@ -68,7 +68,7 @@ def test_input_cos_is_in_the_trace_per_record_and_layer():
     from simulation.transformer import run
 
     trace = run(TransformerConfig(**TRANSFORMER_TINY), progress=False)
-    assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta["layers"]))
+    assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta.layers))
     assert trace["input_cos"].dtype == np.float64 and np.isfinite(trace["input_cos"]).all()
 
 
@@ -110,7 +110,7 @@ def test_identity_fit_trace_step0_error_and_tolerance_step(arch):
     again = fit_identity(config)
     assert all(np.array_equal(trace[k], again[k]) for k in trace.arrays)
     summary = summarize(trace)
-    assert summary["tolerance_step"] == int(trace["tolerance_step"]) and summary["final_error"] is None
+    assert summary.tolerance_step == int(trace["tolerance_step"]) and summary.final_error is None
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -256,8 +256,8 @@ def identity_fit_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         out[f"{name}.step0_error"] = curve[0]
         if int(t["tolerance_step"]) >= 0:
             out[f"{name}.tolerance_step"] = int(t["tolerance_step"])
-    config = traces["residual"].config
-    out.update({"lr": config["lr"], "tolerance": config["tolerance"], "steps": config["steps"]})
+    config = traces["residual"].run_config
+    out.update({"lr": config.lr, "tolerance": config.tolerance, "steps": config.steps})
     if "plain.tolerance_step" in out and "residual.tolerance_step" in out:
         out["plain_over_residual_steps"] = out["plain.tolerance_step"] / max(out["residual.tolerance_step"], 1)
     return out
@@ -267,7 +267,7 @@ def conveyor_belt_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     out, top, base = {}, {}, base_runs(traces)
     for norm in ("post_ln", "pre_ln"):
         for seed, t in by_seed(traces, norm).items():
-            enc = [i for i, layer in enumerate(t.meta["layers"]) if layer.startswith("encoder.")]
+            enc = [i for i, layer in enumerate(t.meta.layers) if layer.startswith("encoder.")]
             cos = np.concatenate([np.ones((len(t["step"]), 1)), t["input_cos"][:, enc]], axis=1)
             top[norm, seed] = cos[-1, -1]
             out[f"{norm}.seed.{seed}.top_cos_step0"], out[f"{norm}.seed.{seed}.top_cos_final"] = cos[0, -1], cos[-1, -1]

@@ -98,9 +98,9 @@ def test_sweep_points_read_every_seed_and_depth(model):
     seen = 0
     for seed, traces in seed_traces.items():
         for name, trace in traces.items():
-            if trace.config["model"] != model:
+            if trace.run_config.model != model:
                 continue
-            cell = points[trace.config["arch"]][trace.config["depth"]][seed]
+            cell = points[trace.run_config.arch][trace.run_config.depth][seed]
             g = trace["grad_norm"][0]
             assert cell["ratio"] == pytest.approx(float(g[0]) / float(g[-1]), rel=1e-12)
             assert cell["error"] == pytest.approx(tail_mean(trace["error_curve"]), rel=1e-12)
@@ -156,7 +156,7 @@ def test_scene_layout_length_and_narration(scene, lang, built):
 
 def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     """Every ||dL/dh_l|| at every record of the deepest sigmoid pair, the scale and the ratios."""
-    depth = max(t.config["depth"] for t in traces.values())
+    depth = max(t.run_config.depth for t in traces.values())
     pair = {a: traces[f"{a}_sigmoid_d{depth}"] for a in ("plain", "residual")}
     logs = np.log10(np.concatenate([t["out_grad_norm"].ravel() for t in pair.values()]))
     top = math.ceil(logs.max() - 1e-12)
@@ -198,11 +198,11 @@ def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "
     out, cells = {}, {}
     for seed, traces in seed_traces.items():
         for name, t in traces.items():
-            if t.config["model"] != model:
+            if t.run_config.model != model:
                 continue
-            arch, depth = t.config["arch"], t.config["depth"]
+            arch, depth = t.run_config.arch, t.run_config.depth
             g = t["grad_norm"][0]
-            diverged = bool(t.meta.get("diverged"))
+            diverged = bool(t.meta.diverged)
             ratio, error = float(g[0] / g[-1]), math.nan if diverged else tail_mean(t["error_curve"])
             out[f"{arch}.d{depth}.seed.{seed}.ratio"], out[f"{arch}.d{depth}.seed.{seed}.error"] = ratio, error
             out[f"{arch}.d{depth}.seed.{seed}.diverged"] = float(diverged)

@@ -108,8 +108,8 @@ EXPLODING = RunConfig(activation="relu", depth=8, width=16, init_gain=3.0, lr=0.
 
 
 def _check_diverged(trace: Trace, config: RunConfig) -> int:
-    meta, step = trace.meta, trace.meta["diverged_step"]
-    assert meta["diverged"] is True and meta["diverged_pass"] in ("forward", "backward", "stem_or_head")
+    meta, step = trace.meta, trace.meta.diverged_step
+    assert meta.diverged is True and meta.diverged_pass in ("forward", "backward", "stem_or_head")
     # The stop is at the first step whose loss or gradient is not finite.
     bad = ~(np.isfinite(trace["loss_curve"]) & np.isfinite(trace["grad_norm_curve"]))
     assert step == int(np.flatnonzero(bad)[0])
@@ -118,10 +118,10 @@ def _check_diverged(trace: Trace, config: RunConfig) -> int:
     assert trace["step"][-1] == step and trace["grad_norm"].shape == (len(trace["step"]), config.depth)
     assert (trace["nonfinite"][:-1] == 0).all(), "records before the divergence saw only finite values"
     assert np.array_equal(trace["nonfinite"], trace["nonfinite_act"] + trace["nonfinite_grad"])
-    layer = meta["diverged_layer"]
-    if meta["diverged_pass"] == "forward":
+    layer = meta.diverged_layer
+    if meta.diverged_pass == "forward":
         assert trace["nonfinite_act"][-1, layer] > 0 and (trace["nonfinite_act"][-1, :layer] == 0).all()
-    elif meta["diverged_pass"] == "backward":
+    elif meta.diverged_pass == "backward":
         assert trace["nonfinite_grad"][-1, layer] > 0 and (trace["nonfinite_grad"][-1, layer + 1:] == 0).all()
     assert np.isnan(trace["lesion_test_error"]).all() and np.isnan(trace["final_test_error"])
     return step
@@ -137,8 +137,8 @@ def test_a_diverging_run_records_step_and_block_and_keeps_its_records(tmp_path):
         assert loaded[key].tobytes() == trace[key].tobytes(), key
     summary = summarize(loaded)
     json.dumps(summary.to_dict(), allow_nan=False)
-    assert summary["diverged"] and summary["diverged_step"] == step
-    assert summary["nonfinite_per_layer"][trace.meta["diverged_layer"]] > 0
+    assert summary.diverged and summary.diverged_step == step
+    assert summary.nonfinite_per_layer[trace.meta.diverged_layer] > 0
 
 
 def test_a_divergence_on_a_recorded_step_is_recorded_once():
@@ -150,7 +150,7 @@ def test_a_divergence_on_a_recorded_step_is_recorded_once():
 
 def test_a_finite_run_says_so():
     trace = run(TINY)
-    assert trace.meta["diverged"] is False and trace.meta["diverged_step"] is None
+    assert trace.meta.diverged is False and trace.meta.diverged_step is None
     assert np.isfinite(trace["loss_curve"]).all() and (trace["nonfinite"] == 0).all()
 
 
@@ -164,9 +164,9 @@ def test_gradients_that_underflow_to_zero_keep_statistics_and_log_scales_usable(
     assert trace["grad_norm"].dtype == np.float64 and (trace["nonfinite"] == 0).all()
     summary = summarize(trace)
     json.dumps(summary.to_dict(), allow_nan=False)
-    logs = summary["log10_grad_norm_step0"]
+    logs = summary.log10_grad_norm_step0
     assert [v is None for v in logs] == list(grad == 0)
-    assert summary["grad_underflow_blocks_step0"] == int((grad == 0).sum())
+    assert summary.grad_underflow_blocks_step0 == int((grad == 0).sum())
     finite = [v for v in logs if v is not None]
     assert min(finite) < -30, "the smallest nonzero gradients are kept in float64, below float32's normal range"
 
@@ -347,8 +347,8 @@ def test_summary_of_an_old_trace_without_the_new_keys():
                                                   "act_std", "act_norm", "input_norm", "branch_norm", "branch_std",
                                                   "grad_norm", "out_grad_norm", "nonfinite")})
     summary = summarize(old)
-    assert summary["final_test_error"] == pytest.approx(float(trace["test_error"][-1]))
-    assert "lesion_test_error" not in summary and summary.lesion_test_error is None
+    assert summary.final_test_error == pytest.approx(float(trace["test_error"][-1]))
+    assert "lesion_test_error" not in summary.to_dict() and summary.lesion_test_error is None
 
 
 def test_tail_mean_stops_before_a_divergence():

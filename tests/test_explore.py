@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from cli.explore import UI_STRINGS, VIEWS, jsonable, export_data, write_explorer
+from simulation.config import UserModelConfig
 from simulation.experiments import vanishing_run
 from simulation.runkeys import RunKey, key_texts
 from simulation.trace import Trace
@@ -223,7 +224,7 @@ def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
     page.wait_for_function("window.explore.state.view === 'layernorm'")
     shown = table_values(page, "#numbers td[data-run]")
     for name, trace in shown_as(traces["layernorm"]).items():
-        if trace.config["warmup_steps"] == 0:  # the runs drawn: the init is the same with warm-up
+        if trace.run_config.warmup_steps == 0:  # the runs drawn: the init is the same with warm-up
             per_layer = np.asarray(trace["init_ffn_grad_norm"], np.float64).sum(0) / trace["init_ffn_grad_norm"].shape[0]
             assert [shown[(name, l, "")] for l in range(len(per_layer))] == pytest.approx(list(per_layer), rel=1e-12)
     assert errors == []
@@ -423,12 +424,12 @@ def test_the_fragment_restores_and_follows_the_view(browser, explorer):
 
 
 def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
-    """Runs named plain/residual under experiment ``model``, no ``arch`` in their config and the user's block
+    """Runs plain/residual under experiment ``model``, a user model's config (no ``depth``) and the user's block
     names in ``meta.layers``: every view that needs out_grad_norm, error_curve or branch_norm shows them."""
     names = ["stem.conv", "layer1.0", "layer1.1", "head.fc"]
     runs = {}
     for key, trace in committed_traces(("residual_response",))["residual_response"].items():
-        config = {k: v for k, v in trace.config.items() if k not in ("arch", "depth")}
+        config = UserModelConfig(arch=key.name, seed=key.seed).to_dict()
         meta = dataclasses.replace(trace.meta, layers=names, config=config)
         runs[key] = Trace(meta=meta, arrays=trace.arrays)
     write_explorer({"model": runs}, tmp_path / "explore")

@@ -116,8 +116,8 @@ def degradation_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     for name, errors in by_seed.items():
         out.update({f"{name}.seed.{seed}.final_error_pct": 100 * e for seed, e in errors.items()})
     for arch in ("plain", "residual"):
-        by_depth = sorted((t.config["depth"], name) for name, t in base_runs(traces).items()
-                          if t.config["arch"] == arch)
+        by_depth = sorted((t.run_config.depth, name) for name, t in base_runs(traces).items()
+                          if t.run_config.arch == arch)
         out[f"{arch}.shallowest_final_error_pct"] = 100 * final[by_depth[0][1]]
         out[f"{arch}.deepest_final_error_pct"] = 100 * final[by_depth[-1][1]]
         deep, shallow = by_seed[by_depth[-1][1]], by_seed[by_depth[0][1]]
@@ -129,7 +129,7 @@ def degradation_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
 def path_ensemble_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     base = base_runs(traces)
     fraction = base["residual"]["path_length_fraction"].astype(np.float64)
-    depth = base["residual"].config["depth"]
+    depth = base["residual"].run_config.depth
     out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction),
            **SEED_NUMBERS["PathEnsemble"](traces)}
     out.update({f"path_length.{k}.fraction": v for k, v in enumerate(fraction)})
@@ -149,7 +149,7 @@ def shattered_gradients_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]
         g = t["input_grad"][0].astype(np.float64)
         out[f"{name}.input_grad_scale"] = float(np.abs(g - g.mean()).max())
         out[f"{name}.autocorr_lag1"] = float(t["input_grad_autocorr"][0, 1])
-        arch, depth = t.config["arch"], t.config["depth"]
+        arch, depth = t.run_config.arch, t.run_config.depth
         if depth >= deepest.get(arch, (-1, ""))[0]:
             deepest[arch] = (depth, name)
     for arch, (_, name) in deepest.items():

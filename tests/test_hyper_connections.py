@@ -147,9 +147,8 @@ def hyper_numbers(runs: dict[RunKey, Trace]) -> dict[str, float]:
         seeds.setdefault(seed, {})[name] = t
     verdicts = [hyper_claim(runs["hc"], runs["mhc"]) for runs in seeds.values()]
     out["claim.seeds"], out["claim.of"] = sum(bool(v) for v in verdicts), len(verdicts)
-    config = traces["hc"].config
-    out.update({"streams": config["streams"], "depth": config["depth"], "width": config["width"],
-                "steps": config["steps"]})
+    config = traces["hc"].run_config
+    out.update({"streams": config.streams, "depth": config.depth, "width": config.width, "steps": config.steps})
     return out
 
 

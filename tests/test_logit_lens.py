@@ -147,7 +147,7 @@ def _squared(values: np.ndarray) -> np.ndarray:
     return values ** 2
 
 
-globals().update(frame_matrix(LogitLens, "logit_lens", run=GPT, key="lens_top1", tamper=_squared))
+globals().update(frame_matrix(LogitLens, "logit_lens", run=RunKey(GPT, 0), key="lens_top1", tamper=_squared))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------

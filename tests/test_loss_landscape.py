@@ -272,7 +272,7 @@ def test_claim_by_seed_counts_each_seed_with_both_runs():
 def test_slice_depths_need_both_archs():
     class T:
         def __init__(self, depth):
-            self.config = {"depth": depth}
+            self.run_config = LandscapeConfig(depth=depth)
     runs = {"plain_d8": T(8), "residual_d8": T(8), "plain_d14": T(14)}
     assert slice_depths(runs) == [8]
 
@@ -281,7 +281,7 @@ def landscape_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """Every number LossLandscape must report, recomputed from the arrays here."""
     out = {}
     base = base_runs(traces)
-    depths = sorted({t.config["depth"] for t in base.values()})
+    depths = sorted({t.run_config.depth for t in base.values()})
     for d_index, depth in enumerate(depths):
         out[f"depth.{d_index}"] = depth
     for name, t in base.items():
@@ -294,8 +294,8 @@ def landscape_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         out[f"{name}.centre_loss"] = float(g[g.shape[0] // 2, g.shape[1] // 2])
     for key, t in traces.items():
         out[f"{key.name}.seed.{key.seed}.nonconvex_fraction_pct"] = 100 * slice_figures(t)["nonconvex_fraction"]
-    config = next(iter(base.values())).config
-    out.update({"steps": config["steps"], "eval_examples": config["eval_examples"], "grid": config["grid"]})
+    config = next(iter(base.values())).run_config
+    out.update({"steps": config.steps, "eval_examples": config.eval_examples, "grid": config.grid})
     logs = np.concatenate([np.log10(t["loss_grid"]).ravel() for t in base.values()])
     span = logs.max() - logs.min()
     out["contour_decades"] = 0.5 if span <= 6 else 1.0 if span <= 12 else 2.0

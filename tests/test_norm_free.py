@@ -81,10 +81,11 @@ def test_standard_forward_growth_matches_the_closed_form():
             out = block(h)
             ratios.append(float(out.square().sum() / h.square().sum()))
             h = out
-    expected = growth_per_block({"activation": "relu", "init_gain": HE}) ** 2
+    expected = growth_per_block(RunConfig(activation="relu", init_gain=HE)) ** 2
     assert expected == pytest.approx(3.0)
     assert np.mean(ratios) == pytest.approx(expected, rel=0.08)
-    assert math.isnan(growth_per_block({"activation": "relu", "init_gain": HE, "residual_init": "rezero"}))
+    assert math.isnan(growth_per_block(RunConfig(arch="residual", activation="relu", init_gain=HE,
+                                                 residual_init="rezero")))
 
 
 def test_experiment_and_config():
@@ -126,7 +127,7 @@ def test_steps_to_loss_stops_at_a_divergence_and_reports_a_gap():
     trace.arrays["loss_curve"] = np.where(np.arange(len(curve)) == 2, np.nan, curve).astype(np.float32)
     assert steps_to_loss(trace, level=0.0)[1] is True
     standard = Trace.load(files[RunKey("standard", 0)])
-    assert standard.meta["diverged"]
+    assert standard.meta.diverged
     assert steps_to_loss(standard, level=1e30)[0] == 0  # its first loss is finite; nothing after the stop is read
 
 
@@ -139,7 +140,7 @@ def norm_free_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         name, seed = key.name, key.seed
         growth = float(t["act_norm"][0, -1]) / float(t["input_norm"][0, 0])
         loss = t["loss_curve"].astype(np.float64)
-        ran = loss[: t.meta["diverged_step"]] if t.meta["diverged"] else loss
+        ran = loss[: t.meta.diverged_step] if t.meta.diverged else loss
         hits = np.flatnonzero(ran < LOSS_LEVEL)
         step = float(hits[0]) if len(hits) else -1.0
         out[f"{name}.seed.{seed}.growth"] = growth
@@ -150,10 +151,10 @@ def norm_free_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         if step >= 0:
             out[f"{name}.step_below_level"] = step
         if name == "standard":
-            out["standard.per_block"] = growth ** (1 / t.config["depth"])
-            out["closed_form_per_block"] = math.sqrt(1 + t.config["init_gain"] ** 4 / 18)
-            if t.meta["diverged"]:
-                out["standard.diverged_step"] = float(t.meta["diverged_step"])
+            out["standard.per_block"] = growth ** (1 / t.run_config.depth)
+            out["closed_form_per_block"] = math.sqrt(1 + t.run_config.init_gain ** 4 / 18)
+            if t.meta.diverged:
+                out["standard.diverged_step"] = float(t.meta.diverged_step)
     return out
 
 

@@ -26,7 +26,7 @@ from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, dro
                                   rank_residual, rank_verdicts)
 from simulation.config import ConfigError, TransformerConfig
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
-from simulation.runkeys import one_seed
+from simulation.runkeys import RunKey, one_seed
 from simulation.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
                                     token_residual)
 
@@ -182,7 +182,7 @@ def _rooted(values: np.ndarray) -> np.ndarray:
     return np.sqrt(values)
 
 
-globals().update(frame_matrix(RankCollapse, "rank_collapse", run=SAN, key="rank_residual", tamper=_rooted))
+globals().update(frame_matrix(RankCollapse, "rank_collapse", run=RunKey(SAN, 0), key="rank_residual", tamper=_rooted))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------

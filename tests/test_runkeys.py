@@ -76,39 +76,48 @@ def test_build_runs_keys_every_run_by_name_and_seed():
 # -- nobody else takes a run name apart ----------------------------------------------------------------
 
 # Containers keyed by run (a RunKey or a run's name): what a loop over them binds is a run key or name.
-RUN_CONTAINERS = {"traces", "runs", "files", "trace_files", "seed_traces", "summaries", "run_texts", "summary"}
+RUN_CONTAINERS = {"traces", "runs", "trace_files", "seed_traces", "summaries", "run_texts"}
+KEYED_BY_RUN = {"files", "summary"}  # names also used for plain lists: run containers when iterated by .items()
 RUN_SOURCES = {"build_runs", "scene_runs", "one_seed", "by_seed", "by_name", "tiny_trace_files",
                "tiny_trace_files_with_seeds", "committed_traces"}
 TAKING_APART = {"startswith", "endswith", "partition", "rpartition", "split", "rsplit", "removeprefix",
                 "removesuffix", "find", "rfind", "index", "rindex"}
 
 
-def _container(node: ast.AST) -> bool:
+def _container(node: ast.AST, by_items: bool = False) -> bool:
     """An expression that holds runs by key: ``traces``, ``self.traces``, ``runs.items()``, ``build_runs(...)``."""
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("items", "keys") and not node.args:
-            return _container(func.value)
+            return _container(func.value, by_items=True)
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         return name in RUN_SOURCES or name in ("sorted", "list", "dict", "iter", "reversed") and bool(node.args) \
             and _container(node.args[0])
     if isinstance(node, ast.Subscript):
         return _container(node.value)
+    names = RUN_CONTAINERS | KEYED_BY_RUN if by_items else RUN_CONTAINERS
     if isinstance(node, ast.Name):
-        return node.id in RUN_CONTAINERS
+        return node.id in names
     if isinstance(node, ast.Attribute):
-        return node.attr in RUN_CONTAINERS
+        return node.attr in names
     return False
 
 
-def _bound_keys(tree: ast.AST) -> set[str]:
-    """Names bound to the key of a run container by a ``for`` or a comprehension (the first element of a
-    ``(key, value)`` target over ``.items()``)."""
-    bound = set()
+def _loops(tree: ast.AST):
+    """``(names bound to a run key, the nodes where they are in scope)`` for every ``for`` and comprehension over a
+    run container (the first element of a ``(key, value)`` target over ``.items()``)."""
     for node in ast.walk(tree):
-        loops = [(node.target, node.iter)] if isinstance(node, (ast.For, ast.AsyncFor)) else \
-            [(g.target, g.iter) for g in node.generators] if isinstance(
-                node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) else []
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            loops, scope = [(node.target, node.iter)], node.body + node.orelse
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            loops, scope = [(g.target, g.iter) for g in node.generators], [node.elt, *(i for g in node.generators
+                                                                                       for i in g.ifs)]
+        elif isinstance(node, ast.DictComp):
+            loops, scope = [(g.target, g.iter) for g in node.generators], [node.key, node.value, *(
+                i for g in node.generators for i in g.ifs)]
+        else:
+            continue
+        bound = set()
         for target, iterated in loops:
             if not _container(iterated):
                 continue
@@ -116,7 +125,8 @@ def _bound_keys(tree: ast.AST) -> set[str]:
                 bound.add(target.elts[0].id)
             elif isinstance(target, ast.Name):
                 bound.add(target.id)
-    return bound
+        if bound:
+            yield bound, scope
 
 
 def _is_run_name(node: ast.AST, bound: set[str]) -> bool:
@@ -126,28 +136,35 @@ def _is_run_name(node: ast.AST, bound: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in bound
 
 
+def _taking_apart(node: ast.AST, bound: set[str]) -> str | None:
+    """What ``node`` does to a run name of ``bound``, if it takes one apart."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in TAKING_APART and _is_run_name(func.value, bound):
+            return f".{func.attr}() of a run name"
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" \
+                and any(_is_run_name(arg, bound) for arg in node.args):
+            return f"re.{func.attr}() of a run name"
+    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and _is_run_name(node.value, bound):
+        return "a slice of a run name"
+    elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
+            and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
+            and any(_is_run_name(c, bound) for c in node.comparators):
+        return "a substring test on a run name"
+    return None
+
+
 def run_name_parsing(source: str, path: str) -> list[str]:
     """Where ``source`` spells the run keys' text form or takes a run name apart: ``"path:line: what"``."""
     tree = ast.parse(source, filename=path)
-    bound, found = _bound_keys(tree), []
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "@seed" in node.value:
-            found.append(f"{path}:{line}: the text form of a run key ({node.value!r})")
-        elif isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in TAKING_APART and _is_run_name(func.value, bound):
-                found.append(f"{path}:{line}: .{func.attr}() of a run name")
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" \
-                    and any(_is_run_name(arg, bound) for arg in node.args):
-                found.append(f"{path}:{line}: re.{func.attr}() of a run name")
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and _is_run_name(node.value, bound):
-            found.append(f"{path}:{line}: a slice of a run name")
-        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
-                and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
-                and any(_is_run_name(c, bound) for c in node.comparators):
-            found.append(f"{path}:{line}: a substring test on a run name")
-    return found
+    found = [f"{path}:{node.lineno}: the text form of a run key ({node.value!r})" for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "@seed" in node.value]
+    for bound, scope in _loops(tree):
+        for node in (n for part in scope for n in ast.walk(part)):
+            what = _taking_apart(node, bound)
+            if what:
+                found.append(f"{path}:{node.lineno}: {what}")
+    return sorted(set(found))
 
 
 def _source_files() -> list[Path]:

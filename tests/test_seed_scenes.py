@@ -177,7 +177,7 @@ def test_post_ln_verdicts_on_the_tiny_traces_and_by_hand():
     expected, seeds = SEED_NUMBERS["PostLNvsPreLN"](traces), by_seed(traces)
     ratios, finals = {POST_LN: {}, PRE_LN: {}}, {POST_LN: {}, POST_LN_WARMUP: {}, PRE_LN: {}}
     for seed, runs in seeds.items():
-        stack = "decoder" if runs[POST_LN].config["arch"] == "encoder_decoder" else "encoder"
+        stack = "decoder" if runs[POST_LN].run_config.arch == "encoder_decoder" else "encoder"
         for name in ratios:
             ratios[name][seed] = stack_ratio(runs[name], init_ffn_grad_norm(runs[name]), stack)
             assert ratios[name][seed] == pytest.approx(expected[f"{name}.seed.{seed}.last_over_first"], rel=1e-12)

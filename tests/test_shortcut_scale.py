@@ -84,10 +84,10 @@ def test_branch_gain_closed_form_matches_monte_carlo(gain):
         v = torch.randn(1, width)
         (grad,) = torch.autograd.grad(branch(x), x, v)
         total += float(grad.square().sum() / v.square().sum())
-    closed = branch_gain_sq({"activation": "relu", "init_gain": gain})
+    closed = branch_gain_sq(RunConfig(activation="relu", init_gain=gain))
     assert total / draws == pytest.approx(closed, rel=0.1)
-    assert math.isnan(branch_gain_sq({"activation": "tanh"}))
-    assert math.isnan(branch_gain_sq({"activation": "relu", "norm": "batchnorm"}))
+    assert math.isnan(branch_gain_sq(RunConfig(activation="tanh")))
+    assert math.isnan(branch_gain_sq(RunConfig(activation="relu", norm="batchnorm")))
 
 
 def _run(scale, ratio, error, diverged=0.0, s2=1 / 18, k=19):
@@ -130,7 +130,7 @@ def shortcut_scale_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         name, seed = key.name, key.seed
         g = t["out_grad_norm"][0].astype(np.float64)
         curve = t["error_curve"].astype(np.float64)
-        diverged = bool(t.meta["diverged"])
+        diverged = bool(t.meta.diverged)
         error = math.nan if diverged else float(np.mean(curve[-max(1, round(0.1 * len(curve))):]))
         out[f"{name}.seed.{seed}.ratio"] = g[0] / g[-1]
         if not diverged:
@@ -138,17 +138,17 @@ def shortcut_scale_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
         out[f"{name}.seed.{seed}.diverged"] = float(diverged)
         if seed != first:
             continue
-        cfg, k = t.config, len(g) - 1
+        cfg, k = t.run_config, len(g) - 1
         out[f"{name}.ratio"] = g[0] / g[-1]
-        if cfg["gate"] == "none":
-            s2 = (cfg["init_gain"] ** 2 / 3) ** 2 / 2
-            out[f"{name}.shortcut_only"] = cfg["shortcut_scale"] ** k
-            out[f"{name}.expected"] = (cfg["shortcut_scale"] ** 2 + s2) ** (k / 2)
+        if cfg.gate == "none":
+            s2 = (cfg.init_gain ** 2 / 3) ** 2 / 2
+            out[f"{name}.shortcut_only"] = cfg.shortcut_scale ** k
+            out[f"{name}.expected"] = (cfg.shortcut_scale ** 2 + s2) ** (k / 2)
             out["branch_gain_sq"] = s2
-            if cfg["shortcut_scale"] == 1.0:
+            if cfg.shortcut_scale == 1.0:
                 out["identity.final_error_pct"] = 100 * error
         else:
-            out["gate_bias"] = cfg["gate_bias"]
+            out["gate_bias"] = cfg.gate_bias
     return out
 
 
