@@ -499,7 +499,10 @@ class TransformerTask(Task[TransformerConfig]):
         super().__init__(config)
         self.label = f"{config.norm} warmup={config.warmup_steps}"
         self.model = build_transformer(config)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
+        # foreach: the multi-tensor Adam (on CPU torch defaults to the per-tensor loop), the same numbers with far
+        # fewer calls: a 200-step encoder-decoder run went from ~10.5 to ~8 CPU-s (checked bit for bit, 60 steps)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9,
+                                    foreach=True)
         self.data_gen = torch.Generator().manual_seed(config.seed + 1)
         self.test_set = self._task(512, torch.Generator().manual_seed(10_000 + config.seed))
         self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),

@@ -23,7 +23,7 @@ from simulation.experiments import build_runs
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
-__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "wait_for", "SEEDS", "NEEDED", "trained_at_seed",
+__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS", "NEEDED", "trained_at_seed",
            "holds_on_most_seeds", "cached_traces", "at_seed", "forward_keeping_layers", "cross_entropy",
            "TRANSFORMER_TINY"]
 
@@ -43,6 +43,30 @@ def files_under(path: Path) -> list[Path]:
 
 def cli_env(cache: Path) -> dict:
     return {**os.environ, "RESIDUAL_CACHE": str(cache), "PYTHONPATH": str(ROOT / "tests")}
+
+
+def tiny_frames(n: int = 6) -> list:
+    """``n`` distinct RGB frames, uint8 [48, 64, 3]: a gradient that moves a little each frame."""
+    import numpy as np
+
+    x = np.arange(64)[None, :, None]
+    return [np.broadcast_to((x * 4 + 10 * i) % 256, (48, 64, 3)).astype(np.uint8) for i in range(n)]
+
+
+def write_clip(path: Path, frames: list, fps: int = 15) -> Path:
+    """An mp4 of ``frames`` (RGB uint8 [48, 64, 3]) written with PyAV: intra-only MPEG-4, so that changing one
+    frame's pixels changes that decoded frame alone; no scene is rendered."""
+    import av
+
+    with av.open(str(path), mode="w") as out:
+        stream = out.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.codec_context.gop_size = 1  # every frame a key frame
+        stream.codec_context.qmax = 2
+        for pixels in frames:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+        out.mux(stream.encode(None))
+    return path
 
 
 def wait_for(predicate, timeout: float = 120.0) -> None:
