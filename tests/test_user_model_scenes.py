@@ -32,6 +32,7 @@ from scenes.block_labels import (BlockLabels, _spread, estimate_width, middle_el
 from scenes.chain_rule import running_product
 from scenes.layout import layout_problems
 from scenes.style import LANGS
+from simulation.config import RunConfig, UserModelConfig
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
@@ -286,13 +287,13 @@ def test_degradation_numbers_equal_the_trace():
 
 def test_model_title_names_the_factory_or_its_file():
     def title(spec):
-        return user_model.model_title(Trace(meta={"config": {"spec": spec}}, arrays={}))
+        return user_model.model_title(Trace(meta={"config": UserModelConfig(spec=spec).to_dict()}, arrays={}))
 
     assert title("torchvision.models:resnet18") == "resnet18"
     assert title("/home/me/examples/my_resnet.py:build") == "my_resnet"
     assert title("nets.vision:make_model") == "vision"
     assert title("a.py:" + "x" * 40) == middle_ellipsis("x" * 40, 24)
-    assert user_model.model_title(Trace(meta={"config": {"model": "mlp"}}, arrays={})) is None
+    assert user_model.model_title(Trace(meta={"config": RunConfig().to_dict()}, arrays={})) is None  # a built-in run
 
 
 def test_registered_and_chosen_by_model():
