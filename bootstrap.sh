@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk espeak-ng)
+APT_PACKAGES+=(fontconfig)  # fc-list: render.py doctor and --lang zh look for a Chinese font with it
 APT_PACKAGES+=(chromium)  # the deck and page tests drive it headless (Playwright, executable_path)
 APT_PACKAGES+=(valgrind)  # benchmarks/bench_instructions.py counts the recorder's instructions with callgrind
 VENV=${VENV:-.venv}

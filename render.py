@@ -16,6 +16,8 @@ defaults < ``--config FILE.toml`` < ``--set key=value`` (see cli/params.py for t
 
 from __future__ import annotations
 
+from cli import quiet_ctrl_c  # first: Ctrl-C while the modules below load ends quietly (status 130)
+quiet_ctrl_c(__name__)
 import functools
 import json
 import signal
@@ -26,6 +28,7 @@ from typing import Any
 
 import click
 
+from cli.doctor import doctor_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          train_summary, user_errors, voices)
@@ -239,11 +242,8 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
     Renders what is missing first (mp4), then writes OUTPUT/<480p15>/<lang>/slides/index.html (html),
     slides.pptx or slides.pdf. Keys in the html deck: -> / space next, <- back, S speaker notes, F full screen."""
-    from cli.deck import reveal_dir, write_deck
+    from cli.deck import write_deck
 
-    with user_errors():
-        if ctx.params["fmt"] == "html":
-            reveal_dir()  # before any render: reveal.js is installed
     rendered = _render_clips(ctx, scene_names)
     if rendered is None:  # --check: nothing is written
         return
@@ -294,7 +294,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
     With --model FILE.py:FACTORY: your own network and its plain twin too (alone when no EXPERIMENT is named).
     Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
     from cli.explore import explored_experiments, lecture_params, page_link, write_explorer
-    from cli.media import check_cache_dir
+    from cli.media import check_cache_dir, check_output_dir
     from simulation.cache import get_traces
     from simulation.experiments import NO_MODEL, get_experiment
 
@@ -305,6 +305,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
         if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
             raise ConfigError(NO_MODEL)
         check_cache_dir()
+        check_output_dir(Path(output), "explorer folder")  # before any training
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
@@ -323,7 +324,7 @@ def worker(ctx: click.Context, job_json: str) -> None:
     import os
 
     from cli.media import RenderError, RenderJob, load_scene, render_job
-    from cli.params import convert_value, scene_params
+    from cli.params import Layer, scene_overrides
     from cli.pipeline import DIE_WITH_PARENT, die_with_parent
     from cli.plan import run_digests
     from simulation.experiments import scene_runs
@@ -337,11 +338,11 @@ def worker(ctx: click.Context, job_json: str) -> None:
         if run_digests(runs) != job.traces:
             raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
                               "the client's (start the workers from a checkout of the same commit)")
-        defaults = scene_params(scene)
-        job.attrs = {k: convert_value(f"{job.scene}.{k}", defaults[k][0], v, finite=True) for k, v in job.attrs.items()}
+        job.attrs = scene_overrides([Layer("the render job", scenes={job.scene: job.attrs})], scene)  # checked again
         files = render_job(job, scene)
     click.echo(json.dumps({"files": [str(p) for p in files]}))
 
 
+cli.add_command(doctor_command)  # what this machine has of what the lecture needs (cli/doctor.py)
 if __name__ == "__main__":
     cli()

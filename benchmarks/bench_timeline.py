@@ -7,8 +7,9 @@ Example::
 
 Runs ``render.py ARGS`` (this checkout) and samples its process tree with psutil every ``--interval`` seconds: each
 process's first and last sighting, its CPU seconds (user + sys, its reaped children included: LaTeX, dvisvgm) and
-its peak RSS, and the peak of the tree's summed RSS. The trainer's log lines (``training DIGEST (...)``) on stderr
-are time-stamped to split the trainer into its runs. Prints one line per task in start order (training runs, render
+its peak RSS, and the peak of the tree's summed RSS. The trainer's run events (:mod:`simulation.events`: a JSON
+line as each training run starts and ends, with its CPU s, in a file named by ``$RESIDUAL_EVENTS``, which this sets)
+split the trainer into its runs. Prints one line per task in start order (training runs, render
 workers), then CPU s per phase (start-up of the command, training, rendering) and where the cores of this tree were
 idle: the seconds during which fewer tasks ran than ``--cores``, the wall time after the trainer ended, and the
 task that ended last. The load average is printed at the start and the end: CPU seconds are robust to other
@@ -19,9 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,9 +32,9 @@ import psutil
 
 from benchmarks.process_tree import processes
 from benchmarks.process_tree import rss as rss_of
+from simulation.events import EVENTS_ENV, read_events
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAINING = re.compile(r"training (\w+) \((.*)\)")
 
 
 def _cpu(proc: psutil.Process, kind: str) -> float:
@@ -58,10 +60,14 @@ def _label(cmdline: list[str]) -> tuple[str, str]:
 
 
 def record(args: list[str], interval: float = 0.1) -> dict:
-    """Run ``render.py ARGS`` to its end; {"wall_s", "returncode", "load", "processes", "log", "active"}."""
-    started = time.perf_counter()
+    """Run ``render.py ARGS`` to its end; {"wall_s", "returncode", "load", "processes", "log", "active", "events",
+    "peak_tree_rss"}: ``events`` are the run events (:mod:`simulation.events`) with ``time`` in seconds since the
+    start, ``log`` the time-stamped lines of its stderr (kept for reading, not parsed)."""
+    events = Path(tempfile.mkdtemp(prefix="timeline-")) / "events.jsonl"
+    started, started_epoch = time.perf_counter(), time.time()
     load_start = os.getloadavg()[0]
     proc = subprocess.Popen([sys.executable, str(ROOT / "render.py"), *args], cwd=ROOT,
+                            env={**os.environ, EVENTS_ENV: str(events)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log: list[tuple[float, str]] = []
 
@@ -75,9 +81,6 @@ def record(args: list[str], interval: float = 0.1) -> dict:
     seen: dict[int, dict] = {}
     peak_tree = 0  # summed RSS of the tree, as benchmarks/tree_rss.py
     active: list[tuple[float, int, float]] = []  # (t, tasks running, tree CPU s so far)
-    trainer_cpu: list[tuple[float, float]] = []  # (t, the trainer's CPU s so far)
-    cache = Path(os.environ.get("RESIDUAL_CACHE") or ROOT / ".cache" / "traces")
-    cached: dict[str, float] = {}  # digest -> when its trace appeared in the cache
     while proc.poll() is None:
         now = time.perf_counter() - started
         tree = processes(root)
@@ -101,47 +104,32 @@ def record(args: list[str], interval: float = 0.1) -> dict:
                 continue
             if info["kind"] in ("trainer", "worker"):
                 tasks += 1
-            if info["kind"] == "trainer":
-                trainer_cpu.append((now, info["cpu"]))
             if info["kind"] != "tool":  # a tool's CPU is its parent's children_* once reaped
                 total += info["cpu"]
         active.append((now, tasks, total))
         peak_tree = max(peak_tree, rss)
-        if cache.is_dir():
-            for entry in os.scandir(cache):
-                if entry.name.endswith(".npz") and not entry.name.startswith("."):
-                    cached.setdefault(entry.name[:-4], now)
         time.sleep(interval)
     returncode = proc.wait()
     reader.join()
+    found = [{**e, "time": e["time"] - started_epoch} for e in read_events(events)]
+    shutil.rmtree(events.parent, ignore_errors=True)
     return {"wall_s": round(time.perf_counter() - started, 2), "returncode": returncode,
             "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], "processes": list(seen.values()),
-            "log": log, "active": active,
-            "trainer_cpu": trainer_cpu, "cached": cached, "peak_tree_rss": peak_tree}
+            "log": log, "active": active, "events": found, "peak_tree_rss": peak_tree}
 
 
-def _trainings(run: dict) -> list[dict]:
-    """Each training run from its ``training DIGEST`` line to the moment its trace appeared in the cache. With
-    one trainer, also its CPU s (the trainer's samples at those two moments); with two at once, no CPU."""
-    trainers = [p for p in run["processes"] if p["kind"] == "trainer"]
-    if not trainers:
-        return []
-    curve = run["trainer_cpu"]
-    alone = len(trainers) == 1
-
-    def cpu_at(t: float) -> float:  # the trainer's CPU s at its last sample before t
-        return max((c for ts, c in curve if ts <= t), default=0.0)
-
+def trainings(run: dict) -> list[dict]:
+    """Each training run of ``run`` (:func:`record`) from its ``run_start`` to its ``run_end`` event, in start
+    order: {"digest", "name", "pid", "start", "end" (s since the start), "cpu" (its process's CPU s in the run),
+    "ok"}. A run whose process died before its end event ends at the command's end, with no CPU (NaN)."""
+    ends = {(e["pid"], e["digest"]): e for e in run["events"] if e["event"] == "run_end"}
     out = []
-    for t, line in run["log"]:
-        m = TRAINING.search(line)
-        if not m:
-            continue
-        digest = m.group(1)
-        stop = next((v for k, v in run["cached"].items() if k.startswith(digest)), trainers[0]["end"])
-        out.append({"kind": "train", "name": f"{digest[:10]} {m.group(2)}", "start": t, "end": stop,
-                    "cpu": cpu_at(stop) - cpu_at(t) if alone else float("nan")})
-    return out
+    for start in (e for e in run["events"] if e["event"] == "run_start"):
+        end = ends.get((start["pid"], start["digest"]))
+        out.append({"digest": start["digest"], "name": f"{start['digest'][:10]} {start['label']}", "pid": start["pid"],
+                    "start": start["time"], "end": end["time"] if end else run["wall_s"],
+                    "cpu": end["cpu_s"] if end else float("nan"), "ok": bool(end and end["ok"])})
+    return sorted(out, key=lambda t: t["start"])
 
 
 def summarise(run: dict, cores: int) -> str:
@@ -154,11 +142,12 @@ def summarise(run: dict, cores: int) -> str:
     for p in tasks:
         lines.append(f"{p['start']:7.1f} {p['end']:7.1f} {p['end'] - p['start']:6.1f} {p['cpu']:6.1f} "
                      f"{p.get('peak_rss', 0) / 2**20:5.0f}  {p['kind']} {p['name']}")
-    trainings = _trainings(run)
-    if trainings:
-        lines.append("training runs (from the trainer's log lines):")
-        for t in trainings:
-            lines.append(f"{t['start']:7.1f} {t['end']:7.1f} {t['end'] - t['start']:6.1f} {t['cpu']:6.1f}  {t['name']}")
+    runs = trainings(run)
+    if runs:
+        lines.append("training runs (from the trainer's run events):")
+        for t in runs:
+            lines.append(f"{t['start']:7.1f} {t['end']:7.1f} {t['end'] - t['start']:6.1f} {t['cpu']:6.1f}  {t['name']}"
+                         + ("" if t["ok"] else "  (failed)"))
     by_kind: dict[str, float] = {}
     for p in procs:
         if p["kind"] != "tool":

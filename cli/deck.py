@@ -17,17 +17,19 @@ import math
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from cli import INSTALLED
+from cli.beats import Beat, BeatRecord, BeatRecordError
 from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
 __all__ = ["Clip", "load_clip", "web_ready", "last_frame", "reveal_dir", "write_html_deck", "write_pptx",
-           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "staged_dir", "format_value", "write_deck"]
+           "write_pdf", "beat_notes", "sound_span", "REVEAL_VERSION", "reveal_install", "staged_dir", "format_value",
+           "write_deck"]
 
 REVEAL_VERSION = "5.2.1"  # keep in step with web/package.json
 _ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +43,7 @@ class Clip:
 
     scene: str
     video: Path  # <Scene>.mp4, the whole scene
-    beats: dict[str, Any]  # <Scene>.beats.json (see scenes.beats)
+    beats: BeatRecord  # <Scene>.beats.json (see cli.beats)
     numbers: dict[str, Any]  # <Scene>.numbers.json
     record: dict[str, Any]  # <Scene>.mp4.render.json: the key and the inputs that made the video
     subtitles: Path | None  # <Scene>.srt, if the scene narrates
@@ -54,9 +56,9 @@ class Clip:
     def beat_video(self, index: int) -> Path:
         return self.video.with_name(beat_video_name(self.scene, index, self.video.suffix.lstrip(".")))
 
-    def beat_sound(self, beat: dict[str, Any]) -> tuple[Path, float, float]:
+    def beat_sound(self, beat: Beat) -> tuple[Path, float, float]:
         """Where a beat's sound is: the whole clip, from the beat's start to its end (seconds)."""
-        return self.video, float(beat["start"]), float(beat["end"])
+        return self.video, float(beat.start), float(beat.end)
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -72,14 +74,18 @@ def load_clip(video: Path, title: dict[str, str] | None = None) -> Clip:
     """The :class:`Clip` of a rendered ``<Scene>.mp4`` (``title``: {lang: its on-screen title}); RenderError if a
     file it needs is missing or corrupt."""
     scene = video.stem
-    clip = Clip(scene=scene, video=video, beats=_read_json(video.with_suffix(".beats.json"), "beat record"),
+    try:
+        beats = BeatRecord.load(video.with_suffix(".beats.json"))
+    except BeatRecordError as exc:
+        raise RenderError(f"{exc}; render the scene again") from None
+    clip = Clip(scene=scene, video=video, beats=beats,
                 numbers=_read_json(video.with_suffix(".numbers.json"), "numbers record"),
                 record=_read_json(video.with_name(video.name + RECORD_SUFFIX), "render record"),
                 subtitles=video.with_suffix(".srt") if video.with_suffix(".srt").is_file() else None,
                 title=dict(title or {}))
-    for beat in clip.beats.get("beats", []):
-        if not clip.beat_video(beat["section"]).is_file():
-            raise RenderError(f"beat video {clip.beat_video(beat['section'])} is missing; render {scene} again")
+    for beat in clip.beats.beats:
+        if not clip.beat_video(beat.section).is_file():
+            raise RenderError(f"beat video {clip.beat_video(beat.section)} is missing; render {scene} again")
     return clip
 
 
@@ -225,11 +231,9 @@ def format_value(value: Any) -> str:
 _NUMBERS_SHOWN = {"en": "Numbers shown:", "zh": "画面上的数："}
 
 
-def beat_notes(clip: Clip, beat: dict[str, Any], lang: str) -> tuple[list[str], list[tuple[str, str]]]:
+def beat_notes(beat: Beat, lang: str) -> tuple[list[str], list[tuple[str, str]]]:
     """(narration lines in ``lang``, [(number key, formatted value)]) of one beat: the speaker notes."""
-    lines = [line for line in beat["narration"].get(lang, []) if line]
-    numbers = [(key, format_value(value)) for key, value in sorted(beat.get("numbers", {}).items())]
-    return lines, numbers
+    return beat.lines(lang), [(key, format_value(value)) for key, value in sorted(beat.numbers.items())]
 
 
 # -- html (reveal.js) -------------------------------------------------------------------------
@@ -239,10 +243,7 @@ def reveal_dir() -> Path:
     installs it (npm, ``web/package.json``) in a checkout, and as a wheel built from such a checkout ships it
     (package data, the same path inside ``residual_lecture/``). RenderError if absent, saying how to get it."""
     root = Path(os.environ.get("RESIDUAL_REVEAL_DIR") or _ROOT / "web" / "node_modules" / "reveal.js")
-    how = (f"set RESIDUAL_REVEAL_DIR to a reveal.js {REVEAL_VERSION} folder (npm install reveal.js@{REVEAL_VERSION} "
-           "puts one in node_modules/reveal.js), or install a wheel built after `bash bootstrap.sh setup`"
-           if INSTALLED and not os.environ.get("RESIDUAL_REVEAL_DIR")
-           else "run: bash bootstrap.sh setup (or: npm install --prefix web)")
+    how = f"install with: {reveal_install()}"
     try:
         version = json.loads((root / "package.json").read_text(encoding="utf-8"))["version"]
     except (OSError, ValueError, KeyError):
@@ -250,6 +251,19 @@ def reveal_dir() -> Path:
     if version != REVEAL_VERSION:
         raise RenderError(f"reveal.js {version} at {root}, this deck needs {REVEAL_VERSION}; {how}")
     return root
+
+
+def reveal_install() -> str:
+    """The command that installs reveal.js: ``npm ci --prefix web`` in a checkout (web/package-lock.json pins it);
+    an installed copy (or one pointed elsewhere) gets one with npm and $RESIDUAL_REVEAL_DIR."""
+    if INSTALLED or os.environ.get("RESIDUAL_REVEAL_DIR"):
+        return (f"npm install --prefix ~/reveal reveal.js@{REVEAL_VERSION} && "
+                "export RESIDUAL_REVEAL_DIR=~/reveal/node_modules/reveal.js")
+    web = _ROOT / "web"
+    with suppress(ValueError):
+        web = web.relative_to(Path.cwd())
+    npm = "" if shutil.which("npm") else "apt-get install -y --no-install-recommends npm && "
+    return f"{npm}npm ci --prefix {web}"
 
 
 def _copy_reveal(target: Path) -> None:
@@ -305,22 +319,22 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
         _copy_reveal(stage)
         (stage / "media").mkdir()
         for clip in clips:
-            for beat in clip.beats["beats"]:
-                name = clip.beat_video(beat["section"]).name
-                web_ready(clip.beat_video(beat["section"]), stage / "media" / name, clip.beat_sound(beat))
-                lines, numbers = beat_notes(clip, beat, lang)
+            for beat in clip.beats.beats:
+                name = clip.beat_video(beat.section).name
+                web_ready(clip.beat_video(beat.section), stage / "media" / name, clip.beat_sound(beat))
+                lines, numbers = beat_notes(beat, lang)
                 notes = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
                 if numbers:
                     notes += f"<p>{_NUMBERS_SHOWN[lang]}</p><ul>" + "".join(
                         f"<li><code>{html.escape(k)}</code> = {html.escape(v)}</li>" for k, v in numbers) + "</ul>"
-                notes += (f"<p><small>{html.escape(clip.heading(lang))} · {beat['index'] + 1} / "
-                          f"{len(clip.beats['beats'])}</small></p>")
-                slides.append(f'<section data-scene="{html.escape(clip.scene)}" data-beat="{beat["index"]}">\n'
+                notes += (f"<p><small>{html.escape(clip.heading(lang))} · {beat.index + 1} / "
+                          f"{len(clip.beats.beats)}</small></p>")
+                slides.append(f'<section data-scene="{html.escape(clip.scene)}" data-beat="{beat.index}">\n'
                               f'  <video playsinline preload="auto" src="media/{html.escape(name)}"></video>\n'
                               f'  <aside class="notes">{notes}</aside>\n</section>')
-                index.append({"scene": clip.scene, "title": clip.heading(lang), "beat": beat["index"], "video": f"media/{name}",
-                              "start": beat["start"], "end": beat["end"], "narration": beat["narration"],
-                              "numbers": beat.get("numbers", {})})
+                index.append({"scene": clip.scene, "title": clip.heading(lang), "beat": beat.index, "video": f"media/{name}",
+                              "start": beat.start, "end": beat.end, "narration": beat.narration,
+                              "numbers": beat.numbers})
         title = "Residual connections" if lang == "en" else "残差连接"
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
@@ -358,15 +372,15 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
     blank = prs.slide_layouts[6]
     with tempfile.TemporaryDirectory(prefix=".pptx-", dir=target.parent) as tmp:
         for clip in clips:
-            for beat in clip.beats["beats"]:
-                video = Path(tmp) / clip.beat_video(beat["section"]).name
-                web_ready(clip.beat_video(beat["section"]), video, clip.beat_sound(beat))
+            for beat in clip.beats.beats:
+                video = Path(tmp) / clip.beat_video(beat.section).name
+                web_ready(clip.beat_video(beat.section), video, clip.beat_sound(beat))
                 poster = video.with_suffix(".png")
                 last_frame(video).save(poster)
                 slide = prs.slides.add_slide(blank)
                 slide.shapes.add_movie(str(video), 0, 0, prs.slide_width, prs.slide_height,
                                        poster_frame_image=str(poster), mime_type="video/mp4")
-                lines, numbers = beat_notes(clip, beat, lang)
+                lines, numbers = beat_notes(beat, lang)
                 notes = "\n".join(lines) or f"({clip.heading(lang)})"
                 if numbers:
                     notes += f"\n\n{_NUMBERS_SHOWN[lang]}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
@@ -378,7 +392,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
 
 def write_pdf(clips: list[Clip], target: Path) -> Path:
     """``target`` (.pdf): the last frame of each beat, one page each (handouts)."""
-    frames = [last_frame(clip.beat_video(beat["section"])) for clip in clips for beat in clip.beats["beats"]]
+    frames = [last_frame(clip.beat_video(beat.section)) for clip in clips for beat in clip.beats.beats]
     if not frames:
         raise RenderError("no beats to put in the handout")
     with atomic_write(target, suffix=".pdf") as out:

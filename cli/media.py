@@ -1,4 +1,4 @@
-"""Rendering for the command line: preflight, render keys, private media folders, atomic placement, concat.
+"""Rendering for the command line: input checks, render keys, private media folders, atomic placement, concat.
 
 Example::
 
@@ -16,13 +16,13 @@ theme, format); a re-run whose key matches renders nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import traceback
@@ -32,7 +32,7 @@ from datetime import timedelta
 from io import BytesIO
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from cli import INSTALLED, ROOT
 from cli.jobs import ENCODER_THREADS
@@ -40,13 +40,11 @@ from simulation.cache import cache_dir
 from simulation.atomic_io import atomic_write
 
 __all__ = [
-    "RenderError", "RenderJob", "INSTALL_COMMAND", "missing_tools", "check_voice", "check_output_dir", "source_digest",
+    "RenderError", "RenderJob", "check_voice", "check_output_dir", "source_digest",
     "quality_dir", "up_to_date", "render_job", "beat_video_name", "BEAT_FORMATS", "scene_config", "concat_lecture",
     "load_scene", "media_cache_dir", "place_files", "RECORD_SUFFIX", "pid_alive", "scene_title",
 ]
 
-INSTALL_COMMAND = ("apt-get install -y --no-install-recommends texlive-latex-base texlive-latex-extra "
-                   "dvisvgm fonts-noto-cjk")
 KEY_VERSION = 2  # bump when the meaning of a render key changes (2: beats, a video per beat)
 RECORD_SUFFIX = ".render.json"
 TEMP_PREFIX = ".render-"  # private media folders: .render-<pid>-<random>, inside the output folder
@@ -60,30 +58,13 @@ class RenderError(RuntimeError):
 
 # -- before any work --------------------------------------------------------------------------
 
-def missing_tools(lang: str, which: Callable[[str], str | None] = shutil.which) -> list[str]:
-    """What Manim will need but this machine lacks: LaTeX (with the ``standalone`` class), dvisvgm and,
-    for ``lang="zh"``, a font with Chinese glyphs (``fc-list :lang=zh``). Empty when all is there."""
-    missing = []
-    if not which("latex"):
-        missing.append("latex")
-    elif (kpsewhich := which("kpsewhich")) and not _prints_something([kpsewhich, "standalone.cls"]):
-        missing.append("the LaTeX class standalone.cls")
-    if not which("dvisvgm"):
-        missing.append("dvisvgm")
-    if lang == "zh":
-        fc_list = which("fc-list")
-        if not fc_list or not _prints_something([fc_list, ":lang=zh", "family"]):
-            missing.append("a Chinese (CJK) font")
-    return missing
-
-
 def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
     """The voice name a render uses (``"auto"`` -> the language's own, None -> silent); RenderError, before
-    any work, for an unknown voice, one of another language, a format without sound (gif, png), or an engine
-    this machine lacks (with the exact install command)."""
+    any work, for an unknown voice, one of another language or a format without sound (gif, png). Whether this
+    machine has the engine is the command's preflight (cli/doctor.py)."""
     if voice is None:
         return None
-    from narration import VoiceError, default_voice, get_voice, missing_voice
+    from narration import VoiceError, default_voice, get_voice
 
     name = default_voice(lang) if voice == "auto" else voice
     try:
@@ -94,18 +75,7 @@ def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
         raise RenderError(f"voice {name} speaks {engine.lang}, not --lang {lang}; use --voice {default_voice(lang)}")
     if fmt not in ("mp4", "webm"):
         raise RenderError(f"--voice needs a video with sound: use --format mp4 or webm, not {fmt}")
-    problem = missing_voice(name)
-    if problem:
-        raise RenderError(problem)
     return name
-
-
-def _prints_something(command: list[str]) -> bool:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and bool(done.stdout.strip())
 
 
 def check_output_dir(path: Path, what: str = "output folder") -> None:
@@ -242,7 +212,30 @@ class RenderJob:
 
     @classmethod
     def from_json(cls, text: str) -> "RenderJob":
-        return cls(**json.loads(text))
+        """The job :meth:`to_json` wrote; RenderError (one line) for anything else: not JSON, a missing or
+        unknown field, a field of the wrong type, a quality, language, format or theme that is not one."""
+        from cli.params import FORMATS, LANGS, QUALITIES, THEMES
+
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise RenderError(f"a render job must be JSON ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise RenderError("a render job must be a JSON object")
+        fields = cls.__dataclass_fields__
+        unknown = sorted(set(data) - set(fields))
+        missing = [name for name, f in fields.items() if name not in data and f.default is dataclasses.MISSING]
+        if unknown or missing:
+            raise RenderError(f"render job: unknown fields {unknown}, missing fields {missing}")
+        kinds = {"params": dict, "attrs": dict, "traces": dict, "transparent": bool, "verbose": bool}
+        for name, value in data.items():
+            if not isinstance(value, kinds.get(name, str)) and not (name == "voice" and value is None):
+                raise RenderError(f"render job: {name} must be {kinds.get(name, str).__name__}, "
+                                  f"not {type(value).__name__}")
+        for name, allowed in (("quality", QUALITIES), ("lang", LANGS), ("format", FORMATS), ("theme", THEMES)):
+            if name in data and data[name] not in allowed:
+                raise RenderError(f"render job: {name} {data[name]!r} is not one of {', '.join(allowed)}")
+        return cls(**data)
 
 
 # -- records: what made a file ----------------------------------------------------------------

@@ -14,6 +14,7 @@ defaults < ``--config FILE.toml`` < ``--set key=value`` (:func:`param_options`, 
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 import threading
@@ -24,13 +25,15 @@ from typing import Any, Iterator
 
 import click
 
+from cli import QUIET_CTRL_C
+from cli.doctor import PreflightCommand
 from cli.jobs import describe_cap
 from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 
 __all__ = ["setup_logging", "user_errors", "note", "report", "Terminated", "LectureCli", "scheduler_option",
            "PathType", "param_options", "scene_options", "voice_option", "render_options", "resolved_options",
            "voices", "echo_params", "figure", "diverged_where", "RENDER_PARAMS", "echo_listing",
-           "echo_run_summaries", "train_summary", "model_option"]
+           "echo_run_summaries", "train_summary", "model_option", "short_message"]
 
 
 def setup_logging(verbose: bool) -> None:
@@ -96,16 +99,32 @@ def _sigterm_like_ctrl_c() -> Iterator[None]:
         yield  # signal handlers can only be set from the main thread
         return
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    if signal.getsignal(signal.SIGINT) is QUIET_CTRL_C:  # render.py started: Ctrl-C is click's Abort from now on
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+_LONG_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.){120,}'" + r'|"(?:[^"\\\n]|\\.){120,}"')
+
+
+def short_message(message: str, limit: int = 1000) -> str:
+    """An error message as one readable line: a quoted value longer than 120 characters (a hostile --set value can
+    be megabytes) keeps its first 60 and last 20, line breaks become spaces, and what is still longer than
+    ``limit`` keeps its beginning and its end."""
+    message = _LONG_QUOTED.sub(lambda m: f"{m[0][:61]}...{m[0][-21:]}", " ".join(message.splitlines()))
+    return message if len(message) <= limit else f"{message[:limit * 2 // 3]} ... {message[-limit // 3:]}"
+
+
 class LectureCli(click.Group):
     """Errors end as one line, ``Error: ...``, without click's usage block: exit status 2 for bad
     usage, 1 for anything else; Ctrl-C prints ``Aborted!`` and exits with 130, SIGTERM prints
-    ``Terminated`` and exits with 143 (128 + 15), both after removing what the run had half made."""
+    ``Terminated`` and exits with 143 (128 + 15), both after removing what the run had half made. Every
+    command checks first that this machine has what it needs (cli/doctor.py, :class:`PreflightCommand`)."""
+
+    command_class = PreflightCommand
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
@@ -115,7 +134,7 @@ class LectureCli(click.Group):
                 result = super().main(*args, standalone_mode=False, **kwargs)
         except click.ClickException as exc:
             hint = " (see --help)" if isinstance(exc, click.UsageError) else ""
-            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+            click.echo(f"Error: {short_message(exc.format_message())}{hint}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -125,9 +144,21 @@ class LectureCli(click.Group):
             sys.exit(128 + signal.SIGTERM)
         sys.exit(result if isinstance(result, int) else 0)
 
+def _check_scheduler(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--scheduler`` (else $DASK_SCHEDULER_ADDRESS) is an address, checked while the options are read."""
+    from simulation.config import ConfigError
+    from simulation.sweep import scheduler_address
+
+    try:
+        scheduler_address(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 def scheduler_option(func):
     """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
-    return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+    return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", callback=_check_scheduler,
                         help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
                              "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
                              "docs/cluster.md).")(func)

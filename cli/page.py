@@ -56,22 +56,22 @@ def subtitles_vtt(clip: Clip, lang: str) -> str:
 
     if clip.subtitles is None:
         return "WEBVTT\n"
-    if lang == clip.beats.get("lang"):
+    if lang == clip.beats.lang:
         return webvtt.from_srt(str(clip.subtitles)).content
     try:
         cues = list(srt.parse(clip.subtitles.read_text(encoding="utf-8")))
     except (srt.SRTParseError, ValueError) as exc:
         raise RenderError(f"subtitle file {clip.subtitles} is corrupt: {exc}") from None
-    beats = clip.beats["beats"]
+    beats = clip.beats.beats
     # A cue belongs to the last beat that starts before it (the .srt keeps milliseconds: allow 1.5 ms).
     groups: list[list] = [[] for _ in beats]
     for cue in cues:
-        starts = [i for i, beat in enumerate(beats) if beat["start"] <= _seconds(cue.start) + 0.0015]
+        starts = [i for i, beat in enumerate(beats) if beat.start <= _seconds(cue.start) + 0.0015]
         if starts:
             groups[starts[-1]].append(cue)
     captions = []
     for beat, inside in zip(beats, groups):
-        lines = [line for line in beat["narration"].get(lang, []) if line]
+        lines = beat.lines(lang)
         if not inside or not lines:
             continue
         if len(inside) == len(lines):
@@ -188,11 +188,11 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
             params += [(k, str(inputs[k])) for k in ("quality", "lang") if k in inputs]
             traces = [(name, html.escape(info["digest"])) for name, info in summary.items()]
             beats = "".join(
-                f'<button data-video="v-{scene}" data-start="{b["start"]:.3f}" '
-                f'title="{html.escape(" ".join(b["narration"].get(lang, [])[:1]), quote=True)}">{b["index"] + 1}. '
-                f'{html.escape(beat_label(" ".join(b["narration"].get(lang, [])[:1])) or "—")}</button>'
-                for b in clip.beats.get("beats", []))
-            first_line = (clip.beats.get("beats") or [{}])[0].get("narration", {}).get(lang, [""])
+                f'<button data-video="v-{scene}" data-start="{b.start:.3f}" '
+                f'title="{html.escape(b.first_line(lang), quote=True)}">{b.index + 1}. '
+                f'{html.escape(beat_label(b.first_line(lang)) or "—")}</button>'
+                for b in clip.beats.beats)
+            first_line = clip.beats.beats[0].first_line(lang) if clip.beats.beats else ""
             chapter = html.escape(clip.heading(lang))  # the title on screen; the class name stays the anchor
             nav.append(f'<li><a href="#{scene}">{chapter}</a></li>')
             sections.append(
@@ -200,7 +200,7 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
                 f'<video id="v-{scene}" controls preload="metadata" src="media/{scene}.mp4">\n  ' + "\n  ".join(tracks) +
                 '\n</video>\n'
                 f'<p class="beats">{beats}</p>\n'
-                + (f'<p>{html.escape(first_line[0])}</p>\n' if first_line and first_line[0] else "") +
+                + (f'<p>{html.escape(first_line)}</p>\n' if first_line else "") +
                 f'<h3>{L["numbers"]}</h3>\n'
                 + _table([(k, format_value(v)) for k, v in sorted(values.items())], L["no_numbers"])
                 + f'<h3>{L["params"]}</h3>\n' + _table(params, L["defaults"])

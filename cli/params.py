@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from simulation.atomic_io import input_file
 from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
 
@@ -104,11 +105,9 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
     Raises ConfigError for a missing or unreadable file, bad TOML, an unknown table or render option.
     """
-    path = Path(path)
+    path = input_file(path, "config file", ConfigError)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -7,7 +7,8 @@ Example::
 
 The missing runs train in lecture order, one after the other, in a trainer process (``python -m
 simulation.cache --stream``, so torch's memory goes back when it ends) or, with a scheduler, on the
-cluster. As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
+cluster. Locally, runs that differ only in their seed go to the trainer as one group and train together as one
+stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.stacked`: the same traces, bit for bit). As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
 the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
 traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
 on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon
@@ -87,7 +88,9 @@ def run_worker(job: RenderJob, env: dict[str, str] | None = None, pythonpath: st
     child_env = {**os.environ, **(env or {}), DIE_WITH_PARENT: "1"}
     if pythonpath:
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, child_env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+    # A process group of its own, as the trainer's (_start_trainer): Ctrl-C reaches render.py, which stops it.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env,
+                            process_group=0)
     if started is not None:
         started(proc)
     out, err = proc.communicate()
@@ -178,14 +181,16 @@ class LocalPool:
         with self._lock:  # a render started while stop() ran is stopped too
             self.procs.append(proc)
             if self._stopped is not None:
-                proc.send_signal(self._stopped)
+                proc.send_signal(signal.SIGTERM)
 
     def stop(self, sig: int) -> None:
+        """Stop every render: SIGTERM whatever stopped render.py (``sig``), which a worker obeys at any moment
+        without a traceback (the default action while its modules load; cli.options.Terminated after)."""
         with self._lock:
             self._stopped = sig
             for proc in self.procs:
-                if proc.poll() is None:  # each worker removes its private folder, then exits 130 or 143
-                    proc.send_signal(sig)
+                if proc.poll() is None:  # each worker removes its private folder, then exits 143
+                    proc.send_signal(signal.SIGTERM)
         self.unlimit()  # renders waiting for a slot see the stop and do not start
 
     def close(self) -> None:
@@ -246,7 +251,8 @@ class ClusterPool:
 
 class RunQueue:
     """The runs still to train, shared by the trainer (which takes them from the head, lecture order) and a
-    :class:`TrainingHelper` (from the tail); it keeps the two trainer processes within ``room`` bytes.
+    :class:`TrainingHelper` (from the tail); it keeps the two trainer processes within ``room`` bytes. An item
+    is a config, or a list of configs that train together (their estimates summed).
 
     ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.runs.estimate`); a
     trainer process counts as ``base`` plus the largest run it has taken (its memory does not shrink after
@@ -349,8 +355,8 @@ class Trainer:
                 self.proc.stdin.close()
                 self.proc.wait()
                 self.proc = _start_trainer()
-            digest, error = _train_one(self.proc, config)
-            done(digest, error)
+            for digest, error in _train_one(self.proc, config):
+                done(digest, error)
         self.proc.stdin.close()
         if self.proc.wait():
             raise RenderError(f"training stopped (exit status {self.proc.returncode})")
@@ -365,30 +371,41 @@ def _start_trainer() -> subprocess.Popen:
     # An installed copy finds its modules anywhere; a checkout's folders are found from its root.
     env = os.environ if INSTALLED else {
         **os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # A process group of its own: Ctrl-C in a terminal reaches render.py only, which stops this process with
+    # SIGTERM (_stop); a SIGINT while its modules load would print a KeyboardInterrupt traceback.
     return subprocess.Popen([sys.executable, "-m", cache.__spec__.name, "--stream"], cwd=None if INSTALLED else ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env,
+                            process_group=0)
 
 
-def _train_one(proc: subprocess.Popen, config) -> tuple[str, str | None]:
-    """Hand one run to a ``--stream`` process and wait for its line: (digest, error or None)."""
+def _train_one(proc: subprocess.Popen, item) -> list[tuple[str, str | None]]:
+    """Hand one run, or a group of runs to train together (a list), to a ``--stream`` process and wait for its
+    lines: [(digest, error or None)], one per run."""
+    group = item if isinstance(item, list) else [item]
     try:
-        proc.stdin.write(json.dumps(config.to_dict()) + "\n")
+        payload = [c.to_dict() for c in group] if isinstance(item, list) else item.to_dict()
+        proc.stdin.write(json.dumps(payload) + "\n")
         proc.stdin.flush()
     except (BrokenPipeError, OSError):
         pass  # it has exited: the empty read below says so
-    line = proc.stdout.readline()
-    while line and not line.strip():
+    out = []
+    for _ in group:
         line = proc.stdout.readline()
-    if not line:
-        proc.wait()
-        raise RenderError(f"training stopped (exit status {proc.returncode})")
-    item = json.loads(line)
-    return item["digest"], item.get("error")
+        while line and not line.strip():
+            line = proc.stdout.readline()
+        if not line:
+            proc.wait()
+            raise RenderError(f"training stopped (exit status {proc.returncode})")
+        answer = json.loads(line)
+        out.append((answer["digest"], answer.get("error")))
+    return out
 
 
 def _stop(proc: subprocess.Popen | None, sig: int) -> None:
+    """Stop a trainer: SIGTERM whatever stopped render.py (``sig``): it ends quietly at any moment, while its modules
+    load (the default action) as while it trains (simulation.cache.main: SystemExit, the temporary trace removed)."""
     if proc is not None and proc.poll() is None:
-        proc.send_signal(sig)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -451,9 +468,9 @@ class TrainingHelper:
                 config, held = taken
                 if self.proc is None:
                     self.proc = _start_trainer()
-                digest, error = _train_one(self.proc, config)
-                self.trained.append(digest)
-                done(digest, error)
+                for digest, error in _train_one(self.proc, config):
+                    self.trained.append(digest)
+                    done(digest, error)
         finally:
             proc, self.proc = self.proc, None
             if proc is not None:
@@ -600,16 +617,18 @@ def render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int,
     progress lines; ``stop_signal()`` says which signal stops the trainer and every render when the main
     thread is interrupted (Ctrl-C: SIGINT, a SIGTERM: SIGTERM)."""
     from cli.jobs import TRAINER_BASE_MIB, MiB, render_slots, training_room
-    from simulation.runs import estimate
+    from simulation.runs import estimate, seed_groups
 
     pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
     trainer, helper, slots = None, None, n_jobs
     if fresh and scheduler:
         trainer = ClusterTrainer(fresh, scheduler)
     elif fresh:
-        sizes = [estimate(c).total for c in fresh]
+        # Runs that differ only in their seed train together (simulation.runs.seed_groups), bit for bit as alone.
+        groups = [group if len(group) > 1 else group[0] for group in seed_groups(fresh)]
+        sizes = [sum(estimate(c).total for c in (g if isinstance(g, list) else [g])) for g in groups]
         # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
-        queue = RunQueue(fresh, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
+        queue = RunQueue(groups, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
                          backlog=lambda: pool.waiting > 0)
         trainer = Trainer(fresh, queue=queue)
         helper = TrainingHelper(queue, pool) if n_jobs > 1 else None

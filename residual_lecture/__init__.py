@@ -87,6 +87,9 @@ _install()
 
 def main() -> None:
     """The ``residual-lecture`` console command: ``render.py``'s command line."""
+    from cli import quiet_ctrl_c
+
+    quiet_ctrl_c("__main__")  # before the command line's modules load (cli/__init__.py)
     from render import cli
 
     cli(prog_name="residual-lecture")

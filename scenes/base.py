@@ -33,6 +33,7 @@ from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
+from cli.beats import jsonable
 from scenes.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
@@ -281,15 +282,6 @@ class LectureScene(Scene):
             return
         path = target.with_suffix(".numbers.json")
         with atomic_write(path) as tmp:
-            tmp.write_text(json.dumps(self.numbers, indent=2, sort_keys=True, default=_jsonable))
+            tmp.write_text(json.dumps(self.numbers, indent=2, sort_keys=True, default=jsonable))
         if movie:
-            with atomic_write(target.with_suffix(".beats.json")) as tmp:
-                tmp.write_text(json.dumps(self.beats.to_dict(), indent=2, ensure_ascii=False, default=_jsonable))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} to the numbers JSON")
+            self.beats.record().write(target.with_suffix(".beats.json"))

@@ -10,16 +10,18 @@ movies as the whole video: no second render, no second copy of the scene code). 
 whatever was drawn before the first narration; a narration followed by no animation joins the next one (Manim
 drops empty sections). The record, ``<Scene>.beats.json`` beside the video, holds per beat its narration
 lines in English and Chinese, its start and end in seconds of the scene's video, and the numbers
-:meth:`LectureScene.number` recorded while it ran.
+:meth:`LectureScene.number` recorded while it ran: a :class:`cli.beats.BeatRecord` of :class:`cli.beats.Beat`,
+the one type the scenes write and the deck and the page read.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-__all__ = ["BeatLog", "BEATS_VERSION"]
+from cli.beats import Beat, BeatRecord
 
-BEATS_VERSION = 1  # bump when the layout of <Scene>.beats.json changes
+__all__ = ["BeatLog"]
 
 
 class BeatLog:
@@ -27,7 +29,8 @@ class BeatLog:
 
     def __init__(self, scene: Any) -> None:
         self.scene = scene
-        self.beats: list[dict[str, Any]] = []
+        self.beats: list[Beat] = []
+        self._sections: list[Any] = []  # the Manim section of each beat (None without a file writer)
         self._pending_numbers: dict[str, Any] = {}  # numbers recorded before the first narration
 
     def _writer(self) -> Any:
@@ -39,45 +42,35 @@ class BeatLog:
         sections = getattr(writer, "sections", None)
         if self.beats and sections and sections[-1].is_empty():
             # Nothing was animated since the last narration: one stop, both lines.
-            self._add_line(self.beats[-1], key, lines)
+            self.beats[-1].add_line(key, lines)
             return
         if self.beats and sections is not None:
             self.scene.next_section(f"beat {len(self.beats):02d} {key}")
-        beat = {"index": len(self.beats), "keys": [], "narration": {"en": [], "zh": []},
-                "start": float(self.scene.time), "numbers": dict(self._pending_numbers),
-                "_section": sections[-1] if sections else None}
+        beat = Beat(index=len(self.beats), start=float(self.scene.time), numbers=dict(self._pending_numbers))
         self._pending_numbers.clear()
-        self._add_line(beat, key, lines)
+        beat.add_line(key, lines)
         self.beats.append(beat)
-
-    @staticmethod
-    def _add_line(beat: dict[str, Any], key: str, lines: dict[str, str]) -> None:
-        beat["keys"].append(key)
-        for lang in ("en", "zh"):
-            beat["narration"][lang].append(lines.get(lang, ""))
+        self._sections.append(sections[-1] if sections else None)
 
     def record_number(self, key: str, value: Any) -> None:
         """Record a number shown on screen in the current beat (the first one before any narration)."""
-        (self.beats[-1]["numbers"] if self.beats else self._pending_numbers)[key] = value
+        (self.beats[-1].numbers if self.beats else self._pending_numbers)[key] = value
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record written as ``<Scene>.beats.json``: ``{"version", "scene", "lang", "duration", "beats": [...]}``;
-        each beat has ``index, keys, narration {en, zh: [str]}, start, end`` (seconds) ``, numbers {key: value}``
-        and ``section`` (its position among Manim's saved sections). A scene without narration has one beat."""
+    def record(self) -> BeatRecord:
+        """The record written as ``<Scene>.beats.json``: each beat's ``start`` and ``end`` (seconds) and
+        ``section`` (its position among Manim's saved sections). A scene without narration has one beat."""
         end = float(self.scene.time)
-        beats = [dict(b) for b in self.beats] or [{"index": 0, "keys": [], "narration": {"en": [], "zh": []},
-                                                    "start": 0.0, "numbers": dict(self._pending_numbers),
-                                                    "_section": None}]
+        beats = copy.deepcopy(self.beats) or [Beat(index=0, numbers=dict(self._pending_numbers))]
+        sections = list(self._sections) or [None]
         # A last narration after the last animation has an empty section, which Manim drops: fold it back.
-        while len(beats) > 1 and beats[-1]["_section"] is not None and beats[-1]["_section"].is_empty():
+        while len(beats) > 1 and sections[-1] is not None and sections[-1].is_empty():
             last = beats.pop()
-            for key, en, zh in zip(last["keys"], last["narration"]["en"], last["narration"]["zh"]):
-                self._add_line(beats[-1], key, {"en": en, "zh": zh})
-            beats[-1]["numbers"].update(last["numbers"])
-        beats[0]["start"] = 0.0  # the first beat holds what was drawn before the first narration
+            sections.pop()
+            for key, *lines in zip(last.keys, *last.narration.values()):
+                beats[-1].add_line(key, dict(zip(last.narration, lines)))
+            beats[-1].numbers.update(last.numbers)
+        beats[0].start = 0.0  # the first beat holds what was drawn before the first narration
         for index, beat in enumerate(beats):
-            beat.pop("_section")
-            beat["index"] = beat["section"] = index
-            beat["end"] = beats[index + 1]["start"] if index + 1 < len(beats) else end
-        return {"version": BEATS_VERSION, "scene": type(self.scene).__name__, "lang": self.scene.lang,
-                "duration": end, "beats": beats}
+            beat.index = beat.section = index
+            beat.end = beats[index + 1].start if index + 1 < len(beats) else end
+        return BeatRecord(scene=type(self.scene).__name__, lang=self.scene.lang, duration=end, beats=beats)

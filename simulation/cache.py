@@ -4,6 +4,7 @@ Example::
 
     python -m simulation.cache '{"arch": "residual", "depth": 20}'
     echo '{"depth": 8}' | python -m simulation.cache --stream    # one JSON line per run as it is cached
+    echo '[{"seed": 0}, {"seed": 1}]' | python -m simulation.cache --stream    # two seeds trained together
 
 ``get_traces`` loads cached runs and trains the missing ones. It trains in this process only when
 asked (``render.py`` does); scenes ask for ``in_subprocess=True`` so that they never import torch. This module
@@ -20,12 +21,12 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
-from .config import RunConfig, TransformerConfig
-from .runs import check_memory, config_from_dict, describe, trainer
-from .sweep import SweepError, run_to_bytes, sweep
+from .config import BaseConfig, RunConfig, TransformerConfig
+from .runs import check_memory, config_from_dict, describe, train
+from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
 __all__ = ["cache_dir", "digest_path", "trace_path", "get_trace", "get_traces", "load", "store", "is_cached",
@@ -85,12 +86,14 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
                     "cache hit %s (%s): nothing trained", config.digest(), describe(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
-        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT)
+        # Its own process group: Ctrl-C reaches this process only, whose KeyboardInterrupt kills the child.
+        subprocess.run([sys.executable, "-m", __spec__.name, *payload], check=True, cwd=None if INSTALLED else ROOT,
+                       process_group=0)
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]
         log.info("training %s (%s)", config.digest(), describe(config))
-        traces[config] = trainer(config)(config, progress=progress)
+        traces[config] = train(config, progress=progress)
         traces[config].save(trace_path(config))
         if on_trace is not None:
             on_trace(config, traces[config])
@@ -161,35 +164,52 @@ def is_cached(config: RunConfig | TransformerConfig) -> bool:
     return load(config) is not None
 
 
-def stream(configs: Iterable[RunConfig | TransformerConfig], out=None) -> None:
+def stream(configs: Iterable[BaseConfig | list[BaseConfig]], out=None) -> None:
     """Train ``configs`` here, one after the other in the given order, skipping cached ones, and print one
     JSON line per config to ``out`` (stdout) as soon as its trace is in the cache: ``{"digest": ...}``, or
     ``{"digest": ..., "error": "..."}`` for a run that failed (the others still train). render.py reads
     these lines to start each scene's render while the next runs train (cli/pipeline.py). ``configs`` may be
     a lazy iterable: ``--stream`` reads stdin one line at a time, so render.py can hand out one run at a
-    time and decide the next when this one is cached."""
+    time and decide the next when this one is cached. An item may be a list, a group of runs that differ only in
+    their seed (:func:`simulation.runs.seed_groups`): trained together, one line per run once all are cached."""
     out = out or sys.stdout
-    for config in configs:
-        digest = config.digest()
+    for item in configs:
+        group = item if isinstance(item, list) else [item]
         try:
-            if load(config) is None:
-                log.info("training %s (%s)", digest, describe(config))
-                store(config, run_to_bytes(config.to_dict()))
-            line = {"digest": digest}
+            missing = [c for c in group if load(c) is None]
+            for config in missing:
+                log.info("training %s (%s)", config.digest(), describe(config))
+            if len(missing) == 1:
+                store(missing[0], run_to_bytes(missing[0].to_dict()))
+            elif missing:
+                for config, payload in zip(missing, group_to_bytes([c.to_dict() for c in missing])):
+                    store(config, payload)
+            lines = [{"digest": c.digest()} for c in group]
         except Exception as exc:  # one run's failure is that run's scenes' failure, not the others'
-            line = {"digest": digest, "error": f"{type(exc).__name__}: {exc}".strip().splitlines()[0]}
-        out.write(json.dumps(line) + "\n")
+            error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+            lines = [{"digest": c.digest()} if load(c) is not None else {"digest": c.digest(), "error": error}
+                     for c in group]
+        for line in lines:
+            out.write(json.dumps(line) + "\n")
         out.flush()
 
 
+def _stream_item(data: Any) -> BaseConfig | list[BaseConfig]:
+    """A ``--stream`` line: one config (a JSON object) or a group to train together (an array of them)."""
+    return [config_from_dict(c) for c in data] if isinstance(data, list) else config_from_dict(data)
+
+
 def main(argv: list[str]) -> None:
+    import signal
+
+    # SIGTERM (render.py stopping) and SIGINT unwind as SystemExit: the half-written temporary trace is removed,
+    # and no traceback is printed (render.py starts this process in a process group of its own and stops it with
+    # SIGTERM, which ends it quietly while its modules still load: cli/pipeline.py).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if argv[:1] == ["--stream"]:  # configs as JSON lines on stdin
-        import signal
-
-        # SIGTERM (render.py stopping) unwinds like Ctrl-C: the half-written temporary trace is removed.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-        stream(config_from_dict(json.loads(line)) for line in sys.stdin if line.strip())
+        stream(_stream_item(json.loads(line)) for line in sys.stdin if line.strip())
         # Every trace is in the cache and every line sent: skip the interpreter's teardown of torch (~1 s),
         # which a render waiting for this process's memory would otherwise wait for (cli/pipeline.py).
         sys.stdout.flush()

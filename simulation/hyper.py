@@ -32,7 +32,7 @@ from torch import nn
 
 from .config import HyperConfig, config_from_argv
 from .data import load_dataset
-from .loop import one_thread
+from .loop import minibatch_step, one_thread
 from .trace import Trace
 
 __all__ = ["run", "sinkhorn", "HyperBlock", "HyperNet", "composite_gains", "MHC_DIAGONAL"]
@@ -156,14 +156,9 @@ def _run(config: HyperConfig) -> Trace:
     for step in range(config.steps):
         if step in wanted:
             record(step)
-        idx = torch.randint(len(data.x_train), (config.batch_size,), generator=batches)
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-        loss_curve[step] = loss.item()
+        loss_curve[step] = minibatch_step(model, opt, data.x_train, data.y_train, config.batch_size, batches)
         if not np.isfinite(loss_curve[step]):
             break
-        loss.backward()
-        opt.step()
     else:
         record(config.steps)
     gains = [composite_gains(m) for m in matrices]

@@ -32,7 +32,7 @@ from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_e
 from .conv import build_conv_net
 from .data import load_dataset
 from .summary import slice_figures
-from .loop import one_thread
+from .loop import minibatch_step, one_thread
 from .trace import Trace
 
 __all__ = ["run", "filter_normalize", "random_direction", "slice_loss", "DIRECTION_SEED_OFFSET"]
@@ -125,14 +125,9 @@ def _run(config: LandscapeConfig) -> Trace:
     model.train()
     updates = 0
     for step in range(config.steps):
-        idx = torch.randint(len(data.x_train), (config.batch_size,), generator=batches)
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-        loss_curve[step] = loss.item()
+        loss_curve[step] = minibatch_step(model, opt, data.x_train, data.y_train, config.batch_size, batches)
         if not np.isfinite(loss_curve[step]):
             break
-        loss.backward()
-        opt.step()
         updates += 1
     trained = time.perf_counter()
     model.eval()

@@ -34,7 +34,8 @@ from .record import HookRecorder
 from .runs import check_memory
 from .trace import Trace, TraceMeta
 
-__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread"]
+__all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread", "minibatch_step",
+           "RunLog"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,22 @@ class Task(Generic[C]):
         return {}
 
 
+def minibatch_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                   batch_size: int, generator: torch.Generator) -> float:
+    """One plain classification step: ``batch_size`` rows of ``x`` [n, ...] drawn with ``generator``, mean
+    cross-entropy against ``y`` [n] (class indices), and, when that loss is finite, backward and ``opt.step()``.
+    Returns the loss (nats; inf or NaN when it diverged, and then nothing was updated). For the kinds that train
+    without a recorder (:mod:`simulation.hyper`, :mod:`simulation.landscape`)."""
+    idx = torch.randint(len(x), (batch_size,), generator=generator)
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+    value = loss.item()
+    if np.isfinite(value):
+        loss.backward()
+        opt.step()
+    return value
+
+
 def record_steps(config: BaseConfig) -> list[int]:
     """Steps at which statistics are recorded: 0, every ``record_every``, and the last step."""
     steps = list(range(0, config.steps, config.record_every))
@@ -151,63 +168,88 @@ def one_thread():
 
 
 def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace:
-    started = time.perf_counter()
     torch.manual_seed(config.seed)
-    task = task_class(config)
-    wanted = set(record_steps(config))
-    curves = task.curves()
-    rows: list[dict[str, np.ndarray]] = []
-    records: dict[str, list[float]] = {"step": [], "loss": [], "error": [], "test_error": []}
-    diverged: Divergence | None = None
-
+    run = RunLog(task_class(config))
+    task = run.task
     with task.recorder() as rec:
         task.before_training(rec)
         bar = tqdm(range(config.steps), desc=task.label, leave=False,
                    disable=(None if progress is None else not progress), file=sys.stderr)
         for step in bar:
             batch = task.batch(step)
-            record = step in wanted
+            record = run.records_step(step)
             if record:
                 rec.arm()
             result = task.step(step, batch)
             if not result.finite and not record:  # same weights, same batch: again with the recorder on
                 rec.arm()
                 result = task.step(step, batch)
-            if record or not result.finite:
-                rows.append(rec.collect())
-                records["step"].append(step)
-                records["loss"].append(result.loss)
-                records["error"].append(result.error)
-            if not result.finite:
-                diverged = task.where_diverged(step, rows[-1])
-                records["test_error"].append(float("nan"))
-                where = f"block {diverged.layer + 1}" if diverged.layer >= 0 else "stem, head or loss"
-                log.warning("run %s diverged at step %d, %s (%s)", config.digest(), step, where,
-                            diverged.pass_ or "pass unknown")  # blocks counted from 1, as on screen
+            if run.after_step(step, result, rec, record):
                 break
-            if record:
-                records["test_error"].append(task.test_error())
             task.update(step)
         bar.close()
+    return run.trace(rec)
 
-    arrays: dict[str, np.ndarray] = {
-        "step": np.asarray(records["step"], dtype=np.int64),
-        **{key: np.asarray(records[key], dtype=np.float32) for key in ("loss", "error", "test_error")},
-        **curves,
-        **rec.stack(rows),
-        **task.final_arrays(diverged),
-    }
-    meta = TraceMeta(
-        config=config.to_dict(), digest=config.digest(), seed=config.seed,
-        versions={"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        layers=rec.names(), diverged=diverged is not None,
-        diverged_step=None if diverged is None else diverged.step,
-        diverged_layer=None if diverged is None else diverged.layer,
-        diverged_pass=None if diverged is None else diverged.pass_,
-        **task.meta(rec),
-    )
-    log.info("trained %s %s in %.1f s", task.label, config.digest(), time.perf_counter() - started)
-    return Trace(meta=meta, arrays=arrays)
+
+class RunLog:
+    """What one run records while it trains, and its :class:`Trace` at the end: the part of :func:`train` that a
+    trainer of several runs at once (:func:`simulation.train.run_together`) repeats per run.
+
+    Per step: :meth:`records_step` says whether the recorder is armed; after the step (recorder collected or not)
+    :meth:`after_step` keeps the record row and the held-out error, or notes the divergence and says to stop."""
+
+    def __init__(self, task: Task[C]) -> None:
+        self.task, self.config = task, task.config
+        self.started = time.perf_counter()
+        self.wanted = set(record_steps(task.config))
+        self.curves = task.curves()
+        self.rows: list[dict[str, np.ndarray]] = []
+        self.records: dict[str, list[float]] = {"step": [], "loss": [], "error": [], "test_error": []}
+        self.diverged: Divergence | None = None
+
+    def records_step(self, step: int) -> bool:
+        return step in self.wanted
+
+    def after_step(self, step: int, result: StepResult, rec: HookRecorder, record: bool) -> bool:
+        """Keep step ``step``'s record (``rec`` armed for it when ``record`` or the step was not finite); True when
+        the run diverged there and stops (its update is not applied)."""
+        if record or not result.finite:
+            self.rows.append(rec.collect())
+            self.records["step"].append(step)
+            self.records["loss"].append(result.loss)
+            self.records["error"].append(result.error)
+        if not result.finite:
+            self.diverged = self.task.where_diverged(step, self.rows[-1])
+            self.records["test_error"].append(float("nan"))
+            where = f"block {self.diverged.layer + 1}" if self.diverged.layer >= 0 else "stem, head or loss"
+            log.warning("run %s diverged at step %d, %s (%s)", self.config.digest(), step, where,
+                        self.diverged.pass_ or "pass unknown")  # blocks counted from 1, as on screen
+            return True
+        if record:
+            self.records["test_error"].append(self.task.test_error())
+        return False
+
+    def trace(self, rec: HookRecorder, **meta: Any) -> Trace:
+        """The run's Trace, after its last step (``meta``: more :class:`TraceMeta` fields)."""
+        task, config, diverged, records = self.task, self.config, self.diverged, self.records
+        arrays: dict[str, np.ndarray] = {
+            "step": np.asarray(records["step"], dtype=np.int64),
+            **{key: np.asarray(records[key], dtype=np.float32) for key in ("loss", "error", "test_error")},
+            **self.curves,
+            **rec.stack(self.rows),
+            **task.final_arrays(diverged),
+        }
+        trace_meta = TraceMeta(
+            config=config.to_dict(), digest=config.digest(), seed=config.seed,
+            versions={"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
+            layers=rec.names(), diverged=diverged is not None,
+            diverged_step=None if diverged is None else diverged.step,
+            diverged_layer=None if diverged is None else diverged.layer,
+            diverged_pass=None if diverged is None else diverged.pass_,
+            **task.meta(rec), **meta,
+        )
+        log.info("trained %s %s in %.1f s", task.label, config.digest(), time.perf_counter() - self.started)
+        return Trace(meta=trace_meta, arrays=arrays)
 
 
 def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | None = None, prog: str | None = None

@@ -162,10 +162,12 @@ def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
     # __package__: simulation, or residual_lecture.simulation in an installed copy (residual_lecture/__init__.py)
     done = subprocess.run([sys.executable, "-m", f"{__package__}.user_model", "--estimate", config_json],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
-    if done.returncode:
-        lines = done.stderr.strip().splitlines() or ["the model could not be built and probed"]
-        raise ConfigError(lines[-1].removeprefix("error: "))
-    return MemoryEstimate(**json.loads(done.stdout.strip().splitlines()[-1]))
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:  # no line: the user's code ended the probe itself
+        why = done.stderr.strip().splitlines() or [f"the model could not be built and probed (exit status "
+                                                    f"{done.returncode}, nothing printed)"]
+        raise ConfigError(why[-1].removeprefix("error: "))
+    return MemoryEstimate(**json.loads(lines[-1]))
 
 
 def available_bytes() -> int:

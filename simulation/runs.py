@@ -29,17 +29,21 @@ must not (scenes read configs and digests).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
                      TransformerConfig, UserModelConfig)
+from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
                      user_model_memory)
 
-__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "describe",
-           "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS"]
+__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
+           "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
+           "GROUP_BYTES", "GROUP_RUNS"]
 
 DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
 LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
@@ -55,10 +59,15 @@ class RunKind:
     memory: Callable[[Any], MemoryEstimate]  # bytes training a config needs, by part (simulation.memory)
     work: Callable[[Any], int]  # rough cost in MLP block-steps (~0.2 ms of one core each); decides local vs Dask
     label: str  # a short description for listings and log lines
+    # "module:function" of run_together(configs, progress) -> [Trace]: several runs of this kind that differ only in
+    # their seed, trained at once with the traces of training each alone (not hashed: the arrays are the same);
+    # ``together_if(config)`` says which configs it takes. None: each run alone.
+    together: str | None = None
+    together_if: Callable[[Any], bool] = lambda config: True
 
-    def load_trainer(self) -> Callable[..., Any]:
-        """The trainer function; imports its module (and torch) now."""
-        module, _, function = self.trainer.partition(":")
+    def load_trainer(self, together: bool = False) -> Callable[..., Any]:
+        """The trainer function (``together``: :attr:`together`'s); imports its module (and torch) now."""
+        module, _, function = (self.together if together else self.trainer).partition(":")
         return getattr(importlib.import_module(module), function)
 
 
@@ -91,6 +100,54 @@ def kind_of(config: BaseConfig) -> RunKind:
 def trainer(config: BaseConfig) -> Callable[..., Any]:
     """The ``run(config, progress) -> Trace`` that trains ``config``; torch is imported only here."""
     return kind_of(config).load_trainer()
+
+
+def train(config: BaseConfig, progress: bool | None = None) -> Any:
+    """The Trace of ``config``, trained now by its kind's trainer; its start and end are written as run events
+    (:mod:`simulation.events`, when ``$RESIDUAL_EVENTS`` names a file)."""
+    with training_run(config.digest(), kind_of(config).name, getattr(config, "seed", None), describe(config)):
+        return trainer(config)(config, progress=progress)
+
+
+# A group of runs trained together holds at most this much (the sum of their estimates): far below a run that
+# cannot share the memory with a second trainer (cli/pipeline.py, RunQueue), so grouping changes no schedule.
+GROUP_BYTES = 64 * 2**20
+GROUP_RUNS = 5  # at most this many seeds in one group
+
+
+def seed_groups(configs: list[BaseConfig], max_bytes: int = GROUP_BYTES, max_runs: int = GROUP_RUNS
+                ) -> list[list[BaseConfig]]:
+    """``configs`` (distinct) in groups to train at once: runs of a kind with a :attr:`RunKind.together` trainer
+    that differ only in their seed, at most ``max_runs`` of them and ``max_bytes`` of estimates together; every
+    other run alone. Groups are in the order of their first run (so the lecture order of the first seeds is kept)."""
+    groups: list[list[BaseConfig]] = []
+    open_groups: dict[str, list[BaseConfig]] = {}
+    for config in configs:
+        kind = kind_of(config)
+        if kind.together is None or not kind.together_if(config):
+            groups.append([config])
+            continue
+        key = json.dumps({"kind": kind.name, **config.to_dict(), "seed": None}, sort_keys=True)
+        group = open_groups.get(key)
+        size = estimate(config).total
+        if group is None or len(group) >= max_runs or sum(estimate(c).total for c in group) + size > max_bytes:
+            group = open_groups[key] = []
+            groups.append(group)
+        group.append(config)
+    return groups
+
+
+def train_group(configs: list[BaseConfig], progress: bool | None = None) -> list[Any]:
+    """Traces of ``configs`` (one :func:`seed_groups` group): trained together by the kind's
+    :attr:`RunKind.together` trainer, or the one run alone."""
+    if len(configs) == 1:
+        return [train(configs[0], progress=progress)]
+    seeds = [getattr(c, "seed", None) for c in configs]
+    with contextlib.ExitStack() as stack:  # one run event each, all spanning the group (CPU s: the group's)
+        for config in configs:
+            stack.enter_context(training_run(config.digest(), kind_of(config).name, getattr(config, "seed", None),
+                                             f"{describe(config)} together with seeds {seeds}"))
+        return kind_of(configs[0]).load_trainer(together=True)(configs, progress=progress)
 
 
 def describe(config: BaseConfig) -> str:
@@ -140,7 +197,8 @@ def _run_config_work(config: RunConfig) -> int:
 # The table. A new kind is one more entry (see the module docstring).
 register_kind(RunKind(
     name="mlp", config=RunConfig, trainer="simulation.train:run", memory=_run_config_memory, work=_run_config_work,
-    label="plain or residual MLP / conv net on digits or bands (He et al. 2015)"))
+    label="plain or residual MLP / conv net on digits or bands (He et al. 2015)",
+    together="simulation.train:run_together", together_if=lambda c: c.model == "mlp"))
 register_kind(RunKind(
     name="transformer", config=TransformerConfig, trainer="simulation.transformer:run", memory=transformer_memory,
     work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task"))

@@ -32,11 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+from urllib.parse import urlsplit
 
 from .config import ConfigError, RunConfig, TransformerConfig
-from .runs import config_from_dict, describe, trainer, work
+from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
-__all__ = ["run_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
+__all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
 
 log = logging.getLogger(__name__)
@@ -59,10 +60,22 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
     so a run on any worker is bit-identical to the same run here. Writes nothing outside a private
     temporary folder, which it removes."""
     cfg = config_from_dict(dict(config))
-    trace = trainer(cfg)(cfg, progress=False)  # torch is imported here, on the worker
+    trace = train(cfg, progress=False)  # torch is imported here, on the worker
     with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
         path = trace.save(Path(folder) / "trace.npz")
         return path.read_bytes()
+
+
+def group_to_bytes(configs: list[dict[str, Any]]) -> list[bytes]:
+    """:func:`run_to_bytes` of several configs (``to_dict()`` s) of one :func:`simulation.runs.seed_groups` group,
+    trained together (:func:`simulation.runs.train_group`): the same bytes as each alone but for the
+    metadata's ``trained_with_seeds``."""
+    cfgs = [config_from_dict(dict(c)) for c in configs]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
+        for index, trace in enumerate(train_group(cfgs, progress=False)):
+            out.append(trace.save(Path(folder) / f"trace{index}.npz").read_bytes())
+    return out
 
 
 def sweep_work(config: Config) -> int:
@@ -80,14 +93,27 @@ def runs_here(configs: list[Config], scheduler: str | None = None, here: bool | 
     return address == "local" or (address is None and (small if here is None else here))
 
 
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # the comm back-ends distributed registers (port: 8786 when left out)
+
+
 def scheduler_address(scheduler: str | None = None) -> str | None:
     """``scheduler``, else ``$DASK_SCHEDULER_ADDRESS``, else None (a local sweep). "local" forces the
     in-process path. Raises ConfigError for an address Dask cannot parse."""
     address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None or address == "local":
         return address
-    if "://" not in address:
-        raise ConfigError(f"scheduler must look like tcp://HOST:PORT; got {address!r}")
+    shown = repr(address if len(address) <= 80 else address[:77] + "...")
+    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown}"
+    if not address.isprintable() or any(c.isspace() for c in address):  # urlsplit would drop a newline silently
+        raise ConfigError(usage)
+    try:
+        parts = urlsplit(address)
+        port = parts.port  # ValueError for a port that is not a number, or one outside 0-65535
+    except ValueError as exc:
+        raise ConfigError(f"{usage} ({exc})") from None
+    if (parts.scheme not in SCHEMES or not parts.hostname or port == 0 or parts.path not in ("", "/")
+            or parts.query or parts.fragment or parts.username is not None):
+        raise ConfigError(usage)
     return address
 
 
@@ -124,10 +150,14 @@ def _log_training(config: Config) -> None:
 
 def _here(configs: list[Config], show: bool) -> Iterator[tuple[Config, bytes]]:
     with _bar(len(configs), show) as bar:
-        for config in configs:
-            _log_training(config)
-            yield config, run_to_bytes(config.to_dict())
-            bar.update()
+        for group in seed_groups(configs):  # runs that differ only in their seed train at once
+            for config in group:
+                _log_training(config)
+            if len(group) == 1:
+                yield group[0], run_to_bytes(group[0].to_dict())
+            else:
+                yield from zip(group, group_to_bytes([c.to_dict() for c in group]))
+            bar.update(len(group))
 
 
 def _on_dask(configs: list[Config], address: str | None, show: bool, retries: int, workers: int | None,

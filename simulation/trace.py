@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simulation.atomic_io import atomic_write
+from simulation.atomic_io import atomic_write, input_file
 
 __all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ARRAY_AXES"]
 
@@ -80,6 +80,9 @@ class TraceMeta:
     diverged_step: int | None = None  # the step where it did (null for a finite run)
     diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss
     diverged_pass: str | None = None  # "forward" | "backward" | "stem_or_head" (MLP, conv); null otherwise
+    # The seeds of the runs trained together with this one as one stacked model (simulation.stacked), this one's
+    # included; null: trained alone. Either way the arrays are the same, bit for bit (tests/test_stacked.py).
+    trained_with_seeds: list[int] | None = None
     schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,9 +204,7 @@ class Trace:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace; raises :class:`TraceError` with a one-line reason on any defect."""
-        path = Path(path)
-        if not path.is_file():
-            raise TraceError(f"trace {path} does not exist")
+        path = input_file(path, "trace", TraceError)
         if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else
             raise TraceError(f"trace {path} is corrupt or truncated (not an .npz archive)")
         try:

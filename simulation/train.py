@@ -10,7 +10,9 @@ beyond torch's thread count, which it restores. The same config gives a bit-iden
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import math
 import sys
 
@@ -20,14 +22,16 @@ from torch import nn
 
 from .config import RunConfig
 from .data import BANDS_RANGE, Dataset, load_dataset
-from .loop import Divergence, StepResult, Task, record_steps, train
+from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
 from .loop import main as loop_main
 from .models import MLP, build_model
 from .record import Recorder
+from .runs import check_memory
+from .stacked import stack_models, stackable
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
 
-__all__ = ["run", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
+__all__ = ["run", "run_together", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
            "AUTOCORR_LAGS", "diverged_where"]
 
 SWEEP_POINTS = 256  # inputs of the gradient sweep (Balduzzi et al. 2017 use 256 points on [-2, 2])
@@ -161,6 +165,11 @@ class MLPTask(Task[RunConfig]):
         logits = self.model(x)
         loss = self.loss_fn(logits, y)
         loss.backward()
+        return self.step_result(step, logits, loss, y)
+
+    def step_result(self, step: int, logits: torch.Tensor, loss: torch.Tensor, y: torch.Tensor) -> StepResult:
+        """After the backward pass of step ``step`` (logits [B, classes], the loss, labels y [B]): the per-step
+        curves, and whether the loss and the gradients are finite."""
         loss_value, error = loss.item(), _error(logits.detach(), y)
         self._curves["loss_curve"][step] = loss_value
         self._curves["error_curve"][step] = error
@@ -216,6 +225,87 @@ def run(config: RunConfig, progress: bool | None = None) -> Trace:
     :func:`simulation.loop.train` for the record schedule, divergence handling and the memory guard.
     ``config.model == "conv"`` trains a conv net (:class:`ConvTask`), else an MLP."""
     return train(ConvTask if config.model == "conv" else MLPTask, config, progress)
+
+
+def run_together(configs: list[RunConfig], progress: bool | None = None) -> list[Trace]:
+    """Train ``configs``, MLP runs that differ only in their seed, as one stacked model (:mod:`simulation.stacked`)
+    and return their traces in order: each the trace :func:`run` gives for its config alone, bit for bit, with
+    ``meta.trained_with_seeds`` listing the seeds trained together. Recorded steps, held-out passes and the
+    arrays after training run each seed's own model (its parameters are rows of the stacked ones); only the
+    steps between records run stacked. A run that diverges stops there as it would alone; the others go on.
+    Models :func:`~simulation.stacked.stackable` refuses train one after the other. Raises ConfigError before
+    any work when a run would not fit in memory, ValueError for configs that differ in more than the seed."""
+    configs = list(configs)
+    if len({json.dumps({**c.to_dict(), "seed": 0}, sort_keys=True) for c in configs}) != 1 or \
+            len({c.seed for c in configs}) != len(configs) or configs[0].model != "mlp":
+        raise ValueError("run_together trains MLP runs that differ only in their seed")
+    for config in configs:
+        check_memory(config)
+    with one_thread():
+        return _run_together(configs, progress)
+
+
+def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace]:
+    tasks = []
+    for config in configs:  # each seed's model, data and batches exactly as run() builds them
+        torch.manual_seed(config.seed)
+        tasks.append(MLPTask(config))
+    if len(tasks) == 1 or not stackable(tasks[0].model, configs[0].batch_size):
+        return [run(config, progress) for config in configs]
+    runs = [RunLog(task) for task in tasks]
+    template, stacked = stack_models([task.model for task in tasks])
+    # One gradient buffer [S, parameters]: row s is seed s's flat buffer (its model's .grad views, its total norm),
+    # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates.
+    grads = torch.zeros(len(tasks), tasks[0].grads.numel(), dtype=tasks[0].grads.dtype)
+    offset = 0
+    for index, parameter in enumerate(stacked):
+        size = parameter[0].numel()
+        parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
+        for row, task in enumerate(tasks):
+            task.params[index].grad = grads[row, offset:offset + size].view_as(task.params[index])
+        offset += size
+    for row, task in enumerate(tasks):
+        task.grads = grads[row]
+    opt = make_optimizer(configs[0], stacked)
+    seeds = [c.seed for c in configs]
+    active = list(range(len(tasks)))
+    with contextlib.ExitStack() as stack:
+        recs = [stack.enter_context(task.recorder()) for task in tasks]
+        for task, rec in zip(tasks, recs):
+            task.before_training(rec)
+        for step in range(configs[0].steps):
+            batches = {row: tasks[row].batch(step) for row in active}
+            record = runs[0].records_step(step)  # one schedule: the configs differ only in the seed
+            if record:  # alone, recorder armed, as run() records it
+                results = {}
+                for row in active:
+                    recs[row].arm()
+                    results[row] = tasks[row].step(step, batches[row])
+            else:
+                results = _stacked_step(template, tasks, grads, active, batches, step)
+                for row in active:
+                    if not results[row].finite:  # same weights, same batch: again alone with the recorder on
+                        recs[row].arm()
+                        results[row] = tasks[row].step(step, batches[row])
+            active = [row for row in active if not runs[row].after_step(step, results[row], recs[row], record)]
+            if not active:
+                break
+            opt.step()  # a run that stopped keeps its trace's numbers: nothing reads its weights after
+    return [run_log.trace(rec, trained_with_seeds=seeds) for run_log, rec in zip(runs, recs)]
+
+
+def _stacked_step(template: torch.nn.Module, tasks: list[MLPTask], grads: torch.Tensor, active: list[int],
+                  batches: dict[int, tuple[torch.Tensor, torch.Tensor]], step: int) -> dict[int, StepResult]:
+    """One forward and backward pass of every seed at once through the stacked ``template``; a seed that has
+    stopped runs on another seed's batch, its loss left out."""
+    fill = batches[active[0]]
+    x = torch.stack([batches.get(row, fill)[0] for row in range(len(tasks))])
+    y = torch.stack([batches.get(row, fill)[1] for row in range(len(tasks))])
+    grads.zero_()
+    logits = template(x)
+    losses = {row: tasks[row].loss_fn(logits[row], y[row]) for row in active}
+    torch.stack(list(losses.values())).sum().backward()  # d(sum)/d(loss_s) = 1: each seed's own gradients
+    return {row: tasks[row].step_result(step, logits[row], losses[row], y[row]) for row in active}
 
 
 def _flat_gradients(params: list[nn.Parameter]) -> torch.Tensor:

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .atomic_io import input_file
 from .config import ConfigError, UserModelConfig, parse_spec
 from .data import Dataset
 from .loop import Divergence, StepResult, Task, train
@@ -103,6 +104,11 @@ def _user_roots(spec: str) -> list[Path]:
     return [origin.parent if found.submodule_search_locations else origin]
 
 
+# What the user's code may raise and we report in one line: any Exception, and SystemExit (a factory that is
+# sys.exit, a module that calls it), which would otherwise end the command silently. Never KeyboardInterrupt.
+USER_CODE_ERRORS = (Exception, SystemExit)
+
+
 def user_error(exc: BaseException, spec: str, doing: str) -> UserModelError:
     """One line for an exception raised by the user's code: their deepest frame's file and line, the
     exception, and what we were doing (``building the model``, ``the forward pass``)."""
@@ -133,9 +139,7 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
     allow_torchvision_without_ops()
     try:
         if kind == "file":
-            path = Path(where)
-            if not path.is_file():
-                raise UserModelError(f"model file {where} does not exist")
+            path = input_file(where, "model file", UserModelError)
             module_name = f"_residual_user_{abs(hash(str(path.resolve())))}"
             found = importlib.util.spec_from_file_location(module_name, path)
             if found is None or found.loader is None:
@@ -156,7 +160,7 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
                 raise
     except UserModelError:
         raise
-    except Exception as exc:  # the user's module raised while it was imported
+    except USER_CODE_ERRORS as exc:  # the user's module raised while it was imported
         raise user_error(exc, spec, f"importing {where}") from None
     factory = getattr(module, name, None)
     if factory is None:
@@ -171,7 +175,7 @@ def build_model(config: UserModelConfig) -> nn.Module:
     factory = load_factory(config.spec, config.source)
     try:
         model = factory(**config.factory_args())
-    except Exception as exc:
+    except USER_CODE_ERRORS as exc:
         raise user_error(exc, config.spec, f"building the model with {config.args}") from None
     if not isinstance(model, nn.Module):
         raise UserModelError(f"{config.spec} returned a {type(model).__name__}, not a torch.nn.Module")
@@ -238,7 +242,7 @@ def _token_batch(config: UserModelConfig, n: int, generator: torch.Generator) ->
 
 def _load_npz(path: str, seed: int) -> Dataset:
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(input_file(path, "data file", ConfigError), allow_pickle=False) as data:
             if "x" not in data.files or "y" not in data.files:
                 raise ConfigError(f"data file {path} must hold arrays 'x' and 'y'; it has {', '.join(data.files) or 'none'}")
             x, y = data["x"], data["y"]
@@ -340,7 +344,7 @@ def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
                 raise UserModelError(f"{config.spec}: {exc}") from None
             except UserModelError:
                 raise
-            except Exception as exc:
+            except USER_CODE_ERRORS as exc:
                 hint = (f" on token ids 0..{data.n_classes - 1}, shape {list(x.shape)}" if is_tokens(data) else
                         f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32")
                 raise user_error(exc, config.spec, f"the forward pass{hint}") from None
@@ -568,7 +572,7 @@ class UserTask(Task[UserModelConfig]):
             return logits_of(self.model(x))
         except UserModelError:
             raise
-        except Exception as exc:  # the user's forward raised
+        except USER_CODE_ERRORS as exc:  # the user's forward raised
             raise user_error(exc, self.config.spec, "the forward pass") from None
 
     def step(self, step: int, batch: tuple[torch.Tensor, torch.Tensor]) -> StepResult:

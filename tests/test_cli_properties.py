@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
+import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scenes
-from cli import media as cli_media
+from cli import doctor
 from cli.params import scene_params
 from render import cli
 from simulation.experiments import EXPERIMENTS
@@ -83,23 +86,43 @@ def _toml(entries: list[tuple[str, object]]) -> str:
 
 
 def _files(root: Path) -> list[tuple[str, int]]:
-    return sorted((str(p), p.stat().st_size) for p in root.rglob("*") if p.is_file())
+    """Every file under ``root`` and under the trace cache (rglob does not follow the sandbox's link to it)."""
+    roots = [root, Path(os.environ["RESIDUAL_CACHE"])] if os.environ.get("RESIDUAL_CACHE") else [root]
+    return sorted((str(p), p.stat().st_size) for r in roots for p in r.rglob("*") if p.is_file())
+
+
+class ReachedWork(BaseException):
+    """Raised where a command would start its work (training, rendering): the input passed every check. Not an
+    Exception, so that no ``except Exception`` on the way swallows it."""
 
 
 def _check(args: list[str], root: Path) -> None:
-    """Run ``args`` in-process; assert the property of the module docstring."""
+    """Run ``args`` in-process; assert the property of the module docstring. A command that reaches its work
+    (:class:`ReachedWork`, from a patched trainer or renderer) took the input as valid, and must not have
+    written anything before."""
     before = _files(root)
-    result = CliRunner().invoke(cli, args)
+    try:
+        result = CliRunner().invoke(cli, args)
+    except ReachedWork:  # CliRunner catches Exception only
+        assert _files(root) == before, f"{args!r} wrote files before its work started"
+        return
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"traceback for {args!r}") from result.exception
     lines = result.stderr.splitlines()
-    if result.exit_code == 0:
+    assert "Traceback" not in result.output, result.output[-2000:]
+    command = next((a for a in args if not a.startswith("-")), "")
+    if result.exit_code == 0 and command in ("train", "explore", "_worker"):  # valid input reaches the work
+        raise AssertionError(f"{args!r} ended with status 0 before its work: {result.output[-2000:]}")
+    if command == "doctor":  # a report of this machine: 1 when a required piece is missing, never an input error
+        assert result.exit_code in (0, 1) and result.stderr == "", result.output[-2000:]
+    elif result.exit_code == 0:
         if "--json" in args:
             json.loads(result.stdout)  # a valid result
-        else:
+        elif "--check" in args:
             assert result.stdout.startswith("check: the input is valid"), result.stdout
     else:
         assert len(lines) == 1 and lines[0].startswith("Error: "), (args, result.stderr[:2000])
+        assert len(lines[0]) <= 2000, lines[0][:200]  # one clear line: a hostile value is not echoed whole
         assert result.stdout == "", result.stdout[:2000]
     assert _files(root) == before, f"{args!r} wrote files"
 
@@ -133,7 +156,7 @@ def _render_case(sandbox: Path, scene: str, options: list[tuple[str, str]], pair
     for key, value in pairs:
         args += ["--set", f"{key}={value}"]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli_media, "missing_tools", lambda lang: [])  # a preflight of the machine, not of the input
+        patch.setattr(doctor, "preflight", lambda names: None)  # a check of the machine, not of the input
         _check(args, sandbox)
 
 
@@ -247,3 +270,266 @@ def test_scene_knobs_outside_their_limits_are_refused_and_inside_accepted(case, 
     else:
         with pytest.raises(ConfigError, match=f"{scene.__name__}.{key} must be"):
             scene_overrides([layer], scene)
+
+
+# -- every option of every command ----------------------------------------------------------------
+#
+# click's command tree is walked, so a new option or argument is covered as soon as it exists: each one gets values
+# from the strategy of its type (a path, a choice, a number, a flag) or, for free text, of its name; an option that
+# has neither fails test_every_option_of_every_command_has_a_strategy. Each generated command line starts from a
+# valid, cheap one that writes nothing (render ... --check; train and explore stop where training would start).
+
+def walk(group: click.Group = cli, path: tuple[str, ...] = ()):
+    """(command path, command) of the group and of every command under it, the group first."""
+    yield path, group
+    for name, command in getattr(group, "commands", {}).items():
+        yield from walk(command, (*path, name))
+
+
+def _hostile_files(root: Path) -> dict[str, str]:
+    """Paths of every kind a careless or hostile user could pass, made under ``root``: {kind: path}."""
+    h = root / "hostile"
+    h.mkdir()
+    (h / "file.txt").write_text("not what was asked for\n")
+    (h / "folder").mkdir()
+    (h / "folder.py").mkdir()
+    (h / "folder.toml").mkdir()
+    for name in ("fifo", "fifo.py", "fifo.toml", "fifo.npz"):
+        os.mkfifo(h / name)
+    for name in ("loop", "loop.py", "loop.toml"):
+        (h / name).symlink_to(h / name)
+    (h / "dangling.toml").symlink_to(h / "nowhere.toml")
+    (h / "dangling.py").symlink_to(h / "nowhere.py")
+    (h / "raises.py").write_text("raise RuntimeError('a model file that fails on import')\n")
+    (h / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (h / "syntax.py").write_text("def build(:\n")
+    (h / "not_a_model.py").write_text("def build(**kwargs):\n    return 3\n\nbuild_value = 3\n")
+    (h / "bad.toml").write_text("[render\nquality = \n")
+    (h / "bad.npz").write_bytes(b"PK\x03\x04 not a zip archive")
+    (h / "binary.toml").write_bytes(bytes(range(256)))
+    return {
+        "missing": str(h / "missing" / "x.toml"), "folder": str(h / "folder"), "folder.toml": str(h / "folder.toml"),
+        "file": str(h / "file.txt"), "fifo": str(h / "fifo"), "fifo.toml": str(h / "fifo.toml"),
+        "fifo.npz": str(h / "fifo.npz"), "dev-null": "/dev/null", "dev-zero": "/dev/zero",
+        "loop": str(h / "loop"), "loop.toml": str(h / "loop.toml"), "dangling": str(h / "dangling.toml"),
+        # Tests run as root: a chmod 000 file is still readable. /proc/self/mem opens, and every read of it fails.
+        "unreadable": "/proc/self/mem", "under-a-file": str(h / "file.txt" / "child.toml"),
+        "long-name": str(h / ("n" * 300)), "long-path": str(h / "/".join(["d" * 200] * 25)),
+        "odd": str(h / "odd\nname \u202e ü*?"), "dash": "-", "empty": "", "proc": "/proc", "nul": str(h / "a\x00b"),
+        "bad.toml": str(h / "bad.toml"), "binary.toml": str(h / "binary.toml"), "bad.npz": str(h / "bad.npz"),
+    }
+
+
+def _hostile_models(files: dict[str, str]) -> list[str]:
+    """--model specs: malformed, missing, not regular files, modules that fail, factories that are no model.
+    Only named, harmless callables: a generated module:function could be os:abort."""
+    h = Path(files["file"]).parent
+    return ["", ":", "x.py:", ":build", "x.py:1build", "x.py:build:", "1mod:f", "mod..sub:f", "a" * 5000 + ":f",
+            "no_such_module_xyz:build", "os:no_such_factory", "os:sep", "sys:exit", "builtins:exit",
+            "torchvision.models:no_such_net", "é.py:f", "x.py:f\x00", "/dev/null:build", "/dev/zero:build",
+            *(f"{h / name}:build" for name in ("missing.py", "folder.py", "fifo.py", "loop.py", "dangling.py",
+                                               "raises.py", "exits.py", "syntax.py", "not_a_model.py")),
+            f"{h / 'not_a_model.py'}:build_value", f"{h / 'file.txt'}/x.py:build"]
+
+
+ADDRESSES = ["", "local", "tcp://", "tcp://:8786", "tcp://host:", "tcp://host:0", "tcp://host:99999", "tcp://host:-1",
+             "tcp://host:abc", "tcp://[::1", "host:8786", "8786", "http://host:8786", "tcp://host:8786/path",
+             "tcp://user@host:8786", "tcp://ho st:8786", "tcp://host\n:8786", "tcp://host:8786?x=1", "://host:1",
+             "tcp://" + "h" * 5000 + ":1", "\x00", "tcp://host:8786\x00"]
+JOBS = ["", "{", "[]", "null", "3", '"job"', '{"scene": 1}', '{"a": ' * 3000 + "1" + "}" * 3000,
+        '{"scene": "TinyTrace", "module": "cli_scenes"}']
+NAMES = st.one_of(st.sampled_from(HOSTILE_WORDS), st.text(max_size=30),
+                  st.sampled_from(["NoSuchScene", "os:path", "cli_scenes:NoSuch", "no_such_module:Scene", "vanishing",
+                                   "IdentityHighway", "model", "beyond", "en-piper", "zh-espeak", "auto", "-x",
+                                   "sys:exit", "scenes:ALL_SCENES"]))
+
+
+def _valid_job(sandbox: Path) -> dict:
+    """A render job as render.py hands one to a worker (cli.media.RenderJob.to_json), for cli_scenes:TinySquare."""
+    return {"scene": "TinySquare", "module": "cli_scenes", "params": {}, "attrs": {}, "traces": {}, "source": "x",
+            "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": str(sandbox / "out")}
+
+
+def _jobs(sandbox: Path):
+    """Hostile render jobs: malformed JSON, and a valid job with one field made hostile."""
+    fields = st.sampled_from(sorted(_valid_job(sandbox)) + ["unknown", "voice", "theme"])
+    hostile = st.one_of(numbers, texts, st.booleans(), st.none(), st.lists(st.integers(), max_size=2),
+                        st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+    mutated = st.tuples(fields, hostile).map(lambda fv: json.dumps({**_valid_job(sandbox), fv[0]: fv[1]}))
+    return st.one_of(st.sampled_from(JOBS), mutated, texts)
+
+
+def _paths(param: click.Parameter, files: dict[str, str]):
+    values = st.sampled_from(sorted(files.values()))
+    return values if param.name != "config_file" else st.one_of(values, texts)
+
+
+def strategy(param: click.Parameter, sandbox: Path, files: dict[str, str]):
+    """argv tokens for ``param`` (a strategy), or None when it has none: by the param's type (path, choice, number,
+    flag) and, for free text, by its name."""
+    if isinstance(param, click.Option) and not param.is_flag and isinstance(getattr(param, "flag_value", None), str):
+        return st.one_of(st.just([param.opts[0]]), NAMES.map(lambda v: [f"{param.opts[0]}={v}"]))  # --voice [NAME]
+    if isinstance(param, click.Option) and param.is_flag:
+        return st.sampled_from([[o] for o in param.opts + param.secondary_opts])
+    if isinstance(param.type, click.Path):
+        values = _paths(param, files)
+    elif isinstance(param.type, click.Choice):
+        values = st.one_of(st.sampled_from(list(param.type.choices)), texts)
+    elif isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
+        values = st.one_of(numbers.map(str), texts, st.sampled_from(["0", "-1", "1", "2", "1000000", "1e3", "0x2"]))
+    elif param.name == "sets":
+        values = st.tuples(st.sampled_from(KEYS), set_values).map(lambda kv: f"{kv[0]}={kv[1]}")
+    elif param.name == "model":
+        values = st.sampled_from(_hostile_models(files))
+    elif param.name == "scheduler":
+        values = st.one_of(st.sampled_from(ADDRESSES), texts)
+    elif param.name == "job_json":
+        values = _jobs(sandbox)
+    elif param.name in ("scene_names", "experiment", "experiments", "chapters", "voice"):
+        values = NAMES
+    else:
+        return None
+    if isinstance(param, click.Argument):
+        return values.map(lambda v: [v])
+    return values.map(lambda v: [param.opts[0], v])
+
+
+def _base(command: str, sandbox: Path) -> tuple[list[str], list[str]]:
+    """A valid, cheap command line of ``command`` that writes nothing: (positional arguments, options)."""
+    return {"list": ([], []), "train": (["chain_rule"], []), "inspect": ([str(sandbox / "trace.npz")], []),
+            "render": (["ChainRuleProduct"], ["--check"]), "all": ([], ["--check"]),  # a scene that --model can draw
+            "slides": (["ChainRuleProduct"], ["--check"]), "page": (["ChainRuleProduct"], ["--check"]),
+            "explore": (["chain_rule"], ["-o", str(sandbox / "explore")]), "doctor": ([], []),
+            "_worker": ([json.dumps(_valid_job(sandbox))], [])}[command]
+
+
+COMMANDS = [path[0] for path, _ in walk() if path]
+
+
+def test_every_option_of_every_command_has_a_strategy(tmp_path):
+    files = _hostile_files(tmp_path)
+    missing = [f"{' '.join(path) or 'render.py'} {p.name}" for path, command in walk() for p in command.params
+               if strategy(p, tmp_path, files) is None]
+    assert not missing, f"no strategy of bad input for: {missing} (tests/test_cli_properties.py: strategy)"
+    assert set(COMMANDS) == set(cli.commands) and len(COMMANDS) >= 10
+
+
+def test_an_option_without_a_strategy_is_found(tmp_path):
+    """The twin: a new free-text option is reported until it has a strategy."""
+    files = _hostile_files(tmp_path)
+    new = click.Option(["--frobnicate"], default=None)
+    assert strategy(new, tmp_path, files) is None
+    assert strategy(click.Option(["--level"], type=click.IntRange(0, 3)), tmp_path, files) is not None
+
+
+@pytest.fixture()
+def hostile(sandbox, monkeypatch):
+    """The sandbox with hostile files, a valid trace to inspect, and the work itself (training, rendering) replaced
+    by :class:`ReachedWork`; the machine's preflight (cli/doctor.py) passes."""
+    from simulation.trace import Trace
+
+    import torch  # noqa: F401  a --model is then built and probed in this process, not in a subprocess per case
+
+    files = _hostile_files(sandbox)
+    Trace({"config": {"depth": 2}, "digest": "0" * 16},
+          {"step": np.arange(3), "loss": np.ones(3, np.float32), "error": np.zeros(3, np.float32),
+           "test_error": np.zeros(3, np.float32), "grad_norm": np.full((3, 2), 0.5),
+           "nonfinite": np.zeros((3, 2), np.int64)}).save(sandbox / "trace.npz")
+
+    def work(*args, **kwargs):
+        raise ReachedWork()
+
+    monkeypatch.setattr("simulation.cache.get_traces", work)
+    monkeypatch.setattr("cli.media.render_job", work)
+    monkeypatch.setattr(doctor, "preflight", lambda names: None)
+    return sandbox, files
+
+
+def _option_test(command: str, examples: int):
+    @_settings(examples)
+    @given(data=st.data())
+    def test(hostile, data):
+        sandbox, files = hostile
+        own = cli.commands[command].params
+        chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name))
+        positional, options = _base(command, sandbox)
+        if command == "train" and any(p.name == "model" for p in chosen):
+            positional = []  # train --model FILE.py:FACTORY trains the model alone
+        hostile_arguments = [p for p in chosen if isinstance(p, click.Argument)]
+        if hostile_arguments:
+            positional = [t for p in hostile_arguments for t in data.draw(strategy(p, sandbox, files))]
+        options = options + [t for p in chosen if isinstance(p, click.Option)
+                             for t in data.draw(strategy(p, sandbox, files))]
+        group = [t for p in cli.params for t in data.draw(st.one_of(st.just([]), strategy(p, sandbox, files)))]
+        _check([*group, command, *positional, *options], sandbox)
+    return test
+
+
+# Every command: a few dozen generated command lines each (all: the whole lecture planned per case, so fewer);
+# ten times as many in the slow set.
+OPTION_EXAMPLES = {"all": 3, "doctor": 2, "list": 10, "slides": 10, "page": 10}
+for _command in COMMANDS:
+    globals()[f"test_every_option_of_{_command.strip('_')}_never_crashes"] = _option_test(
+        _command, OPTION_EXAMPLES.get(_command, 20))
+    globals()[f"test_many_options_of_{_command.strip('_')}_never_crash"] = pytest.mark.slow(
+        _option_test(_command, 10 * OPTION_EXAMPLES.get(_command, 20)))
+
+
+def _listed(param: click.Parameter, sandbox: Path, files: dict[str, str]) -> tuple[str, list[str]] | None:
+    """(kind, every listed bad value) for a param whose bad values are a list rather than free text: paths, model
+    specs, scheduler addresses, render jobs. None for the others (choices, numbers, flags, names: generated)."""
+    if isinstance(param.type, click.Path):
+        return ("folder" if not param.type.file_okay else "file"), sorted(files.values())
+    listed = {"model": _hostile_models(files), "scheduler": ADDRESSES, "job_json": JOBS}
+    return (param.name, listed[param.name]) if param.name in listed else None
+
+
+def _sweep(sandbox: Path, files: dict[str, str], every_command: bool) -> int:
+    """Each listed bad value of each param, alone on the param's command's valid command line; a kind of param once
+    (on the first command that has it) unless ``every_command``. -> the number of command lines run."""
+    seen, runs = set(), 0
+    for command in COMMANDS:
+        for param in cli.commands[command].params:
+            listed = _listed(param, sandbox, files)
+            if listed is None or (not every_command and listed[0] in seen):
+                continue
+            seen.add(listed[0])
+            positional, options = _base(command, sandbox)
+            if command == "train" and param.name == "model":
+                positional = []
+            for value in listed[1]:
+                if isinstance(param, click.Argument):
+                    _check([command, value, *options], sandbox)
+                else:
+                    _check([command, *positional, *options, param.opts[0], value], sandbox)
+                runs += 1
+    return runs
+
+
+def test_every_listed_bad_path_address_model_and_job(hostile):
+    """Each path of every kind, each model spec, address and render job, once per kind of param."""
+    sandbox, files = hostile
+    assert _sweep(sandbox, files, every_command=False) > 100
+
+
+@pytest.mark.slow
+def test_every_listed_bad_value_on_every_command(hostile):
+    sandbox, files = hostile
+    _sweep(sandbox, files, every_command=True)
+
+
+def test_reaching_the_work_after_writing_is_caught(hostile, monkeypatch):
+    """The twin of the option tests: a command that writes a file and then starts its work, or that crashes on an
+    option, fails the property."""
+    sandbox, _ = hostile
+
+    def writes_then_works(*args, **kwargs):
+        (sandbox / "half-written.npz").write_bytes(b"x")
+        raise ReachedWork()
+
+    monkeypatch.setattr("simulation.cache.get_traces", writes_then_works)
+    with pytest.raises(AssertionError, match="wrote files before its work started"):
+        _check(["train", "chain_rule"], sandbox)
+    monkeypatch.setattr("cli.params.read_config", lambda path: 1 / 0)
+    with pytest.raises(AssertionError, match="traceback"):
+        _check(["list", "--config", str(sandbox / "trace.npz")], sandbox)

@@ -140,17 +140,17 @@ def test_beat_rules_on_a_fake_scene():
     log.record_number("x", 2.0)
     scene.animate(2.0)
     log.begin("d", {"en": "D", "zh": "丁"})               # nothing follows
-    record = log.to_dict()
-    beats = record["beats"]
-    assert [b["keys"] for b in beats] == [["a"], ["b", "c", "d"]]
-    assert beats[1]["narration"] == {"en": ["B", "C", "D"], "zh": ["乙", "丙", "丁"]}
-    assert [b["numbers"] for b in beats] == [{"lead_in": 1.0}, {"x": 2.0}]
-    assert [(b["start"], b["end"]) for b in beats] == [(0.0, 1.5), (1.5, 3.5)] and record["duration"] == 3.5
+    record = log.record()
+    beats = record.beats
+    assert [b.keys for b in beats] == [["a"], ["b", "c", "d"]]
+    assert beats[1].narration == {"en": ["B", "C", "D"], "zh": ["乙", "丙", "丁"]}
+    assert [b.numbers for b in beats] == [{"lead_in": 1.0}, {"x": 2.0}]
+    assert [(b.start, b.end, b.section) for b in beats] == [(0.0, 1.5, 0), (1.5, 3.5, 1)] and record.duration == 3.5
     assert len(scene.renderer.file_writer.sections) == 3  # the last, empty one is the one Manim drops
     # No narration at all: one beat over the whole scene.
     silent = FakeScene()
     silent.animate(1.0)
-    assert [(b["keys"], b["start"], b["end"]) for b in BeatLog(silent).to_dict()["beats"]] == [([], 0.0, 1.0)]
+    assert [(b.keys, b.start, b.end) for b in BeatLog(silent).record().beats] == [([], 0.0, 1.0)]
 
 
 def test_a_scene_without_narration_is_one_beat(tmp_path):
@@ -378,19 +378,20 @@ def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
 
     import srt
 
+    from cli.beats import Beat, BeatRecord
     from cli.deck import Clip
     from cli.page import subtitles_vtt
 
     rng = random.Random(fps)
     frames = sorted(rng.sample(range(1, 60 * fps), 40))
     starts = [0, *frames]
-    beats = [{"index": i, "section": i, "keys": [f"k{i}"], "start": k / fps, "numbers": {},
-              "end": (starts[i + 1] / fps if i + 1 < len(starts) else 61.0),
-              "narration": {"en": [f"line {i}"], "zh": [f"第{i}句"]}} for i, k in enumerate(starts)]
-    cues = [srt.Subtitle(i, srt.timedelta(seconds=round(b["start"], 3)), srt.timedelta(seconds=round(b["end"], 3)),
+    beats = [Beat(index=i, section=i, keys=[f"k{i}"], start=k / fps,
+                  end=(starts[i + 1] / fps if i + 1 < len(starts) else 61.0),
+                  narration={"en": [f"line {i}"], "zh": [f"第{i}句"]}) for i, k in enumerate(starts)]
+    cues = [srt.Subtitle(i, srt.timedelta(seconds=round(b.start, 3)), srt.timedelta(seconds=round(b.end, 3)),
                          f"line {i}") for i, b in enumerate(beats)]
     (tmp_path / "S.srt").write_text(srt.compose(cues), encoding="utf-8")
-    clip = Clip("S", tmp_path / "S.mp4", {"lang": "en", "beats": beats}, {}, {}, tmp_path / "S.srt")
+    clip = Clip("S", tmp_path / "S.mp4", BeatRecord("S", "en", 61.0, beats), {}, {}, tmp_path / "S.srt")
     vtt = subtitles_vtt(clip, "zh")
     assert [line for line in vtt.splitlines() if line.startswith("第")] == [f"第{i}句" for i in range(len(beats))]
 

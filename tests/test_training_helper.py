@@ -110,7 +110,7 @@ def test_the_helper_trains_on_the_idle_slot_and_never_beside_a_render(monkeypatc
         time.sleep(0.02)
         with lock:
             busy["helper"] -= helper
-        return config.digest(), None
+        return [(config.digest(), None)]
 
     def render(job, env=None, **kw):
         with lock:

@@ -76,13 +76,18 @@ def hostile_models(draw):
     head = "import torch\nfrom torch import nn\n" + padding
     line = head.count("\n") + 2  # the line of the defect in the templates below (after `def build():`)
     defect = draw(st.sampled_from(["factory_raises", "import_raises", "syntax", "missing", "not_module",
-                                   "wrong_output", "no_residual", "nan_output", "forward_raises"]))
+                                   "wrong_output", "no_residual", "nan_output", "forward_raises", "factory_exits",
+                                   "import_exits"]))
     exc = draw(st.sampled_from(EXCEPTIONS))
     message = draw(st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=20))
     if defect == "factory_raises":
         return head + f"def build():\n    raise {exc}({message!r})\n", "build", [f"line {line}", exc]
     if defect == "import_raises":
         return head + f"raise {exc}({message!r})\n", "build", [f"line {line - 1}", exc, "importing"]
+    if defect == "factory_exits":  # sys.exit in the user's code: one line too, not a silent end of the command
+        return head + f"def build():\n    raise SystemExit({message!r})\n", "build", [f"line {line}", "SystemExit"]
+    if defect == "import_exits":
+        return head + "raise SystemExit(3)\n", "build", [f"line {line - 1}", "SystemExit: 3", "importing"]
     if defect == "syntax":
         return head + "def build(:\n    pass\n", "build", [f"line {line - 1}", "SyntaxError"]
     if defect == "missing":
@@ -198,7 +203,7 @@ def test_npz_data_loaded_without_pickle(tmp_path):
     labels = tmp_path / "labels.npz"
     np.savez(labels, x=np.zeros((4, 2)), y=np.array([0.5, 1, 2, 3]))
     for path, says in ((pickled, "cannot be read"), (missing, "must hold arrays 'x' and 'y'"),
-                       (labels, "integer labels"), (tmp_path / "absent.npz", "cannot be read")):
+                       (labels, "integer labels"), (tmp_path / "absent.npz", "does not exist")):
         with pytest.raises(ConfigError, match=says) as info:
             load_user_data(UserModelConfig(data=str(path)))
         one_line(info.value)
@@ -295,6 +300,18 @@ def test_a_language_model_trains_on_a_token_task(tmp_path):
     assert (plain["shortcut_norm"] == 0).all() and np.isfinite(plain["loss"]).all()
     with pytest.raises(UserModelError, match=r"gpt.py, line \d+: IndexError.*token ids 0..8, shape \[2, 16\]"):
         estimate_memory(config.replace(args='{"vocab": 5}'))  # an embedding of 5 for the 9 ids of vocab 8
+
+
+@pytest.mark.slow  # a subprocess that imports torch (~3 s)
+@pytest.mark.parametrize("spec", ["sys:exit", "builtins:exit"])
+def test_a_factory_that_exits_is_one_line_in_the_torch_free_probe(spec):
+    """simulation.memory probes a model in a subprocess when the caller has no torch (render.py): a factory that ends
+    that process itself (exit status 0, nothing printed) is one line, not an IndexError."""
+    from simulation.memory import _probe_in_subprocess
+
+    config = UserModelConfig(spec=spec, steps=2)
+    with pytest.raises(ConfigError, match="SystemExit"):
+        _probe_in_subprocess(__import__("json").dumps(config.to_dict(), sort_keys=True))
 
 
 # -- the command line -----------------------------------------------------------------------------------

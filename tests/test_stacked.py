@@ -1,0 +1,131 @@
+"""Seeds trained together as one stacked model (simulation.stacked, simulation.train.run_together) give the
+traces of training each seed alone: every recorded array equal, bit for bit, for each kind of MLP the lecture
+trains, a run that diverges included; and the trainer's groups, stream and pipeline hand them out as one."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from simulation.cache import stream, trace_path
+from simulation.config import RunConfig
+from simulation.experiments import build_runs
+from simulation.models import build_model
+from simulation.runs import GROUP_RUNS, estimate, seed_groups
+from simulation.stacked import stack_models, stackable
+from simulation.trace import Trace
+from simulation.train import run, run_together
+
+TINY = dict(depth=3, width=16, steps=14, record_every=5, batch_size=32, lr=0.05)  # records 0, 5, 10, 13
+SEEDS = (0, 1, 2)
+
+# The kinds of MLP of the lecture's experiments that train several seeds, at a tiny size.
+VARIANTS = {
+    "plain_bn": dict(arch="plain", activation="relu", norm="batchnorm"),
+    "residual_bn_projection": dict(arch="residual", activation="relu", norm="batchnorm", stages=2, weight_decay=2e-3),
+    "residual_sigmoid_zero_pad": dict(arch="residual", activation="sigmoid", stages=2, shortcut="zero_pad",
+                                      momentum=0.9),
+    "plain_tanh_adam": dict(arch="plain", activation="tanh", optimizer="adam", lr=0.01),
+    "scaled_shortcut": dict(arch="residual", activation="relu", shortcut_scale=0.5),
+    "gate_exclusive": dict(arch="residual", activation="relu", gate="exclusive"),
+    "rezero": dict(arch="residual", activation="relu", residual_init="rezero", init_gain=6 ** 0.5),
+    "fixup": dict(arch="residual", activation="relu", residual_init="fixup", init_gain=6 ** 0.5),
+}
+
+
+def _assert_same_trace(alone: Trace, together: Trace, seeds: tuple[int, ...] = SEEDS) -> None:
+    assert set(alone.arrays) == set(together.arrays)
+    for key in alone.arrays:
+        assert alone[key].dtype == together[key].dtype, key
+        assert np.array_equal(alone[key], together[key], equal_nan=True), (key, alone.meta.seed)
+    a, b = alone.meta.to_dict(), together.meta.to_dict()
+    assert a.pop("trained_with_seeds") is None
+    assert b.pop("trained_with_seeds") == list(seeds)  # the trace says how it was trained
+    assert a == b
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_seeds_trained_together_give_each_seeds_trace_alone(variant):
+    configs = [RunConfig(**{**TINY, **VARIANTS[variant]}, seed=s) for s in SEEDS]
+    together = run_together(configs)
+    for config, trace in zip(configs, together):
+        _assert_same_trace(run(config), trace)
+    # not three copies of one run: the seeds' numbers differ, and training moved them
+    assert not np.array_equal(together[0]["loss_curve"], together[1]["loss_curve"])
+    assert together[0]["loss_curve"][0] != together[0]["loss_curve"][-1]
+
+
+def test_a_seed_that_diverges_stops_where_it_would_alone_the_others_go_on():
+    """Plain ReLU nets at a large learning rate: seeds diverge at their own steps, between records too."""
+    base = RunConfig(**{**TINY, "depth": 6, "steps": 30, "record_every": 10, "lr": 0.2}, arch="plain",
+                     activation="relu", init_gain=2.0)
+    configs = [base.replace(seed=s) for s in SEEDS]
+    together = run_together(configs)
+    for config, trace in zip(configs, together):
+        _assert_same_trace(run(config), trace)
+    steps = [t.meta.diverged_step for t in together]
+    assert any(s is not None for s in steps) and None in steps, steps  # one diverged, one trained to the end
+    assert any(s is not None and s % 10 for s in steps), steps  # a divergence between records
+
+
+def test_the_stacked_step_is_what_makes_it_fast_not_a_copy_of_run():
+    """Tamper twin: a stacked model whose one row's weight is nudged gives that row other numbers (the stacked
+    forward really runs on the rows), while the other rows keep theirs."""
+    models = []
+    for seed in SEEDS:
+        torch.manual_seed(seed)
+        models.append(build_model("residual", 64, 16, 3, 10, "relu", "batchnorm"))
+    template, stacked = stack_models(models)
+    x = torch.randn(len(SEEDS), 32, 64)
+    with torch.no_grad():
+        before = template(x)
+        for row, model in enumerate(models):  # each row is its model's output (training mode, as in a step)
+            assert torch.equal(model(x[row]), before[row])
+        stacked[0][1, 0, 0] += 1.0  # the stem weight of row 1 only
+        after = template(x)
+    assert torch.equal(after[0], before[0]) and torch.equal(after[2], before[2])
+    assert not torch.equal(after[1], before[1])
+    assert float(models[1].stem.weight[0, 0]) == float(stacked[0][1, 0, 0])  # the model's weight is the row
+
+
+def test_what_cannot_be_stacked_bit_for_bit_is_refused():
+    torch.manual_seed(0)
+    digits = build_model("plain", 64, 16, 3, 10, "relu", "batchnorm")
+    bands = build_model("plain", 1, 16, 3, 2, "relu", "batchnorm")  # a scalar input: a matrix-vector product
+    assert stackable(digits, 32) and not stackable(bands, 32)
+    assert not stackable(digits, 1)  # tiny products: torch's own small-matrix kernel
+    with pytest.raises(ValueError, match="differ only in their seed"):
+        run_together([RunConfig(**TINY, seed=0), RunConfig(**TINY, seed=1).replace(lr=0.1)])
+    # a bands group still trains, each seed alone, and says so
+    configs = [RunConfig(**{**TINY, "steps": 3}, dataset="bands", seed=s) for s in (0, 1)]
+    assert [t.meta.trained_with_seeds for t in run_together(configs)] == [None, None]
+
+
+def test_groups_are_the_seeds_of_one_config_in_first_seen_order_within_the_limits():
+    runs = build_runs("degradation", {"seeds": "0,1,2"})
+    groups = seed_groups(list(runs.values()))
+    assert [len(g) for g in groups] == [3] * 6
+    assert [g[0] for g in groups] == [runs[k] for k in runs if k.seed == 0]  # the first seed's order
+    assert all(len({json.dumps({**c.to_dict(), "seed": 0}) for c in g}) == 1 for g in groups)
+    many = [RunConfig(**TINY, seed=s) for s in range(12)]
+    assert [len(g) for g in seed_groups(many)] == [GROUP_RUNS, GROUP_RUNS, 12 - 2 * GROUP_RUNS]
+    size = estimate(many[0]).total
+    assert [len(g) for g in seed_groups(many[:4], max_bytes=2 * size)] == [2, 2]
+    transformers = list(build_runs("layernorm", {"seeds": "0,1"}).values())
+    assert all(len(g) == 1 for g in seed_groups(transformers))  # no stacked trainer for them
+
+
+def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path))
+    configs = [RunConfig(**TINY, seed=s) for s in SEEDS]
+    out = io.StringIO()
+    stream([configs[:1], configs], out=out)  # the first seed alone, then the group (its first seed cached)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines == [{"digest": c.digest()} for c in (configs[0], *configs)]
+    seeds = [Trace.load(trace_path(c)).meta.trained_with_seeds for c in configs]
+    assert seeds == [None, [1, 2], [1, 2]]  # only the missing seeds trained, together
+    _assert_same_trace(run(configs[2]), Trace.load(trace_path(configs[2])), seeds=(1, 2))
