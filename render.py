@@ -305,7 +305,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
         if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
             raise ConfigError(NO_MODEL)
         check_cache_dir()
-        check_output_dir(Path(output), "explorer folder")  # before any training
+        check_output_dir(Path(output), "explorer folder", videos=False)  # before any training
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,

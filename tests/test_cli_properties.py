@@ -518,6 +518,23 @@ def test_every_listed_bad_value_on_every_command(hostile):
     _sweep(sandbox, files, every_command=True)
 
 
+@pytest.mark.slow  # a real (tiny) render per output folder that --check accepts
+def test_an_output_folder_that_check_accepts_is_one_a_render_can_write(tmp_path, isolated_cache, monkeypatch):
+    """--check says "valid" only for a folder the render then writes into: each hostile output path is refused by
+    --check in one line, or rendered into (a dangling link passed --check and failed with a traceback after)."""
+    monkeypatch.chdir(tmp_path)
+    files = _hostile_files(tmp_path)
+    for path in sorted(set(files.values())):
+        args = ["render", "cli_scenes:TinySquare", "-o", path]
+        checked = CliRunner().invoke(cli, [*args, "--check"])
+        if checked.exit_code:
+            continue
+        result = CliRunner().invoke(cli, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (path, result.exception)
+        assert result.exit_code == 0, (path, result.output[-2000:])
+        assert (Path(path or ".") / "480p15" / "en" / "TinySquare.mp4").is_file(), path
+
+
 def test_reaching_the_work_after_writing_is_caught(hostile, monkeypatch):
     """The twin of the option tests: a command that writes a file and then starts its work, or that crashes on an
     option, fails the property."""

@@ -9,7 +9,9 @@ Example::
 - :func:`simulation.landscape.slice_loss` against a copy of the net with the moved weights loaded by hand;
 - :func:`simulation.summary.slice_hessians` / ``curvature_ratio`` against the closed-form Hessian and
   eigenvalues of quadratics (Hypothesis), ``local_minima`` against a brute-force search;
-- the config's errors, the experiment's runs, the scene's plain verdict functions and its numbers.
+- the config's errors, the experiment's runs, the scene's plain verdict functions and its numbers;
+- :func:`simulation.loop.minibatch_step` (the SGD step of the landscape and hyper-connection runs) against a step
+  taken by hand from ``torch.autograd.grad`` on the same drawn batch.
 """
 
 from __future__ import annotations
@@ -392,3 +394,25 @@ def test_render_all_checks_the_chapter_and_renders_it_only_when_asked():
     assert m > n and f"{n} of {n} scenes" in plain.output and f"{m} of {m} scenes" in beyond.output
     listing = runner.invoke(cli, ["list"]).output
     assert "optional chapter 'beyond'" in listing
+
+
+def test_minibatch_step_is_one_step_on_the_drawn_batch_and_skips_a_non_finite_loss():
+    from simulation.loop import minibatch_step
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3)
+    x, y = torch.randn(40, 5), torch.randint(0, 3, (40,))
+    before = [p.detach().clone() for p in model.parameters()]
+    generator = torch.Generator().manual_seed(7)
+    idx = torch.randint(40, (8,), generator=torch.Generator().manual_seed(7))  # the batch the step will draw
+    weight, bias = (p.detach().clone().requires_grad_() for p in before)
+    expected_loss = torch.nn.functional.cross_entropy(x[idx] @ weight.T + bias, y[idx])
+    grads = torch.autograd.grad(expected_loss, (weight, bias))
+    loss = minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.5), x, y, 8, generator)
+    assert loss == pytest.approx(expected_loss.item(), rel=1e-6)
+    for p, p0, g in zip(model.parameters(), before, grads):
+        torch.testing.assert_close(p.detach(), p0 - 0.5 * g, rtol=1e-6, atol=1e-7)
+    x[:] = float("inf")  # a diverged forward: the loss is returned, nothing is updated
+    after = [p.detach().clone() for p in model.parameters()]
+    assert not math.isfinite(minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.5), x, y, 8, generator))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), after))
