@@ -19,7 +19,8 @@ from click.testing import CliRunner
 
 from render import cli
 from simulation.cache import get_traces
-from simulation.experiments import build_runs, seed_key
+from simulation.experiments import build_runs
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS", "NEEDED", "trained_at_seed",
@@ -85,14 +86,14 @@ _TRACES: dict[str, Trace] = {}  # by config digest: experiments that share runs 
 
 
 def trained_at_seed(experiment: str, seed: int, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session."""
+    """``{name: Trace}``: the runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session."""
     out = {}
-    for name, config in build_runs(experiment, {**overrides, "seed": seed}).items():
+    for key, config in build_runs(experiment, {**overrides, "seed": seed}).items():
         if config.digest() not in _TRACES:
             from simulation.train import run  # torch: only where a claim trains
 
             _TRACES[config.digest()] = run(config, progress=False)
-        out[name] = _TRACES[config.digest()]
+        out[key.name] = _TRACES[config.digest()]
     return out
 
 
@@ -104,15 +105,15 @@ def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
     assert passed >= NEEDED, f"claim held on {passed} of {len(results)} seeds (need {NEEDED}):\n{report}"
 
 
-def cached_traces(experiment: str, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` with ``overrides``, trained through the (per-test) cache."""
+def cached_traces(experiment: str, **overrides: object) -> dict[RunKey, Trace]:
+    """``{RunKey: Trace}``: the runs of ``experiment`` with ``overrides``, trained through the (per-test) cache."""
     runs = build_runs(experiment, {key: value for key, value in overrides.items()})
     return dict(zip(runs, get_traces(list(runs.values()), progress=False)))
 
 
-def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
-    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
-    return t[seed_key(name, seed, seed == SEEDS[0])]
+def at_seed(t: dict[RunKey, Trace], name: str, seed: int) -> Trace:
+    """Run ``name`` at ``seed``."""
+    return t[RunKey(name, seed)]
 
 
 # -- the Transformer -------------------------------------------------------------------------------
