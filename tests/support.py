@@ -21,7 +21,8 @@ from filelock import FileLock, Timeout
 
 from render import cli
 from simulation.cache import get_traces
-from simulation.experiments import build_runs, seed_key
+from simulation.experiments import build_runs
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
@@ -138,10 +139,10 @@ def shared_traces(configs: list, here: bool = False) -> list[Trace]:
 
 
 def trained_at_seed(experiment: str, seed: int, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session
+    """``{name: Trace}``: the runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session
     (:func:`shared_traces`), in this process."""
     runs = build_runs(experiment, {**overrides, "seed": seed})
-    return dict(zip(runs, shared_traces(list(runs.values()), here=True)))
+    return {key.name: trace for key, trace in zip(runs, shared_traces(list(runs.values()), here=True))}
 
 
 def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
@@ -152,16 +153,16 @@ def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
     assert passed >= NEEDED, f"claim held on {passed} of {len(results)} seeds (need {NEEDED}):\n{report}"
 
 
-def cached_traces(experiment: str, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` with ``overrides`` (``seeds=...`` keys them ``NAME@seed{s}``), trained once
-    per test session (:func:`shared_traces`)."""
+def cached_traces(experiment: str, **overrides: object) -> dict[RunKey, Trace]:
+    """``{RunKey: Trace}``: the runs of ``experiment`` with ``overrides``, trained once per test session
+    (:func:`shared_traces`)."""
     runs = build_runs(experiment, dict(overrides))
     return dict(zip(runs, shared_traces(list(runs.values()))))
 
 
-def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
-    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
-    return t[seed_key(name, seed, seed == SEEDS[0])]
+def at_seed(t: dict[RunKey, Trace], name: str, seed: int) -> Trace:
+    """Run ``name`` at ``seed``."""
+    return t[RunKey(name, seed)]
 
 
 # -- the Transformer -------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from filelock import FileLock
 import support
 from simulation import cache
 from simulation.experiments import build_runs
+from simulation.runkeys import RunKey
 
 TINY = {"steps": 20, "depth": 3}
 
@@ -34,7 +35,7 @@ def no_training(monkeypatch):
 
 def test_a_run_two_claims_share_is_trained_once(shared, monkeypatch, isolated_cache):
     first = support.cached_traces("chain_rule", **TINY, seeds="0,1")
-    digests = {t.meta["digest"] for t in first.values()}
+    digests = {c.digest() for c in build_runs("chain_rule", {**TINY, "seeds": "0,1"}).values()}
     assert {p.stem for p in shared.glob("*.npz")} == digests  # stored in the shared cache ...
     assert not list(isolated_cache.glob("*.npz"))  # ... not in the test's own
     monkeypatch.setattr(support, "_TRACES", {})  # another process (the other xdist worker, CI's slow run)
@@ -42,7 +43,7 @@ def test_a_run_two_claims_share_is_trained_once(shared, monkeypatch, isolated_ca
     again = support.trained_at_seed("chain_rule", 1, **TINY)
     assert set(again) == {"plain", "residual"}
     for name, trace in again.items():
-        assert np.array_equal(trace["grad_norm"], first[f"{name}@seed1"]["grad_norm"])
+        assert np.array_equal(trace["grad_norm"], first[RunKey(name, 1)]["grad_norm"])
 
 
 def test_a_run_the_other_worker_is_training_is_waited_for_not_trained_again(shared, monkeypatch):
