@@ -129,8 +129,8 @@ def store(config: BaseConfig, payload: bytes) -> Trace:
             trace = Trace.load(tmp)
         except TraceError as exc:
             raise SweepError(f"run {config.digest()} came back unreadable: {exc}") from None
-        if trace.meta.get("digest") != config.digest():
-            raise SweepError(f"run {config.digest()} came back as {trace.meta.get('digest')}: the worker runs "
+        if trace.meta.digest != config.digest():
+            raise SweepError(f"run {config.digest()} came back as {trace.meta.digest}: the worker runs "
                              "other simulation code (start `dask worker` from the same checkout)")
     return trace
 

@@ -7,7 +7,8 @@ Example::
 Every module of the ``simulation`` package counts, except those listed in :data:`NOT_RUN_SHAPING`, which
 cannot change a recorded number (the cache, the experiment table, whose configs are digested field by field,
 file I/O, the memory guard, the sweep driver, the run events, which only say when a run started and ended, the
-table of run kinds, whose one run-shaping entry, the trainer of each kind, every digest hashes by itself). A new module counts by default, so forgetting to list it can
+run keys, the table of run kinds, whose one run-shaping entry, the trainer of each kind, every digest hashes by
+itself). A new module counts by default, so forgetting to list it can
 only cost a retrain, never a stale trace.
 
 What is hashed is each module's syntax tree with docstrings removed (``ast.dump``): editing a comment, a
@@ -27,7 +28,7 @@ __all__ = ["source_hash", "run_sources", "NOT_RUN_SHAPING", "code_fingerprint"]
 
 PACKAGE = Path(__file__).resolve().parent
 NOT_RUN_SHAPING = frozenset({"__init__.py", "__main__.py", "atomic_io.py", "cache.py", "events.py", "experiments.py",
-                             "memory.py", "runs.py", "seeds.py", "sweep.py"})
+                             "memory.py", "runkeys.py", "runs.py", "seeds.py", "sweep.py"})
 
 
 def run_sources(package: Path = PACKAGE) -> list[Path]:

@@ -15,7 +15,7 @@ bytes as it finishes, on
   other: starting worker processes (each imports torch) costs more than such a sweep (benchmarks/bench_sweep.py).
 
 The caller checks and stores the bytes (:func:`simulation.cache.store`) as each run comes, so an interrupted
-sweep keeps every finished run. A run that diverges comes back as a diverged trace (``meta["diverged"]``), as
+sweep keeps every finished run. A run that diverges comes back as a diverged trace (``meta.diverged``), as
 it does locally. A worker that dies mid-run has its runs rescheduled by Dask (``retries`` covers runs that
 raise).
 
