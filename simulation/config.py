@@ -408,6 +408,47 @@ __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeCo
             "TASKS", "INITS"]
 
 
+# -- Highway networks (experiment "highway"; trained by simulation.highway) ---------------------------
+# The worked example of docs/simulation.md, "Adding a kind of run".
+
+HIGHWAY_ARCHS = ("plain", "residual", "highway")
+
+
+@dataclass(frozen=True)
+class HighwayConfig(BaseConfig):
+    """A stack of one-layer blocks H(x) = activation(W_H x + b_H) on digits, plain (h = H(x)), residual
+    (h = x + H(x)) or highway (h = T(x) H(x) + (1 - T(x)) x, T(x) = sigmoid(W_T x + b_T): Srivastava, Greff &
+    Schmidhuber 2015, eq. 3, b_T initialised negative, §2.2); the cache key."""
+
+    kind: str = _one_of("highway", ("highway",))  # the run kind (simulation.runs) that trains this config
+    arch: str = _one_of("highway", HIGHWAY_ARCHS)  # "plain": H(x); "residual": x + H(x); "highway": T H + (1 - T) x
+    depth: int = _in(20, 1, MAX_DEPTH)  # blocks between the stem and the head
+    width: int = _in(16, 1, MAX_WIDTH)  # units of every block
+    activation: str = _one_of("relu", ACTIVATIONS)  # the nonlinearity of H (Srivastava et al.: ReLU)
+    gate_bias: float = _in(-2.0, -100.0, 100.0)  # b_T at init (Srivastava et al. 2015 §2.2: -1 to -3); non-highway: unused
+    steps: int = _in(200, 1, MAX_STEPS)  # optimiser steps
+    batch_size: int = _in(64, 2, MAX_BATCH)  # examples per step, drawn from the training split of digits
+    lr: float = _in(0.02, 0.0, 1e6, open_low=True)  # learning rate (0.03: the residual twin diverges at step 77)
+    optimizer: str = _one_of("sgd", OPTIMIZERS)  # sgd (with momentum) | adam
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
+
+    dataset: ClassVar[str] = "digits"  # what simulation.train.MLPTask and simulation.memory read; not a parameter
+
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+
+    def block_widths(self) -> list[tuple[int, int]]:
+        """(width in, width out) of every block: ``width`` throughout (a highway block keeps the width)."""
+        return [(self.width, self.width)] * self.depth
+
+
+__all__ += ["HighwayConfig", "HIGHWAY_ARCHS"]
+
+
 # -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------
 
 USER_DATA = ("digits", "digits-image", "digits-image32", "copy", "reverse", "sort")  # or a path to a .npz

@@ -35,11 +35,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
-                     TransformerConfig, UserModelConfig)
+from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
+                     RunConfig, TransformerConfig, UserModelConfig)
 from .events import training_run
-from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
-                     user_model_memory)
+from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
+                     transformer_memory, user_model_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
@@ -235,3 +235,7 @@ register_kind(RunKind(
     name="hyper", config=HyperConfig, trainer="simulation.hyper:run", memory=_hyper_memory,
     work=lambda c: c.steps * c.depth * c.streams,
     label="n residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC)"))
+register_kind(RunKind(
+    name="highway", config=HighwayConfig, trainer="simulation.highway:run", memory=highway_memory,
+    work=lambda c: c.steps * c.depth // 2,  # a one-layer block: half an MLP block (two Linears)
+    label="plain, residual or highway (gated) one-layer blocks on digits (Srivastava et al. 2015)"))

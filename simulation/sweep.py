@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
-from .config import ConfigError, RunConfig, TransformerConfig
+from .config import BaseConfig, ConfigError
 from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
 __all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
@@ -42,7 +42,7 @@ __all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_ad
 
 log = logging.getLogger(__name__)
 
-Config = RunConfig | TransformerConfig
+Config = BaseConfig
 
 # Below this much work (sum over runs of sweep_work, ~0.2 ms of one core per unit) a sweep runs in this
 # process: on 2 cores a local cluster's start (two worker processes importing torch, ~3-5 s) and its
@@ -55,7 +55,7 @@ class SweepError(RuntimeError):
 
 
 def run_to_bytes(config: dict[str, Any]) -> bytes:
-    """Train ``config`` (a ``to_dict()`` of RunConfig or TransformerConfig) and return its trace as
+    """Train ``config`` (a ``to_dict()`` of any registered run kind's config) and return its trace as
     ``.npz`` bytes. Pure: the result depends on the config only (one torch thread, seeded everything),
     so a run on any worker is bit-identical to the same run here. Writes nothing outside a private
     temporary folder, which it removes."""

@@ -25,7 +25,7 @@ from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.style import LANGS
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
-from simulation.runkeys import RunKey
+from simulation.runkeys import RunKey, read_key_text
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
@@ -105,7 +105,12 @@ def test_every_seed_value_and_count_equal_the_traces(scene, built):
     expected = SEED_NUMBERS[scene.__name__](loaded(seeded_files(scene)))
     assert expected, "nothing to compare"
     assert_seed_numbers(s.numbers["values"], expected)
-
+    # the numbers JSON names every run of every seed as text, which the one reader reads back as the run's key
+    files = seeded_files(scene)
+    first = next(iter(files)).seed
+    traces = s.numbers["traces"]
+    assert {read_key_text(text, first): digest for text, digest in traces.items()} == {
+        key: Trace.load(path).meta.digest for key, path in files.items()}
 
 @pytest.mark.parametrize("scene", EXTRA_BUILDS)
 def test_every_seed_value_when_another_seed_is_tampered(scene, built, tmp_path):
