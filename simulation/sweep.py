@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
+from .atomic_io import shown_path
 from .config import BaseConfig, ConfigError
 from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
@@ -102,8 +103,7 @@ def scheduler_address(scheduler: str | None = None) -> str | None:
     address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None or address == "local":
         return address
-    shown = repr(address if len(address) <= 80 else address[:77] + "...")
-    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown}"
+    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown_path(address)}"
     if not address.isprintable() or any(c.isspace() for c in address):  # urlsplit would drop a newline silently
         raise ConfigError(usage)
     try:
@@ -160,6 +160,27 @@ def _here(configs: list[Config], show: bool) -> Iterator[tuple[Config, bytes]]:
             bar.update(len(group))
 
 
+class _quiet_when_stopped:
+    """Context manager: when Ctrl-C or SIGTERM (a BaseException that is no Exception) stops the sweep, Dask's own
+    log goes quiet before the cluster closes: stopping is what the user asked for, and the nannies and the event
+    loop log each task they cancel with a CancelledError traceback."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            self.log.setLevel(logging.CRITICAL)
+
+    @staticmethod
+    def now(log: logging.Logger) -> None:
+        """The same, for the exception being handled now (in a ``finally``)."""
+        _quiet_when_stopped(log).__exit__(*sys.exc_info())
+
+
 def _on_dask(configs: list[Config], address: str | None, show: bool, retries: int, workers: int | None,
              connect_timeout: float, in_order: bool = False) -> Iterator[tuple[Config, bytes]]:
     from distributed import Client, LocalCluster, as_completed
@@ -171,8 +192,9 @@ def _on_dask(configs: list[Config], address: str | None, show: bool, retries: in
     try:
         if address is None:
             n = workers or len(os.sched_getaffinity(0))
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(cluster)
+            with _quiet_when_stopped(distributed_log):
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+                client = Client(cluster)
         else:
             client = Client(address, timeout=connect_timeout)
     except (OSError, TimeoutError) as exc:
@@ -200,6 +222,7 @@ def _on_dask(configs: list[Config], address: str | None, show: bool, retries: in
                 yield config, payload
                 bar.update()
     finally:
+        _quiet_when_stopped.now(distributed_log)
         client.close()
         if cluster is not None:
             cluster.close()
