@@ -6,8 +6,8 @@ Example::
 
 Every field carries its allowed range (:class:`Range`) or choices in its metadata, checked when a config is
 made, so a bad value fails before any work with one line (:class:`ConfigError`). The digest covers every field
-and :func:`simulation.provenance.source_hash`, a hash of the simulation code that shapes a run: editing that
-code re-keys every cached trace, with no version to bump by hand.
+and :func:`simulation.provenance.source_hash` of the simulation code its kind's trainer imports: editing that
+code re-keys the cached traces of that kind, with no version to bump by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from .atomic_io import input_file
-from .provenance import source_hash
+from .provenance import source_hash, trainer_root
 from .values import ConfigError, convert_value
 
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
@@ -109,13 +109,14 @@ class BaseConfig:
         """Checks across fields (subclasses)."""
 
     def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field, the run-shaping source hash and the trainer of this
-        class's run kind (``simulation.runs``); stable across runs. Raises ConfigError for a class that is
+        """16 hex chars of SHA-256 over every field, the trainer of this class's run kind (``simulation.runs``)
+        and the source hash of the modules that trainer imports (:mod:`simulation.provenance`); stable across runs. Raises ConfigError for a class that is
         no registered run kind."""
         kind = type(self).run_kind
         if kind is None:
             raise ConfigError(f"{type(self).__name__} is not a registered run kind (simulation.runs.register_kind)")
-        payload = json.dumps({"sources": source_hash(), "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
+        sources = source_hash(root=trainer_root(kind.trainer))  # the code the trainer imports (simulation.provenance)
+        payload = json.dumps({"sources": sources, "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,13 +30,12 @@ from torch import nn
 from .config import HighwayConfig
 from .data import Dataset, load_dataset
 from .loop import main as loop_main, train
+from .models import ACTIVATIONS
 from .record import HookPoint, Recorder, reduce_by_shape
 from .trace import Trace
 from .train import MLPTask
 
 __all__ = ["HighwayBlock", "HighwayNet", "HighwayRecorder", "HighwayTask", "run", "main"]
-
-ACTIVATIONS = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 class HighwayBlock(nn.Module):

@@ -5,7 +5,7 @@ Example::
     python -m simulation '{"depth": 1000, "width": 4096}'
 
 One estimator per run kind (:func:`mlp_memory`, :func:`conv_memory`, :func:`transformer_memory`,
-:func:`identity_fit_memory`; :mod:`simulation.runs` picks one per config: ``simulation.runs.estimate``) counts
+:func:`identity_fit_memory`, :func:`highway_memory`; :mod:`simulation.runs` picks one per config: ``simulation.runs.estimate``) counts
 float32 tensors: the parameters; their gradients; the optimiser's state (SGD momentum: 1 copy, Adam: 2) plus one
 more copy for the transient of a step (the foreach update, or the recorder stacking every weight gradient of one
 shape); and the activations kept for backward, for the largest batch that goes through the network with autograd on
