@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
+                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
                      shown)
 from .runkeys import RunKey
 from .values import convert_value
@@ -196,7 +196,7 @@ class Experiment:
     name: str
     description: str  # one line for `render.py list`
     source: str  # paper and figure whose claim this reproduces
-    base: RunConfig | TransformerConfig
+    base: Any  # a config of a registered run kind (simulation.runs): RunConfig, TransformerConfig, ...
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
     conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
@@ -657,6 +657,22 @@ _register(Experiment(
     source="Zhu et al. 2025 (Hyper-Connections, §2); DeepSeek 2025 (mHC: Sinkhorn-Knopp, composite gain)",
     base=HyperConfig(depth=16, width=32, steps=200),
     build=_hyper_connections,
+))
+
+
+def _highway(base: HighwayConfig, params: NoParams) -> dict[str, HighwayConfig]:
+    """``plain``, ``residual`` and ``highway``: the same one-layer blocks, three ways of passing x on."""
+    return {arch: base.replace(arch=arch) for arch in HIGHWAY_ARCHS}
+
+
+# 20 blocks of width 16, 200 SGD steps at lr 0.02: the three runs of one seed take ~5 CPU-s together.
+_register(Experiment(
+    name="highway",
+    description="one-layer blocks plain, residual (x + H) and highway (T H + (1 - T) x, b_T = -2): the transform "
+                "gate T per block and the gradient norms per block at init and after training",
+    source="Srivastava, Greff & Schmidhuber 2015 (Highway Networks, eq. 3 and §2.2; Fig. 2: gate outputs per layer)",
+    base=HighwayConfig(),
+    build=_highway,
 ))
 
 

@@ -33,7 +33,8 @@ _META_KEY = "__meta__"
 # "layers+1"; "depth+1": the config's depth + 1; "init_batches"; "grid": a loss slice's points per axis; "streams":
 # the residual streams of a hyper-connection run) or a fixed size. Trace.blank fills one a trace lacks from this table.
 _PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
-              "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos")
+              "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos",
+              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.highway; NaN without a gate)
 _PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
 ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     **{key: ("records",) for key in ("step", "loss", "error", "test_error", "test_loss", "branch_ratio")},

@@ -19,6 +19,7 @@ from scenes.analogies import Analogies
 from scenes.conveyor_belt import ConveyorBelt
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.identity_fit import IdentityFit
+from simulation.runkeys import RunKey
 
 from frame_checks import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data, twin_params  # noqa: F401
 
@@ -37,9 +38,9 @@ def lowered_after_step0(values: np.ndarray) -> np.ndarray:
 
 # (scene, control name, run, array, tamper)
 NOTE_SCENES = [
-    (DoesItOnlyCopy, "does_it_copy", "residual", "branch_norm", first_seed_only_halved),
-    (IdentityFit, "identity_fit", "plain", "loss_curve", lowered_after_step0),
-    (ConveyorBelt, "conveyor_belt", "pre_ln", "input_cos", first_seed_only_halved),
+    (DoesItOnlyCopy, "does_it_copy", RunKey("residual", 0), "branch_norm", first_seed_only_halved),
+    (IdentityFit, "identity_fit", RunKey("plain", 0), "loss_curve", lowered_after_step0),
+    (ConveyorBelt, "conveyor_belt", RunKey("pre_ln", 0), "input_cos", first_seed_only_halved),
 ]
 for _scene, _name, _run, _key, _tamper in NOTE_SCENES:
     for _lang in ("en", "zh"):
