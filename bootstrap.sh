@@ -3,7 +3,7 @@
 #
 #   bash bootstrap.sh lecture [render.py all options]   # set up, train, render the lecture (preview quality)
 #   bash bootstrap.sh test    [pytest options]          # set up, run the tests
-#   bash bootstrap.sh setup                             # set up only
+#   bash bootstrap.sh setup                             # set up only, then `render.py doctor` reports
 #
 # Finished steps are skipped on a second run. Without root or apt it prints the apt command to run
 # and goes on if the packages are already there.
@@ -98,7 +98,8 @@ install_apt
 install_python
 install_web
 case "$job" in
-    setup) say "set-up done" ;;
+    setup) "$VENV/bin/python" render.py doctor || say "render.py doctor found a required piece missing (above)"
+           say "set-up done" ;;
     lecture) exec "$VENV/bin/python" render.py all --quality l "$@" ;;
     test) exec "$VENV/bin/python" -m pytest "$@" ;;
     *) say "unknown job '$job': use lecture, test or setup"; exit 2 ;;

@@ -31,7 +31,7 @@ import click
 from cli.doctor import doctor_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
-                         user_errors, voices)
+                         train_summary, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
 from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
                       parameter_layers, plan_render, resolve_scenes, scenes_or_lecture)
@@ -91,7 +91,6 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     from cli.media import check_cache_dir
     from simulation.cache import get_traces, is_cached, trace_path
     from simulation.experiments import NO_MODEL, get_experiment
-    from simulation.summary import summarize
 
     with user_errors():
         experiment = model_experiment(experiment, model)
@@ -102,13 +101,11 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
-    summary = {name: {"trace": str(trace_path(cfg)), **summarize(t).to_dict()} for (name, cfg), t in zip(runs.items(), traces)}
+    summary = train_summary(experiment, runs, traces)
     if as_json:
-        from simulation.seeds import summarize_seeds
-
-        click.echo(json.dumps({"experiment": experiment, "runs": summary, "seeds": summarize_seeds(summary)}, indent=2))
+        click.echo(json.dumps(summary, indent=2))
     else:
-        echo_run_summaries(summary)
+        echo_run_summaries(summary["runs"])
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
@@ -308,7 +305,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
         if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
             raise ConfigError(NO_MODEL)
         check_cache_dir()
-        check_output_dir(Path(output), "explorer folder")  # before any training
+        check_output_dir(Path(output), "explorer folder", videos=False)  # before any training
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))
         target = Path(output)
         written = write_explorer({name: {run: next(traces) for run in r} for name, r in runs.items()}, target,
@@ -329,6 +326,7 @@ def worker(ctx: click.Context, job_json: str) -> None:
     from cli.media import RenderError, RenderJob, load_scene, render_job
     from cli.params import Layer, scene_overrides
     from cli.pipeline import DIE_WITH_PARENT, die_with_parent
+    from cli.plan import run_digests
     from simulation.experiments import scene_runs
 
     if os.environ.get(DIE_WITH_PARENT):
@@ -337,7 +335,7 @@ def worker(ctx: click.Context, job_json: str) -> None:
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
         _, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}), job.params)
-        if {n: c.digest() for n, c in runs.items()} != job.traces:
+        if run_digests(runs) != job.traces:
             raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
                               "the client's (start the workers from a checkout of the same commit)")
         job.attrs = scene_overrides([Layer("the render job", scenes={job.scene: job.attrs})], scene)  # checked again

@@ -29,28 +29,21 @@ import time
 
 
 from simulation.experiments import FULL_SWEEP, build_runs
-from simulation.seeds import SWEEP_KEY, split_seed_key
 from simulation.sweep import run_to_bytes, sweep_work
 
 __all__ = ["full_sweep_runs", "count", "representatives", "estimate", "schedule_wall"]
 
 
 def full_sweep_runs() -> dict:
-    """``{run key: RunConfig}`` of the full sweep, exactly as ``render.py train depth_sweep`` builds it."""
+    """``{RunKey: RunConfig}`` of the full sweep, exactly as ``render.py train depth_sweep`` builds it."""
     return build_runs("depth_sweep", dict(FULL_SWEEP))
-
-
-def _model_depth(key: str) -> tuple[str, int]:
-    match = SWEEP_KEY.match(split_seed_key(key)[0])
-    return match["model"], int(match["depth"])
 
 
 def count(runs: dict) -> dict:
     """Runs and work (``sweep_work``, MLP block-steps) per model and depth: ``{model: {depth: {"runs", "work"}}}``."""
     out: dict = {}
-    for key, config in runs.items():
-        model, depth = _model_depth(key)
-        cell = out.setdefault(model, {}).setdefault(depth, {"runs": 0, "work": 0})
+    for config in runs.values():
+        cell = out.setdefault(config.model, {}).setdefault(config.depth, {"runs": 0, "work": 0})
         cell["runs"] += 1
         cell["work"] += sweep_work(config)
     return {m: dict(sorted(d.items())) for m, d in sorted(out.items())}
@@ -61,11 +54,10 @@ def representatives(runs: dict) -> dict:
     (the residual net of seed 0; a plain net of the same depth is taken to cost the same: it lacks only the
     shortcut's addition, a small part of a block's work; not measured here)."""
     by_model: dict = {}
+    first = next(iter(runs)).seed if runs else None
     for key, config in runs.items():
-        name, seed = split_seed_key(key)
-        if seed is None and "_residual_" in name:
-            model, depth = _model_depth(key)
-            by_model.setdefault(model, {})[depth] = config
+        if key.seed == first and config.arch == "residual":
+            by_model.setdefault(config.model, {})[config.depth] = config
     out = {}
     for model, depths in sorted(by_model.items()):
         ordered = sorted(depths)
@@ -81,14 +73,15 @@ def measure(config) -> dict:
     return {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall}
 
 
-def estimate(runs: dict, measured: dict) -> dict[str, float]:
-    """``{run key: seconds}``: each run's CPU time interpolated linearly in depth between the measured
-    runs of its model (``measured``: ``{(model, depth): seconds}``; beyond them, the nearest one scaled by depth)."""
+def estimate(runs: dict, measured: dict) -> dict:
+    """``{RunKey: seconds}``: each run's (``{RunKey: RunConfig}``) CPU time interpolated linearly in depth between
+    the measured runs of its model (``measured``: ``{(model, depth): seconds}``; beyond them, the nearest one scaled
+    by depth)."""
     import numpy as np
 
     out = {}
-    for key in runs:
-        model, depth = _model_depth(key)
+    for key, config in runs.items():
+        model, depth = config.model, config.depth
         points = sorted((d, s) for (m, d), s in measured.items() if m == model)
         ds, ss = [d for d, _ in points], [s for _, s in points]
         if depth < ds[0] or depth > ds[-1]:
@@ -134,7 +127,7 @@ def main() -> None:
         report["measured"] = {f"{m}_d{d}": t for (m, d), t in timed.items()}
         per_run = estimate(runs, {k: t["cpu_s"] for k, t in timed.items()})
         report["estimate_cpu_s"] = sum(per_run.values())
-        report["estimate_cpu_s_by_model"] = {m: sum(s for k, s in per_run.items() if _model_depth(k)[0] == m)
+        report["estimate_cpu_s_by_model"] = {m: sum(s for k, s in per_run.items() if runs[k].model == m)
                                              for m in table}
         report["estimate_wall_s"] = {str(w): schedule_wall(list(per_run.values()), w) for w in (1, 2)}
     if args.json:

@@ -33,6 +33,7 @@ import numpy as np
 
 from cli.deck import staged_dir
 from cli.media import RenderError
+from simulation.runkeys import RunKey, key_texts
 
 __all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params",
            "explored_experiments", "export_data",
@@ -196,15 +197,12 @@ def jsonable(values: Any) -> Any:
     return [jsonable(row) for row in flat] if flat.ndim > 1 else [one(float(x)) for x in flat]
 
 
-def _arch(name: str, config: Mapping[str, Any]) -> str | None:
-    """plain | residual from the config's ``arch``, else from the run's name (a user's ``model`` runs)."""
-    from simulation.seeds import split_seed_key
-
-    arch = config.get("arch")
+def _arch(key: RunKey, config: Any) -> str | None:
+    """plain | residual from the (typed) config's ``arch``, else from the run's name."""
+    arch = getattr(config, "arch", None)
     if arch in ("plain", "residual"):
         return arch
-    base = split_seed_key(name)[0]
-    return base if base in ("plain", "residual") else None
+    return key.name if key.name in ("plain", "residual") else None
 
 
 def _blocks(trace, key: str) -> int:
@@ -217,43 +215,45 @@ def _layer_names(trace, blocks: int) -> list[str]:
     return list(layers) if layers and len(layers) == blocks else [f"block.{l}" for l in range(blocks)]
 
 
-def _family(experiment: str, config: Mapping[str, Any]) -> str:
+def _family(experiment: str, config: Any) -> str:
     """Runs are compared within a family: the experiment, split by model kind (depth_sweep has MLPs and conv nets)."""
-    model = config.get("model")
+    model = getattr(config, "model", None)
     return f"{experiment}:{model}" if model and model != "mlp" else experiment
 
 
 def _depth(trace, key: str) -> int:
     """The depth the run was trained at (``config.depth``; a user's model: its number of blocks)."""
-    depth = trace.config.get("depth")
+    depth = getattr(trace.run_config, "depth", None)
     return int(depth) if isinstance(depth, (int, np.integer)) else _blocks(trace, key)
 
 
 def _seed(trace) -> int:
-    seed = trace.meta.seed if trace.meta.seed is not None else trace.config.get("seed", 0)
+    seed = trace.meta.seed if trace.meta.seed is not None else trace.run_config.seed
     return int(seed)
 
 
-def _run_record(name: str, trace, experiment: str) -> dict[str, Any]:
-    return {"name": name, "experiment": experiment, "digest": trace.meta.digest, "seed": _seed(trace),
-            "arch": _arch(name, trace.config), "activation": str(trace.config.get("activation", "—")),
-            "config": {k: v for k, v in sorted(trace.config.items())}}
+def _run_record(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any]:
+    """What every view's run says; ``text``: the run key as the page shows it (:func:`simulation.runkeys.key_texts`)."""
+    config = trace.run_config
+    return {"name": text, "experiment": experiment, "digest": trace.meta.digest, "seed": _seed(trace),
+            "arch": _arch(key, config), "activation": str(getattr(config, "activation", "—")),
+            "config": dict(sorted(trace.meta.config.items()))}  # the config as the trace file holds it (JSON)
 
 
-def _flow_runs(name: str, trace, experiment: str, max_slope: float) -> dict[str, Any] | None:
+def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float) -> dict[str, Any] | None:
     """Per record: ||dL/dh_l||, its running product and factors (scenes.chain_rule.running_product) and the
     sigma' bound (max sigma')**(L-1-l) for sigmoid nets (scenes.sigmoid.derivative_bound)."""
     from scenes.chain_rule import running_product
     from scenes.sigmoid import derivative_bound
 
-    if "out_grad_norm" not in trace.arrays or _arch(name, trace.config) is None:
+    if "out_grad_norm" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
     grads = np.asarray(trace["out_grad_norm"], dtype=np.float64)  # [T, blocks]
     if grads.ndim != 2:
         return None
     blocks = grads.shape[1]
     factors, products = zip(*(running_product(row) for row in grads)) if len(grads) else ((), ())
-    record = _run_record(name, trace, experiment)
+    record = _run_record(key, text, trace, experiment)
     record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
                   steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
                   product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
@@ -281,17 +281,17 @@ def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any
     return list(groups.values())
 
 
-def _degradation_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+def _degradation_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
     """The smoothed training-error curve of every step run (scenes.degradation.error_curve, its window)."""
     from scenes.degradation import error_curve, smoothing_window
     from scenes.helpers import steps_run
 
-    if "error_curve" not in trace.arrays or _arch(name, trace.config) is None:
+    if "error_curve" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
     curve = np.asarray(trace["error_curve"])
     done = steps_run(trace, len(curve))
     steps, smooth = error_curve(trace, points=max(done, 1))
-    record = _run_record(name, trace, experiment)
+    record = _run_record(key, text, trace, experiment)
     record.update(depth=_depth(trace, "error_curve") if "out_grad_norm" not in trace.arrays
                   else _depth(trace, "out_grad_norm"),
                   window=smoothing_window(max(done, 1)), curve_steps=jsonable(steps.astype(np.int64)),
@@ -299,31 +299,32 @@ def _degradation_run(name: str, trace, experiment: str) -> dict[str, Any] | None
     return record
 
 
-def _responses_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+def _responses_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
     """||F(x)|| / ||x|| (scenes.residual_response.response_ratio) and the std of F(x), every record."""
     from scenes.residual_response import response_ratio
 
-    if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(name, trace.config) is None:
+    if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(key, trace.run_config) is None:
         return None
     records = len(np.asarray(trace["step"]))
     ratio = np.array([response_ratio(trace, k) for k in range(records)])
     blocks = ratio.shape[1]
-    record = _run_record(name, trace, experiment)
+    record = _run_record(key, text, trace, experiment)
     record.update(depth=_depth(trace, "branch_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
                   steps=jsonable(np.asarray(trace["step"])), ratio=jsonable(ratio),
                   branch_std=jsonable(np.asarray(trace["branch_std"], dtype=np.float64)))
     return record
 
 
-def _layernorm_run(name: str, trace, experiment: str) -> dict[str, Any] | None:
+def _layernorm_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
     """||dL/dW^2|| of each layer's FFN at initialisation (scenes.layernorm.init_ffn_grad_norm)."""
     from scenes.layernorm import init_ffn_grad_norm
 
     if "init_ffn_grad_norm" not in trace.arrays:
         return None
     values = init_ffn_grad_norm(trace)
-    record = _run_record(name, trace, experiment)
-    record.update(norm=str(trace.config.get("norm", name)), warmup_steps=int(trace.config.get("warmup_steps", 0)),
+    record = _run_record(key, text, trace, experiment)
+    config = trace.run_config
+    record.update(norm=str(getattr(config, "norm", key.name)), warmup_steps=int(getattr(config, "warmup_steps", 0)),
                   layers=_layer_names(trace, len(values)), batches=int(np.asarray(trace["init_ffn_grad_norm"]).shape[0]),
                   init_ffn_grad_norm=jsonable(values))
     return record
@@ -337,7 +338,7 @@ def _sorted_families(families: dict[str, dict[str, Any]], view: str) -> list[dic
 
 
 def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Everything the page shows, from ``traces`` = ``{experiment: {run key: Trace}}``.
+    """Everything the page shows, from ``traces`` = ``{experiment: {RunKey: Trace}}``.
 
     Returns ``{"views": {view: {"families": [...]}}, "sigma_prime_max": float, "experiments": {name: source}}``;
     a family is ``{"id", "experiment", "runs": [...]}`` (the flow family adds ``groups``: its plain/residual pairs).
@@ -350,15 +351,16 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
     max_slope = float(sigmoid_prime(z).max())
     views: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in ("flow", "degradation", "responses", "layernorm")}
     scales: dict[str, dict[int, np.ndarray]] = {}
-    makers = {"flow": lambda n, t, e: _flow_runs(n, t, e, max_slope), "degradation": _degradation_run,
+    makers = {"flow": lambda k, n, t, e: _flow_runs(k, n, t, e, max_slope), "degradation": _degradation_run,
               "responses": _responses_run, "layernorm": _layernorm_run}
     for experiment, runs in traces.items():
-        for name, trace in runs.items():
+        texts = key_texts(runs)
+        for key, trace in runs.items():
             for view, make in makers.items():
-                record = make(name, trace, experiment)
+                record = make(key, texts[key], trace, experiment)
                 if record is None:
                     continue
-                family_id = _family(experiment, trace.config)
+                family_id = _family(experiment, trace.run_config)
                 family = views[view].setdefault(family_id, {"id": family_id, "experiment": experiment, "runs": []})
                 if view == "flow":
                     scales.setdefault(family_id, {})[len(family["runs"])] = np.asarray(trace["out_grad_norm"], np.float64)
@@ -419,7 +421,7 @@ def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: 
                    lang: str = "en", theme: str = "dark") -> list[Path]:
     """Write the explorer folder ``target`` (atomically: built beside it, swapped in at the end).
 
-    ``traces``: ``{experiment: {run key: Trace}}``; ``page``: the lecture page's URL relative to ``target``
+    ``traces``: ``{experiment: {RunKey: Trace}}``; ``page``: the lecture page's URL relative to ``target``
     with ``{lang}`` for the language (each view links to its clip there; None: no links); ``lang`` and
     ``theme`` the page opens in (the URL fragment and the page's own controls change both).
     Returns the files written. RenderError when no trace feeds a view or ``web/explore`` is incomplete."""

@@ -17,6 +17,7 @@ theme, format); a re-run whose key matches renders nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -26,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import unicodedata
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -37,7 +39,7 @@ from typing import Any, Iterator
 from cli import INSTALLED, ROOT
 from cli.jobs import ENCODER_THREADS
 from simulation.cache import cache_dir
-from simulation.atomic_io import atomic_write
+from simulation.atomic_io import atomic_write, shown_path
 
 __all__ = [
     "RenderError", "RenderJob", "check_voice", "check_output_dir", "source_digest",
@@ -78,33 +80,41 @@ def check_voice(voice: str | None, lang: str, fmt: str) -> str | None:
     return name
 
 
-def check_output_dir(path: Path, what: str = "output folder") -> None:
+def check_output_dir(path: Path, what: str = "output folder", videos: bool = True) -> None:
     """Raise RenderError unless ``path`` is (or can be created as) a writable folder. Creates nothing:
     the probe file it writes into the nearest existing folder is removed at once. ``what`` names the
-    folder in the message ("output folder", "trace cache ($RESIDUAL_CACHE)")."""
+    folder in the message ("output folder", "trace cache ($RESIDUAL_CACHE)"); ``videos``: Manim renders into it,
+    so its name must not hold a quote or a control character (FFmpeg's concat list of a scene's segments)."""
     try:
-        _check_output_dir(path, what)
+        _check_output_dir(path, what, videos)
     except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte, a loop of links ...
-        shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:77] + "...")
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise RenderError(f"{what} {shown} is not usable ({reason})") from None
+        raise RenderError(f"{what} {shown_path(path)} is not usable ({reason})") from None
 
 
 def check_cache_dir() -> None:
     """Raise RenderError unless the trace cache (:func:`simulation.cache.cache_dir`, ``$RESIDUAL_CACHE``) is
     or can be created as a writable folder: checked before any training, so that a bad ``$RESIDUAL_CACHE``
     fails in one line instead of after the first run."""
-    check_output_dir(cache_dir(), "trace cache ($RESIDUAL_CACHE)")
+    check_output_dir(cache_dir(), "trace cache ($RESIDUAL_CACHE)", videos=False)
 
 
-def _check_output_dir(path: Path, what: str = "output folder") -> None:
+def _check_output_dir(path: Path, what: str, videos: bool) -> None:
+    # Manim joins a scene's segments with FFmpeg's concat list: each file named in '...' on a line of its own.
+    odd = sorted({c for c in str(path) if c == "'" or unicodedata.category(c) == "Cc"})
+    if odd and videos:
+        raise RenderError(f"{what} {shown_path(path)} has characters a video's segment list cannot name "
+                          f"({', '.join(map(repr, odd))}); choose another folder")
     if path.exists() and not path.is_dir():
-        raise RenderError(f"{what} {path} is a file")
+        raise RenderError(f"{what} {shown_path(path)} is not a folder (a file, FIFO or device)")
     existing = path
-    while not existing.exists():
+    while not os.path.lexists(existing):  # a link counts as there, whether or not it leads anywhere
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():  # mkdir would fail on it, after the work
+        raise RenderError(f"cannot create {what} {shown_path(path)}: {shown_path(existing)} is a link that leads "
+                          "nowhere (to a missing folder, or round a loop)")
     if not existing.is_dir():
-        raise RenderError(f"cannot create {what} {path}: {existing} is a file")
+        raise RenderError(f"cannot create {what} {shown_path(path)}: {shown_path(existing)} is not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=existing)
         os.close(fd)
@@ -119,13 +129,22 @@ def _is_project_module(module: ModuleType | None) -> bool:
     """A module of ours (not the standard library, not another installed package; an installed copy of this
     project lies under ``sys.prefix`` too, in ``residual_lecture/``)."""
     file = getattr(module, "__file__", None)
-    if not file:
-        return False
+    return bool(file) and _is_project_file(file)
+
+
+@functools.lru_cache(maxsize=None)
+def _is_project_file(file: str) -> bool:
+    """:func:`_is_project_module` by file, once per file: source_digest asks ~9,000 times for the lecture's 24
+    scenes, and resolving the paths each time took ~2 s of a 3 s `render.py all --check`."""
     path = Path(file).resolve()
-    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    if any(path.is_relative_to(p) for p in prefixes):
+    if any(path.is_relative_to(p) for p in _interpreter_prefixes()):
         return INSTALLED and path.is_relative_to(ROOT)  # a checkout's .venv may lie inside ROOT: not ours
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _interpreter_prefixes() -> frozenset[Path]:
+    return frozenset(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))
 
 
 def source_digest(scene: type) -> str:

@@ -7,7 +7,7 @@ Example::
     show(render("ChainRuleProduct", {"depth": 12}))
 
     from cli.notebook import record_model        # your own network in two calls
-    traces = record_model("my_net.py:build", {"data": "digits-image", "model.width": 16})  # {"residual": ..., "plain": ...}
+    traces = record_model("my_net.py:build", {"data": "digits-image", "model.width": 16})  # {RunKey("residual", 0): ...}
     show(render("GradientFlowOverTraining", {"data": "digits-image", "model.width": 16}, model="my_net.py:build"))
 
 Each call runs ``render.py`` in a subprocess, so a notebook takes exactly the parameters, caching and checks of the
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cli import render_command
+from simulation.runkeys import RunKey, read_key_text
 
 __all__ = ["train", "record_model", "render", "show", "sets_args", "NotebookError"]
 
@@ -54,12 +55,12 @@ def train(experiment: str, sets: Mapping[str, Any] | None = None) -> dict[str, A
     return json.loads(_run(["train", experiment, *sets_args(sets), "--json"]))
 
 
-def record_model(spec: str, sets: Mapping[str, Any] | None = None) -> dict[str, Path]:
+def record_model(spec: str, sets: Mapping[str, Any] | None = None) -> dict[RunKey, Path]:
     """Train a user's own network ``spec`` (``my_net.py:build``, ``torchvision.models:resnet18``) and its plain twin,
-    or read them from the trace cache: ``{"residual": trace path, "plain": trace path}`` (``NAME@seed{s}`` too
-    with ``seeds``). ``sets``: as ``--set`` (``{"data": "digits-image32", "model.num_classes": 10}``)."""
+    or read them from the trace cache: ``{RunKey("residual", seed): trace path, RunKey("plain", seed): ...}`` (every
+    seed of ``seeds``). ``sets``: as ``--set`` (``{"data": "digits-image32", "model.num_classes": 10}``)."""
     summary = json.loads(_run(["train", "--model", str(spec), *sets_args(sets), "--json"]))
-    return {name: Path(run["trace"]) for name, run in summary["runs"].items()}
+    return {read_key_text(text, run["config"]["seed"]): Path(run["trace"]) for text, run in summary["runs"].items()}
 
 
 def render(scene: str, sets: Mapping[str, Any] | None = None, quality: str = "l", lang: str = "en",

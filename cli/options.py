@@ -33,7 +33,7 @@ from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 __all__ = ["setup_logging", "user_errors", "note", "report", "Terminated", "LectureCli", "scheduler_option",
            "PathType", "param_options", "scene_options", "voice_option", "render_options", "resolved_options",
            "voices", "echo_params", "figure", "diverged_where", "RENDER_PARAMS", "echo_listing",
-           "echo_run_summaries", "model_option", "short_message"]
+           "echo_run_summaries", "train_summary", "model_option", "short_message"]
 
 
 def setup_logging(verbose: bool) -> None:
@@ -335,6 +335,22 @@ def echo_listing(listing: dict[str, Any]) -> None:
         click.echo(f"  {name:<24} {v['lang']}: {v['description']}")
         click.echo(f"  {'':<24} licence: {v['licence']}")
         click.echo(f"  {'':<24} {'installed' if not v['missing'] else 'missing: ' + v['missing']}")
+
+
+def train_summary(experiment: str, runs: dict[Any, Any], traces: list[Any]) -> dict[str, Any]:
+    """``render.py train``'s summary (its ``--json`` output, docs/sweep.md) of ``runs`` (``{RunKey: config}``) and
+    their ``traces`` in that order: ``{"experiment", "runs": {run key text: {"trace": path, **summary}}, "seeds":
+    simulation.seeds.summarize_seeds(...)}`` (run key texts: :func:`simulation.runkeys.key_texts`)."""
+    from simulation.cache import trace_path
+    from simulation.runkeys import key_texts
+    from simulation.seeds import summarize_seeds
+    from simulation.summary import summarize
+
+    summaries = {key: summarize(trace) for key, trace in zip(runs, traces)}
+    texts = key_texts(runs)
+    return {"experiment": experiment,
+            "runs": {texts[key]: {"trace": str(trace_path(runs[key])), **s.to_dict()} for key, s in summaries.items()},
+            "seeds": summarize_seeds(summaries)}
 
 
 def echo_run_summaries(summary: dict[str, dict[str, Any]]) -> None:

@@ -98,7 +98,8 @@ def trace_summaries(clip: Clip) -> dict[str, Any]:
         path = cache_dir() / f"{digest}.npz"
         try:
             trace = Trace.load(path)
-            out[name] = {"digest": digest, "trace": str(path), "meta": trace.meta, "summary": summarize(trace)}
+            out[name] = {"digest": digest, "trace": str(path), "meta": trace.meta.to_dict(),
+                         "summary": summarize(trace).to_dict()}
         except (OSError, TraceError, KeyError, IndexError, ValueError, TypeError) as exc:
             out[name] = {"digest": digest, "trace": str(path), "error": f"{type(exc).__name__}: {exc}"}
     return out

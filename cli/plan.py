@@ -21,7 +21,7 @@ from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
            "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
-           "experiment_runs", "lecture_with", "CHAPTER_HELP"]
+           "experiment_runs", "run_digests", "lecture_with", "CHAPTER_HELP"]
 
 
 def all_params() -> dict[str, list[str]]:
@@ -137,7 +137,7 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
 def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
                     seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
     """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
-    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {run_name: config}}``, for
+    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {RunKey: config}}``, for
     ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
     also check the layers' values for experiments not run. Raises ConfigError with one line."""
     from cli.params import check_common_keys, experiment_overrides
@@ -158,6 +158,15 @@ def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults:
             overrides["seed"] = seed
         out[name] = build_runs(name, overrides)
     return out
+
+
+def run_digests(runs: dict[Any, Any]) -> dict[str, str]:
+    """``{RunKey: config}`` -> ``{run key text: config digest}``: the traces a render job reads, as its JSON (and so
+    its up-to-date key and the clip's record) holds them (text form: :func:`simulation.runkeys.key_texts`)."""
+    from simulation.runkeys import key_texts
+
+    texts = key_texts(runs)
+    return {texts[key]: config.digest() for key, config in runs.items()}
 
 
 def resolve_scenes(names: Iterable[str]) -> list[type]:
@@ -268,7 +277,7 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
         except ConfigError as exc:
             raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
         job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
-                        attrs=scene_overrides(layers, scene), traces={n: c.digest() for n, c in runs.items()},
+                        attrs=scene_overrides(layers, scene), traces=run_digests(runs),
                         source=source_digest(scene), quality=options["quality"], lang=options["lang"],
                         theme=options["theme"], format=options["format"], voice=options["voice"],
                         transparent=options["transparent"], output=str(output), verbose=verbose)

@@ -31,8 +31,8 @@ ENC_X, DEC_X, MEMORY_X = -4.6, 1.75, -0.35  # column centres and the x of the en
 
 def sublayer_readout(trace, sublayer: str, record: int = -1) -> tuple[float, float]:
     """(||Sublayer(x)|| / ||x||, ||output of the Add & Norm||) of the sublayer called ``sublayer`` (a name in
-    ``trace.meta["sublayers"]``, e.g. ``"decoder.0.cross_attn"``) at record ``record``; mean token norms."""
-    index = trace.meta["sublayers"].index(sublayer)
+    ``trace.meta.sublayers``, e.g. ``"decoder.0.cross_attn"``) at record ``record``; mean token norms."""
+    index = trace.meta.sublayers.index(sublayer)
     branch = float(trace["branch_norm"][record][index])
     x = float(trace["input_norm"][record][index])
     return branch / x, float(trace["out_norm"][record][index])
@@ -116,7 +116,7 @@ class TransformerAddNorm(LectureScene):
             raise KeyError(f"shown_run must be one of {', '.join(self.traces)}; got {self.shown_run!r}")
         trace = self.traces[self.shown_run]
         step = self.number("step", trace["step"][-1], digits=6)
-        width = trace.config["width"]
+        width = trace.run_config.width
 
         # 1. Title and Vaswani's one line.
         title = self.title("title")

@@ -8,7 +8,9 @@ Example::
 A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and ``strings``
 (``{key: {"en": ..., "zh": ...}}``). ``setup`` loads the experiment's traces from the cache, training
 missing runs in a subprocess, so a scene never imports torch; a variant that sets ``trace_files``
-(``{run_name: path}``) reads those files instead (tests use small committed traces). Every number drawn goes through
+(``{RunKey or run name: path}``) reads those files instead (tests use small committed traces). ``self.runs`` is
+every run (``{RunKey: Trace}``), ``self.seed_traces`` the same as ``{seed: {name: Trace}}`` in the order of the
+experiment's ``seeds``, and ``self.traces`` the first seed's ``{name: Trace}``. Every number drawn goes through
 :meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
 :meth:`LectureScene.narrate` times each line: spoken with ``voice`` (:mod:`narration`), or held long
 enough to read; the scene waits before the next line until the current one is over.
@@ -27,6 +29,7 @@ from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
 
 from simulation.cache import get_traces
 from simulation.experiments import scene_runs
+from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
@@ -81,6 +84,15 @@ def _add_narration(scene) -> Path | None:
     return movie
 
 
+def _load_files(files: dict[RunKey | str, str]) -> dict[RunKey, Trace]:
+    """``{RunKey: Trace}`` of ``trace_files``; a run name's key takes the seed its trace was trained with."""
+    out = {}
+    for key, path in files.items():
+        trace = Trace.load(path)
+        out[key if isinstance(key, RunKey) else RunKey(key, int(trace.meta.seed))] = trace
+    return out
+
+
 class LectureScene(Scene):
     """Base scene. Class attributes are the knobs; variants are subclasses that override them."""
 
@@ -92,7 +104,8 @@ class LectureScene(Scene):
     strings: dict[str, dict[str, str]] = {}
     chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
-    trace_files: dict[str, str] | None = None  # run name -> .npz path, used instead of the cache (tests)
+    # RunKey -> .npz path, used instead of the cache (tests); a run name stands for that run at its trace's seed
+    trace_files: dict[RunKey | str, str] | None = None
     # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);
     # one a trace lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
     required_arrays: tuple[str, ...] = ()
@@ -107,30 +120,33 @@ class LectureScene(Scene):
         # values: key -> the number shown (null when missing); missing: keys shown as a gap, in order.
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {},
                                         "missing": []}
-        self.traces: dict[str, Trace] = {}
+        self.runs: dict[RunKey, Trace] = {}
         self.layout_log: list[str] = []
         self.beats = BeatLog(self)
         self.voice = self.voice or os.environ.get("RESIDUAL_VOICE") or None
         self.spoken: list[tuple[float, np.ndarray]] = []  # (start s, samples) of every line spoken
         self._line_end = 0.0  # scene time (s) before which the next line may not start
         if self.experiment and self.trace_files is not None:
-            self.traces = {name: Trace.load(path) for name, path in self.trace_files.items()}
+            self.runs = _load_files(self.trace_files)
         elif self.experiment:
             self.params, runs = scene_runs(self.experiment, self.experiment_defaults, self.params)
             traces = get_traces(list(runs.values()), in_subprocess=True, log_hits=False)
-            self.traces = dict(zip(runs, traces))
+            self.runs = dict(zip(runs, traces))
+        self.seed_traces: dict[int, dict[str, Trace]] = by_seed(self.runs)
+        self.traces: dict[str, Trace] = dict(next(iter(self.seed_traces.values()), {}))  # the first seed's
+        self.run_texts = key_texts(self.runs)  # the keys as the numbers JSON writes them
         self._trace_has_nan = False
-        if self.traces:
-            absent = fill_missing_arrays(self.traces)  # drawn as gaps, like NaN
-            for run, keys in fill_required_arrays(self.traces, self.required_arrays).items():
+        if self.runs:
+            absent = fill_missing_arrays(self.runs)  # drawn as gaps, like NaN
+            for run, keys in fill_required_arrays(self.runs, self.required_arrays).items():
                 absent.setdefault(run, []).extend(keys)  # what no sibling run could say was missing
             if absent:
-                self.numbers["missing_arrays"] = absent
-            self._trace_has_nan = any(np.isnan(a).any() for t in self.traces.values() for a in t.arrays.values()
+                self.numbers["missing_arrays"] = {self.run_texts[run]: keys for run, keys in absent.items()}
+            self._trace_has_nan = any(np.isnan(a).any() for t in self.runs.values() for a in t.arrays.values()
                                       if a.dtype.kind == "f")
         if self.experiment:
             self.numbers["experiment"] = self.experiment
-            self.numbers["traces"] = {name: t.meta["digest"] for name, t in self.traces.items()}
+            self.numbers["traces"] = {self.run_texts[key]: t.meta.digest for key, t in self.runs.items()}
 
     # -- text -------------------------------------------------------------------------------
     def t(self, key: str, **fmt: Any) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
 
-from simulation.experiments import GAIN_RUN_PREFIX, PLAIN, PLAIN_LARGE_LR, RESIDUAL
+from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.base import LectureScene
 from scenes.seeds import SeedSpread, count_true
@@ -258,21 +258,21 @@ class ChainRuleExploding(ChainRuleProduct):
     }
 
     def pick_runs(self) -> tuple[str, str]:
-        """The plain_gain* runs with the smallest and the largest init gain."""
-        gains = sorted((t.config["init_gain"], name) for name, t in self.traces.items() if name.startswith(GAIN_RUN_PREFIX))
+        """The gain runs (every run but the large-lr one) with the smallest and the largest init gain."""
+        gains = sorted((t.run_config.init_gain, name) for name, t in self.traces.items() if name != PLAIN_LARGE_LR)
         if len(gains) < 2:
             raise ValueError(f"{type(self).__name__} needs two plain_gain* runs; got {sorted(self.traces)}")
         return gains[0][1], gains[-1][1]
 
     def run_label(self, name: str) -> str:
-        return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].config["init_gain"]))
+        return self.t("gain", gain=self.number(f"{name}.init_gain", self.traces[name].run_config.init_gain))
 
     def seed_claim(self, names: tuple[str, str]):
         return None
 
     def get_summary(self, names: tuple[str, str]):
         """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""
-        a, b = (self.number(f"{n}.init_gain", self.traces[n].config["init_gain"]) for n in names)
+        a, b = (self.number(f"{n}.init_gain", self.traces[n].run_config.init_gain) for n in names)
         ra, rb = (self.number(f"{n}.last_over_first_act_norm",
                               self.traces[n]["act_norm"][0, -1] / self.traces[n]["act_norm"][0, 0]) for n in names)
         return self.text("forward", size=SIZE_LABEL, a=a, ra=ra, b=b, rb=rb)
@@ -283,18 +283,18 @@ class ChainRuleExploding(ChainRuleProduct):
         for name in (names[1], PLAIN_LARGE_LR):
             if name not in self.traces:
                 continue
-            trace, cfg = self.traces[name], self.traces[name].config
-            run = self.t("gain_run", gain=self.number(f"{name}.init_gain", cfg["init_gain"]),
-                         lr=self.number(f"{name}.lr", cfg["lr"]))
+            trace, cfg = self.traces[name], self.traces[name].run_config
+            run = self.t("gain_run", gain=self.number(f"{name}.init_gain", cfg.init_gain),
+                         lr=self.number(f"{name}.lr", cfg.lr))
             meta = trace.meta
-            if not meta.get("diverged"):
+            if not meta.diverged:
                 text = self.t("finite", run=run, steps=self.number(f"{name}.steps", trace["step"][-1]))
-            elif meta.get("diverged_layer", -1) < 0:
-                text = self.t("diverged_head", run=run, step=self.number(f"{name}.diverged_step", meta["diverged_step"]))
+            elif meta.diverged_layer is None or meta.diverged_layer < 0:
+                text = self.t("diverged_head", run=run, step=self.number(f"{name}.diverged_step", meta.diverged_step))
             else:
-                where = meta.get("diverged_pass")
-                text = self.t("diverged", run=run, step=self.number(f"{name}.diverged_step", meta["diverged_step"]),
-                              block=self.number(f"{name}.diverged_block", meta["diverged_layer"] + 1),
+                where = meta.diverged_pass
+                text = self.t("diverged", run=run, step=self.number(f"{name}.diverged_step", meta.diverged_step),
+                              block=self.number(f"{name}.diverged_block", meta.diverged_layer + 1),
                               where=self.t(f"pass_{where}") if where in ("forward", "backward") else str(where))
             lines.add(make_text(text, size=SIZE_SMALL, color=PALETTE["warn"]))
         if len(lines):

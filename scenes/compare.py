@@ -109,8 +109,8 @@ class HighwayDenseNetResidual(LectureScene):
     }
 
     def construct(self) -> None:
-        config = self.traces[RESIDUAL].config
-        width, depth, growth = int(config["width"]), int(config["depth"]), int(self.growth)
+        config = self.traces[RESIDUAL].run_config
+        width, depth, growth = int(config.width), int(config.depth), int(self.growth)
         costs = {kind: connection_costs(kind, width, depth, growth) for kind in KINDS}
         self.numbers["config"] = {"width": width, "depth": depth, "growth": growth}
         for kind, c in costs.items():

@@ -32,7 +32,7 @@ NORM_COLORS = RoleColors(post_ln="plain", pre_ln="residual")  # read from the th
 
 def encoder_cos(trace, record: int) -> np.ndarray:
     """cos(x_0, x_l) for l = 0..L over the encoder at one record: float64 [L + 1], 1 first (x_0 itself)."""
-    layers = trace.meta["layers"]
+    layers = trace.meta.layers
     enc = [i for i, name in enumerate(layers) if name.startswith("encoder.")]
     return np.concatenate([[1.0], np.asarray(trace["input_cos"][record], np.float64)[enc]])
 

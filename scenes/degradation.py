@@ -31,7 +31,7 @@ MARGIN = 0.01
 
 def runs_by_depth(traces: dict, arch: str) -> list[tuple[int, str]]:
     """``[(depth, run_name), ...]`` of the runs of architecture ``arch``, shallowest first."""
-    return sorted((t.config["depth"], name) for name, t in traces.items() if t.config["arch"] == arch)
+    return sorted((t.run_config.depth, name) for name, t in traces.items() if t.run_config.arch == arch)
 
 
 def smoothing_window(steps: int) -> int:
@@ -102,7 +102,7 @@ class Degradation(SeedSpread, LectureScene):
     def construct(self) -> None:
         plain_runs, residual_runs = runs_by_depth(self.traces, "plain"), runs_by_depth(self.traces, "residual")
         any_trace = self.traces[plain_runs[0][1]]
-        steps = int(any_trace.config["steps"])
+        steps = int(any_trace.run_config.steps)
         window = smoothing_window(steps)
         curves = {}
         for _, name in plain_runs + residual_runs:
@@ -126,7 +126,7 @@ class Degradation(SeedSpread, LectureScene):
 
         # 1. Title and what is held fixed.
         title = self.title("title")
-        norm = self.t("with_bn") if any_trace.config.get("norm") == "batchnorm" else self.t("without_bn")
+        norm = self.t("with_bn") if getattr(any_trace.run_config, "norm", None) == "batchnorm" else self.t("without_bn")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], norm=norm, window=window)
         subtitle.next_to(title, DOWN, buff=0.15)
         self.narrate("n_intro", 3)

@@ -60,13 +60,13 @@ def sweep_points(seed_traces: dict[int, dict], model: str = "mlp") -> dict[str, 
     out: dict[str, dict[int, dict[int, dict]]] = {arch: {} for arch in ARCHS}
     for seed, traces in seed_traces.items():
         for name, trace in traces.items():
-            cfg = trace.config
-            if cfg.get("arch") not in out or cfg.get("model", "mlp") != model:
+            cfg = trace.run_config
+            if getattr(cfg, "arch", None) not in out or getattr(cfg, "model", "mlp") != model:
                 continue
-            cell = out[cfg["arch"]].setdefault(int(cfg["depth"]), {})
+            cell = out[cfg.arch].setdefault(int(cfg.depth), {})
             if seed in cell:
-                raise ValueError(f"two {cfg['arch']} runs of depth {cfg['depth']} for seed {seed} (one is {name!r})")
-            diverged = bool(trace.meta.get("diverged"))
+                raise ValueError(f"two {cfg.arch} runs of depth {cfg.depth} for seed {seed} (one is {name!r})")
+            diverged = bool(trace.meta.diverged)
             curve = np.asarray(trace["error_curve"], dtype=np.float64)
             lacks = bool(np.isnan(curve[:steps_run(trace, len(curve))]).any())  # a missing value where it ran
             cell[seed] = {"ratio": first_over_last(trace),
@@ -196,9 +196,10 @@ class DepthSweep(SeedSpread, LectureScene):
                 for seed, cell in cells.items():
                     for key, value in cell.items():
                         self.number(f"{arch}.d{depth}.seed.{seed}.{key}", value)
-        any_trace = next(t for t in self.seed_traces[seeds[0]].values() if t.config.get("model", "mlp") == self.model)
-        steps = int(any_trace.config["steps"])
-        nets = self.t(f"nets_{self.model}", act=any_trace.config["activation"])
+        any_trace = next(t for t in self.seed_traces[seeds[0]].values()
+                         if getattr(t.run_config, "model", "mlp") == self.model)
+        steps = int(any_trace.run_config.steps)
+        nets = self.t(f"nets_{self.model}", act=any_trace.run_config.activation)
 
         # 1. Title and the two empty panels, sized to every run of the sweep.
         title = self.title("title")

@@ -70,10 +70,10 @@ def pick_flow_runs(traces: dict, depth: int, activation: str) -> tuple[str, str]
     (the deeper one on a tie). Raises ValueError when either architecture is missing."""
     found = {}
     for name, trace in traces.items():
-        cfg = trace.config
-        if cfg.get("activation") != activation or cfg.get("arch") not in ("plain", "residual"):
+        cfg = trace.run_config
+        if getattr(cfg, "activation", None) != activation or getattr(cfg, "arch", None) not in ("plain", "residual"):
             continue
-        found.setdefault(cfg["depth"], {})[cfg["arch"]] = name
+        found.setdefault(cfg.depth, {})[cfg.arch] = name
     both = [d for d, runs in found.items() if len(runs) == 2]
     if not both:
         raise ValueError(f"need a plain and a residual {activation} run of one depth; got {sorted(traces)}")

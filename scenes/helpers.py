@@ -54,8 +54,8 @@ def steps_run(trace: Any, length: int) -> int:
     """How many of a per-step curve's ``length`` steps ran: all, or those before the divergence the
     trace's metadata records (NaN after it means "never run", not "missing")."""
     meta = trace.meta
-    if meta.get("diverged") and isinstance(meta.get("diverged_step"), int):
-        return max(0, min(length, meta["diverged_step"]))
+    if meta.diverged and isinstance(meta.diverged_step, int):
+        return max(0, min(length, meta.diverged_step))
     return length
 
 

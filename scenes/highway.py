@@ -82,7 +82,7 @@ class IdentityHighway(LectureScene):
 
     def construct(self) -> None:
         trace = self.traces[RESIDUAL]
-        depth = trace.config["depth"]
+        depth = trace.run_config.depth
 
         # 1. Title and the block diagram.
         title = self.title("title")
@@ -101,7 +101,7 @@ class IdentityHighway(LectureScene):
 
         # 3. When the widths differ, x cannot be added as is: the projection shortcut W_s; then back.
         identity_formula = formula.copy()
-        projection = self.get_projection_step(trace.config["width"], anchor=formula)
+        projection = self.get_projection_step(trace.run_config.width, anchor=formula)
         self.play(FadeOut(diagram), Transform(formula, projection["formula"]), run_time=1)
         cite = self.cite("He et al. 2015, Eq. (2), §3.3")
         self.narrate("n_projection", 4.5)

@@ -93,7 +93,7 @@ class HyperConnections(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         hc, mhc = self.traces["hc"], self.traces["mhc"]
-        config = hc.config
+        config = hc.run_config
         depth = np.asarray(hc["composite_row_gain"]).shape[1]
         blocks = np.arange(1, depth + 1, dtype=np.float64)
         for name, t in (("hc", hc), ("mhc", mhc)):
@@ -110,8 +110,8 @@ class HyperConnections(SeedSpread, LectureScene):
         # 1. Title, the setup and the update rule.
         title = self.title("title")
         setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"],
-                          n=self.number("streams", config["streams"], 6), depth=self.number("depth", depth, 6),
-                          width=self.number("width", config["width"], 6), steps=self.number("steps", config["steps"], 6))
+                          n=self.number("streams", config.streams, 6), depth=self.number("depth", depth, 6),
+                          width=self.number("width", config.width, 6), steps=self.number("steps", config.steps, 6))
         setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
@@ -150,7 +150,7 @@ class HyperConnections(SeedSpread, LectureScene):
         k, n = self.seed_count("claim", verdicts.values())
         seeds = self.t("seed_of", k=self.number("claim.seeds", k, 6), n=self.number("claim.of", n, 6))
         first = verdicts.get(next(iter(self.seed_traces)))
-        fmt = {"steps": self.number("steps", config["steps"], 6), "hc": self.number("hc.row_gain", final_gain(hc), 3),
+        fmt = {"steps": self.number("steps", config.steps, 6), "hc": self.number("hc.row_gain", final_gain(hc), 3),
                "hc_col": self.number("hc.col_gain", final_gain(hc, "composite_col_gain"), 3),
                "mhc": self.number("mhc.row_gain", final_gain(mhc), 4), "seeds": seeds}
         verdict = VGroup(

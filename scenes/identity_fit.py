@@ -74,8 +74,8 @@ class IdentityFit(LectureScene):
 
     def construct(self) -> None:
         plain, residual = self.traces["plain"], self.traces["residual"]
-        config = residual.config
-        steps, tol = int(config["steps"]), float(config["tolerance"])
+        config = residual.run_config
+        steps, tol = int(config.steps), float(config.tolerance)
         curves = {name: error_points(t["loss_curve"]) for name, t in (("plain", plain), ("residual", residual))}
         reached = {name: int(t["tolerance_step"]) for name, t in (("plain", plain), ("residual", residual))}
         for name, (xs, ys) in curves.items():
@@ -85,9 +85,9 @@ class IdentityFit(LectureScene):
 
         # 1. Title, the task and what is held fixed.
         title = self.title("title")
-        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta["block_widths"][0][0],
-                          opt=config["optimizer"].capitalize() if config["optimizer"] == "adam" else "SGD",
-                          lr=f"{self.number_value('lr', config['lr']):g}").next_to(title, DOWN, buff=0.15)
+        setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"], width=plain.meta.block_widths[0][0],
+                          opt=config.optimizer.capitalize() if config.optimizer == "adam" else "SGD",
+                          lr=f"{self.number_value('lr', config.lr):g}").next_to(title, DOWN, buff=0.15)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
         tex = VGroup(MathTex(r"H(x) = F(x) \;\to\; x", font_size=32, color=colors["plain"]),

@@ -44,7 +44,7 @@ def init_ffn_grad_norm(trace) -> np.ndarray:
 
 def stack_ratio(trace, values: np.ndarray, stack: str) -> float:
     """values[last layer] / values[first layer] within ``stack`` ("encoder" or "decoder")."""
-    index = [i for i, name in enumerate(trace.meta["layers"]) if name.startswith(stack + ".")]
+    index = [i for i, name in enumerate(trace.meta.layers) if name.startswith(stack + ".")]
     return float(values[index[-1]] / values[index[0]])
 
 
@@ -129,7 +129,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         post, post_warm, pre = (self.traces[name] for name in (POST_LN, POST_LN_WARMUP, PRE_LN))
-        config = post_warm.config
+        config = post_warm.run_config
 
         # 1. The two placements, side by side, with their one-line formulas.
         title = self.title("title")
@@ -164,7 +164,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
 
         # 2. Measured ||dL/dW^2|| per layer at initialisation (Xiong Fig. 3).
         grads = {"post_ln": init_ffn_grad_norm(post), "pre_ln": init_ffn_grad_norm(pre)}
-        layers = post.meta["layers"]
+        layers = post.meta.layers
         for name, values in grads.items():
             for layer, value in zip(layers, values):
                 self.number(f"{name}.{layer}.init_ffn_grad_norm", value)
@@ -173,7 +173,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
                             width=8.0, height=3.2, labels=labels, y_format=lambda v: f"{v:g}")
         chart.move_to([-1.3, 0.2, 0])
         grad_title = self.text("grad_title", size=SIZE_LABEL).next_to(chart.chart.axes, UP, buff=0.3)
-        depth = config["depth"]
+        depth = config.depth
         axis = self.text("grad_axis", size=SIZE_SMALL, color=PALETTE["muted"], n=depth).next_to(chart, DOWN, buff=0.12)
         legend = make_legend([(self.t("legend_post"), RUN_COLORS["post_ln"]), (self.t("legend_pre"), RUN_COLORS["pre_ln"])],
                              size=SIZE_LABEL).next_to(chart, RIGHT, buff=0.5)
@@ -194,7 +194,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
             self.play(*[FadeIn(d) for d in dots], FadeIn(dots_note), run_time=0.6)
         else:
             dots_note = VGroup()
-        stack = "decoder" if config["arch"] == "encoder_decoder" else "encoder"
+        stack = "decoder" if config.arch == "encoder_decoder" else "encoder"
         ratio_post = stack_ratio(post, grads["post_ln"], stack)
         ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
         rises = grad_rises({POST_LN: ratio_post, PRE_LN: ratio_pre})
@@ -223,7 +223,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         ran = {name: steps_run(t, len(t["loss_curve"])) for name, t in runs.items()}  # before any divergence
         curves = {name: smooth(t["loss_curve"][:ran[name]]) for name, t in runs.items()}
         steps = len(runs["post_ln"]["loss_curve"])
-        chance = math.log(config["vocab"])
+        chance = math.log(config.vocab)
         top = max(finite_max(np.concatenate(list(curves.values())), default=chance), chance)
         y_ticks = nice_ticks(0, top, 4)
         if y_ticks[-1] < top:
@@ -231,7 +231,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         loss_axes = LinearAxes((0, steps), (0, y_ticks[-1]), width=7.0, height=2.4, y_ticks=y_ticks)
         loss_axes.move_to([-2.2, 0.75, 0])
         lr_values = {name: np.asarray(t["lr_curve"], np.float64) for name, t in runs.items()}
-        lr_top = finite_max(np.concatenate(list(lr_values.values())), default=config["lr"])
+        lr_top = finite_max(np.concatenate(list(lr_values.values())), default=config.lr)
         lr_axes = LinearAxes((0, steps), (0, lr_top), width=7.0, height=0.6, y_ticks=[0, lr_top], grid=False,
                              y_format=lambda v: "0" if v == 0 else f"{v:.0e}".replace("e-0", "e-"))
         lr_axes.next_to(loss_axes.axes, DOWN, buff=0.5)
@@ -239,13 +239,13 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         lr_label = self.text("lr_axis", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(lr_axes.axes, RIGHT, buff=0.15)
         step_label = self.text("loss_axis", size=SIZE_SMALL, color=PALETTE["muted"])
         step_label.next_to(lr_axes, DOWN, buff=0.1)
-        loss_title = self.text("loss_title", size=SIZE_LABEL, lr=self.number("peak_lr", config["lr"], digits=2))
+        loss_title = self.text("loss_title", size=SIZE_LABEL, lr=self.number("peak_lr", config.lr, digits=2))
         loss_title.next_to(loss_axes.axes, UP, buff=0.3).set_x(loss_axes.axes.get_center()[0])
         chance_line = loss_axes.polyline([0, steps], [chance, chance], PALETTE["muted"], stroke_width=2)
-        chance_label = self.text("chance", size=SIZE_SMALL, color=PALETTE["muted"], vocab=config["vocab"],
+        chance_label = self.text("chance", size=SIZE_SMALL, color=PALETTE["muted"], vocab=config.vocab,
                                  value=self.number("chance_loss", chance))
         chance_label.next_to(loss_axes.point(steps, chance), UP + LEFT, buff=0.08)  # above the line, at its end
-        legend_runs = make_legend([(self.t(f"run_{name}", warmup=config["warmup_steps"]), RUN_COLORS[name])
+        legend_runs = make_legend([(self.t(f"run_{name}", warmup=config.warmup_steps), RUN_COLORS[name])
                                    for name in runs], size=SIZE_LABEL)
         legend_runs.next_to(loss_axes.axes, RIGHT, buff=0.4)
         self.narrate("n_train", 3)

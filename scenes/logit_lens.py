@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup
 
-from simulation.experiments import GPT, seed_key
+from simulation.experiments import GPT
+from simulation.runkeys import RunKey
 
 from scenes.base import LectureScene
 from scenes.helpers import finite_max, is_missing
@@ -112,14 +113,13 @@ class LogitLens(SeedSpread, LectureScene):
     def setup(self) -> None:
         super().setup()
         # One run per seed: no sibling says a lens array's shape, so a missing one is made here, [2, depth + 1].
-        first = next(iter(self.seed_traces))
         for seed, runs in self.seed_traces.items():
             for run, trace in runs.items():
                 for key in LENS_KEYS:
                     if key not in trace.arrays:
-                        trace.arrays[key] = np.full((2, int(trace.config["depth"]) + 1), np.nan)
+                        trace.arrays[key] = np.full((2, int(trace.run_config.depth) + 1), np.nan)
                         missing = self.numbers.setdefault("missing_arrays", {})
-                        missing.setdefault(seed_key(run, seed, seed == first), []).append(key)
+                        missing.setdefault(self.run_texts[RunKey(run, seed)], []).append(key)
                         self._trace_has_nan = True
 
     def construct(self) -> None:

@@ -53,7 +53,7 @@ def landscape_claim(plain: Mapping[str, Any], residual: Mapping[str, Any], margi
 
 def slice_depths(runs: Mapping[str, Any]) -> list[int]:
     """The depths that have both a plain and a residual run among ``runs`` (keys ``plain_d20`` ...), ascending."""
-    return sorted(d for d in {t.config["depth"] for t in runs.values()}
+    return sorted(d for d in {t.run_config.depth for t in runs.values()}
                   if depth_run("plain", d) in runs and depth_run("residual", d) in runs)
 
 
@@ -166,14 +166,14 @@ class LossLandscape(SeedSpread, LectureScene):
             self.number(f"{run}.centre_loss", grid[grid.shape[0] // 2, grid.shape[1] // 2], 3)
             for seed, value in self.across_seeds(run, lambda tr: slice_figures(tr)["nonconvex_fraction"]).items():
                 self.percent(f"{run}.seed.{seed}.nonconvex_fraction", value)
-        config = self.traces[runs[0]].config
+        config = self.traces[runs[0]].run_config
 
         # 1. Title and what a slice is.
         title = self.title("title")
         setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"],
-                          steps=self.number("steps", config["steps"], 6),
-                          examples=self.number("eval_examples", config["eval_examples"], 6),
-                          grid=self.number("grid", config["grid"], 6))
+                          steps=self.number("steps", config.steps, 6),
+                          examples=self.number("eval_examples", config.eval_examples, 6),
+                          grid=self.number("grid", config.grid, 6))
         setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
@@ -263,7 +263,7 @@ class LossLandscape(SeedSpread, LectureScene):
         error = float(self.traces[plain]["final_test_error"])
         if not is_missing(error) and error > UNTRAINED:
             lines_out.append(self.text("untrained", size=SIZE_SMALL, color=PALETTE["muted"], depth=deep,
-                                       steps=self.number("steps", config["steps"], 6),
+                                       steps=self.number("steps", config.steps, 6),
                                        pct=self.percent(f"{plain}.test_error", error)))
         verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         # above the citation's corner: the last line may run as wide as the frame

@@ -23,6 +23,8 @@ import math
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, Write
 
+from simulation.config import RunConfig
+
 from scenes.base import LectureScene
 from scenes.helpers import is_missing, steps_run
 from scenes.seeds import SEED_STRINGS, SeedSpread
@@ -47,17 +49,16 @@ def forward_growth(trace) -> np.ndarray:
         return np.concatenate([[1.0 if not math.isnan(first) else math.nan], out / first])
 
 
-def growth_per_block(config: dict) -> float:
+def growth_per_block(config: RunConfig) -> float:
     """sqrt(1 + g^4 / 18): the factor E||h_(l+1)||^2 / E||h_l||^2 = 1 + s_f^2 of one standard block at init
     (Linear -> ReLU -> Linear, each Linear passing g^2 / 3 of the squared norm, ReLU half of it; the biases add
     a constant that the growth soon makes negligible). NaN where it does not apply (another activation,
     BatchNorm, changing widths, ReZero or Fixup, which start as the identity)."""
-    applies = (config.get("activation") == "relu" and config.get("norm", "none") == "none"
-               and int(config.get("stages", 1)) == 1 and config.get("residual_init", "none") == "none"
-               and config.get("shortcut_scale", 1.0) == 1.0 and config.get("gate", "none") == "none")
+    applies = (config.activation == "relu" and config.norm == "none" and config.stages == 1
+               and config.residual_init == "none" and config.shortcut_scale == 1.0 and config.gate == "none")
     if not applies:
         return float("nan")
-    return math.sqrt(1 + float(config.get("init_gain", 1.0)) ** 4 / 18)
+    return math.sqrt(1 + float(config.init_gain) ** 4 / 18)
 
 
 def steps_to_loss(trace, level: float = LOSS_LEVEL) -> tuple[int, bool]:
@@ -77,11 +78,11 @@ def norm_free_summary(trace) -> dict[str, float]:
     growth = forward_growth(trace)
     depth = len(growth) - 1
     step, lacking = steps_to_loss(trace)
-    diverged = bool(trace.meta.get("diverged"))
+    diverged = bool(trace.meta.diverged)
     return {"growth": float(growth[-1]), "per_block": float(growth[-1]) ** (1 / depth) if growth[-1] > 0 else math.nan,
-            "closed_form": growth_per_block(trace.config), "step": math.nan if lacking else float(step),
+            "closed_form": growth_per_block(trace.run_config), "step": math.nan if lacking else float(step),
             "diverged": float(diverged),
-            "diverged_step": float(trace.meta.get("diverged_step")) if diverged else math.nan}
+            "diverged_step": float(trace.meta.diverged_step) if diverged else math.nan}
 
 
 def norm_free_verdicts(runs: dict[str, dict]) -> dict[str, bool | None]:
@@ -179,8 +180,8 @@ class NormFree(SeedSpread, LectureScene):
             for n, s in runs.items():
                 self.number(f"{n}.seed.{seed}.growth", s["growth"])
                 self.number(f"{n}.seed.{seed}.step_below_level", s["step"])
-        cfg = self.traces[names[0]].config
-        depth, steps = int(cfg["depth"]), int(cfg["steps"])
+        cfg = self.traces[names[0]].run_config
+        depth, steps = int(cfg.depth), int(cfg.steps)
         colors = {n: PALETTE[ROLES[n]] for n in names}
 
         # 1. Title, set-up, the three ways to add a block.
@@ -200,7 +201,7 @@ class NormFree(SeedSpread, LectureScene):
 
         # 2. Left: ||h_l|| / ||h_0|| per block at init, measured, and the closed form of the standard net.
         growth = {n: forward_growth(self.traces[n]) for n in names}
-        per = growth_per_block(cfg | {"residual_init": "none"})
+        per = growth_per_block(cfg.replace(residual_init="none"))
         blocks = np.arange(depth + 1, dtype=np.float64)
         closed = per ** blocks * (1.0 if not is_missing(per) else math.nan)
         values = np.concatenate([*growth.values(), closed])

@@ -83,7 +83,7 @@ class PathEnsemble(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
-        depth = int(residual.config["depth"])
+        depth = int(residual.run_config.depth)
         fraction = np.asarray(residual["path_length_fraction"], dtype=np.float64)
         for k, share in enumerate(fraction):
             self.number(f"path_length.{k}.fraction", share)

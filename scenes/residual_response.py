@@ -197,4 +197,4 @@ class ResidualResponse(SeedSpread, LectureScene):
 
     def bn_note(self, residual) -> str:
         """Why the std may differ from the paper's: these MLPs have no BatchNorm (the paper measures after BN)."""
-        return self.t("no_bn") if residual.config.get("norm", "none") == "none" else ""
+        return self.t("no_bn") if getattr(residual.run_config, "norm", "none") == "none" else ""

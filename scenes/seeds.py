@@ -5,12 +5,11 @@ Example::
     python render.py render ChainRuleProduct --set seeds=0,1,2,3,4
 
 :class:`SeedSpread` goes before :class:`~scenes.base.LectureScene` in a scene's bases. The experiment's
-``seeds`` parameter (docs/sweep.md: run keys ``NAME`` for the first seed, ``NAME@seed{s}`` for the others)
-decides the seeds; its default here (``experiment_defaults``) is three seeds, so the default lecture
-shows a spread while staying fast. After ``setup`` the scene has ``self.seed_traces``: ``{seed: {NAME: Trace}}`` in the
+``seeds`` parameter (runs keyed ``RunKey(name, seed)``, :mod:`simulation.runkeys`) decides the seeds; its default
+here (``experiment_defaults``) is three seeds, so the default lecture shows a spread while staying fast. After ``setup`` the scene has ``self.seed_traces``: ``{seed: {NAME: Trace}}`` in the
 order of ``seeds``, and ``self.traces`` is the first seed's ``{NAME: Trace}``, so the code that draws one
 run set is unchanged. A variant with ``trace_files`` (tests) gives the other seeds' files under their
-``NAME@seed{s}`` keys. The scene draws the spread and says "n of N seeds"; the numbers JSON keeps every
+``RunKey(name, seed)`` keys. The scene draws the spread and says "n of N seeds"; the numbers JSON keeps every
 seed's value (keys ``...seed.<k>...``) and lists the seeds under ``"seeds"``.
 """
 
@@ -19,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-
-from simulation.seeds import group_by_seed
 
 __all__ = ["SeedSpread", "SEED_STRINGS", "count_true", "seed_range", "bar_seed_dots", "with_seed_count"]
 
@@ -40,15 +37,8 @@ class SeedSpread:
     def setup(self) -> None:
         if not self.experiment:
             raise ValueError(f"{type(self).__name__}: seeds need an experiment")
-        super().setup()
-        by_seed: dict[int, dict] = {}
-        for name, traces in group_by_seed(self.traces).items():
-            for seed, trace in traces.items():
-                by_seed.setdefault(seed, {})[name] = trace
-        first = next(iter(by_seed))  # the seed of the bare run keys: the first of ``seeds``
-        self.seed_traces = by_seed
-        self.traces = dict(by_seed[first])
-        self.numbers["seeds"] = list(by_seed)
+        super().setup()  # self.seed_traces: {seed: {name: Trace}}, self.traces: the first seed's
+        self.numbers["seeds"] = list(self.seed_traces)
 
     def across_seeds(self, run: str, value) -> dict[int, float]:
         """``{seed: value(trace)}`` of run ``run`` in every seed that has it (``value``: Trace -> float)."""

@@ -83,7 +83,7 @@ class ShatteredGradients(SeedSpread, LectureScene):
     }
 
     def construct(self) -> None:
-        runs = {arch: sorted((t.config["depth"], name) for name, t in self.traces.items() if t.config["arch"] == arch)
+        runs = {arch: sorted((t.run_config.depth, name) for name, t in self.traces.items() if t.run_config.arch == arch)
                 for arch in ("plain", "residual")}
         depths = [d for d, _ in runs["plain"]]
         sweeps, r1 = {}, {}

@@ -24,6 +24,8 @@ import math
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
+from simulation.config import RunConfig
+
 from scenes.base import LectureScene
 from scenes.degradation import MARGIN
 from scenes.helpers import compare, is_missing, tail_mean
@@ -48,17 +50,16 @@ def gradient_ratios(trace) -> np.ndarray:
         return g[::-1] / g[-1]
 
 
-def branch_gain_sq(config: dict) -> float:
+def branch_gain_sq(config: RunConfig) -> float:
     """s^2 = E||J_F^T v||^2 / ||v||^2 of one branch Linear(n, n) -> ReLU -> Linear(n, n) at init: each Linear
     has Var w = g^2 / (3 n) (PyTorch's default Kaiming-uniform times ``init_gain`` g), so it passes g^2 / 3 of
     the squared norm, and ReLU's derivative keeps half of the units: s^2 = (g^2 / 3)^2 / 2 (1/18 at g = 1).
     NaN where this closed form does not apply: another activation, BatchNorm, widths that change, a gate."""
-    applies = (config.get("activation") == "relu" and config.get("norm", "none") == "none"
-               and int(config.get("stages", 1)) == 1 and config.get("gate", "none") == "none"
-               and config.get("model", "mlp") == "mlp")
+    applies = (config.activation == "relu" and config.norm == "none" and config.stages == 1
+               and config.gate == "none" and config.model == "mlp")
     if not applies:
         return float("nan")
-    gain_sq = float(config.get("init_gain", 1.0)) ** 2 / 3
+    gain_sq = float(config.init_gain) ** 2 / 3
     return gain_sq * gain_sq / 2
 
 
@@ -72,12 +73,12 @@ def run_summary(trace) -> dict[str, float]:
     ``shortcut_only`` (lambda^(L-1)), ``expected`` (sqrt(lambda^2 + s^2)^(L-1); NaN without a closed form),
     ``error`` (final training error, tail mean of ``error_curve``; NaN when diverged or missing) and
     ``diverged`` (1.0 / 0.0)."""
-    cfg = trace.config
+    cfg = trace.run_config
     ratios = gradient_ratios(trace)
     k = len(ratios) - 1
-    gated = cfg.get("gate", "none") != "none"
-    scale = float("nan") if gated else float(cfg.get("shortcut_scale", 1.0))
-    diverged = bool(trace.meta.get("diverged"))
+    gated = cfg.gate != "none"
+    scale = float("nan") if gated else float(cfg.shortcut_scale)
+    diverged = bool(trace.meta.diverged)
     curve = np.asarray(trace["error_curve"], dtype=np.float64)
     error = float("nan") if diverged or np.isnan(curve).all() else tail_mean(curve)
     return {"scale": scale, "ratio": float(ratios[-1]), "shortcut_only": scale ** k if not gated else float("nan"),
@@ -179,8 +180,8 @@ class ShortcutScale(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         seeds = list(self.seed_traces)
-        names = sorted(self.traces, key=lambda n: (self.traces[n].config.get("gate", "none") != "none",
-                                                   float(self.traces[n].config.get("shortcut_scale", 1.0)), n))
+        names = sorted(self.traces, key=lambda n: (self.traces[n].run_config.gate != "none",
+                                                   float(self.traces[n].run_config.shortcut_scale), n))
         summaries = {seed: {n: run_summary(t) for n, t in runs.items()} for seed, runs in self.seed_traces.items()}
         first = summaries[seeds[0]]
         for seed, runs in summaries.items():
@@ -189,9 +190,9 @@ class ShortcutScale(SeedSpread, LectureScene):
                 if not s["diverged"]:  # a diverged run has no final error: not a missing value
                     self.number(f"{name}.seed.{seed}.final_error", s["error"])
                 self.number(f"{name}.seed.{seed}.diverged", s["diverged"])
-        cfg = next(iter(self.traces.values())).config
-        depth, steps = int(cfg["depth"]), int(cfg["steps"])
-        s2 = branch_gain_sq({**cfg, "gate": "none"})
+        cfg = next(iter(self.traces.values())).run_config
+        depth, steps = int(cfg.depth), int(cfg.steps)
+        s2 = branch_gain_sq(cfg.replace(gate="none"))
         scale_names = [n for n in names if not math.isnan(first[n]["scale"])]
         gate_names = [n for n in names if math.isnan(first[n]["scale"])]
         colors = {n: self.run_color(n, first[n], i) for i, n in enumerate(scale_names)}
@@ -278,7 +279,7 @@ class ShortcutScale(SeedSpread, LectureScene):
         legend = VGroup(self.text("lines", size=SIZE_SMALL, color=PALETTE["muted"], s2=self.number("branch_gain_sq", s2, 3)))
         if gate_names:
             legend.add(self.text("gates", size=SIZE_SMALL, color=PALETTE["muted"],
-                                 bias=self.number("gate_bias", float(self.traces[gate_names[0]].config["gate_bias"]))))
+                                 bias=self.number("gate_bias", float(self.traces[gate_names[0]].run_config.gate_bias))))
         legend.arrange(DOWN, aligned_edge=LEFT, buff=0.06)
         counts = count_seeds(summaries)
         for claim, (held, of) in counts.items():

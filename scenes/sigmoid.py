@@ -83,7 +83,7 @@ class SigmoidDerivative(LectureScene):
 
     def construct(self) -> None:
         plain = self.traces[PLAIN]
-        depth = plain.config["depth"]
+        depth = plain.run_config.depth
         _, product = running_product(plain["out_grad_norm"][0])  # [depth], 1 at the last block
         measured = product[::-1]  # measured[k]: after k blocks backwards from the last one
         z = np.linspace(-6, 6, 241)

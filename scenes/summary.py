@@ -53,7 +53,7 @@ class Summary(LectureScene):
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
-        depth, steps = plain.config["depth"], plain["step"][-1]  # NaN if the record is missing
+        depth, steps = plain.run_config.depth, plain["step"][-1]  # NaN if the record is missing
         ratios = {name: float(t["grad_norm"][0, 0] / t["grad_norm"][0, -1]) for name, t in
                   (("plain", plain), ("residual", residual))}
         losses = {name: float(t["loss"][-1]) for name, t in (("plain", plain), ("residual", residual))}

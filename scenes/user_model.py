@@ -6,7 +6,7 @@ Example::
     python render.py render GradientFlowOverTraining --model my_net.py:build     # the same scene
 
 A user model enters as one more run kind: the experiment ``model`` has the runs ``residual`` (the user's
-network) and ``plain`` (its twin with every shortcut removed), plus ``NAME@seed{s}`` for more seeds, each an
+network) and ``plain`` (its twin with every shortcut removed), once per seed of ``seeds``, each an
 ordinary trace whose per-block arrays follow the model's residual additions in forward order and whose
 ``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
 variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene
@@ -64,7 +64,7 @@ def model_title(trace) -> str | None:
     """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
     ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
     from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
-    spec = trace.config.get("spec")
+    spec = getattr(trace.run_config, "spec", None)  # only a user model's config has one
     if not isinstance(spec, str) or not spec:
         return None
     where, _, factory = spec.rpartition(":")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
-from .config import BaseConfig, RunConfig, TransformerConfig
+from .config import BaseConfig
 from .runs import check_memory, config_from_dict, describe, train
 from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
@@ -54,16 +54,16 @@ def digest_path(digest: str) -> Path:
     return cache_dir() / f"{digest}.npz"
 
 
-def trace_path(config: RunConfig | TransformerConfig) -> Path:
+def trace_path(config: BaseConfig) -> Path:
     return digest_path(config.digest())
 
 
-def get_trace(config: RunConfig | TransformerConfig, progress: bool | None = None) -> Trace:
+def get_trace(config: BaseConfig, progress: bool | None = None) -> Trace:
     """The trace of ``config``: from the cache (no training, logged) or trained now and cached."""
     return get_traces([config], progress=progress)[0]
 
 
-def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | None = None,
+def get_traces(configs: list[BaseConfig], progress: bool | None = None,
                in_subprocess: bool = False, log_hits: bool = True, scheduler: str | None = None,
                on_trace=None, in_order: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order. Missing or unreadable cache entries are trained (again); before any
@@ -104,7 +104,7 @@ def get_traces(configs: list[RunConfig | TransformerConfig], progress: bool | No
     return [traces[c] for c in configs]
 
 
-def load(config: RunConfig | TransformerConfig) -> Trace | None:
+def load(config: BaseConfig) -> Trace | None:
     """The cached trace of ``config``, or None when there is none or it cannot be read (corrupt, truncated, an
     older schema): such a file is removed, with one warning, so that the run is trained again and nothing
     counts it as cached."""
@@ -119,7 +119,7 @@ def load(config: RunConfig | TransformerConfig) -> Trace | None:
         return None
 
 
-def store(config: RunConfig | TransformerConfig, payload: bytes) -> Trace:
+def store(config: BaseConfig, payload: bytes) -> Trace:
     """Check ``payload`` (the ``.npz`` bytes of a trace of ``config``, e.g. from a worker) and write it
     atomically as the cached trace of ``config``. Raises SweepError for bytes that are no readable trace
     or a trace of another config (a worker running other simulation code); nothing is written then."""
@@ -129,16 +129,16 @@ def store(config: RunConfig | TransformerConfig, payload: bytes) -> Trace:
             trace = Trace.load(tmp)
         except TraceError as exc:
             raise SweepError(f"run {config.digest()} came back unreadable: {exc}") from None
-        if trace.meta.get("digest") != config.digest():
-            raise SweepError(f"run {config.digest()} came back as {trace.meta.get('digest')}: the worker runs "
+        if trace.meta.digest != config.digest():
+            raise SweepError(f"run {config.digest()} came back as {trace.meta.digest}: the worker runs "
                              "other simulation code (start `dask worker` from the same checkout)")
     return trace
 
 
-def run_sweep(configs: Iterable[RunConfig | TransformerConfig], scheduler: str | None = None,
+def run_sweep(configs: Iterable[BaseConfig], scheduler: str | None = None,
               progress: bool | None = None, retries: int = 2, workers: int | None = None,
               connect_timeout: float = 10.0, here: bool | None = None,
-              on_trace: Callable[[RunConfig | TransformerConfig, Trace], None] | None = None,
+              on_trace: Callable[[BaseConfig, Trace], None] | None = None,
               in_order: bool = False) -> list[Trace]:
     """Traces of ``configs`` in order: cached ones loaded, missing ones trained by
     :func:`simulation.sweep.sweep` (in this process, on a local cluster or at ``scheduler``; the other
@@ -159,7 +159,7 @@ def run_sweep(configs: Iterable[RunConfig | TransformerConfig], scheduler: str |
     return [traces[c] for c in configs]
 
 
-def is_cached(config: RunConfig | TransformerConfig) -> bool:
+def is_cached(config: BaseConfig) -> bool:
     """Whether the cache holds a readable trace of ``config`` (an unreadable one is removed: see :func:`load`)."""
     return load(config) is not None
 

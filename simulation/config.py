@@ -6,8 +6,8 @@ Example::
 
 Every field carries its allowed range (:class:`Range`) or choices in its metadata, checked when a config is
 made, so a bad value fails before any work with one line (:class:`ConfigError`). The digest covers every field
-and :func:`simulation.provenance.source_hash`, a hash of the simulation code that shapes a run: editing that
-code re-keys every cached trace, with no version to bump by hand.
+and :func:`simulation.provenance.source_hash` of the simulation code its kind's trainer imports: editing that
+code re-keys the cached traces of that kind, with no version to bump by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from .atomic_io import input_file
-from .provenance import source_hash
+from .provenance import source_hash, trainer_root
 from .values import ConfigError, convert_value
 
 __all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
@@ -109,13 +109,14 @@ class BaseConfig:
         """Checks across fields (subclasses)."""
 
     def digest(self) -> str:
-        """16 hex chars of SHA-256 over every field, the run-shaping source hash and the trainer of this
-        class's run kind (``simulation.runs``); stable across runs. Raises ConfigError for a class that is
+        """16 hex chars of SHA-256 over every field, the trainer of this class's run kind (``simulation.runs``)
+        and the source hash of the modules that trainer imports (:mod:`simulation.provenance`); stable across runs. Raises ConfigError for a class that is
         no registered run kind."""
         kind = type(self).run_kind
         if kind is None:
             raise ConfigError(f"{type(self).__name__} is not a registered run kind (simulation.runs.register_kind)")
-        payload = json.dumps({"sources": source_hash(), "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
+        sources = source_hash(root=trainer_root(kind.trainer))  # the code the trainer imports (simulation.provenance)
+        payload = json.dumps({"sources": sources, "trainer": kind.trainer, **self.to_dict()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -406,6 +407,47 @@ __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeCo
             "MIXINGS",
             "config_from_argv", "TRANSFORMER_ARCHS", "LN_PLACEMENTS",
             "TASKS", "INITS"]
+
+
+# -- Highway networks (experiment "highway"; trained by simulation.highway) ---------------------------
+# The worked example of docs/simulation.md, "Adding a kind of run".
+
+HIGHWAY_ARCHS = ("plain", "residual", "highway")
+
+
+@dataclass(frozen=True)
+class HighwayConfig(BaseConfig):
+    """A stack of one-layer blocks H(x) = activation(W_H x + b_H) on digits, plain (h = H(x)), residual
+    (h = x + H(x)) or highway (h = T(x) H(x) + (1 - T(x)) x, T(x) = sigmoid(W_T x + b_T): Srivastava, Greff &
+    Schmidhuber 2015, eq. 3, b_T initialised negative, §2.2); the cache key."""
+
+    kind: str = _one_of("highway", ("highway",))  # the run kind (simulation.runs) that trains this config
+    arch: str = _one_of("highway", HIGHWAY_ARCHS)  # "plain": H(x); "residual": x + H(x); "highway": T H + (1 - T) x
+    depth: int = _in(20, 1, MAX_DEPTH)  # blocks between the stem and the head
+    width: int = _in(16, 1, MAX_WIDTH)  # units of every block
+    activation: str = _one_of("relu", ACTIVATIONS)  # the nonlinearity of H (Srivastava et al.: ReLU)
+    gate_bias: float = _in(-2.0, -100.0, 100.0)  # b_T at init (Srivastava et al. 2015 §2.2: -1 to -3); non-highway: unused
+    steps: int = _in(200, 1, MAX_STEPS)  # optimiser steps
+    batch_size: int = _in(64, 2, MAX_BATCH)  # examples per step, drawn from the training split of digits
+    lr: float = _in(0.02, 0.0, 1e6, open_low=True)  # learning rate (0.03: the residual twin diverges at step 77)
+    optimizer: str = _one_of("sgd", OPTIMIZERS)  # sgd (with momentum) | adam
+    momentum: float = field(default=0.9, metadata={"range": Range(0.0, 1.0)})  # SGD momentum in [0, 1); adam: ignored
+    weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim
+    record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
+    seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
+
+    dataset: ClassVar[str] = "digits"  # what simulation.train.MLPTask and simulation.memory read; not a parameter
+
+    def _check(self) -> None:
+        if self.momentum >= 1:
+            raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
+
+    def block_widths(self) -> list[tuple[int, int]]:
+        """(width in, width out) of every block: ``width`` throughout (a highway block keeps the width)."""
+        return [(self.width, self.width)] * self.depth
+
+
+__all__ += ["HighwayConfig", "HIGHWAY_ARCHS"]
 
 
 # -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------

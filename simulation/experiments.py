@@ -7,11 +7,12 @@ Example::
 
 An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
 :class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
-parameters and returns ``{run_name: RunConfig}``; the run names are the constants and functions exported here
-(``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to look their traces up.
+parameters and returns ``{RunKey(name, seed): RunConfig}`` (:mod:`simulation.runkeys`); the run names are the
+constants and functions exported here (``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to
+look their traces up.
 
-Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): the first seed keeps the run names, the others
-are ``NAME@seed{s}`` (:func:`seed_key`; formats in docs/sweep.md). ``model=conv`` switches the experiments
+Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): every run once per seed, in the order of ``seeds``
+(keys ``RunKey(name, s)``; their text form in docs/sweep.md). ``model=conv`` switches the experiments
 marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill what the user did not set).
 """
 
@@ -22,14 +23,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
+                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
                      shown)
+from .runkeys import RunKey
 from .values import convert_value
 
 __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
-           "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN", "GAIN_RUN_PREFIX",
-           "depth_run", "vanishing_run", "gain_run", "sweep_run", "seed_key", "SEED_MARK", "CONV_DEFAULTS",
+           "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN",
+           "depth_run", "vanishing_run", "gain_run", "sweep_run", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
            "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams", "GPT"]
 __all__ += ["scene_runs", "main"]
@@ -43,7 +45,6 @@ POST_LN, POST_LN_WARMUP, PRE_LN = "post_ln", "post_ln_warmup", "pre_ln"  # layer
 # rank_collapse: Dong et al. 2021's self-attention network (SAN) without and with MLPs and skip connections
 SAN, SAN_MLP, SAN_SKIP, SAN_MLP_SKIP = "san", "san_mlp", "san_skip", "san_mlp_skip"
 GPT = "gpt"  # logit_lens: a small causal Pre-LN Transformer (decoder only)
-GAIN_RUN_PREFIX = "plain_gain"  # exploding: plain_gain1, plain_gain2p5 ...
 
 
 def _number(value: float) -> str:
@@ -63,7 +64,7 @@ def vanishing_run(arch: str, activation: str, depth: int) -> str:
 
 def gain_run(gain: float) -> str:
     """``plain_gain2p5``: exploding."""
-    return f"{GAIN_RUN_PREFIX}{_number(gain)}"
+    return f"plain_gain{_number(gain)}"
 
 
 def scale_run(scale: float) -> str:
@@ -84,14 +85,6 @@ def init_run(residual_init: str) -> str:
 def sweep_run(model: str, arch: str, depth: int) -> str:
     """``conv_plain_d56``: depth_sweep."""
     return f"{model}_{arch}_d{depth}"
-
-
-SEED_MARK = "@seed"  # run key of seed s (other than the first of ``seeds``): f"{name}@seed{s}"
-
-
-def seed_key(name: str, seed: int, first: bool) -> str:
-    """The run key of ``name`` at ``seed``: ``name`` for the first seed of ``seeds``, else ``name@seed{s}``."""
-    return name if first else f"{name}{SEED_MARK}{seed}"
 
 
 # Where ``model=conv`` is set and these are not: He et al. 2015 §4.2's stage-1 width and option A
@@ -203,7 +196,7 @@ class Experiment:
     name: str
     description: str  # one line for `render.py list`
     source: str  # paper and figure whose claim this reproduces
-    base: RunConfig | TransformerConfig
+    base: Any  # a config of a registered run kind (simulation.runs): RunConfig, TransformerConfig, ...
     build: Callable[[Any, Any], dict[str, Any]]
     params_type: type[ExperimentParams] = NoParams
     conv: bool = False  # whether ``--set model=conv`` makes sense here (He et al. 2015 §4.2 nets)
@@ -274,8 +267,9 @@ def _literal(key: str, value: Any) -> Any:
     return parsed
 
 
-def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{run_name: config}``. Raises
+def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[RunKey, Any]:
+    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{RunKey(run_name, seed): config}``,
+    every run of the first seed of ``seeds``, then of the next ... (one seed, ``seed``, without ``seeds``). Raises
     ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
     try:
         return _build_runs(name, overrides or {})
@@ -286,9 +280,9 @@ def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[str, 
 
 
 def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
+               ) -> tuple[dict[str, Any], dict[RunKey, Any]]:
     """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
-    ``overrides`` over them) and the runs those build, ``(params, {run_name: config})``; ``({}, {})`` for a
+    ``overrides`` over them) and the runs those build, ``(params, {RunKey: config})``; ``({}, {})`` for a
     scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
     here, so the runs trained and counted before a render are the runs the scene reads."""
     if not experiment:
@@ -297,15 +291,15 @@ def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict
     return params, build_runs(experiment, dict(params))
 
 
-def _build_runs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def _build_runs(name: str, overrides: dict[str, Any]) -> dict[RunKey, Any]:
     experiment = get_experiment(name)
     base, extra = split_params(experiment, overrides)
     seeds = extra.pop("seeds") or (base.seed,)
     params = experiment.params_type(**extra)
-    runs: dict[str, Any] = {}
-    for index, seed in enumerate(seeds):
+    runs: dict[RunKey, Any] = {}
+    for seed in seeds:
         for run_name, config in experiment.build(base.replace(seed=seed), params).items():
-            runs[seed_key(run_name, seed, index == 0)] = config
+            runs[RunKey(run_name, seed)] = config
     return runs
 
 
@@ -663,6 +657,22 @@ _register(Experiment(
     source="Zhu et al. 2025 (Hyper-Connections, §2); DeepSeek 2025 (mHC: Sinkhorn-Knopp, composite gain)",
     base=HyperConfig(depth=16, width=32, steps=200),
     build=_hyper_connections,
+))
+
+
+def _highway(base: HighwayConfig, params: NoParams) -> dict[str, HighwayConfig]:
+    """``plain``, ``residual`` and ``highway``: the same one-layer blocks, three ways of passing x on."""
+    return {arch: base.replace(arch=arch) for arch in HIGHWAY_ARCHS}
+
+
+# 20 blocks of width 16, 200 SGD steps at lr 0.02: the three runs of one seed take ~5 CPU-s together.
+_register(Experiment(
+    name="highway",
+    description="one-layer blocks plain, residual (x + H) and highway (T H + (1 - T) x, b_T = -2): the transform "
+                "gate T per block and the gradient norms per block at init and after training",
+    source="Srivastava, Greff & Schmidhuber 2015 (Highway Networks, eq. 3 and §2.2; Fig. 2: gate outputs per layer)",
+    base=HighwayConfig(),
+    build=_highway,
 ))
 
 

@@ -5,7 +5,7 @@ Example::
     python -m simulation '{"depth": 1000, "width": 4096}'
 
 One estimator per run kind (:func:`mlp_memory`, :func:`conv_memory`, :func:`transformer_memory`,
-:func:`identity_fit_memory`; :mod:`simulation.runs` picks one per config: ``simulation.runs.estimate``) counts
+:func:`identity_fit_memory`, :func:`highway_memory`; :mod:`simulation.runs` picks one per config: ``simulation.runs.estimate``) counts
 float32 tensors: the parameters; their gradients; the optimiser's state (SGD momentum: 1 copy, Adam: 2) plus one
 more copy for the transient of a step (the foreach update, or the recorder stacking every weight gradient of one
 shape); and the activations kept for backward, for the largest batch that goes through the network with autograd on
@@ -27,9 +27,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from .config import ConfigError, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
+from .config import ConfigError, HighwayConfig, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
 
-__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "user_model_memory", "budget_bytes",
+__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "user_model_memory", "highway_memory", "budget_bytes",
            "check_budget", "measure_peak", "available_bytes", "DATA_SHAPES", "BUDGET_ENV", "DEFAULT_FRACTION"]
 
 BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
@@ -86,6 +86,20 @@ def mlp_memory(config: RunConfig) -> MemoryEstimate:
         activations += per_unit * w_out
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
     batch = max(config.batch_size, SWEEP_POINTS)
+    return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
+
+
+def highway_memory(config: HighwayConfig) -> MemoryEstimate:
+    """simulation.highway's nets: blocks of one w x w Linear (H), and for highway blocks a second one (the gate T).
+    Per example and block kept for backward: H's pre-activation and output and the recorder's dL/dh; the residual
+    sum; for a highway block the gate's pre-activation, T, T H, 1 - T, (1 - T) x and the sum."""
+    n_in, n_out = DATA_SHAPES["digits"]
+    w, highway = config.width, config.arch == "highway"
+    params = n_in * w + w + w * n_out + n_out + config.depth * (1 + highway) * (w * w + w)
+    per_block = 3 + (config.arch == "residual") + 6 * highway
+    state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
+    batch = max(config.batch_size, SWEEP_POINTS)
+    activations = n_in + config.depth * per_block * w
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, batch * activations * FLOAT)
 
 

@@ -4,14 +4,19 @@ Example::
 
     python -c "from simulation.provenance import source_hash, run_sources; print(source_hash(), run_sources())"
 
-Every module of the ``simulation`` package counts, except those listed in :data:`NOT_RUN_SHAPING`, which
-cannot change a recorded number (the cache, the experiment table, whose configs are digested field by field,
-file I/O, the memory guard, the sweep driver, the run events, which only say when a run started and ended, the
-table of run kinds, whose one run-shaping entry, the trainer of each kind, every digest hashes by itself). A new module counts by default, so forgetting to list it can
-only cost a retrain, never a stale trace.
+A digest hashes the modules of the ``simulation`` package that its kind's trainer module imports, directly or
+through others, at module or function level (:func:`run_sources` with ``root``), itself included, except those
+listed in :data:`NOT_RUN_SHAPING`, which cannot change a recorded number (the cache, the experiment table, whose
+configs are digested field by field, file I/O, the memory guard, the sweep driver, the run events, which only say
+when a run started and ended, the run keys, the table of run kinds, whose one run-shaping entry, the trainer of
+each kind, every digest hashes by itself); the imports of a listed module are not followed. So a new kind's module
+re-keys only its own traces, editing ``train.py`` re-keys the kinds whose trainers import it, and a module no
+trainer imports with an ``import`` statement (one loaded by a string, say) is not hashed: a trainer imports what
+shapes its runs. A new module a trainer imports counts by default, so forgetting to list it can only cost a
+retrain, never a stale trace.
 
 What is hashed is each module's syntax tree with docstrings removed (``ast.dump``): editing a comment, a
-docstring or the layout of a file keeps every digest; editing code, even a constant, changes all of them.
+docstring or the layout of a file keeps every digest; editing code, even a constant, changes those that hash it.
 The tree's text depends on the Python version, so another Python also re-keys the cache (as another torch
 would change the numbers anyway).
 """
@@ -23,16 +28,58 @@ import functools
 import hashlib
 from pathlib import Path
 
-__all__ = ["source_hash", "run_sources", "NOT_RUN_SHAPING", "code_fingerprint"]
+__all__ = ["source_hash", "run_sources", "package_imports", "trainer_root", "NOT_RUN_SHAPING", "code_fingerprint"]
 
 PACKAGE = Path(__file__).resolve().parent
 NOT_RUN_SHAPING = frozenset({"__init__.py", "__main__.py", "atomic_io.py", "cache.py", "events.py", "experiments.py",
-                             "memory.py", "runs.py", "seeds.py", "sweep.py"})
+                             "memory.py", "runkeys.py", "runs.py", "seeds.py", "sweep.py"})
 
 
-def run_sources(package: Path = PACKAGE) -> list[Path]:
-    """The modules whose code shapes a run, sorted by name."""
-    return sorted(p for p in package.glob("*.py") if p.name not in NOT_RUN_SHAPING)
+def run_sources(package: Path = PACKAGE, root: str | None = None) -> list[Path]:
+    """The modules whose code shapes a run, sorted by name: every module of ``package`` not in
+    :data:`NOT_RUN_SHAPING`, or with ``root`` (a module name of the package, ``"train"``) the part of them that
+    ``root`` imports, directly or not (:func:`package_imports`), ``root`` included. ValueError for a ``root`` that
+    is no module of the package."""
+    hashed = {p.stem: p for p in package.glob("*.py") if p.name not in NOT_RUN_SHAPING}
+    if root is None:
+        return sorted(hashed.values())
+    if not (package / f"{root}.py").is_file():
+        raise ValueError(f"no module {root!r} in {package}")
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in hashed:
+            continue
+        seen.add(name)
+        todo.extend(package_imports(hashed[name].read_text(encoding="utf-8"), package.name))
+    return sorted(hashed[name] for name in seen)
+
+
+def package_imports(text: str, package: str = PACKAGE.name) -> set[str]:
+    """Names of the modules of ``package`` that the module ``text`` imports anywhere (module or function level):
+    ``from .x import y``, ``from . import x``, ``from package.x import y``, ``import package.x``."""
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 1 or (node.level == 0 and module.split(".")[0] == package):
+                parts = module.split(".")[1:] if node.level == 0 else ([module] if module else [])
+                if parts:
+                    names.add(parts[0])
+                else:  # from . import x, y
+                    names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[1] for alias in node.names
+                         if alias.name.startswith(f"{package}."))
+    return names
+
+
+def trainer_root(trainer: str, package: str = PACKAGE.name) -> str | None:
+    """The module of ``package`` holding ``trainer`` (``"simulation.train:run"`` -> ``"train"``), whose imports
+    :func:`source_hash` follows; None for a trainer elsewhere (then every run-shaping module is hashed)."""
+    module = trainer.partition(":")[0]
+    head, _, rest = module.partition(".")
+    return rest if head == package and rest and "." not in rest else None
 
 
 def code_fingerprint(text: str) -> str:
@@ -48,9 +95,10 @@ def code_fingerprint(text: str) -> str:
 
 
 @functools.cache
-def source_hash(package: Path = PACKAGE) -> str:
-    """16 hex chars of SHA-256 over the name and :func:`code_fingerprint` of every :func:`run_sources` file."""
+def source_hash(package: Path = PACKAGE, root: str | None = None) -> str:
+    """16 hex chars of SHA-256 over the name and :func:`code_fingerprint` of every :func:`run_sources` file (of
+    ``root``'s imports when given)."""
     h = hashlib.sha256()
-    for path in run_sources(package):
+    for path in run_sources(package, root):
         h.update(path.name.encode() + b"\0" + code_fingerprint(path.read_text(encoding="utf-8")).encode() + b"\0")
     return h.hexdigest()[:16]

@@ -11,7 +11,8 @@ log lines for the label, :func:`config_from_dict` for the class of a ``to_dict()
 (``"module:function"``) is hashed into every config's digest (:meth:`simulation.config.BaseConfig.digest`),
 so choosing another trainer for a kind gives its traces new cache keys.
 
-Adding a kind, in one place (here)::
+Adding a kind is one entry here, after its config class, trainer and memory estimate exist (the steps and files:
+docs/simulation.md, "Adding a kind of run"; the worked example is ``highway``)::
 
     register_kind(RunKind(
         name="user_model",                          # the config's ``kind`` field (to_dict()["kind"])
@@ -35,11 +36,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import (BaseConfig, ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig, RunConfig,
-                     TransformerConfig, UserModelConfig)
+from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
+                     RunConfig, TransformerConfig, UserModelConfig)
 from .events import training_run
-from .memory import (MemoryEstimate, check_budget, conv_memory, identity_fit_memory, mlp_memory, transformer_memory,
-                     user_model_memory)
+from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
+                     transformer_memory, user_model_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
@@ -235,3 +236,7 @@ register_kind(RunKind(
     name="hyper", config=HyperConfig, trainer="simulation.hyper:run", memory=_hyper_memory,
     work=lambda c: c.steps * c.depth * c.streams,
     label="n residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC)"))
+register_kind(RunKind(
+    name="highway", config=HighwayConfig, trainer="simulation.highway:run", memory=highway_memory,
+    work=lambda c: c.steps * c.depth // 2,  # a one-layer block: half an MLP block (two Linears)
+    label="plain, residual or highway (gated) one-layer blocks on digits (Srivastava et al. 2015)"))

@@ -4,65 +4,33 @@ Example::
 
     python render.py train depth_sweep --set seeds=0,1,2 --json
 
-Run keys: ``NAME`` for the first seed of an experiment's ``seeds``, ``NAME@seed{s}`` for the others
-(:func:`simulation.experiments.seed_key`).
+Runs come keyed by :class:`~simulation.runkeys.RunKey` (name, seed), as :func:`simulation.experiments.build_runs`
+builds them; the tables here are keyed by run name, with one entry per seed.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
 
+from .runkeys import RunKey, by_name
 from .summary import tail_mean
 from .trace import Trace
 
-__all__ = ["split_seed_key", "group_by_seed", "summarize_seeds", "depth_sweep_summary", "SWEEP_KEY"]
-
-_SEED = re.compile(r"^(?P<name>.+)@seed(?P<seed>\d+)$")
-SWEEP_KEY = re.compile(r"^(?P<model>mlp|conv)_(?P<arch>plain|residual)_d(?P<depth>\d+)$")
-
-
-def split_seed_key(key: str) -> tuple[str, int | None]:
-    """``"plain_d56@seed3" -> ("plain_d56", 3)``; a bare name gives ``(name, None)`` (its seed is the
-    first of ``seeds``: read ``trace.meta["seed"]``)."""
-    match = _SEED.match(key)
-    return (match["name"], int(match["seed"])) if match else (key, None)
-
-
-def group_by_seed(runs: dict[str, Any]) -> dict[str, dict[int, Any]]:
-    """``{run key: Trace}`` -> ``{NAME: {seed: Trace}}``, seeds in the order the keys come (the order of
-    ``seeds``). The seed of a bare key is its trace's ``meta["seed"]`` (or, for values that are run
-    configs or summaries, their ``seed`` / ``config["seed"]``)."""
-    out: dict[str, dict[int, Any]] = {}
-    for key, value in runs.items():
-        name, seed = split_seed_key(key)
-        if seed is None:
-            seed = _seed_of(value)
-        out.setdefault(name, {})[seed] = value
-    return out
-
-
-def _seed_of(value: Any) -> int:
-    if isinstance(value, Trace):
-        return int(value.meta["seed"])
-    if isinstance(value, dict):
-        return int(value["config"]["seed"])
-    return int(value.seed)
+__all__ = ["summarize_seeds", "depth_sweep_summary"]
 
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float))
 
 
-def summarize_seeds(summaries: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
-    """``{run key: summarize(trace)}`` (RunSummary or its dict) -> ``{NAME: {"seeds": [...], figure: [one value per seed]}}`` for
-    every scalar figure (None stays None: a list always has one entry per seed)."""
+def summarize_seeds(summaries: dict[RunKey, Any]) -> dict[str, dict[str, list[Any]]]:
+    """``{RunKey: summarize(trace)}`` -> ``{NAME: {"seeds": [...], figure: [one value per seed]}}`` for every
+    scalar figure (None stays None: a list always has one entry per seed). JSON-able: the summaries' ``to_dict``."""
     out: dict[str, dict[str, list[Any]]] = {}
-    summaries = {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in summaries.items()}  # RunSummary
-    for name, by_seed in group_by_seed(summaries).items():
+    for name, by_seed in by_name({k: v.to_dict() for k, v in summaries.items()}).items():
         figures = [k for k, v in next(iter(by_seed.values())).items() if k != "config" and _scalar(v)]
         entry: dict[str, list[Any]] = {"seeds": list(by_seed)}
         for figure in figures:
@@ -83,18 +51,20 @@ def _log10_ratio(trace: Trace) -> tuple[float | None, bool]:
     return math.log10(first / last), False
 
 
-def depth_sweep_summary(traces: dict[str, Trace]) -> dict[str, dict[str, dict[str, Any]]]:
+def depth_sweep_summary(traces: dict[RunKey, Trace]) -> dict[str, dict[str, dict[str, Any]]]:
     """The ``depth_sweep`` experiment's traces as ``{model: {arch: table}}`` (docs/sweep.md): ``table``
     has ``depths`` (ascending), ``seeds``, and per depth a list over seeds of ``log10_grad_ratio_step0``
     (first over last block, step 0; None where it underflowed or diverged), ``grad_underflow`` (bool) and
     ``final_train_error`` (mean error over the last 10 % of steps, a fraction; None after a divergence).
-    Raises ValueError for a key that is not ``{model}_{arch}_d{depth}[@seed{s}]``."""
+    Model, arch and depth are the traces' configs'. Raises ValueError for a trace that is not of an MLP or conv net,
+    plain or residual (a run of another experiment)."""
     cells: dict[tuple[str, str], dict[int, dict[int, Trace]]] = {}
-    for name, by_seed in group_by_seed(traces).items():
-        match = SWEEP_KEY.match(name)
-        if not match:
-            raise ValueError(f"not a depth_sweep run key: {name!r} (expected mlp|conv_plain|residual_dN)")
-        cells.setdefault((match["model"], match["arch"]), {})[int(match["depth"])] = by_seed
+    for key, trace in traces.items():
+        config = trace.run_config
+        model, arch = getattr(config, "model", None), getattr(config, "arch", None)
+        if model not in ("mlp", "conv") or arch not in ("plain", "residual"):
+            raise ValueError(f"not a depth_sweep run: {key.name!r} (model {model!r}, arch {arch!r})")
+        cells.setdefault((model, arch), {}).setdefault(config.depth, {})[key.seed] = trace
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for (model, arch), by_depth in sorted(cells.items()):
         depths = sorted(by_depth)
@@ -111,7 +81,7 @@ def depth_sweep_summary(traces: dict[str, Trace]) -> dict[str, dict[str, dict[st
                 ratio, underflow = _log10_ratio(trace)
                 ratios.append(ratio)
                 underflows.append(underflow)
-                error = float("nan") if trace.meta.get("diverged") else tail_mean(trace["error_curve"])
+                error = float("nan") if trace.meta.diverged else tail_mean(trace["error_curve"])
                 errors.append(error if math.isfinite(error) else None)
             table["log10_grad_ratio_step0"].append(ratios)
             table["grad_underflow"].append(underflows)

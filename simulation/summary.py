@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .trace import ReadAsMapping, Trace
+from .config import IdentityFitConfig, LandscapeConfig
+from .trace import Trace
 
 __all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
            "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
@@ -220,13 +221,13 @@ Floats = list[float | None]
 
 
 @dataclass(frozen=True)
-class RunSummary(ReadAsMapping):
+class RunSummary:
     """The figures the scenes and ``render.py train`` show for one run; NaN and inf are None (JSON null).
 
     See :func:`summarize` for what each figure is. :meth:`to_dict` leaves out the fields a run of this kind
     does not have (or could not measure, such as ``lesion_mean_increase`` after a divergence)."""
 
-    config: dict[str, Any]
+    config: dict[str, Any]  # the run's config as its trace holds it (JSON; typed: Trace.run_config)
     final_step: int
     final_loss: float | None
     final_error: float | None
@@ -285,18 +286,18 @@ def summarize(trace: Trace) -> RunSummary:
     - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
     - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
 
-    An identity-fit run (``config["kind"] == "identity_fit"``): ``final_loss`` is the relative error
+    An identity-fit run (an :class:`~simulation.config.IdentityFitConfig`): ``final_loss`` is the relative error
     ||h - x||^2 / ||x||^2 of the last step, ``final_train_loss_avg`` its mean over the last 10 %,
     ``branch_ratio_final`` [||F(x)|| / ||x||], ``tolerance_step``; the classifier figures are None or empty.
 
-    A loss-landscape run (``kind`` "landscape"): ``final_loss`` / ``final_train_loss_avg`` of its training
+    A loss-landscape run (a :class:`~simulation.config.LandscapeConfig`): ``final_loss`` / ``final_train_loss_avg`` of its training
     curve, ``final_test_error``, and the slice's ``nonconvex_fraction``, ``mean_curvature_ratio`` and
     ``local_minima`` (:func:`slice_figures`).
     """
-    a = trace.arrays
-    if trace.config.get("kind") == "identity_fit":
+    a, config = trace.arrays, trace.run_config
+    if isinstance(config, IdentityFitConfig):
         return _identity_fit_summary(trace)
-    if trace.config.get("kind") == "landscape":
+    if isinstance(config, LandscapeConfig):
         return _landscape_summary(trace)
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
@@ -306,7 +307,7 @@ def summarize(trace: Trace) -> RunSummary:
     with np.errstate(divide="ignore", invalid="ignore"):
         branch_ratio = trace["branch_norm"][-1].astype(np.float64) / trace["input_norm"][-1]
     out: dict[str, Any] = {
-        "config": trace.config,
+        "config": trace.meta.config,
         "final_step": int(trace["step"][-1]),
         "final_loss": _f(trace["loss"][-1]),
         "final_error": _f(trace["error"][-1]),
@@ -348,7 +349,7 @@ def summarize(trace: Trace) -> RunSummary:
 def _identity_fit_summary(trace: Trace) -> RunSummary:
     a = trace.arrays
     return RunSummary(
-        config=trace.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
+        config=trace.meta.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
         final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
         final_test_error=None, grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
         grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None,
@@ -361,7 +362,7 @@ def _landscape_summary(trace: Trace) -> RunSummary:
     a, figures = trace.arrays, slice_figures(trace)
     minima = figures["local_minima"]
     return RunSummary(
-        config=trace.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
+        config=trace.meta.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
         final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
         final_test_error=_f(a["final_test_error"]), grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
         grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None, branch_ratio_final=[],

@@ -15,7 +15,7 @@ bytes as it finishes, on
   other: starting worker processes (each imports torch) costs more than such a sweep (benchmarks/bench_sweep.py).
 
 The caller checks and stores the bytes (:func:`simulation.cache.store`) as each run comes, so an interrupted
-sweep keeps every finished run. A run that diverges comes back as a diverged trace (``meta["diverged"]``), as
+sweep keeps every finished run. A run that diverges comes back as a diverged trace (``meta.diverged``), as
 it does locally. A worker that dies mid-run has its runs rescheduled by Dask (``retries`` covers runs that
 raise).
 
@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
-from .config import ConfigError, RunConfig, TransformerConfig
+from .atomic_io import shown_path
+from .config import BaseConfig, ConfigError
 from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
 __all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
@@ -42,7 +43,7 @@ __all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_ad
 
 log = logging.getLogger(__name__)
 
-Config = RunConfig | TransformerConfig
+Config = BaseConfig
 
 # Below this much work (sum over runs of sweep_work, ~0.2 ms of one core per unit) a sweep runs in this
 # process: on 2 cores a local cluster's start (two worker processes importing torch, ~3-5 s) and its
@@ -55,7 +56,7 @@ class SweepError(RuntimeError):
 
 
 def run_to_bytes(config: dict[str, Any]) -> bytes:
-    """Train ``config`` (a ``to_dict()`` of RunConfig or TransformerConfig) and return its trace as
+    """Train ``config`` (a ``to_dict()`` of any registered run kind's config) and return its trace as
     ``.npz`` bytes. Pure: the result depends on the config only (one torch thread, seeded everything),
     so a run on any worker is bit-identical to the same run here. Writes nothing outside a private
     temporary folder, which it removes."""
@@ -102,8 +103,7 @@ def scheduler_address(scheduler: str | None = None) -> str | None:
     address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None or address == "local":
         return address
-    shown = repr(address if len(address) <= 80 else address[:77] + "...")
-    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown}"
+    usage = f"scheduler must look like tcp://HOST:PORT (a running `dask scheduler`); got {shown_path(address)}"
     if not address.isprintable() or any(c.isspace() for c in address):  # urlsplit would drop a newline silently
         raise ConfigError(usage)
     try:
@@ -160,6 +160,27 @@ def _here(configs: list[Config], show: bool) -> Iterator[tuple[Config, bytes]]:
             bar.update(len(group))
 
 
+class _quiet_when_stopped:
+    """Context manager: when Ctrl-C or SIGTERM (a BaseException that is no Exception) stops the sweep, Dask's own
+    log goes quiet before the cluster closes: stopping is what the user asked for, and the nannies and the event
+    loop log each task they cancel with a CancelledError traceback."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            self.log.setLevel(logging.CRITICAL)
+
+    @staticmethod
+    def now(log: logging.Logger) -> None:
+        """The same, for the exception being handled now (in a ``finally``)."""
+        _quiet_when_stopped(log).__exit__(*sys.exc_info())
+
+
 def _on_dask(configs: list[Config], address: str | None, show: bool, retries: int, workers: int | None,
              connect_timeout: float, in_order: bool = False) -> Iterator[tuple[Config, bytes]]:
     from distributed import Client, LocalCluster, as_completed
@@ -171,8 +192,9 @@ def _on_dask(configs: list[Config], address: str | None, show: bool, retries: in
     try:
         if address is None:
             n = workers or len(os.sched_getaffinity(0))
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(cluster)
+            with _quiet_when_stopped(distributed_log):
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+                client = Client(cluster)
         else:
             client = Client(address, timeout=connect_timeout)
     except (OSError, TimeoutError) as exc:
@@ -200,6 +222,7 @@ def _on_dask(configs: list[Config], address: str | None, show: bool, retries: in
                 yield config, payload
                 bar.update()
     finally:
+        _quiet_when_stopped.now(distributed_log)
         client.close()
         if cluster is not None:
             cluster.close()

@@ -22,7 +22,7 @@ import numpy as np
 
 from simulation.atomic_io import atomic_write, input_file
 
-__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ReadAsMapping", "ARRAY_AXES"]
+__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ARRAY_AXES"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
@@ -33,7 +33,8 @@ _META_KEY = "__meta__"
 # "layers+1"; "depth+1": the config's depth + 1; "init_batches"; "grid": a loss slice's points per axis; "streams":
 # the residual streams of a hyper-connection run) or a fixed size. Trace.blank fills one a trace lacks from this table.
 _PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
-              "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos")
+              "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos",
+              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.highway; NaN without a gate)
 _PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
 ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     **{key: ("records",) for key in ("step", "loss", "error", "test_error", "test_loss", "branch_ratio")},
@@ -59,31 +60,15 @@ class TraceError(ValueError):
     """A trace file is missing, corrupt, truncated or of another schema version."""
 
 
-class ReadAsMapping:
-    """Read access by key for a dataclass record (``record["diverged"]``, ``record.get(...)``, ``in``), so
-    code written against the older free dicts keeps working; new code reads attributes."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self.__dataclass_fields__ else default
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.to_dict()
-
-
 @dataclass(frozen=True)
-class TraceMeta(ReadAsMapping):
+class TraceMeta:
     """What a trace says about the run that made it: the contract between trainers and scenes.
 
-    Read it as attributes (``meta.diverged``); ``meta["diverged"]`` and ``meta.get(...)`` work too, for code
-    written against the older dict. Written to the ``.npz`` as JSON by :meth:`to_dict`.
+    Read it as attributes (``meta.diverged``); the run's config typed as :attr:`Trace.run_config`. Written to the
+    ``.npz`` as JSON by :meth:`to_dict`.
     """
 
-    config: dict[str, Any] = field(default_factory=dict)  # the full config (RunConfig / TransformerConfig.to_dict)
+    config: dict[str, Any] = field(default_factory=dict)  # the full config as JSON (to_dict); typed: Trace.run_config
     digest: str = ""  # the config's digest: the cache key and file name
     seed: int | None = None  # config["seed"], repeated for readers that show it
     versions: dict[str, str] = field(default_factory=dict)  # torch, numpy, python that trained it
@@ -165,10 +150,6 @@ class Trace:
             return self.arrays[key]
         except KeyError:
             raise KeyError(f"trace has no array {key!r}; it has {sorted(self.arrays)}") from None
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.meta.config
 
     @property
     def run_config(self) -> Any:

@@ -117,6 +117,9 @@ class MLPTask(Task[RunConfig]):
 
     A conv ResNet reuses it by overriding :meth:`build_model` (and :meth:`load_data`): its blocks have the
     same ``branch`` / ``shortcut`` shape, so the recorder, the lesion test and the input sweep apply as they are.
+    So does another kind of run (:mod:`simulation.highway`); its config then needs the fields read here: ``arch``,
+    ``depth``, ``steps``, ``batch_size``, ``record_every``, ``seed``, ``optimizer``, ``lr``, ``momentum``,
+    ``weight_decay``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
     """
 
     def __init__(self, config: RunConfig) -> None:

@@ -1,8 +1,31 @@
-"""Shared fixtures: every test gets its own trace cache, so nothing leaks between tests or runs."""
+"""Shared fixtures: every test gets its own trace cache, so nothing leaks between tests or runs; the claim tests
+share one more, read-only to them (tests/support.py: shared_traces), for the whole session."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
+
+SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV (conftest is not imported by name)
+
+
+def pytest_configure(config):
+    """One trace cache for the claim tests of this session, made here on the controller before pytest-xdist
+    starts its workers (they inherit the variable), unless the caller gives one (.ci/run gives one folder to
+    both of its pytest runs). Removed at the end if made here."""
+    if os.environ.get(SHARED_CACHE_ENV) or hasattr(config, "workerinput"):
+        return
+    os.environ[SHARED_CACHE_ENV] = config._shared_trace_cache = tempfile.mkdtemp(prefix="claim-traces-")
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_shared_trace_cache", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(SHARED_CACHE_ENV, None)
 
 
 @pytest.fixture(autouse=True)

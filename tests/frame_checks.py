@@ -21,6 +21,7 @@ from manim.utils.testing import frames_comparison as manim_frames
 from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTester
 
 from scenes.seeds import SeedSpread
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
@@ -44,14 +45,14 @@ def same_cairo_as_control_data(monkeypatch):
     monkeypatch.setattr(manim_frames, "MIN_CAIRO_VERSION", 0)
 
 
-def scene_variant(scene: type, trace_files: dict[str, str], lang: str = "en", theme: str = "dark") -> type:
+def scene_variant(scene: type, trace_files: dict[RunKey, str], lang: str = "en", theme: str = "dark") -> type:
     """``scene`` reading ``trace_files`` instead of the cache, in ``lang`` and ``theme``."""
     return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang, "theme": theme})
 
 
-def committed_traces(scene: type) -> dict[str, str]:
-    """The tiny traces of ``scene``'s experiment; a scene that draws the seed spread also gets the extra
-    seeds' (run keys ``NAME@seed{s}``)."""
+def committed_traces(scene: type) -> dict[RunKey, str]:
+    """The tiny traces of ``scene``'s experiment (``{RunKey: path}``); a scene that draws the seed spread also
+    gets the extra seeds'."""
     files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
     assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
     return files
@@ -69,7 +70,7 @@ def assert_last_frame_matches(built, name: str, write: bool = False) -> None:
         tester.check_frame(-1 if not write else 0, built.last_frame)
 
 
-def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None = None, lang: str = "en",
+def make_frame_test(scene: type, name: str, trace_files: dict[RunKey, str] | None = None, lang: str = "en",
                     theme: str = "dark"):
     """A pytest function comparing the last frame of ``scene`` with control data ``<name>.npz``
     (``--set_test``: writing it).
@@ -91,7 +92,7 @@ def make_frame_test(scene: type, name: str, trace_files: dict[str, str] | None =
     return test
 
 
-def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: str, key: str,
+def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: RunKey, key: str,
                                tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en",
                                theme: str = "dark") -> None:
     """Copy the committed traces, apply ``tamper`` to ``run``'s array ``key``, and expect the frame
@@ -99,10 +100,10 @@ def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, 
     if request.config.getoption("--set_test"):
         pytest.skip("writing control data: a tampered run must not overwrite it")
     files = {}
-    for run_name, path in committed_traces(scene).items():
-        files[run_name] = str(tmp_path / "traces" / f"{run_name}.npz")  # seeds share file names: use the key
-        Path(files[run_name]).parent.mkdir(exist_ok=True)
-        shutil.copy(path, files[run_name])
+    for run_key, path in committed_traces(scene).items():
+        files[run_key] = str(tmp_path / "traces" / f"{run_key.name}.{run_key.seed}.npz")  # seeds share file names
+        Path(files[run_key]).parent.mkdir(exist_ok=True)
+        shutil.copy(path, files[run_key])
     trace = Trace.load(files[run])
     original = trace[key].copy()
     trace.arrays[key] = tamper(original).astype(original.dtype)

@@ -2,7 +2,8 @@
 
 Example::
 
-    globals().update(frame_matrix(RankCollapse, "rank_collapse", run="san", key="rank_residual", tamper=np.sqrt))
+    globals().update(frame_matrix(RankCollapse, "rank_collapse", run=RunKey("san", 0), key="rank_residual",
+                                  tamper=np.sqrt))
 
 The tests are those of tests/frame_checks.py (:func:`frame_checks.make_frame_test`, control data
 ``<stem>_<lang>[_light].npz`` under tests/control_data/scenes/, :func:`frame_checks.assert_fails_when_tampered`),
@@ -17,6 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from simulation.runkeys import RunKey
+
 from frame_checks import assert_fails_when_tampered, make_frame_test
 
 __all__ = ["CASES", "frame_matrix"]
@@ -24,7 +27,7 @@ __all__ = ["CASES", "frame_matrix"]
 CASES = [(lang, theme) for lang in ("en", "zh") for theme in ("dark", "light")]
 
 
-def frame_matrix(scene: type, stem: str, run: str, key: str, tamper: Callable[[np.ndarray], np.ndarray]
+def frame_matrix(scene: type, stem: str, run: RunKey, key: str, tamper: Callable[[np.ndarray], np.ndarray]
                  ) -> dict[str, Callable]:
     """``{test name: test}``: a frame test per (language, theme) and one tamper twin parametrized over them,
     which changes ``run``'s array ``key`` with ``tamper`` and expects every comparison to fail."""

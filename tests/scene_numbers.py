@@ -5,7 +5,7 @@ Example::
     from scene_numbers import check_numbers, check_tampered_numbers
     check_numbers(NormFree, norm_free_numbers, {"forward.seeds", "trains.seeds"})
 
-``expected(traces)`` recomputes, from ``{run key: Trace}``, every number the scene records except its
+``expected(traces)`` recomputes, from ``{RunKey: Trace}``, every number the scene records except its
 "k of N seeds" counts (keys ending ``.seeds`` / ``.of``), which each scene's verdict tests check.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
@@ -41,7 +42,7 @@ def check_numbers(scene: type, expected: Callable[[dict], dict], counts: set[str
     assert shown["missing"] == []
 
 
-def check_tampered_numbers(scene: type, expected: Callable[[dict], dict], run: str, key: str,
+def check_tampered_numbers(scene: type, expected: Callable[[dict], dict], run: RunKey, key: str,
                            change: Callable[[np.ndarray], np.ndarray], tmp_path: Path) -> None:
     """The twin: with ``change`` applied to ``run``'s array ``key`` the scene's numbers differ from the
     untampered ones and equal ``expected`` of the tampered traces."""

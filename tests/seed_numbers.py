@@ -3,10 +3,9 @@
 Example::
 
     from seed_numbers import SEED_NUMBERS, base_runs
-    expected = SEED_NUMBERS["PathEnsemble"](traces)      # traces: {run key: Trace}, keys NAME or NAME@seed{s}
+    expected = SEED_NUMBERS["PathEnsemble"](traces)      # traces: {RunKey: Trace}, the first seed's first
 
-Each function takes ``{run key: Trace}`` (the first seed under bare names, the others as ``NAME@seed{s}``,
-docs/sweep.md) and returns every ``...seed.<s>...`` value and every "k of n seeds" count its scene must
+Each function takes ``{RunKey: Trace}`` (the first seed's runs first, as ``build_runs`` orders them) and returns every ``...seed.<s>...`` value and every "k of n seeds" count its scene must
 record, computed here without the scenes' helpers (numpy only), so a test comparing them can fail.
 """
 
@@ -14,30 +13,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulation.runkeys import RunKey, by_seed
 from simulation.trace import Trace
 
 __all__ = ["SEED_NUMBERS", "base_runs", "by_seed"]
 
 
-def base_runs(traces: dict[str, Trace]) -> dict[str, Trace]:
-    """The first seed's runs: the keys without ``@seed``."""
-    return {k: t for k, t in traces.items() if "@seed" not in k}
-
-
-def by_seed(traces: dict[str, Trace]) -> dict[int, dict[str, Trace]]:
-    """``{seed: {NAME: Trace}}`` in key order (a bare key's seed is its trace's ``meta["seed"]``)."""
-    out: dict[int, dict[str, Trace]] = {}
-    for key, trace in traces.items():
-        name, _, seed = key.partition("@seed")
-        out.setdefault(int(seed) if seed else int(trace.meta["seed"]), {})[name] = trace
-    return out
+def base_runs(traces: dict[RunKey, Trace]) -> dict[str, Trace]:
+    """The first seed's runs, ``{NAME: Trace}``."""
+    return next(iter(by_seed(traces).values()))
 
 
 def _count(out: dict, key: str, flags: list[bool]) -> None:
     out[f"{key}.seeds"], out[f"{key}.of"] = float(sum(flags)), float(len(flags))
 
 
-def residual_response(traces: dict[str, Trace]) -> dict[str, float]:
+def residual_response(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """Trained ||F(x)|| / ||x|| and std of F(x) per block (other seeds), their means (every seed), counts."""
     groups = by_seed(traces)
     first, out, means = next(iter(groups)), {}, {}
@@ -58,7 +49,7 @@ def residual_response(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def path_ensemble(traces: dict[str, Trace]) -> dict[str, float]:
+def path_ensemble(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """Lesion errors per block (other seeds), mean increase over the intact net (every seed), counts."""
     groups = by_seed(traces)
     first, out, increase = next(iter(groups)), {}, {}
@@ -73,12 +64,12 @@ def path_ensemble(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def shattered_gradients(traces: dict[str, Trace]) -> dict[str, float]:
+def shattered_gradients(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """The deepest pair's autocorrelation (other seeds, 16 lags), lag-1 value (every seed), counts."""
     groups = by_seed(traces)
     first, out = next(iter(groups)), {}
     base = groups[first]
-    deepest = {arch: max((t.config["depth"], n) for n, t in base.items() if t.config["arch"] == arch)[1]
+    deepest = {arch: max((t.run_config.depth, n) for n, t in base.items() if t.run_config.arch == arch)[1]
                for arch in ("plain", "residual")}
     r1 = {}
     for seed, runs in groups.items():
@@ -92,7 +83,7 @@ def shattered_gradients(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def post_ln_vs_pre_ln(traces: dict[str, Trace]) -> dict[str, float]:
+def post_ln_vs_pre_ln(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """FFN ||dL/dW^2|| at init per layer (other seeds), decoder last/first and final losses (every seed), counts."""
     groups = by_seed(traces)
     first, out, ratio, final = next(iter(groups)), {}, {}, {}
@@ -100,10 +91,10 @@ def post_ln_vs_pre_ln(traces: dict[str, Trace]) -> dict[str, float]:
         for name in ("post_ln", "pre_ln"):
             t = runs[name]
             grads = t["init_ffn_grad_norm"].astype(np.float64).mean(axis=0)
-            layers = t.meta["layers"]
+            layers = t.meta.layers
             if seed != first:
                 out.update({f"{name}.seed.{seed}.{layer}.init_ffn_grad_norm": g for layer, g in zip(layers, grads)})
-            stack = "decoder" if t.config["arch"] == "encoder_decoder" else "encoder"
+            stack = "decoder" if t.run_config.arch == "encoder_decoder" else "encoder"
             index = [i for i, layer in enumerate(layers) if layer.startswith(stack + ".")]
             ratio[(name, seed)] = grads[index[-1]] / grads[index[0]]
             out[f"{name}.seed.{seed}.last_over_first"] = ratio[(name, seed)]

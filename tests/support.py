@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable
 
 from click.testing import CliRunner
+from filelock import FileLock, Timeout
 
 from render import cli
 from simulation.cache import get_traces
-from simulation.experiments import build_runs, seed_key
+from simulation.experiments import build_runs
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
-__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS", "NEEDED", "trained_at_seed",
-           "holds_on_most_seeds", "cached_traces", "at_seed", "forward_keeping_layers", "cross_entropy",
-           "TRANSFORMER_TINY"]
+__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
+           "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
+           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY"]
 
 # -- the command line -----------------------------------------------------------------------------
 
@@ -81,19 +84,65 @@ def wait_for(predicate, timeout: float = 120.0) -> None:
 
 SEEDS = range(5)
 NEEDED = 4
-_TRACES: dict[str, Trace] = {}  # by config digest: experiments that share runs train them once
+SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # the claim tests' trace cache, one per test session (conftest.py) or CI run
+_TRACES: dict[str, Trace] = {}  # by config digest: what this process has read from the shared cache
+
+
+@contextmanager
+def _cache_at(folder: str):
+    """``$RESIDUAL_CACHE`` set to ``folder`` inside the block (the per-test cache of conftest's isolated_cache
+    is back after it)."""
+    before = os.environ.get("RESIDUAL_CACHE")
+    os.environ["RESIDUAL_CACHE"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RESIDUAL_CACHE", None)
+        else:
+            os.environ["RESIDUAL_CACHE"] = before
+
+
+def shared_traces(configs: list, here: bool = False) -> list[Trace]:
+    """Traces of ``configs`` in order, through the claim tests' shared cache ``$RESIDUAL_TEST_CACHE``: a run
+    that several claim tests train (residual_response's and paths' nets, layernorm's Post-LN with warm-up and
+    conveyor_belt's Post-LN, ...) is trained once per test session, whichever xdist worker asks first; CI
+    (.ci/run) keeps one folder for both of its pytest runs. Trained through :func:`simulation.cache.get_traces`
+    (the product's path: in this process, or a local sweep for many runs; ``here=True``: in this process) into
+    that folder.
+
+    Each run has a lock file beside its trace: the runs whose lock is free are locked and trained together; a
+    run locked by the other worker (training it now) is waited for afterwards, one lock at a time (no
+    deadlock), and read from the cache (trained here if that worker failed)."""
+    folder = os.environ[SHARED_CACHE_ENV]
+    unique = {c.digest(): c for c in configs}
+    wanted = [d for d in sorted(unique) if d not in _TRACES]
+    waiting, scheduler = [], "local" if here else None
+    with ExitStack() as held:
+        mine = []
+        for digest in wanted:
+            lock = FileLock(os.path.join(folder, f"{digest}.lock"))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                waiting.append(digest)
+                continue
+            held.callback(lock.release)
+            mine.append(digest)
+        with _cache_at(folder):
+            _TRACES.update(zip(mine, get_traces([unique[d] for d in mine], progress=False, log_hits=False,
+                                                 scheduler=scheduler)))
+    for digest in waiting:
+        with FileLock(os.path.join(folder, f"{digest}.lock")), _cache_at(folder):
+            _TRACES[digest] = get_traces([unique[digest]], progress=False, log_hits=False, scheduler=scheduler)[0]
+    return [_TRACES[c.digest()] for c in configs]
 
 
 def trained_at_seed(experiment: str, seed: int, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session."""
-    out = {}
-    for name, config in build_runs(experiment, {**overrides, "seed": seed}).items():
-        if config.digest() not in _TRACES:
-            from simulation.train import run  # torch: only where a claim trains
-
-            _TRACES[config.digest()] = run(config, progress=False)
-        out[name] = _TRACES[config.digest()]
-    return out
+    """``{name: Trace}``: the runs of ``experiment`` at ``seed`` with ``overrides``, trained once per test session
+    (:func:`shared_traces`), in this process."""
+    runs = build_runs(experiment, {**overrides, "seed": seed})
+    return {key.name: trace for key, trace in zip(runs, shared_traces(list(runs.values()), here=True))}
 
 
 def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
@@ -104,15 +153,16 @@ def holds_on_most_seeds(check: Callable[[int], tuple[bool, str]]) -> None:
     assert passed >= NEEDED, f"claim held on {passed} of {len(results)} seeds (need {NEEDED}):\n{report}"
 
 
-def cached_traces(experiment: str, **overrides: object) -> dict[str, Trace]:
-    """The runs of ``experiment`` with ``overrides``, trained through the (per-test) cache."""
-    runs = build_runs(experiment, {key: value for key, value in overrides.items()})
-    return dict(zip(runs, get_traces(list(runs.values()), progress=False)))
+def cached_traces(experiment: str, **overrides: object) -> dict[RunKey, Trace]:
+    """``{RunKey: Trace}``: the runs of ``experiment`` with ``overrides``, trained once per test session
+    (:func:`shared_traces`)."""
+    runs = build_runs(experiment, dict(overrides))
+    return dict(zip(runs, shared_traces(list(runs.values()))))
 
 
-def at_seed(t: dict[str, Trace], name: str, seed: int) -> Trace:
-    """Run ``name`` at ``seed`` of the experiment's ``seeds`` (SEEDS): ``name`` or ``name@seed{s}``."""
-    return t[seed_key(name, seed, seed == SEEDS[0])]
+def at_seed(t: dict[RunKey, Trace], name: str, seed: int) -> Trace:
+    """Run ``name`` at ``seed``."""
+    return t[RunKey(name, seed)]
 
 
 # -- the Transformer -------------------------------------------------------------------------------

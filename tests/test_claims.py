@@ -61,16 +61,16 @@ def test_exploding_per_block_gain_matches_closed_form_and_the_large_gain_run_div
         ok, figures = True, []
         for gain in (1, 2, 3):
             trace = t[f"plain_gain{gain}"]
-            depth = trace.config["depth"]
+            depth = trace.run_config.depth
             measured = first_over_last(trace, "out_grad_norm") ** (1 / (depth - 1))
             expected = gain ** 2 / math.sqrt(18)
             ok &= abs(measured / expected - 1) < 0.15
             figures.append(f"g={gain}: {measured:.3f} vs {expected:.3f}")
-        ok &= not t["plain_gain1"].meta["diverged"] and not t["plain_gain2"].meta["diverged"]
+        ok &= not t["plain_gain1"].meta.diverged and not t["plain_gain2"].meta.diverged
         for name in ("plain_gain3", "plain_large_lr"):
             meta = t[name].meta
-            ok &= meta["diverged"] and 0 <= meta["diverged_layer"] < meta["config"]["depth"]
-            figures.append(f"{name} diverged at step {meta['diverged_step']}, block {meta['diverged_layer'] + 1}")
+            ok &= meta.diverged and 0 <= meta.diverged_layer < t[name].run_config.depth
+            figures.append(f"{name} diverged at step {meta.diverged_step}, block {meta.diverged_layer + 1}")
         return ok, "; ".join(figures)
 
     holds_on_most_seeds(check)
@@ -168,8 +168,8 @@ def test_projection_shortcuts_where_the_width_changes():
         ok = loss["residual"] < 0.3 * loss["plain"] and loss["residual_zero_pad"] < 0.3 * loss["plain"]
         ok &= loss["residual_zero_pad"] < loss["residual"]
         trace = t["residual"]
-        changes = [i for i, (w_in, w_out) in enumerate(trace.meta["block_widths"]) if w_in != w_out]
-        same = [i for i in range(trace.config["depth"]) if i not in changes]
+        changes = [i for i, (w_in, w_out) in enumerate(trace.meta.block_widths) if w_in != w_out]
+        same = [i for i in range(trace.run_config.depth) if i not in changes]
         shortcut, x = trace["shortcut_norm"][-1], trace["input_norm"][-1]
         ok &= bool(np.array_equal(shortcut[same], x[same]))  # identity blocks: the shortcut is x itself
         ok &= bool((np.abs(shortcut[changes] / x[changes] - 1) > 0.05).all())  # W_s changes the norm

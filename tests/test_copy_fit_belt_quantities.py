@@ -21,6 +21,7 @@ import torch
 from simulation.config import ConfigError, IdentityFitConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs
+from simulation.runkeys import RunKey, by_name, one_seed
 from simulation.identity_fit import build_block, relative_error, run as fit_identity
 from simulation.summary import COURSES, first_step_below, ratio_course, summarize
 from simulation.trace import Trace
@@ -28,6 +29,7 @@ from simulation.transformer import TransformerRecorder, build_transformer, make_
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
+from seed_numbers import base_runs
 from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
@@ -66,7 +68,7 @@ def test_input_cos_is_in_the_trace_per_record_and_layer():
     from simulation.transformer import run
 
     trace = run(TransformerConfig(**TRANSFORMER_TINY), progress=False)
-    assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta["layers"]))
+    assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta.layers))
     assert trace["input_cos"].dtype == np.float64 and np.isfinite(trace["input_cos"]).all()
 
 
@@ -108,7 +110,7 @@ def test_identity_fit_trace_step0_error_and_tolerance_step(arch):
     again = fit_identity(config)
     assert all(np.array_equal(trace[k], again[k]) for k in trace.arrays)
     summary = summarize(trace)
-    assert summary["tolerance_step"] == int(trace["tolerance_step"]) and summary["final_error"] is None
+    assert summary.tolerance_step == int(trace["tolerance_step"]) and summary.final_error is None
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -180,15 +182,15 @@ def test_first_step_below_matches_brute_force():
 
 def test_seeded_experiments_take_the_global_seeds_and_share_configs():
     copy = build_runs("does_it_copy", {"seeds": "10,11,12"})
-    assert list(copy) == ["residual", "residual@seed11", "residual@seed12"]
+    assert list(copy) == [RunKey("residual", 10), RunKey("residual", 11), RunKey("residual", 12)]
     assert [c.seed for c in copy.values()] == [10, 11, 12] and all(c.arch == "residual" for c in copy.values())
-    assert copy["residual"] == build_runs("residual_response", {"seed": 10})["residual"]
-    assert list(build_runs("does_it_copy", {})) == ["residual"]  # no seeds: the one run of ``seed``
+    assert copy[RunKey("residual", 10)] == one_seed(build_runs("residual_response", {"seed": 10}))["residual"]
+    assert list(one_seed(build_runs("does_it_copy", {}))) == ["residual"]  # no seeds: the one run of ``seed``
     belt = build_runs("conveyor_belt", {"seeds": "0,1"})
-    assert sorted(belt) == ["post_ln", "post_ln@seed1", "pre_ln", "pre_ln@seed1"]
-    assert belt["post_ln"] == build_runs("layernorm", {})["post_ln_warmup"]
-    assert belt["post_ln@seed1"] == belt["post_ln"].replace(seed=1)
-    assert belt["pre_ln"].warmup_steps == belt["post_ln"].warmup_steps  # one schedule for both
+    assert sorted(belt) == [RunKey("post_ln", 0), RunKey("post_ln", 1), RunKey("pre_ln", 0), RunKey("pre_ln", 1)]
+    assert belt[RunKey("post_ln", 0)] == one_seed(build_runs("layernorm", {}))["post_ln_warmup"]
+    assert belt[RunKey("post_ln", 1)] == belt[RunKey("post_ln", 0)].replace(seed=1)
+    assert belt[RunKey("pre_ln", 0)].warmup_steps == belt[RunKey("post_ln", 0)].warmup_steps  # one schedule
     fit = build_runs("identity_fit", {"steps": 30})
     assert {c.arch for c in fit.values()} == {"plain", "residual"} and {c.steps for c in fit.values()} == {30}
     for experiment in ("does_it_copy", "conveyor_belt"):
@@ -198,31 +200,29 @@ def test_seeded_experiments_take_the_global_seeds_and_share_configs():
 
 # -- the scenes show the traces' numbers --------------------------------------------------------------
 
-def _built(scene: type, tmp_path, files: dict[str, str] | None = None):
+def _built(scene: type, tmp_path, files: dict[RunKey, str] | None = None):
     files = files or _tiny(scene)
     return dry_run(type(scene.__name__, (scene,), {"trace_files": files}), tmp_path), {
         k: Trace.load(v) for k, v in files.items()}
 
 
-def _tiny(scene: type) -> dict[str, str]:
+def _tiny(scene: type) -> dict[RunKey, str]:
     """The committed tiny traces of ``scene``'s experiment, every seed's for a scene that shows seeds."""
     return (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
 
 
-def by_seed(traces: dict[str, Trace], name: str) -> dict[int, Trace]:
-    """``{seed: trace}`` of run ``name``: the bare key is the first seed (its meta's), ``name@seed{s}`` the others."""
-    out = {int(traces[name].meta["seed"]): traces[name]}
-    out.update({int(key.split("@seed")[1]): t for key, t in traces.items() if key.startswith(name + "@seed")})
-    return out
+def by_seed(traces: dict[RunKey, Trace], name: str) -> dict[int, Trace]:
+    """``{seed: trace}`` of run ``name``, the first seed first."""
+    return by_name(traces)[name]
 
 
 def _mean_ratio(t: Trace) -> np.ndarray:
     return (t["branch_norm"].astype(np.float64) / t["input_norm"].astype(np.float64)).mean(1)
 
 
-def does_it_copy_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def does_it_copy_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     seeds = by_seed(traces, "residual")
-    t = traces["residual"]
+    t = base_runs(traces)["residual"]
     r = t["branch_norm"].astype(np.float64) / t["input_norm"].astype(np.float64)
     mean, loss, steps = r.mean(1), t["loss"].astype(np.float64), t["step"]
     courses = [ratio_course(_mean_ratio(trace))["course"] for trace in seeds.values()]
@@ -247,8 +247,8 @@ def does_it_copy_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def identity_fit_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {}
+def identity_fit_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
+    out, traces = {}, base_runs(traces)
     for name, t in traces.items():
         curve = t["loss_curve"].astype(np.float64)
         keep = np.unique(np.linspace(0, len(curve) - 1, min(200, len(curve))).round().astype(int))
@@ -256,22 +256,22 @@ def identity_fit_numbers(traces: dict[str, Trace]) -> dict[str, float]:
         out[f"{name}.step0_error"] = curve[0]
         if int(t["tolerance_step"]) >= 0:
             out[f"{name}.tolerance_step"] = int(t["tolerance_step"])
-    config = traces["residual"].config
-    out.update({"lr": config["lr"], "tolerance": config["tolerance"], "steps": config["steps"]})
+    config = traces["residual"].run_config
+    out.update({"lr": config.lr, "tolerance": config.tolerance, "steps": config.steps})
     if "plain.tolerance_step" in out and "residual.tolerance_step" in out:
         out["plain_over_residual_steps"] = out["plain.tolerance_step"] / max(out["residual.tolerance_step"], 1)
     return out
 
 
-def conveyor_belt_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out, top = {}, {}
+def conveyor_belt_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
+    out, top, base = {}, {}, base_runs(traces)
     for norm in ("post_ln", "pre_ln"):
         for seed, t in by_seed(traces, norm).items():
-            enc = [i for i, layer in enumerate(t.meta["layers"]) if layer.startswith("encoder.")]
+            enc = [i for i, layer in enumerate(t.meta.layers) if layer.startswith("encoder.")]
             cos = np.concatenate([np.ones((len(t["step"]), 1)), t["input_cos"][:, enc]], axis=1)
             top[norm, seed] = cos[-1, -1]
             out[f"{norm}.seed.{seed}.top_cos_step0"], out[f"{norm}.seed.{seed}.top_cos_final"] = cos[0, -1], cos[-1, -1]
-            if t is traces[norm]:  # the first seed, drawn in full
+            if t is base[norm]:  # the first seed, drawn in full
                 out.update({f"{norm}.layer.{l}.cos_step0": cos[0, l] for l in range(cos.shape[1])})
                 out.update({f"{norm}.layer.{l}.cos_final": cos[-1, l] for l in range(cos.shape[1])})
                 out[f"{norm}.top_cos_final"], out[f"{norm}.top_cos_step0"] = cos[-1, -1], cos[0, -1]
@@ -282,9 +282,9 @@ def conveyor_belt_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-CASES = {DoesItOnlyCopy: (does_it_copy_numbers, "residual", "branch_norm"),
-         IdentityFit: (identity_fit_numbers, "plain", "loss_curve"),
-         ConveyorBelt: (conveyor_belt_numbers, "pre_ln", "input_cos")}
+CASES = {DoesItOnlyCopy: (does_it_copy_numbers, RunKey("residual", 0), "branch_norm"),
+         IdentityFit: (identity_fit_numbers, RunKey("plain", 0), "loss_curve"),
+         ConveyorBelt: (conveyor_belt_numbers, RunKey("pre_ln", 0), "input_cos")}
 
 
 def _match(shown: dict, expected: dict) -> None:
@@ -313,9 +313,9 @@ def test_scene_numbers_equal_the_trace_and_change_with_it(scene, tmp_path):
 def test_does_it_copy_says_what_the_run_shows(tmp_path):
     """The verdict text is chosen by the measured course: a flat tampered run gets the 'flat' sentence."""
     files = dict(_tiny(DoesItOnlyCopy))
-    trace = Trace.load(files["residual"])
+    trace = Trace.load(files[RunKey("residual", 0)])
     trace.arrays["branch_norm"] = (trace["input_norm"] * 0.3).astype(np.float32)  # ratio 0.3 everywhere
-    files["residual"] = str(trace.save(tmp_path / "flat.npz"))
+    files[RunKey("residual", 0)] = str(trace.save(tmp_path / "flat.npz"))
     built, _ = _built(DoesItOnlyCopy, tmp_path / "m", files)
     texts = [getattr(m, "text", "") for m in built.mobjects for m in m.get_family()]
     flat = DoesItOnlyCopy.strings["flat"]["en"].replace(" ", "")
@@ -328,9 +328,9 @@ def test_does_it_copy_says_what_the_run_shows(tmp_path):
 
 def test_identity_fit_scene_handles_a_block_that_never_reaches_the_tolerance(tmp_path):
     files = dict(tiny_trace_files("identity_fit"))
-    trace = Trace.load(files["plain"])
+    trace = Trace.load(files[RunKey("plain", 0)])
     trace.arrays["tolerance_step"] = np.int64(-1)
-    files["plain"] = str(trace.save(tmp_path / "never.npz"))
+    files[RunKey("plain", 0)] = str(trace.save(tmp_path / "never.npz"))
     built, _ = _built(IdentityFit, tmp_path / "m", files)
     assert "plain.tolerance_step" not in built.numbers["values"]
     texts = "".join(getattr(m, "text", "") for m in built.mobjects for m in m.get_family()).replace(" ", "")
@@ -340,7 +340,7 @@ def test_identity_fit_scene_handles_a_block_that_never_reaches_the_tolerance(tmp
 def test_conveyor_belt_counts_only_the_seeds_that_have_both_placements(tmp_path):
     """A seed whose Pre-LN run is missing keeps its Post-LN figures but is left out of "n of N seeds"."""
     files = dict(_tiny(ConveyorBelt))
-    del files["pre_ln@seed1"]
+    del files[RunKey("pre_ln", 1)]
     built, _ = _built(ConveyorBelt, tmp_path, files)
     values = built.numbers["values"]
     assert values["seeds.total"] == 1 and "post_ln.seed.1.top_cos_final" in values

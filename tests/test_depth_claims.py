@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from simulation.experiments import build_runs
-from simulation.seeds import depth_sweep_summary, group_by_seed
+from simulation.runkeys import by_name
+from simulation.seeds import depth_sweep_summary
 from simulation.summary import tail_mean
 from simulation.cache import run_sweep
 from simulation.train import run
@@ -54,7 +55,7 @@ def test_conv_plain_56_trains_worse_than_plain_20_residual_56_does_not(tmp_path,
     runs = build_runs("degradation", {"model": "conv", "depths": "20,56", "steps": 300, "lr": 0.1,
                                       "momentum": 0.9, "batch_size": 128, "seeds": SEEDS})
     traces = dict(zip(runs, run_sweep(list(runs.values()), progress=False)))
-    by_seed = group_by_seed(traces)
+    by_seed = by_name(traces)
     report, held = [], 0
     for seed in range(5):
         err = {name: tail_mean(by_seed[name][seed]["error_curve"])

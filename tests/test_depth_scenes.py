@@ -23,6 +23,7 @@ from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, s
 from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
 from scenes.seeds import count_true, seed_range
 from scenes.style import LANGS
+from simulation.runkeys import RunKey, by_seed, one_seed
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
@@ -81,14 +82,11 @@ def test_decades_per_block_is_the_slope_of_log10():
     assert math.isnan(decades_per_block([2, 10], [1e-3, 0.0]))  # an underflow is no point
 
 
-def _seed_traces(files: dict[str, str] | None = None) -> dict[int, dict[str, Trace]]:
-    """``{seed: {NAME: Trace}}`` of the tiny depth sweep (or of ``files``, run keys ``NAME@seed{s}``)."""
+def _seed_traces(files: dict[RunKey, str] | None = None) -> dict[int, dict[str, Trace]]:
+    """``{seed: {NAME: Trace}}`` of the tiny depth sweep (or of ``files``)."""
     files = files or tiny_trace_files_with_seeds("depth_sweep")
     assert files is not None, "run python tests/data/make_traces.py depth_sweep"
-    out: dict[int, dict[str, Trace]] = {}
-    for key, path in files.items():
-        name, _, seed = key.partition("@seed")
-        out.setdefault(int(seed or 0), {})[name] = Trace.load(path)
+    out = by_seed({key: Trace.load(path) for key, path in files.items()})
     assert len(out) >= 3, "run python tests/data/make_traces.py --seeds depth_sweep"
     return out
 
@@ -100,9 +98,9 @@ def test_sweep_points_read_every_seed_and_depth(model):
     seen = 0
     for seed, traces in seed_traces.items():
         for name, trace in traces.items():
-            if not name.startswith(model + "_"):
+            if trace.run_config.model != model:
                 continue
-            cell = points[trace.config["arch"]][trace.config["depth"]][seed]
+            cell = points[trace.run_config.arch][trace.run_config.depth][seed]
             g = trace["grad_norm"][0]
             assert cell["ratio"] == pytest.approx(float(g[0]) / float(g[-1]), rel=1e-12)
             assert cell["error"] == pytest.approx(tail_mean(trace["error_curve"]), rel=1e-12)
@@ -158,7 +156,7 @@ def test_scene_layout_length_and_narration(scene, lang, built):
 
 def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     """Every ||dL/dh_l|| at every record of the deepest sigmoid pair, the scale and the ratios."""
-    depth = max(t.config["depth"] for t in traces.values())
+    depth = max(t.run_config.depth for t in traces.values())
     pair = {a: traces[f"{a}_sigmoid_d{depth}"] for a in ("plain", "residual")}
     logs = np.log10(np.concatenate([t["out_grad_norm"].ravel() for t in pair.values()]))
     top = math.ceil(logs.max() - 1e-12)
@@ -184,13 +182,13 @@ def test_gradient_flow_numbers_equal_the_trace(built):
 
 def test_gradient_flow_numbers_when_tampered(tmp_path):
     """The twin: a residual trace with its input half three decades dimmer reports other numbers."""
-    files = dict(tiny_trace_files("vanishing"))
+    files = one_seed(tiny_trace_files("vanishing"))
     trace = Trace.load(files["residual_sigmoid_d8"])
     g = trace.arrays["out_grad_norm"]
     trace.arrays["out_grad_norm"] = g * np.where(np.arange(g.shape[1]) < 4, 1e-3, 1.0)
     files["residual_sigmoid_d8"] = str(trace.save(tmp_path / "tampered.npz"))
     s = dry_run(variant(GradientFlowOverTraining, files=files), tmp_path)
-    clean = gradient_flow_numbers({n: Trace.load(p) for n, p in tiny_trace_files("vanishing").items()})
+    clean = gradient_flow_numbers({n: Trace.load(p) for n, p in one_seed(tiny_trace_files("vanishing")).items()})
     assert s.numbers["values"] != pytest.approx(clean, rel=1e-9)
     assert s.numbers["values"] == pytest.approx(gradient_flow_numbers(s.traces), rel=1e-9)
 
@@ -200,11 +198,11 @@ def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "
     out, cells = {}, {}
     for seed, traces in seed_traces.items():
         for name, t in traces.items():
-            if not name.startswith(model + "_"):
+            if t.run_config.model != model:
                 continue
-            arch, depth = t.config["arch"], t.config["depth"]
+            arch, depth = t.run_config.arch, t.run_config.depth
             g = t["grad_norm"][0]
-            diverged = bool(t.meta.get("diverged"))
+            diverged = bool(t.meta.diverged)
             ratio, error = float(g[0] / g[-1]), math.nan if diverged else tail_mean(t["error_curve"])
             out[f"{arch}.d{depth}.seed.{seed}.ratio"], out[f"{arch}.d{depth}.seed.{seed}.error"] = ratio, error
             out[f"{arch}.d{depth}.seed.{seed}.diverged"] = float(diverged)
@@ -286,10 +284,10 @@ def test_depth_sweep_numbers_when_tampered(tmp_path):
     """The twin: seed 2's deep plain net recorded three times its error and a million times smaller first
     gradient: the scene reports both."""
     files = dict(tiny_trace_files_with_seeds("depth_sweep"))
-    trace = Trace.load(files["mlp_plain_d8@seed2"])
+    trace = Trace.load(files[RunKey("mlp_plain_d8", 2)])
     trace.arrays["error_curve"] = np.minimum(trace.arrays["error_curve"] * 3, 1.0)
     trace.arrays["grad_norm"] = trace.arrays["grad_norm"] * np.where(np.arange(8) == 0, 1e-6, 1.0)
-    files["mlp_plain_d8@seed2"] = str(trace.save(tmp_path / "tampered.npz"))
+    files[RunKey("mlp_plain_d8", 2)] = str(trace.save(tmp_path / "tampered.npz"))
     s = dry_run(variant(DepthSweep, files=files), tmp_path)
     assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces()), rel=1e-9)
     assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files)), rel=1e-9)
@@ -299,11 +297,11 @@ def test_depth_sweep_conv_numbers_when_tampered(tmp_path):
     """DepthSweepConv's twin: seed 1's deep conv plain net recorded half its error and a thousand times smaller
     first gradient: the scene reports both, and not the clean numbers."""
     files = dict(tiny_trace_files_with_seeds("depth_sweep"))
-    trace = Trace.load(files["conv_plain_d14@seed1"])
+    trace = Trace.load(files[RunKey("conv_plain_d14", 1)])
     trace.arrays["error_curve"] = trace.arrays["error_curve"] * 0.5
     blocks = trace.arrays["grad_norm"].shape[1]
     trace.arrays["grad_norm"] = trace.arrays["grad_norm"] * np.where(np.arange(blocks) == 0, 1e-3, 1.0)
-    files["conv_plain_d14@seed1"] = str(trace.save(tmp_path / "tampered.npz"))
+    files[RunKey("conv_plain_d14", 1)] = str(trace.save(tmp_path / "tampered.npz"))
     s = dry_run(variant(DepthSweepConv, files=files), tmp_path)
     assert s.numbers["values"] != pytest.approx(depth_sweep_numbers(_seed_traces(), "conv"), rel=1e-9)
     assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files), "conv"), rel=1e-9)

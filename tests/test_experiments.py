@@ -19,6 +19,7 @@ import simulation.config
 from simulation.config import MAX_WIDTH, ConfigError, RunConfig
 from simulation.data import load_dataset
 from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.runkeys import RunKey, one_seed
 from simulation.models import ResidualBlock, build_model
 from simulation.record import STAT_KEYS, Recorder
 from simulation.summary import autocorrelation, path_length_fraction, safe_log10, summarize, tail_mean
@@ -63,7 +64,7 @@ def test_digest_changes_with_every_field_and_the_source_hash(monkeypatch):
     assert len(set(digests.values())) == len(digests), "two fields map to the same digest"
     assert original not in digests.values()
     assert RunConfig().digest() == original
-    monkeypatch.setattr(simulation.config, "source_hash", lambda: "0" * 16)
+    monkeypatch.setattr(simulation.config, "source_hash", lambda root=None: "0" * 16)
     assert RunConfig().digest() != original
 
 
@@ -107,8 +108,8 @@ EXPLODING = RunConfig(activation="relu", depth=8, width=16, init_gain=3.0, lr=0.
 
 
 def _check_diverged(trace: Trace, config: RunConfig) -> int:
-    meta, step = trace.meta, trace.meta["diverged_step"]
-    assert meta["diverged"] is True and meta["diverged_pass"] in ("forward", "backward", "stem_or_head")
+    meta, step = trace.meta, trace.meta.diverged_step
+    assert meta.diverged is True and meta.diverged_pass in ("forward", "backward", "stem_or_head")
     # The stop is at the first step whose loss or gradient is not finite.
     bad = ~(np.isfinite(trace["loss_curve"]) & np.isfinite(trace["grad_norm_curve"]))
     assert step == int(np.flatnonzero(bad)[0])
@@ -117,10 +118,10 @@ def _check_diverged(trace: Trace, config: RunConfig) -> int:
     assert trace["step"][-1] == step and trace["grad_norm"].shape == (len(trace["step"]), config.depth)
     assert (trace["nonfinite"][:-1] == 0).all(), "records before the divergence saw only finite values"
     assert np.array_equal(trace["nonfinite"], trace["nonfinite_act"] + trace["nonfinite_grad"])
-    layer = meta["diverged_layer"]
-    if meta["diverged_pass"] == "forward":
+    layer = meta.diverged_layer
+    if meta.diverged_pass == "forward":
         assert trace["nonfinite_act"][-1, layer] > 0 and (trace["nonfinite_act"][-1, :layer] == 0).all()
-    elif meta["diverged_pass"] == "backward":
+    elif meta.diverged_pass == "backward":
         assert trace["nonfinite_grad"][-1, layer] > 0 and (trace["nonfinite_grad"][-1, layer + 1:] == 0).all()
     assert np.isnan(trace["lesion_test_error"]).all() and np.isnan(trace["final_test_error"])
     return step
@@ -136,8 +137,8 @@ def test_a_diverging_run_records_step_and_block_and_keeps_its_records(tmp_path):
         assert loaded[key].tobytes() == trace[key].tobytes(), key
     summary = summarize(loaded)
     json.dumps(summary.to_dict(), allow_nan=False)
-    assert summary["diverged"] and summary["diverged_step"] == step
-    assert summary["nonfinite_per_layer"][trace.meta["diverged_layer"]] > 0
+    assert summary.diverged and summary.diverged_step == step
+    assert summary.nonfinite_per_layer[trace.meta.diverged_layer] > 0
 
 
 def test_a_divergence_on_a_recorded_step_is_recorded_once():
@@ -149,7 +150,7 @@ def test_a_divergence_on_a_recorded_step_is_recorded_once():
 
 def test_a_finite_run_says_so():
     trace = run(TINY)
-    assert trace.meta["diverged"] is False and trace.meta["diverged_step"] is None
+    assert trace.meta.diverged is False and trace.meta.diverged_step is None
     assert np.isfinite(trace["loss_curve"]).all() and (trace["nonfinite"] == 0).all()
 
 
@@ -163,9 +164,9 @@ def test_gradients_that_underflow_to_zero_keep_statistics_and_log_scales_usable(
     assert trace["grad_norm"].dtype == np.float64 and (trace["nonfinite"] == 0).all()
     summary = summarize(trace)
     json.dumps(summary.to_dict(), allow_nan=False)
-    logs = summary["log10_grad_norm_step0"]
+    logs = summary.log10_grad_norm_step0
     assert [v is None for v in logs] == list(grad == 0)
-    assert summary["grad_underflow_blocks_step0"] == int((grad == 0).sum())
+    assert summary.grad_underflow_blocks_step0 == int((grad == 0).sum())
     finite = [v for v in logs if v is not None]
     assert min(finite) < -30, "the smallest nonzero gradients are kept in float64, below float32's normal range"
 
@@ -346,8 +347,8 @@ def test_summary_of_an_old_trace_without_the_new_keys():
                                                   "act_std", "act_norm", "input_norm", "branch_norm", "branch_std",
                                                   "grad_norm", "out_grad_norm", "nonfinite")})
     summary = summarize(old)
-    assert summary["final_test_error"] == pytest.approx(float(trace["test_error"][-1]))
-    assert "lesion_test_error" not in summary and summary.lesion_test_error is None
+    assert summary.final_test_error == pytest.approx(float(trace["test_error"][-1]))
+    assert "lesion_test_error" not in summary.to_dict() and summary.lesion_test_error is None
 
 
 def test_tail_mean_stops_before_a_divergence():
@@ -371,7 +372,8 @@ EXPECTED_RUNS = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_RUNS))
 def test_experiment_run_names_and_overrides(name):
     runs = build_runs(name)
-    assert set(runs) == EXPECTED_RUNS[name]
+    assert runs == {RunKey(run, 0): c for run, c in one_seed(runs).items()}, "one run set, of seed 0"
+    assert set(one_seed(runs)) == EXPECTED_RUNS[name]
     assert all(isinstance(c, RunConfig) for c in runs.values())
     assert all(c.seed == 7 and c.steps == 3 for c in build_runs(name, {"seed": "7", "steps": "3"}).values())
     with pytest.raises(ConfigError, match="unknown parameter 'depht'"):
@@ -379,11 +381,12 @@ def test_experiment_run_names_and_overrides(name):
 
 
 def test_experiment_specific_parameters():
-    assert set(build_runs("degradation", {"depths": "4,4,6"})) == {"plain_d4", "residual_d4", "plain_d6", "residual_d6"}
-    runs = build_runs("exploding", {"gains": "0.5,2.5", "large_lr": "3"})
+    assert set(one_seed(build_runs("degradation", {"depths": "4,4,6"}))) == {"plain_d4", "residual_d4", "plain_d6",
+                                                                            "residual_d6"}
+    runs = one_seed(build_runs("exploding", {"gains": "0.5,2.5", "large_lr": "3"}))
     assert set(runs) == {"plain_gain0p5", "plain_gain2p5", "plain_large_lr"}
     assert runs["plain_gain2p5"].init_gain == 2.5 and runs["plain_large_lr"].lr == 3.0
-    projection = build_runs("projection")
+    projection = one_seed(build_runs("projection"))
     assert projection["residual_zero_pad"].shortcut == "zero_pad" and projection["residual"].shortcut == "projection"
     assert build_runs("paths") == build_runs("residual_response"), "E4 and E6 share their trained runs"
     for bad, message in [({"gains": "a,b"}, r"gains must be list\[float\]"), ({"gains": "-1"}, "gains must be a finite"),

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from cli.explore import UI_STRINGS, VIEWS, jsonable, export_data, write_explorer
+from simulation.config import UserModelConfig
 from simulation.experiments import vanishing_run
+from simulation.runkeys import RunKey, key_texts
 from simulation.trace import Trace
 
 from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
@@ -31,14 +33,20 @@ DESKTOP = {"viewport": {"width": 1280, "height": 720}}
 pytestmark = pytest.mark.xdist_group("explore")  # one worker builds the pages and starts the browser
 
 
-def committed_traces(experiments=EXPERIMENTS) -> dict[str, dict[str, Trace]]:
-    """{experiment: {run key: Trace}} of tests/data's tiny traces, every committed seed."""
+def committed_traces(experiments=EXPERIMENTS) -> dict[str, dict[RunKey, Trace]]:
+    """{experiment: {RunKey: Trace}} of tests/data's tiny traces, every committed seed."""
     out = {}
     for experiment in experiments:
         files = tiny_trace_files_with_seeds(experiment)
         assert files, f"tests/data lacks the tiny traces of {experiment}"
-        out[experiment] = {name: Trace.load(path) for name, path in files.items()}
+        out[experiment] = {key: Trace.load(path) for key, path in files.items()}
     return out
+
+
+def shown_as(runs: dict[RunKey, Trace]) -> dict[str, Trace]:
+    """``{run as the page names it: Trace}`` (the first seed's by their bare names; simulation.runkeys.key_texts)."""
+    texts = key_texts(runs)
+    return {texts[key]: trace for key, trace in runs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +65,7 @@ def explorer(tmp_path_factory, traces) -> Path:
 def untrained(tmp_path_factory) -> Path:
     """The vanishing runs without the residual sigmoid net of depth 8: that combination was not trained."""
     runs = committed_traces(("vanishing",))
-    del runs["vanishing"][vanishing_run("residual", "sigmoid", 8)]
+    del runs["vanishing"][RunKey(vanishing_run("residual", "sigmoid", 8), 0)]
     target = tmp_path_factory.mktemp("untrained") / "explore"
     write_explorer(runs, target)
     return target
@@ -147,12 +155,12 @@ def flow_problems(page, traces: dict[str, Trace]) -> list[str]:
 
 def test_the_step_slider_moves_the_drawn_norms_to_the_trace(browser, explorer, traces):
     page, _, errors = open_page(browser, explorer, "#view=flow&depth=8&act=sigmoid")
-    records = list(traces["vanishing"][vanishing_run("plain", "sigmoid", 8)]["step"])
+    records = list(shown_as(traces["vanishing"])[vanishing_run("plain", "sigmoid", 8)]["step"])
     page.focus("#step")
     seen = []
     for k in range(len(records)):
         assert state(page)["step"] == records[k]
-        assert flow_problems(page, traces["vanishing"]) == []
+        assert flow_problems(page, shown_as(traces["vanishing"])) == []
         seen.append(page.inner_text("#step-out"))
         page.keyboard.press("ArrowRight")  # the range input's own key: one record on
     assert len(set(seen)) == len(records) >= 3 and errors == []
@@ -167,7 +175,7 @@ def test_the_slider_check_catches_a_changed_number(browser, explorer, traces, tm
     run["out_grad_norm"][1][2] *= 1 + 1e-12  # one block, one record, the last bits of a double
     write_data(folder, data)
     page, _, _ = open_page(browser, folder, "#view=flow&depth=8&act=sigmoid&step=10")
-    problems = flow_problems(page, traces["vanishing"])
+    problems = flow_problems(page, shown_as(traces["vanishing"]))
     page.close()
     assert len(problems) == 2 and all("block 2 at step 10" in p for p in problems)
 
@@ -182,7 +190,7 @@ def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
     """Chain rule, degradation, responses and Post-LN vs Pre-LN against computations made here from the .npz."""
     page, _, errors = open_page(browser, explorer, "#view=chain&family=chain_rule&step=10")
     for arch in ("plain", "residual"):
-        g = np.asarray(traces["chain_rule"][arch]["out_grad_norm"][1], np.float64)  # record 1 = step 10
+        g = np.asarray(shown_as(traces["chain_rule"])[arch]["out_grad_norm"][1], np.float64)  # record 1 = step 10
         shown = table_values(page, f"#numbers td[data-arch={arch}]")
         assert [shown[(arch, l, "product")] for l in range(len(g))] == list(g / g[-1])
         assert [shown[(arch, l, "factor")] for l in range(len(g) - 1)] == pytest.approx(list(g[:-1] / g[1:]), rel=1e-12)
@@ -191,23 +199,23 @@ def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
     assert [bound[("", l, "bound")] for l in range(depth)] == [0.25 ** (depth - 1 - l) for l in range(depth)]
     page.hover("#chart rect.hit[data-block='1']")  # hover a block: its factor and running product
     readout = page.eval_on_selector_all("#readout .residual .v", "els => els.map(e => +e.dataset.value)")
-    g = np.asarray(traces["chain_rule"]["residual"]["out_grad_norm"][1], np.float64)
+    g = np.asarray(shown_as(traces["chain_rule"])["residual"]["out_grad_norm"][1], np.float64)
     assert readout[1] == g[1] / g[-1] and readout[0] == pytest.approx(g[1] / g[2], rel=1e-12)
 
     page.evaluate("location.hash = 'view=degradation&family=degradation&step=17'")
     page.wait_for_function("window.explore.state.view === 'degradation'")
     shown = table_values(page, "#numbers td[data-run]")
     assert len(shown) == len(traces["degradation"])
-    for name, trace in traces["degradation"].items():
+    for name, trace in shown_as(traces["degradation"]).items():
         curve = np.asarray(trace["error_curve"], np.float64)
         window = max(1, round(len(curve) * 0.1))
         assert shown[(name, 0, "")] == pytest.approx(curve[17 - window + 1:18].mean(), rel=1e-12)
 
-    last = int(traces["residual_response"]["residual"]["step"][-1])
+    last = int(shown_as(traces["residual_response"])["residual"]["step"][-1])
     page.evaluate(f"location.hash = 'view=responses&family=residual_response&step={last}'")
     page.wait_for_function("window.explore.state.view === 'responses'")
     shown = table_values(page, "#numbers td[data-kind=ratio]")
-    for name, trace in traces["residual_response"].items():
+    for name, trace in shown_as(traces["residual_response"]).items():
         k = list(trace["step"]).index(last)
         ratio = np.asarray(trace["branch_norm"][k], np.float64) / np.asarray(trace["input_norm"][k], np.float64)
         assert [shown[(name, l, "ratio")] for l in range(len(ratio))] == list(ratio)
@@ -215,8 +223,8 @@ def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
     page.evaluate("location.hash = 'view=layernorm'")
     page.wait_for_function("window.explore.state.view === 'layernorm'")
     shown = table_values(page, "#numbers td[data-run]")
-    for name, trace in traces["layernorm"].items():
-        if trace.config["warmup_steps"] == 0:  # the runs drawn: the init is the same with warm-up
+    for name, trace in shown_as(traces["layernorm"]).items():
+        if trace.run_config.warmup_steps == 0:  # the runs drawn: the init is the same with warm-up
             per_layer = np.asarray(trace["init_ffn_grad_norm"], np.float64).sum(0) / trace["init_ffn_grad_norm"].shape[0]
             assert [shown[(name, l, "")] for l in range(len(per_layer))] == pytest.approx(list(per_layer), rel=1e-12)
     assert errors == []
@@ -416,19 +424,19 @@ def test_the_fragment_restores_and_follows_the_view(browser, explorer):
 
 
 def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
-    """Runs named plain/residual under experiment ``model``, no ``arch`` in their config and the user's block
+    """Runs plain/residual under experiment ``model``, a user model's config (no ``depth``) and the user's block
     names in ``meta.layers``: every view that needs out_grad_norm, error_curve or branch_norm shows them."""
     names = ["stem.conv", "layer1.0", "layer1.1", "head.fc"]
     runs = {}
     for key, trace in committed_traces(("residual_response",))["residual_response"].items():
-        config = {k: v for k, v in trace.config.items() if k not in ("arch", "depth")}
+        config = UserModelConfig(arch=key.name, seed=key.seed).to_dict()
         meta = dataclasses.replace(trace.meta, layers=names, config=config)
         runs[key] = Trace(meta=meta, arrays=trace.arrays)
     write_explorer({"model": runs}, tmp_path / "explore")
     page, _, errors = open_page(browser, tmp_path / "explore", "#view=flow&family=model")
     assert page.eval_on_selector_all("#numbers tbody th", "els => els.map(e => e.textContent)") == names
     shown = table_values(page, "#numbers td[data-arch=residual]")
-    assert [shown[("residual", l, "")] for l in range(4)] == list(runs["residual"]["out_grad_norm"][0])
+    assert [shown[("residual", l, "")] for l in range(4)] == list(runs[RunKey("residual", 0)]["out_grad_norm"][0])
     for view in ("chain", "degradation", "responses"):
         page.evaluate(f"location.hash = 'view={view}&family=model'")
         page.wait_for_function(f"window.explore.state.view === '{view}'")
@@ -482,7 +490,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
 def test_traces_without_any_drawn_array_are_refused(traces):
     from cli.media import RenderError
 
-    bare = {"x": {"run": Trace(meta=traces["vanishing"][vanishing_run("plain", "sigmoid", 4)].meta,
-                               arrays={"step": np.arange(3)})}}
+    meta = shown_as(traces["vanishing"])[vanishing_run("plain", "sigmoid", 4)].meta
+    bare = {"x": {RunKey("run", 0): Trace(meta=meta, arrays={"step": np.arange(3)})}}
     with pytest.raises(RenderError, match="no trace holds what the explorer draws"):
         export_data(bare)

@@ -42,6 +42,7 @@ from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.shortcut_scale import ShortcutScale
 from scenes.norm_free import NormFree
+from simulation.runkeys import RunKey
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
@@ -79,10 +80,11 @@ def last_block_times_two(values: np.ndarray) -> np.ndarray:
 # -- the numbers a scene shows are the trace's numbers -----------------------------------------
 # Each function below recomputes, straight from the arrays, every number its scene must report.
 
-def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    out = {"step": float(traces["residual"]["step"][-1]), **SEED_NUMBERS["ResidualResponse"](traces)}
+def residual_response_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
+    base = base_runs(traces)
+    out = {"step": float(base["residual"]["step"][-1]), **SEED_NUMBERS["ResidualResponse"](traces)}
     for name in ("plain", "residual"):
-        t = traces[name]
+        t = base[name]
         x = t["input_norm"].astype(np.float64)
         f = t["branch_norm"].astype(np.float64)
         for l in range(x.shape[1]):
@@ -95,14 +97,15 @@ def residual_response_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean. Runs
-    keyed ``NAME@seed{s}`` are the other seeds: their final errors and the seed counts."""
+def degradation_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
+    """Trailing means over a tenth of the run, drawn at <= 100 steps; the last one is tail_mean. The runs of
+    the other seeds: their final errors and the seed counts."""
     out, final, by_seed = {}, {}, {}
+    first = next(iter(traces)).seed
     for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        by_seed.setdefault(name, {})[int(seed) if seed else int(t.meta["seed"])] = tail_mean(t["error_curve"])
-        if seed:
+        name = key.name
+        by_seed.setdefault(name, {})[key.seed] = tail_mean(t["error_curve"])
+        if key.seed != first:
             continue
         curve = t["error_curve"].astype(np.float64)
         window = max(1, round(len(curve) * 0.1))
@@ -113,8 +116,8 @@ def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     for name, errors in by_seed.items():
         out.update({f"{name}.seed.{seed}.final_error_pct": 100 * e for seed, e in errors.items()})
     for arch in ("plain", "residual"):
-        by_depth = sorted((t.config["depth"], name) for name, t in traces.items()
-                          if t.config["arch"] == arch and "@" not in name)
+        by_depth = sorted((t.run_config.depth, name) for name, t in base_runs(traces).items()
+                          if t.run_config.arch == arch)
         out[f"{arch}.shallowest_final_error_pct"] = 100 * final[by_depth[0][1]]
         out[f"{arch}.deepest_final_error_pct"] = 100 * final[by_depth[-1][1]]
         deep, shallow = by_seed[by_depth[-1][1]], by_seed[by_depth[0][1]]
@@ -123,34 +126,35 @@ def degradation_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     return out
 
 
-def path_ensemble_numbers(traces: dict[str, Trace]) -> dict[str, float]:
-    fraction = traces["residual"]["path_length_fraction"].astype(np.float64)
-    depth = traces["residual"].config["depth"]
+def path_ensemble_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
+    base = base_runs(traces)
+    fraction = base["residual"]["path_length_fraction"].astype(np.float64)
+    depth = base["residual"].run_config.depth
     out = {"depth": depth, "paths": 2.0 ** depth, "mean_path_length": float(np.arange(depth + 1) @ fraction),
            **SEED_NUMBERS["PathEnsemble"](traces)}
     out.update({f"path_length.{k}.fraction": v for k, v in enumerate(fraction)})
     for name in ("plain", "residual"):
-        lesion = traces[name]["lesion_test_error"].astype(np.float64)
-        intact = float(traces[name]["final_test_error"])
+        lesion = base[name]["lesion_test_error"].astype(np.float64)
+        intact = float(base[name]["final_test_error"])
         out.update({f"{name}.block.{l}.lesion_test_error": v for l, v in enumerate(lesion)})
         out[f"{name}.intact_test_error_pct"] = 100 * intact
         out[f"{name}.mean_lesion_increase_pct"] = 100 * (np.nanmean(lesion) - intact)
     return out
 
 
-def shattered_gradients_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def shattered_gradients_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     out = SEED_NUMBERS["ShatteredGradients"](traces)
-    deepest = {}
-    for name, t in base_runs(traces).items():
+    deepest, base = {}, base_runs(traces)
+    for name, t in base.items():
         g = t["input_grad"][0].astype(np.float64)
         out[f"{name}.input_grad_scale"] = float(np.abs(g - g.mean()).max())
         out[f"{name}.autocorr_lag1"] = float(t["input_grad_autocorr"][0, 1])
-        arch, depth = t.config["arch"], t.config["depth"]
+        arch, depth = t.run_config.arch, t.run_config.depth
         if depth >= deepest.get(arch, (-1, ""))[0]:
             deepest[arch] = (depth, name)
     for arch, (_, name) in deepest.items():
-        out.update({f"{name}.autocorr.{k}": float(v) for k, v in enumerate(traces[name]["input_grad_autocorr"][0, :16])})
-        out[f"deepest.{arch}.autocorr_lag1"] = float(traces[name]["input_grad_autocorr"][0, 1])
+        out.update({f"{name}.autocorr.{k}": float(v) for k, v in enumerate(base[name]["input_grad_autocorr"][0, :16])})
+        out[f"deepest.{arch}.autocorr_lag1"] = float(base[name]["input_grad_autocorr"][0, 1])
     return out
 
 
@@ -178,7 +182,7 @@ def test_numbers_equal_the_trace_when_tampered(name, tmp_path):
     scene, expected, keys = NUMBER_CASES[name]
     files = dict(committed_traces(scene))
     traces = {k: Trace.load(v) for k, v in files.items()}
-    run = sorted(k for k in files if "@" not in k)[-1]  # a run of the seed drawn in full
+    run = sorted(k for k in files if k.seed == next(iter(files)).seed)[-1]  # a run of the seed drawn in full
     for key in keys:
         traces[run].arrays[key] = traces[run].arrays[key] * 3
     files[run] = str(traces[run].save(tmp_path / "tampered.npz"))
@@ -216,27 +220,27 @@ def test_rendered_numbers_json_equals_the_trace(name, tmp_path):
 # -- Every trace-driven scene: (scene, control name, run, array, tamper) ------------------------------
 # HighwayDenseNetResidual is left out: it draws counts computed from the traces' width and depth only.
 FRAME_SCENES = [
-    (IdentityHighway, "identity_highway", "residual", "branch_norm", times_two),
-    (SigmoidDerivative, "sigmoid_derivative", "plain", "out_grad_norm", first_block_times_two),
-    (ChainRuleProduct, "chain_rule_product", "plain", "out_grad_norm", first_block_times_two),
-    (ChainRuleExploding, "chain_rule_exploding", "plain_gain3", "out_grad_norm", first_block_times_two),
-    (GradientPlusOne, "gradient_plus_one", "plain", "grad_norm", first_block_times_two),
-    (Degradation, "degradation", "plain_d6", "error_curve", lambda v: v * 0.5),
-    (ResidualResponse, "residual_response", "residual", "branch_std", times_two),
-    (TransformerAddNorm, "transformer_add_norm", TransformerAddNorm.shown_run, "branch_norm", times_two),
-    (PostLNvsPreLN, "post_ln_vs_pre_ln", "post_ln", "init_ffn_grad_norm", last_block_times_two),
-    (PathEnsemble, "path_ensemble", "residual", "lesion_test_error", times_two),
-    (ShatteredGradients, "shattered_gradients", "residual_d6", "input_grad",
+    (IdentityHighway, "identity_highway", RunKey("residual", 0), "branch_norm", times_two),
+    (SigmoidDerivative, "sigmoid_derivative", RunKey("plain", 0), "out_grad_norm", first_block_times_two),
+    (ChainRuleProduct, "chain_rule_product", RunKey("plain", 0), "out_grad_norm", first_block_times_two),
+    (ChainRuleExploding, "chain_rule_exploding", RunKey("plain_gain3", 0), "out_grad_norm", first_block_times_two),
+    (GradientPlusOne, "gradient_plus_one", RunKey("plain", 0), "grad_norm", first_block_times_two),
+    (Degradation, "degradation", RunKey("plain_d6", 0), "error_curve", lambda v: v * 0.5),
+    (ResidualResponse, "residual_response", RunKey("residual", 0), "branch_std", times_two),
+    (TransformerAddNorm, "transformer_add_norm", RunKey(TransformerAddNorm.shown_run, 0), "branch_norm", times_two),
+    (PostLNvsPreLN, "post_ln_vs_pre_ln", RunKey("post_ln", 0), "init_ffn_grad_norm", last_block_times_two),
+    (PathEnsemble, "path_ensemble", RunKey("residual", 0), "lesion_test_error", times_two),
+    (ShatteredGradients, "shattered_gradients", RunKey("residual_d6", 0), "input_grad",
      lambda v: v + np.sin(np.arange(v.shape[-1]))),
-    (Summary, "summary", "plain", "loss", times_two),
-    (GradientFlowOverTraining, "gradient_flow_over_training", "residual_sigmoid_d8", "out_grad_norm",
+    (Summary, "summary", RunKey("plain", 0), "loss", times_two),
+    (GradientFlowOverTraining, "gradient_flow_over_training", RunKey("residual_sigmoid_d8", 0), "out_grad_norm",
      lambda v: v * np.where(np.arange(v.shape[1]) < v.shape[1] // 2, 1e-3, 1.0)),  # input half three decades dimmer
-    (DepthSweep, "depth_sweep", "mlp_plain_d8@seed2", "error_curve", lambda v: v * 0.5),
-    (DepthSweepConv, "depth_sweep_conv", "conv_plain_d14@seed1", "error_curve", lambda v: v * 0.5),
-    (ShortcutScale, "shortcut_scale", "scale0p9", "out_grad_norm", first_block_times_two),
-    (NormFree, "norm_free", "rezero", "loss_curve", lambda v: v * 0.5),
-    (LossLandscape, "loss_landscape", "plain_d14", "loss_grid", checkerboard),
-    (HyperConnections, "hyper_connections", "hc", "composite_row_gain", times_two),
+    (DepthSweep, "depth_sweep", RunKey("mlp_plain_d8", 2), "error_curve", lambda v: v * 0.5),
+    (DepthSweepConv, "depth_sweep_conv", RunKey("conv_plain_d14", 1), "error_curve", lambda v: v * 0.5),
+    (ShortcutScale, "shortcut_scale", RunKey("scale0p9", 0), "out_grad_norm", first_block_times_two),
+    (NormFree, "norm_free", RunKey("rezero", 0), "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", RunKey("plain_d14", 0), "loss_grid", checkerboard),
+    (HyperConnections, "hyper_connections", RunKey("hc", 0), "composite_row_gain", times_two),
 ]
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
@@ -282,14 +286,14 @@ def test_light_and_dark_control_frames_differ():
 # The seed-spread scenes' Chinese twins tamper another seed than the one drawn in full: the dots and thin
 # lines of the other seeds are drawn from their own traces.
 ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining, DepthSweep, DepthSweepConv)] + [
-    (ShortcutScale, "shortcut_scale", "scale1@seed2", "error_curve", lambda v: v * 0.25),
-    (NormFree, "norm_free", "standard", "act_norm", times_two),
-    (ResidualResponse, "residual_response", "residual@seed2", "branch_std", times_two),
-    (PathEnsemble, "path_ensemble", "plain@seed1", "lesion_test_error", lambda v: v * 0.5),
-    (ShatteredGradients, "shattered_gradients", "residual_d6@seed2", "input_grad_autocorr", lambda v: v * -1.0),
-    (PostLNvsPreLN, "post_ln_vs_pre_ln", "pre_ln@seed1", "loss_curve", lambda v: v * 0.5),
-    (LossLandscape, "loss_landscape", "plain_d14@seed1", "loss_grid", checkerboard),  # its "k of N seeds"
-    (HyperConnections, "hyper_connections", "mhc@seed2", "composite_row_gain", times_two),  # its "k of N seeds"
+    (ShortcutScale, "shortcut_scale", RunKey("scale1", 2), "error_curve", lambda v: v * 0.25),
+    (NormFree, "norm_free", RunKey("standard", 0), "act_norm", times_two),
+    (ResidualResponse, "residual_response", RunKey("residual", 2), "branch_std", times_two),
+    (PathEnsemble, "path_ensemble", RunKey("plain", 1), "lesion_test_error", lambda v: v * 0.5),
+    (ShatteredGradients, "shattered_gradients", RunKey("residual_d6", 2), "input_grad_autocorr", lambda v: v * -1.0),
+    (PostLNvsPreLN, "post_ln_vs_pre_ln", RunKey("pre_ln", 1), "loss_curve", lambda v: v * 0.5),
+    (LossLandscape, "loss_landscape", RunKey("plain_d14", 1), "loss_grid", checkerboard),  # its "k of N seeds"
+    (HyperConnections, "hyper_connections", RunKey("mhc", 2), "composite_row_gain", times_two),  # its "k of N seeds"
 ]
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.

@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 from simulation.config import ConfigError, HyperConfig
 from simulation.experiments import build_runs
 from simulation.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
+from simulation.runkeys import RunKey
 from simulation.runs import config_from_dict
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
+from seed_numbers import base_runs
 
 from scenes.hyper_connections import GROWN, HELD, HyperConnections, final_gain, hyper_claim
 
@@ -114,7 +116,7 @@ def test_hyper_config_round_trips_and_the_experiment_has_both_mixings():
         assert config.replace(**change).digest() != config.digest(), change
     runs = build_runs("hyper_connections", {"seeds": "0,3"})
     assert {k: (c.mixing, c.seed) for k, c in runs.items()} == {
-        "hc": ("hc", 0), "mhc": ("mhc", 0), "hc@seed3": ("hc", 3), "mhc@seed3": ("mhc", 3)}
+        RunKey("hc", 0): ("hc", 0), RunKey("mhc", 0): ("mhc", 0), RunKey("hc", 3): ("hc", 3), RunKey("mhc", 3): ("mhc", 3)}
 
 
 def gains_trace(final: float) -> dict[str, np.ndarray]:
@@ -128,9 +130,9 @@ def test_hyper_claim():
     assert hyper_claim(gains_trace(float("nan")), gains_trace(1.0)) is None
 
 
-def hyper_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def hyper_numbers(runs: dict[RunKey, Trace]) -> dict[str, float]:
     """Every number HyperConnections must report, from the arrays."""
-    out = {}
+    out, traces = {}, base_runs(runs)
     for name in ("hc", "mhc"):
         g = traces[name]["composite_row_gain"].astype(np.float64)
         out.update({f"{name}.block.{l}.row_gain": v for l, v in enumerate(g[-1])})
@@ -139,20 +141,18 @@ def hyper_numbers(traces: dict[str, Trace]) -> dict[str, float]:
         out[f"{name}.row_gain_step0"] = g[0, -1]
         out[f"{name}.test_error_pct"] = 100 * float(traces[name]["final_test_error"])
     seeds = {}
-    for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        seed = int(seed) if seed else int(t.meta.seed)
+    for key, t in runs.items():
+        name, seed = key.name, key.seed
         out[f"{name}.seed.{seed}.row_gain"] = final_gain(t)
         seeds.setdefault(seed, {})[name] = t
     verdicts = [hyper_claim(runs["hc"], runs["mhc"]) for runs in seeds.values()]
     out["claim.seeds"], out["claim.of"] = sum(bool(v) for v in verdicts), len(verdicts)
-    config = traces["hc"].config
-    out.update({"streams": config["streams"], "depth": config["depth"], "width": config["width"],
-                "steps": config["steps"]})
+    config = traces["hc"].run_config
+    out.update({"streams": config.streams, "depth": config.depth, "width": config.width, "steps": config.steps})
     return out
 
 
-def tiny_files() -> dict[str, str]:
+def tiny_files() -> dict[RunKey, str]:
     files = tiny_trace_files_with_seeds("hyper_connections")
     assert files is not None, "run python tests/data/make_traces.py hyper_connections"
     return files
@@ -170,9 +170,9 @@ def test_scene_numbers_equal_the_trace():
 
 def test_scene_numbers_change_with_a_tampered_gain(tmp_path):
     files = dict(tiny_files())
-    trace = Trace.load(files["mhc"])
+    trace = Trace.load(files[RunKey("mhc", 0)])
     trace.arrays["composite_row_gain"] = trace.arrays["composite_row_gain"] * 3
-    files["mhc"] = str(trace.save(tmp_path / "mhc.npz"))
+    files[RunKey("mhc", 0)] = str(trace.save(tmp_path / "mhc.npz"))
     built = dry_run(type("HyperConnections", (HyperConnections,), {"trace_files": files, "lang": "en"}),
                     tmp_path / "media")
     untampered = hyper_numbers({k: Trace.load(v) for k, v in tiny_files().items()})

@@ -26,6 +26,7 @@ from torch.nn import functional as F
 from scenes.logit_lens import AGREE, CLAIMS, LogitLens, answer_layer, lens_row, lens_verdicts
 from simulation.config import TransformerConfig
 from simulation.experiments import GPT, build_runs
+from simulation.runkeys import RunKey, one_seed
 from simulation.transformer import build_transformer, lens_kl, logit_lens, make_task
 
 from support import NEEDED, SEEDS, at_seed, cached_traces
@@ -111,7 +112,7 @@ def test_logit_lens_against_hooks_and_the_models_output():
 
 def test_the_experiment_is_one_causal_pre_ln_gpt_per_seed():
     runs = build_runs("logit_lens", {"seeds": "0,1"})
-    assert list(runs) == [GPT, f"{GPT}@seed1"]
+    assert list(runs) == [RunKey(GPT, 0), RunKey(GPT, 1)]
     assert {(c.arch, c.norm, c.residual, c.ffn) for c in runs.values()} == {("decoder_only", "pre_ln", True, True)}
 
 
@@ -146,7 +147,7 @@ def _squared(values: np.ndarray) -> np.ndarray:
     return values ** 2
 
 
-globals().update(frame_matrix(LogitLens, "logit_lens", run=GPT, key="lens_top1", tamper=_squared))
+globals().update(frame_matrix(LogitLens, "logit_lens", run=RunKey(GPT, 0), key="lens_top1", tamper=_squared))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------
@@ -168,5 +169,5 @@ def test_the_trained_gpt_has_its_answer_on_the_stream_before_the_top():
     for claim in CLAIMS:
         held = sum(v[claim] is True for v in by_seed.values())
         assert held >= NEEDED, f"{claim} held on {held} of {len(SEEDS)} seeds:\n{report}"
-    held_out = _verdicts(cached_traces("logit_lens", seed=HELD_OUT_SEED)[GPT])
+    held_out = _verdicts(one_seed(cached_traces("logit_lens", seed=HELD_OUT_SEED))[GPT])
     assert held_out == dict.fromkeys(CLAIMS, True), f"held-out seed {HELD_OUT_SEED}: {held_out}"

@@ -9,7 +9,9 @@ Example::
 - :func:`simulation.landscape.slice_loss` against a copy of the net with the moved weights loaded by hand;
 - :func:`simulation.summary.slice_hessians` / ``curvature_ratio`` against the closed-form Hessian and
   eigenvalues of quadratics (Hypothesis), ``local_minima`` against a brute-force search;
-- the config's errors, the experiment's runs, the scene's plain verdict functions and its numbers.
+- the config's errors, the experiment's runs, the scene's plain verdict functions and its numbers;
+- :func:`simulation.loop.minibatch_step` (the SGD step of the landscape and hyper-connection runs) against a step
+  taken by hand from ``torch.autograd.grad`` on the same drawn batch.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from simulation.config import ConfigError, LandscapeConfig
 from simulation.runs import config_from_dict
 from simulation.conv import build_conv_net
 from simulation.experiments import build_runs, depth_run
+from simulation.runkeys import RunKey, by_seed
 from simulation.landscape import filter_normalize, random_direction, run as run_landscape, slice_loss
 from simulation.summary import (curvature_ratio, local_minima, nonconvex_fraction, slice_eigenvalues, slice_figures,
                                 slice_hessians, summarize)
@@ -34,6 +37,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
+from seed_numbers import base_runs
 
 from scenes.loss_landscape import MARGIN, LossLandscape, claim_by_seed, landscape_claim, slice_depths
 
@@ -235,8 +239,8 @@ def test_a_depth_that_is_not_6n_plus_2_is_refused_before_any_work(capsys):
 
 def test_experiment_builds_plain_and_residual_at_every_depth_and_seed():
     runs = build_runs("loss_landscape", {"depths": "8,14", "seeds": "0,4"})
-    assert set(runs) == {depth_run(a, d) + s for a in ("plain", "residual") for d in (8, 14) for s in ("", "@seed4")}
-    assert runs["plain_d14@seed4"].seed == 4 and runs["plain_d14"].arch == "plain"
+    assert set(runs) == {RunKey(depth_run(a, d), s) for a in ("plain", "residual") for d in (8, 14) for s in (0, 4)}
+    assert runs[RunKey("plain_d14", 4)].seed == 4 and runs[RunKey("plain_d14", 0)].arch == "plain"
     with pytest.raises(ConfigError, match="6n"):
         build_runs("loss_landscape", {"depths": "8,15"})
 
@@ -270,16 +274,16 @@ def test_claim_by_seed_counts_each_seed_with_both_runs():
 def test_slice_depths_need_both_archs():
     class T:
         def __init__(self, depth):
-            self.config = {"depth": depth}
+            self.run_config = LandscapeConfig(depth=depth)
     runs = {"plain_d8": T(8), "residual_d8": T(8), "plain_d14": T(14)}
     assert slice_depths(runs) == [8]
 
 
-def landscape_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def landscape_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     """Every number LossLandscape must report, recomputed from the arrays here."""
     out = {}
-    base = {k: t for k, t in traces.items() if "@" not in k}
-    depths = sorted({t.config["depth"] for t in base.values()})
+    base = base_runs(traces)
+    depths = sorted({t.run_config.depth for t in base.values()})
     for d_index, depth in enumerate(depths):
         out[f"depth.{d_index}"] = depth
     for name, t in base.items():
@@ -291,25 +295,21 @@ def landscape_numbers(traces: dict[str, Trace]) -> dict[str, float]:
         g = t["loss_grid"]
         out[f"{name}.centre_loss"] = float(g[g.shape[0] // 2, g.shape[1] // 2])
     for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        out[f"{name}.seed.{seed or t.meta.seed}.nonconvex_fraction_pct"] = 100 * slice_figures(t)["nonconvex_fraction"]
-    config = next(iter(base.values())).config
-    out.update({"steps": config["steps"], "eval_examples": config["eval_examples"], "grid": config["grid"]})
+        out[f"{key.name}.seed.{key.seed}.nonconvex_fraction_pct"] = 100 * slice_figures(t)["nonconvex_fraction"]
+    config = next(iter(base.values())).run_config
+    out.update({"steps": config.steps, "eval_examples": config.eval_examples, "grid": config.grid})
     logs = np.concatenate([np.log10(t["loss_grid"]).ravel() for t in base.values()])
     span = logs.max() - logs.min()
     out["contour_decades"] = 0.5 if span <= 6 else 1.0 if span <= 12 else 2.0
     deep = depths[-1]
-    seeds = {}
-    for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        seeds.setdefault(int(seed) if seed else int(t.meta.seed), {})[name] = t
+    seeds = by_seed(traces)
     verdicts = [landscape_claim(runs[depth_run("plain", deep)], runs[depth_run("residual", deep)])
                 for runs in seeds.values()]
     out["claim.seeds"], out["claim.of"] = sum(bool(v) for v in verdicts), len(verdicts)
     return out
 
 
-def tiny_files() -> dict[str, str]:
+def tiny_files() -> dict[RunKey, str]:
     files = tiny_trace_files_with_seeds("loss_landscape")
     assert files is not None, "run python tests/data/make_traces.py loss_landscape"
     return files
@@ -329,11 +329,11 @@ def test_scene_numbers_equal_the_trace():
 def test_scene_numbers_change_with_a_tampered_grid(tmp_path):
     """The twin: a rugged grid for the deepest plain net changes its non-convex fraction and the verdict count."""
     files = dict(tiny_files())
-    trace = Trace.load(files["plain_d14"])
+    trace = Trace.load(files[RunKey("plain_d14", 0)])
     g = trace.arrays["loss_grid"].astype(np.float64)
     idx = np.indices(g.shape).sum(0)
     trace.arrays["loss_grid"] = (g * np.where(idx % 2, 3.0, 1.0)).astype(np.float32)  # a checkerboard
-    files["plain_d14"] = str(trace.save(tmp_path / "plain_d14.npz"))
+    files[RunKey("plain_d14", 0)] = str(trace.save(tmp_path / "plain_d14.npz"))
     scene = type("LossLandscape", (LossLandscape,), {"trace_files": files, "lang": "en"})
     built = dry_run(scene, tmp_path / "media")
     untampered = landscape_numbers({k: Trace.load(v) for k, v in tiny_files().items()})
@@ -394,3 +394,25 @@ def test_render_all_checks_the_chapter_and_renders_it_only_when_asked():
     assert m > n and f"{n} of {n} scenes" in plain.output and f"{m} of {m} scenes" in beyond.output
     listing = runner.invoke(cli, ["list"]).output
     assert "optional chapter 'beyond'" in listing
+
+
+def test_minibatch_step_is_one_step_on_the_drawn_batch_and_skips_a_non_finite_loss():
+    from simulation.loop import minibatch_step
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 3)
+    x, y = torch.randn(40, 5), torch.randint(0, 3, (40,))
+    before = [p.detach().clone() for p in model.parameters()]
+    generator = torch.Generator().manual_seed(7)
+    idx = torch.randint(40, (8,), generator=torch.Generator().manual_seed(7))  # the batch the step will draw
+    weight, bias = (p.detach().clone().requires_grad_() for p in before)
+    expected_loss = torch.nn.functional.cross_entropy(x[idx] @ weight.T + bias, y[idx])
+    grads = torch.autograd.grad(expected_loss, (weight, bias))
+    loss = minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.5), x, y, 8, generator)
+    assert loss == pytest.approx(expected_loss.item(), rel=1e-6)
+    for p, p0, g in zip(model.parameters(), before, grads):
+        torch.testing.assert_close(p.detach(), p0 - 0.5 * g, rtol=1e-6, atol=1e-7)
+    x[:] = float("inf")  # a diverged forward: the loss is returned, nothing is updated
+    after = [p.detach().clone() for p in model.parameters()]
+    assert not math.isfinite(minibatch_step(model, torch.optim.SGD(model.parameters(), lr=0.5), x, y, 8, generator))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), after))

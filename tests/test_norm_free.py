@@ -19,6 +19,7 @@ from scenes.norm_free import (EXPLODED, LOSS_LEVEL, NormFree, count_norm_free, g
 from simulation.config import ConfigError, RunConfig
 from simulation.experiments import build_runs
 from simulation.models import build_model, fixup_scale
+from simulation.runkeys import RunKey, one_seed
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
@@ -80,14 +81,15 @@ def test_standard_forward_growth_matches_the_closed_form():
             out = block(h)
             ratios.append(float(out.square().sum() / h.square().sum()))
             h = out
-    expected = growth_per_block({"activation": "relu", "init_gain": HE}) ** 2
+    expected = growth_per_block(RunConfig(activation="relu", init_gain=HE)) ** 2
     assert expected == pytest.approx(3.0)
     assert np.mean(ratios) == pytest.approx(expected, rel=0.08)
-    assert math.isnan(growth_per_block({"activation": "relu", "init_gain": HE, "residual_init": "rezero"}))
+    assert math.isnan(growth_per_block(RunConfig(arch="residual", activation="relu", init_gain=HE,
+                                                 residual_init="rezero")))
 
 
 def test_experiment_and_config():
-    runs = build_runs("norm_free", {"inits": "none,fixup"})
+    runs = one_seed(build_runs("norm_free", {"inits": "none,fixup"}))
     assert {n: c.residual_init for n, c in runs.items()} == {"standard": "none", "fixup": "fixup"}
     assert all(c.depth == 100 and c.norm == "none" and c.init_gain == pytest.approx(HE)
                for c in build_runs("norm_free").values())
@@ -118,41 +120,41 @@ def test_verdicts_hold_fail_and_abstain():
 
 def test_steps_to_loss_stops_at_a_divergence_and_reports_a_gap():
     files = tiny_trace_files_with_seeds("norm_free")
-    trace = Trace.load(files["rezero"])
+    trace = Trace.load(files[RunKey("rezero", 0)])
     curve = trace["loss_curve"].astype(np.float64)
     below = np.flatnonzero(curve < LOSS_LEVEL)
     assert steps_to_loss(trace) == ((int(below[0]) if len(below) else -1), False)
     trace.arrays["loss_curve"] = np.where(np.arange(len(curve)) == 2, np.nan, curve).astype(np.float32)
     assert steps_to_loss(trace, level=0.0)[1] is True
-    standard = Trace.load(files["standard"])
-    assert standard.meta["diverged"]
+    standard = Trace.load(files[RunKey("standard", 0)])
+    assert standard.meta.diverged
     assert steps_to_loss(standard, level=1e30)[0] == 0  # its first loss is finite; nothing after the stop is read
 
 
 # -- the scene's numbers, recomputed from the arrays without the scene's helpers ---------------------
 
-def norm_free_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def norm_free_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     out: dict[str, float] = {"loss_level": LOSS_LEVEL}
+    first = next(iter(traces)).seed
     for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        seed = int(seed) if seed else int(t.meta["seed"])
+        name, seed = key.name, key.seed
         growth = float(t["act_norm"][0, -1]) / float(t["input_norm"][0, 0])
         loss = t["loss_curve"].astype(np.float64)
-        ran = loss[: t.meta["diverged_step"]] if t.meta["diverged"] else loss
+        ran = loss[: t.meta.diverged_step] if t.meta.diverged else loss
         hits = np.flatnonzero(ran < LOSS_LEVEL)
         step = float(hits[0]) if len(hits) else -1.0
         out[f"{name}.seed.{seed}.growth"] = growth
         out[f"{name}.seed.{seed}.step_below_level"] = step
-        if "@" in key:
+        if seed != first:
             continue
         out[f"{name}.growth"] = growth
         if step >= 0:
             out[f"{name}.step_below_level"] = step
         if name == "standard":
-            out["standard.per_block"] = growth ** (1 / t.config["depth"])
-            out["closed_form_per_block"] = math.sqrt(1 + t.config["init_gain"] ** 4 / 18)
-            if t.meta["diverged"]:
-                out["standard.diverged_step"] = float(t.meta["diverged_step"])
+            out["standard.per_block"] = growth ** (1 / t.run_config.depth)
+            out["closed_form_per_block"] = math.sqrt(1 + t.run_config.init_gain ** 4 / 18)
+            if t.meta.diverged:
+                out["standard.diverged_step"] = float(t.meta.diverged_step)
     return out
 
 
@@ -163,4 +165,4 @@ def test_numbers_equal_the_trace():
 
 def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a doubled act_norm of the standard net reports another growth."""
-    check_tampered_numbers(NormFree, norm_free_numbers, "standard", "act_norm", lambda v: v * 2, tmp_path)
+    check_tampered_numbers(NormFree, norm_free_numbers, RunKey("standard", 0), "act_norm", lambda v: v * 2, tmp_path)

@@ -23,6 +23,7 @@ from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
 from dry_run import dry_run
+from simulation.runkeys import one_seed
 
 # scene -> ((run, array, index of a value the scene shows), (run, array deleted from that run's file))
 DAMAGE = {
@@ -76,7 +77,8 @@ def test_every_trace_driven_scene_is_damaged_here():
 
 
 def _files(experiment: str, tmp_path_factory) -> dict[str, str]:
-    return tiny_trace_files(experiment) or write_tiny_traces(experiment, tmp_path_factory.mktemp("tiny"))
+    """``{run name: path}`` of the tiny traces (one seed)."""
+    return one_seed(tiny_trace_files(experiment) or write_tiny_traces(experiment, tmp_path_factory.mktemp("tiny")))
 
 
 def _damaged(files: dict[str, str], run: str, change, folder) -> dict[str, str]:

@@ -46,17 +46,58 @@ def test_an_unedited_copy_gives_the_same_digests(tmp_path):
     assert _digests(root) == (RunConfig().digest(), TransformerConfig().digest())
 
 
-@pytest.mark.parametrize("name, edit", [
-    ("train.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255")),  # a constant of the MLP trainer
-    ("record.py", _replace("low.item() > 1e-15", "low.item() > 1e-14")),  # the recorder's float64 fallback
-    ("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]")),
-    ("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:")),
-    ("transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)")),
-    ("conv.py", lambda _: "WIDTHS = (16, 32, 64)\n"),  # a new module counts by default
+# (file, edit, whether the MLP digest changes, whether the Transformer's does): a digest hashes what its trainer imports.
+@pytest.mark.parametrize("name, edit, mlp_changes, transformer_changes", [
+    ("train.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255"), True, False),  # a constant of the MLP trainer
+    ("record.py", _replace("low.item() > 1e-15", "low.item() > 1e-14"), True, True),  # the recorders' float64 fallback
+    ("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]"),
+     True, False),
+    ("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:"), True, True),
+    ("transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)"), False, True),
+    ("conv.py", lambda _: "WIDTHS = (16, 32, 64)\n", True, False),  # imported in a function of train.py: counts
+    ("config.py", lambda text: text + "\nEXTRA = 1\n", True, True),  # every trainer imports the configs
 ])
-def test_editing_code_that_shapes_a_run_changes_every_digest(tmp_path, name, edit):
+def test_editing_code_that_shapes_a_run_changes_the_digests_of_the_kinds_whose_trainers_import_it(
+        tmp_path, name, edit, mlp_changes, transformer_changes):
     mlp, transformer = _digests(_edited_copy(tmp_path, name, edit))
-    assert mlp != RunConfig().digest() and transformer != TransformerConfig().digest()
+    assert (mlp != RunConfig().digest()) == mlp_changes
+    assert (transformer != TransformerConfig().digest()) == transformer_changes
+
+
+@pytest.mark.parametrize("name, edit", [
+    ("highway.py", _replace("return t * self.branch(x) + (1 - t) * x", "return t * self.branch(x) + (1 - t) * x * 2")),
+    ("new_kind.py", lambda _: "from .train import MLPTask\nSCALE = 2\n"),  # a new kind's module, imported by no trainer
+])
+def test_a_kinds_own_module_keys_only_its_own_traces(tmp_path, name, edit):
+    assert _digests(_edited_copy(tmp_path, name, edit)) == (RunConfig().digest(), TransformerConfig().digest())
+
+
+def test_editing_a_kinds_own_module_re_keys_that_kind():
+    from simulation.config import HighwayConfig
+    from simulation.provenance import run_sources
+
+    assert PACKAGE / "highway.py" in run_sources(root="highway") and PACKAGE / "train.py" in run_sources(root="highway")
+    assert PACKAGE / "highway.py" not in run_sources(root="train")
+    assert HighwayConfig().digest() != RunConfig().digest()
+
+
+def test_package_imports_finds_module_and_function_level_imports_in_every_form():
+    from simulation.provenance import package_imports
+
+    text = ("from .a import x\nfrom . import b, c\nimport simulation.d\nfrom simulation.e import y\n"
+            "import os\nfrom torch import nn\nfrom ..other import z\n"
+            "def f():\n    from .g import h\n    import simulation.k as kk\n")
+    assert package_imports(text) == {"a", "b", "c", "d", "e", "g", "k"}
+
+
+def test_every_kind_has_its_trainer_in_the_package():
+    from simulation.provenance import trainer_root
+    from simulation.runs import KINDS
+
+    for kind in KINDS.values():
+        root = trainer_root(kind.trainer)
+        assert root is not None and (PACKAGE / f"{root}.py").is_file(), kind.trainer
+    assert trainer_root("elsewhere.module:run") is None and trainer_root("simulation.a.b:run") is None
 
 
 @pytest.mark.parametrize("name, edit", [

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from simulation.config import ConfigError, Range, RunConfig, TransformerConfig, param_range
+from simulation.config import ConfigError, HighwayConfig, Range, RunConfig, TransformerConfig, param_range
 from simulation.experiments import EXPERIMENTS, build_runs
 
-FIELDS = [(cls, f.name) for cls in (RunConfig, TransformerConfig) for f in dataclasses.fields(cls)]
+FIELDS = [(cls, f.name) for cls in (RunConfig, TransformerConfig, HighwayConfig) for f in dataclasses.fields(cls)]
 
 
 def _outside(r: Range) -> list[float]:
@@ -38,7 +38,8 @@ PARTNERS = {(RunConfig, "stages"): {"depth": 1000, "width": 1}, (TransformerConf
             (TransformerConfig, "width"): {"heads": 2},
             **{(RunConfig, name): {"arch": "residual"} for name in ("shortcut_scale", "gate", "residual_init")}}
 # Ends the cross-field checks refuse on their own: width * 2**(stages - 1) <= 4096, momentum < 1.
-SUBSTITUTES = {(RunConfig, "stages", 1000): 12, (RunConfig, "momentum", 1.0): 0.999}
+SUBSTITUTES = {(RunConfig, "stages", 1000): 12, (RunConfig, "momentum", 1.0): 0.999,
+               (HighwayConfig, "momentum", 1.0): 0.999}
 
 
 @pytest.mark.parametrize("cls, name", FIELDS, ids=[f"{c.__name__}.{n}" for c, n in FIELDS])

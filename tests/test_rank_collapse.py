@@ -26,6 +26,7 @@ from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, dro
                                   rank_residual, rank_verdicts)
 from simulation.config import ConfigError, TransformerConfig
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
+from simulation.runkeys import RunKey, one_seed
 from simulation.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
                                     token_residual)
 
@@ -127,7 +128,7 @@ def test_config_fields_change_the_digest_and_check_their_types():
 
 
 def test_the_experiment_builds_the_four_stacks():
-    runs = build_runs("rank_collapse")
+    runs = one_seed(build_runs("rank_collapse"))
     assert {name: (c.residual, c.ffn, c.norm, c.arch) for name, c in runs.items()} == {
         SAN: (False, False, "none", "encoder"), SAN_MLP: (False, True, "none", "encoder"),
         SAN_SKIP: (True, False, "none", "encoder"), SAN_MLP_SKIP: (True, True, "none", "encoder")}
@@ -181,7 +182,7 @@ def _rooted(values: np.ndarray) -> np.ndarray:
     return np.sqrt(values)
 
 
-globals().update(frame_matrix(RankCollapse, "rank_collapse", run=SAN, key="rank_residual", tamper=_rooted))
+globals().update(frame_matrix(RankCollapse, "rank_collapse", run=RunKey(SAN, 0), key="rank_residual", tamper=_rooted))
 
 
 # -- the claim on 5 seeds, and a held-out seed ----------------------------------------------------------
@@ -205,5 +206,5 @@ def test_pure_attention_collapses_doubly_exponentially_and_skips_keep_the_rank()
     for claim in CLAIMS:
         held = sum(v[claim] is True for v in by_seed.values())
         assert held >= NEEDED, f"{claim} held on {held} of {len(SEEDS)} seeds:\n{report}"
-    held_out = _verdicts(cached_traces("rank_collapse", seed=HELD_OUT_SEED).__getitem__)
+    held_out = _verdicts(one_seed(cached_traces("rank_collapse", seed=HELD_OUT_SEED)).__getitem__)
     assert held_out == dict.fromkeys(CLAIMS, True), f"held-out seed {HELD_OUT_SEED}: {held_out}"

@@ -33,7 +33,8 @@ from scenes.sigmoid import SigmoidDerivative, derivative_bound, geometric_mean_f
 from scenes.style import LANGS, format_number
 from scenes.summary import Summary
 from simulation.cache import trace_path
-from simulation.experiments import build_runs
+from simulation.experiments import PLAIN_LARGE_LR, build_runs
+from simulation.runkeys import one_seed
 from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace
 
@@ -205,7 +206,7 @@ def test_identity_highway_numbers_equal_the_trace(built):
     values = _values(s)
     assert values["skip.closest_block"] == int(np.argmin(ratios)) + 1
     assert values[f"block.{int(np.argmin(ratios))}.branch_to_input_ratio"] == pytest.approx(ratios.min(), rel=1e-6)
-    width = trace.config["width"]
+    width = trace.run_config.width
     assert values["projection.params"] == width * 2 * width
 
 
@@ -213,7 +214,7 @@ def test_identity_highway_numbers_equal_the_trace(built):
 def test_chain_rule_exploding_numbers_equal_the_trace(built):
     s = built(ChainRuleExploding, "en")
     values = _values(s)
-    gains = sorted((t.config["init_gain"], name) for name, t in s.traces.items() if name.startswith("plain_gain"))
+    gains = sorted((t.run_config.init_gain, name) for name, t in s.traces.items() if name != PLAIN_LARGE_LR)
     low, high = gains[0][1], gains[-1][1]
     for name in (low, high):
         t = s.traces[name]
@@ -226,10 +227,10 @@ def test_chain_rule_exploding_numbers_equal_the_trace(built):
     assert values[f"{high}.block.0.product"] > 1 > values[f"{low}.block.0.product"]
     for name in (high, "plain_large_lr"):
         meta = s.traces[name].meta
-        if meta.get("diverged") and meta["diverged_layer"] >= 0:
-            assert values[f"{name}.diverged_step"] == meta["diverged_step"]
-            assert values[f"{name}.diverged_block"] == meta["diverged_layer"] + 1
-        elif not meta.get("diverged"):
+        if meta.diverged and meta.diverged_layer >= 0:
+            assert values[f"{name}.diverged_step"] == meta.diverged_step
+            assert values[f"{name}.diverged_block"] == meta.diverged_layer + 1
+        elif not meta.diverged:
             assert f"{name}.diverged_step" not in values
 
 
@@ -248,10 +249,11 @@ def _copy_traces(experiment: str, overrides: dict, tmp_path, edit=None) -> None:
     """Save the tiny traces of ``experiment`` into $RESIDUAL_CACHE under the digests of ``overrides``'
     runs, after ``edit(run_name, trace)``."""
     files = tiny_trace_files(experiment) or write_tiny_traces(experiment, tmp_path / "tiny")
-    for name, config in build_runs(experiment, overrides).items():
-        trace = Trace.load(files[name])
+    base = one_seed(files)
+    for key, config in build_runs(experiment, overrides).items():
+        trace = Trace.load(base[key.name])
         if edit:
-            edit(name, trace)
+            edit(key.name, trace)
         trace.save(trace_path(config))
 
 
@@ -267,7 +269,7 @@ def test_compare_numbers_follow_the_trace_config(built, tmp_path, monkeypatch):
     wide_overrides = {**tiny_overrides("chain_rule"), "width": "24", "depth": "5"}
 
     def widen(name: str, trace: Trace) -> None:
-        trace.meta = dataclasses.replace(trace.meta, config={**trace.config, "width": 24, "depth": 5})
+        trace.meta = dataclasses.replace(trace.meta, config=trace.run_config.replace(width=24, depth=5).to_dict())
 
     _copy_traces("chain_rule", wide_overrides, tmp_path, widen)
     wide = _dry_run(HighwayDenseNetResidual, wide_overrides, tmp_path / "media").numbers

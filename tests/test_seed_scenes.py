@@ -25,6 +25,7 @@ from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
 from scenes.style import LANGS
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
+from simulation.runkeys import RunKey, read_key_text
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
@@ -34,10 +35,10 @@ from seed_numbers import SEED_NUMBERS, by_seed
 SCENES = [ResidualResponse, PathEnsemble, ShatteredGradients, PostLNvsPreLN]
 # scene -> (a run of another seed, an array the seed spread draws, the claim count it changes, a value index)
 OTHER_SEED = {
-    "ResidualResponse": ("plain@seed2", "branch_std", "residual.smaller_branch_std", (-1, 0)),
-    "PathEnsemble": ("plain@seed1", "lesion_test_error", "residual.more_robust", (0,)),
-    "ShatteredGradients": ("residual_d6@seed2", "input_grad_autocorr", "residual.more_correlated", (0, 1)),
-    "PostLNvsPreLN": ("post_ln@seed1", "loss_curve", "warmup_helps", (-1,)),
+    "ResidualResponse": (RunKey("plain", 2), "branch_std", "residual.smaller_branch_std", (-1, 0)),
+    "PathEnsemble": (RunKey("plain", 1), "lesion_test_error", "residual.more_robust", (0,)),
+    "ShatteredGradients": (RunKey("residual_d6", 2), "input_grad_autocorr", "residual.more_correlated", (0, 1)),
+    "PostLNvsPreLN": (RunKey("post_ln", 1), "loss_curve", "warmup_helps", (-1,)),
 }
 # PostLNvsPreLN's dry run is the slowest (about three times the others'): its extra builds run in the slow set.
 EXTRA_BUILDS = [pytest.param(scene, id=scene.__name__, marks=pytest.mark.slow if scene is PostLNvsPreLN else ())
@@ -50,9 +51,9 @@ TAMPER = {  # the twin: a change to that run that a correct scene must report
 }
 
 
-def seeded_files(scene: type) -> dict[str, str]:
+def seeded_files(scene: type) -> dict[RunKey, str]:
     files = tiny_trace_files_with_seeds(scene.experiment)
-    assert files is not None and any("@seed2" in k for k in files), \
+    assert files is not None and any(k.seed == 2 for k in files), \
         f"run python tests/data/make_traces.py --seeds {scene.experiment}"
     return files
 
@@ -73,7 +74,7 @@ def built():
     return get
 
 
-def loaded(files: dict[str, str]) -> dict[str, Trace]:
+def loaded(files: dict[RunKey, str]) -> dict[RunKey, Trace]:
     return {k: Trace.load(v) for k, v in files.items()}
 
 
@@ -104,7 +105,12 @@ def test_every_seed_value_and_count_equal_the_traces(scene, built):
     expected = SEED_NUMBERS[scene.__name__](loaded(seeded_files(scene)))
     assert expected, "nothing to compare"
     assert_seed_numbers(s.numbers["values"], expected)
-
+    # the numbers JSON names every run of every seed as text, which the one reader reads back as the run's key
+    files = seeded_files(scene)
+    first = next(iter(files)).seed
+    traces = s.numbers["traces"]
+    assert {read_key_text(text, first): digest for text, digest in traces.items()} == {
+        key: Trace.load(path).meta.digest for key, path in files.items()}
 
 @pytest.mark.parametrize("scene", EXTRA_BUILDS)
 def test_every_seed_value_when_another_seed_is_tampered(scene, built, tmp_path):
@@ -132,7 +138,7 @@ def test_another_seeds_missing_value_is_missing_and_not_counted(scene, tmp_path)
     files[run] = str(trace.save(tmp_path / "damaged.npz"))
     s = dry_run(variant(scene, files=files), tmp_path / "media")
     numbers = json.loads(json.dumps(s.numbers))
-    seed = run.partition("@seed")[2]
+    seed = run.seed
     assert any(f".seed.{seed}." in k for k in numbers["missing"]), numbers["missing"]
     assert all(numbers["values"][k] is None for k in numbers["missing"])
     assert numbers["values"][f"{count}.of"] == 2, "a seed whose value is missing is counted"
@@ -176,7 +182,7 @@ def test_post_ln_verdicts_on_the_tiny_traces_and_by_hand():
     expected, seeds = SEED_NUMBERS["PostLNvsPreLN"](traces), by_seed(traces)
     ratios, finals = {POST_LN: {}, PRE_LN: {}}, {POST_LN: {}, POST_LN_WARMUP: {}, PRE_LN: {}}
     for seed, runs in seeds.items():
-        stack = "decoder" if runs[POST_LN].config["arch"] == "encoder_decoder" else "encoder"
+        stack = "decoder" if runs[POST_LN].run_config.arch == "encoder_decoder" else "encoder"
         for name in ratios:
             ratios[name][seed] = stack_ratio(runs[name], init_ffn_grad_norm(runs[name]), stack)
             assert ratios[name][seed] == pytest.approx(expected[f"{name}.seed.{seed}.last_over_first"], rel=1e-12)

@@ -8,24 +8,28 @@ import json
 import numpy as np
 import pytest
 
-from simulation.config import ConfigError, RunConfig
+from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.experiments import EXPERIMENTS, FULL_SWEEP, build_runs
-from simulation.seeds import depth_sweep_summary, group_by_seed, split_seed_key, summarize_seeds
+from simulation.runkeys import RunKey, by_name, key_texts, one_seed
+from simulation.seeds import depth_sweep_summary, summarize_seeds
 from simulation.summary import summarize
 from simulation.trace import Trace
 
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_every_experiment_takes_seeds_and_keeps_the_first_seed_under_the_bare_name(name):
-    single = build_runs(name, {})
+    single = one_seed(build_runs(name, {}))
     multi = build_runs(name, {"seeds": "3,1,4"})
     assert len(multi) == 3 * len(single)
+    assert [key.seed for key in multi] == [s for s in (3, 1, 4) for _ in single], "seeds in order, each a run set"
     for key, config in multi.items():
-        base, seed = split_seed_key(key)
-        assert base in single
-        assert config.seed == (3 if seed is None else seed)
-        assert config == single[base].replace(seed=config.seed)
-    assert build_runs(name, {"seed": 7}) == {k: c.replace(seed=7) for k, c in single.items()}
+        assert key.name in single
+        assert config.seed == key.seed
+        assert config == single[key.name].replace(seed=config.seed)
+    texts = key_texts(multi)
+    assert [texts[key] for key in multi][:len(single)] == list(single), "the first seed's runs: their bare names"
+    assert len(set(texts.values())) == len(multi)
+    assert one_seed(build_runs(name, {"seed": 7})) == {k: c.replace(seed=7) for k, c in single.items()}
     assert "seeds" in EXPERIMENTS[name].params()
 
 
@@ -59,7 +63,7 @@ def test_summaries_keep_one_value_per_seed_in_seed_order():
     assert table["plain"]["final_error"][:2] == pytest.approx([0.1, 0.2])
     assert table["plain"]["final_error"][2] is None  # NaN is kept as null, never dropped
     json.dumps(table)  # JSON-able
-    assert list(group_by_seed(runs)["residual"]) == [2, 0, 5]
+    assert list(by_name(runs)["residual"]) == [2, 0, 5]
 
 
 def test_depth_sweep_table_follows_depths_then_seeds_and_marks_underflow():
@@ -81,8 +85,10 @@ def test_depth_sweep_table_follows_depths_then_seeds_and_marks_underflow():
     assert residual["final_train_error"][1][0] is None  # diverged
     assert "conv" not in table
     json.dumps(table)
-    with pytest.raises(ValueError, match="depth_sweep run key"):
-        depth_sweep_summary({"plain_d8": traces["mlp_plain_d8"]})
+    other = TransformerConfig()  # a run of another experiment: its config says so, whatever its name
+    with pytest.raises(ValueError, match="not a depth_sweep run"):
+        depth_sweep_summary({RunKey("mlp_plain_d8", 0): Trace(meta={"config": other.to_dict(), "seed": 0},
+                                                               arrays=traces[RunKey("mlp_plain_d8", 0)].arrays)})
 
 
 def test_the_full_depth_sweep_has_ten_depths_from_2_to_110_for_each_model():

@@ -19,6 +19,7 @@ from scenes.shortcut_scale import (FOLLOW_FACTOR, ShortcutScale, branch_gain_sq,
 from simulation.config import ConfigError, RunConfig
 from simulation.experiments import build_runs
 from simulation.models import ResidualBlock, Scale, build_model
+from simulation.runkeys import RunKey, one_seed
 from simulation.trace import Trace
 
 from data.make_traces import tiny_trace_files_with_seeds
@@ -67,7 +68,7 @@ def test_the_new_fields_are_checked_and_in_the_digest():
     with pytest.raises(ConfigError, match="shortcut_scale must be"):
         base.replace(shortcut_scale=-1.0)
     runs = build_runs("shortcut_scale", {"scales": "0.5,1", "gates": "shortcut_only"})
-    assert {n: (c.shortcut_scale, c.gate) for n, c in runs.items()} == {
+    assert {n: (c.shortcut_scale, c.gate) for n, c in one_seed(runs).items()} == {
         "scale0p5": (0.5, "none"), "scale1": (1.0, "none"), "gate_shortcut_only": (1.0, "shortcut_only")}
 
 
@@ -83,10 +84,10 @@ def test_branch_gain_closed_form_matches_monte_carlo(gain):
         v = torch.randn(1, width)
         (grad,) = torch.autograd.grad(branch(x), x, v)
         total += float(grad.square().sum() / v.square().sum())
-    closed = branch_gain_sq({"activation": "relu", "init_gain": gain})
+    closed = branch_gain_sq(RunConfig(activation="relu", init_gain=gain))
     assert total / draws == pytest.approx(closed, rel=0.1)
-    assert math.isnan(branch_gain_sq({"activation": "tanh"}))
-    assert math.isnan(branch_gain_sq({"activation": "relu", "norm": "batchnorm"}))
+    assert math.isnan(branch_gain_sq(RunConfig(activation="tanh")))
+    assert math.isnan(branch_gain_sq(RunConfig(activation="relu", norm="batchnorm")))
 
 
 def _run(scale, ratio, error, diverged=0.0, s2=1 / 18, k=19):
@@ -122,32 +123,32 @@ def test_seed_verdicts_hold_fail_and_abstain():
 
 # -- the scene's numbers, recomputed from the arrays without the scene's helpers ---------------------
 
-def shortcut_scale_numbers(traces: dict[str, Trace]) -> dict[str, float]:
+def shortcut_scale_numbers(traces: dict[RunKey, Trace]) -> dict[str, float]:
     out: dict[str, float] = {}
+    first = next(iter(traces)).seed
     for key, t in traces.items():
-        name, _, seed = key.partition("@seed")
-        seed = int(seed) if seed else int(t.meta["seed"])
+        name, seed = key.name, key.seed
         g = t["out_grad_norm"][0].astype(np.float64)
         curve = t["error_curve"].astype(np.float64)
-        diverged = bool(t.meta["diverged"])
+        diverged = bool(t.meta.diverged)
         error = math.nan if diverged else float(np.mean(curve[-max(1, round(0.1 * len(curve))):]))
         out[f"{name}.seed.{seed}.ratio"] = g[0] / g[-1]
         if not diverged:
             out[f"{name}.seed.{seed}.final_error"] = error
         out[f"{name}.seed.{seed}.diverged"] = float(diverged)
-        if "@" in key:
+        if seed != first:
             continue
-        cfg, k = t.config, len(g) - 1
+        cfg, k = t.run_config, len(g) - 1
         out[f"{name}.ratio"] = g[0] / g[-1]
-        if cfg["gate"] == "none":
-            s2 = (cfg["init_gain"] ** 2 / 3) ** 2 / 2
-            out[f"{name}.shortcut_only"] = cfg["shortcut_scale"] ** k
-            out[f"{name}.expected"] = (cfg["shortcut_scale"] ** 2 + s2) ** (k / 2)
+        if cfg.gate == "none":
+            s2 = (cfg.init_gain ** 2 / 3) ** 2 / 2
+            out[f"{name}.shortcut_only"] = cfg.shortcut_scale ** k
+            out[f"{name}.expected"] = (cfg.shortcut_scale ** 2 + s2) ** (k / 2)
             out["branch_gain_sq"] = s2
-            if cfg["shortcut_scale"] == 1.0:
+            if cfg.shortcut_scale == 1.0:
                 out["identity.final_error_pct"] = 100 * error
         else:
-            out["gate_bias"] = cfg["gate_bias"]
+            out["gate_bias"] = cfg.gate_bias
     return out
 
 
@@ -159,7 +160,7 @@ def test_numbers_equal_the_trace():
 
 def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a tripled out_grad_norm of block 0 reports other ratios."""
-    check_tampered_numbers(ShortcutScale, shortcut_scale_numbers, "scale0p9", "out_grad_norm",
+    check_tampered_numbers(ShortcutScale, shortcut_scale_numbers, RunKey("scale0p9", 0), "out_grad_norm",
                            lambda v: v * np.r_[3.0, np.ones(v.shape[1] - 1)], tmp_path)
 
 
@@ -169,13 +170,13 @@ def test_a_diverged_run_is_marked_diverged_not_missing(tmp_path):
     import dataclasses
 
     files = dict(tiny_trace_files_with_seeds("shortcut_scale"))
-    trace = Trace.load(files["scale1p1"])
+    trace = Trace.load(files[RunKey("scale1p1", 0)])
     trace.meta = dataclasses.replace(trace.meta, diverged=True, diverged_step=5, diverged_layer=2,
                                      diverged_pass="forward")
     curve = trace["error_curve"].copy()
     curve[5:] = np.nan
     trace.arrays["error_curve"] = curve
-    files["scale1p1"] = str(trace.save(tmp_path / "diverged.npz"))
+    files[RunKey("scale1p1", 0)] = str(trace.save(tmp_path / "diverged.npz"))
     numbers = dry_run(scene_variant(ShortcutScale, files), tmp_path).numbers
     assert numbers["missing"] == []
     assert numbers["values"]["scale1p1.seed.0.diverged"] == 1.0 and "scale1p1.seed.0.final_error" not in numbers["values"]

@@ -12,7 +12,8 @@ as ``kill`` and ``timeout`` send it), for a tiny real run: ``render.py train`` o
 render`` of two cheap scenes with ``--jobs 2`` (a trainer process and two render workers). Every Python process of
 the tree reports an uncaught exception to a log through a ``sitecustomize`` module put first on PYTHONPATH
 (``sys.excepthook`` and ``threading.excepthook``); the command's own stderr, which the trainer shares, must hold no
-"Traceback" either.
+"Traceback" either. One moment is out of any program's reach: Ctrl-C while the interpreter itself still imports
+``site`` (the first tens of milliseconds), which Python reports as a fatal error before render.py's first line runs.
 """
 
 from __future__ import annotations
@@ -103,6 +104,12 @@ def _leftovers(out: Path, cache: Path) -> list[Path]:
 def _check_signal(tmp: Path, run: str, how: str, delay: float) -> None:
     code, err, tracebacks, out, cache = _run_and_signal(tmp, run, how, delay)
     where = f"{run}, {how} at {delay:.3f} s (exit status {code})"
+    if how == "ctrl-c" and err.startswith("Fatal Python error: init_import_site"):
+        # Ctrl-C while the interpreter itself imports `site` (the venv's .pth files), before the first line of
+        # render.py: Python prints this and exits 1 whatever the program; nothing of this project has run and
+        # nothing is written. It can only happen in the first moments of the process.
+        assert delay < 0.5 and code == 1 and not _leftovers(out, cache), f"{where}:\n{err[-3000:]}"
+        return
     assert "Traceback" not in err, f"{where}:\n{err[-3000:]}"
     assert not tracebacks, f"{where}:\n{tracebacks[-3000:]}"
     # 0: it had finished; -2 or -15: the signal came before Python had started (its default action)

@@ -85,8 +85,8 @@ def test_a_run_that_diverges_on_a_worker_comes_back_as_a_diverged_trace(cluster,
     diverging = RunConfig(activation="relu", depth=20, steps=60, lr=1.0, init_gain=2.0)
     finite = RunConfig(depth=3, steps=5)
     bad, good = _sweep_in(tmp_path / "remote", monkeypatch, [diverging, finite], scheduler=cluster.address)
-    assert bad.meta["diverged"] is True and bad.meta["diverged_step"] is not None
-    assert not good.meta["diverged"]
+    assert bad.meta.diverged is True and bad.meta.diverged_step is not None
+    assert not good.meta.diverged
     (local,) = _sweep_in(tmp_path / "local", monkeypatch, [diverging], scheduler="local")
     _same(local, bad)
 
@@ -139,7 +139,7 @@ def test_a_small_run_set_trains_in_this_process_and_a_large_one_is_sent(tmp_path
     assert sum(map(sweep.sweep_work, small)) < sweep.LOCAL_MAX_WORK
     assert sweep.runs_here(small)
     traces = _sweep_in(tmp_path, monkeypatch, small)
-    assert [t.meta["seed"] for t in traces] == [0, 1, 2]
+    assert [t.meta.seed for t in traces] == [0, 1, 2]
     large = [RunConfig(depth=56, steps=1000, seed=s) for s in range(2)]
     assert sum(map(sweep.sweep_work, large)) >= sweep.LOCAL_MAX_WORK
     assert not sweep.runs_here(large) and sweep.runs_here(large, "local") and sweep.runs_here(large, here=True)

@@ -21,8 +21,9 @@ from simulation.cache import get_traces, trace_path
 from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs, get_experiment
+from simulation.runkeys import one_seed
 from simulation.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
-from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
+from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers, trained_at_seed
 
 DATA = Path(__file__).resolve().parent / "data" / "layernorm"
 pytestmark = pytest.mark.usefixtures("one_thread")  # support.one_thread: the trainer's one torch thread
@@ -186,16 +187,16 @@ def test_trace_shapes_and_names():
     config = TransformerConfig(**TRANSFORMER_TINY)
     trace = run(config, progress=False)
     n_layers, n_sub, t = 2 * config.depth, 5 * config.depth, len(trace["step"])
-    assert trace.meta["layers"] == ["encoder.0", "encoder.1", "decoder.0", "decoder.1"]
-    assert trace.meta["sublayers"][:3] == ["encoder.0.attn", "encoder.0.ffn", "encoder.1.attn"]
-    assert trace.meta["sublayers"][-1] == "decoder.1.ffn" and len(trace.meta["sublayers"]) == n_sub
+    assert trace.meta.layers == ["encoder.0", "encoder.1", "decoder.0", "decoder.1"]
+    assert trace.meta.sublayers[:3] == ["encoder.0.attn", "encoder.0.ffn", "encoder.1.attn"]
+    assert trace.meta.sublayers[-1] == "decoder.1.ffn" and len(trace.meta.sublayers) == n_sub
     assert list(trace["step"]) == [0, 2, 4, 5]
     for key in ("grad_norm", "ffn_grad_norm", "out_grad_norm", "nonfinite"):
         assert trace[key].shape == (t, n_layers)
     for key in SUBLAYER_KEYS:
         assert trace[key].shape == (t, n_sub)
     assert trace["init_ffn_grad_norm"].shape == (config.init_batches, n_layers)
-    assert trace["grad_norm"].dtype == np.float64 and trace.meta["diverged"] is False
+    assert trace["grad_norm"].dtype == np.float64 and trace.meta.diverged is False
 
 
 # -- config, experiment, cache ---------------------------------------------------------------------
@@ -234,7 +235,7 @@ def test_digest_covers_kind_and_every_field_and_config_from_dict_dispatches():
 
 
 def test_layernorm_experiment_runs_and_overrides():
-    runs = build_runs("layernorm", {"lr": "0.01", "warmup_steps": "40", "depth": "3"})
+    runs = one_seed(build_runs("layernorm", {"lr": "0.01", "warmup_steps": "40", "depth": "3"}))
     assert {n: (c.norm, c.warmup_steps) for n, c in runs.items()} == {
         "post_ln": ("post_ln", 0), "post_ln_warmup": ("post_ln", 40), "pre_ln": ("pre_ln", 0)}
     assert all(c.lr == 0.01 and c.depth == 3 for c in runs.values())
@@ -311,9 +312,8 @@ def test_warmup_claim_on_five_seeds():
     with a 60-step warm-up it trains, and Pre-LN without warm-up trains further still. Measured on seeds 0-4
     (mean loss of the last 20 of 200 steps): Post-LN 1.94-2.10, Post-LN + warm-up 1.64-1.70, Pre-LN 0.74-1.41."""
     held = []
-    for seed in range(5):
-        runs = build_runs("layernorm", {"seed": str(seed)})
-        final = {name: float(np.mean(run(cfg, progress=False)["loss_curve"][-20:])) for name, cfg in runs.items()}
+    for seed in range(5):  # post_ln_warmup is conveyor_belt's post_ln (tests/test_copy_fit_belt_claims.py): trained once
+        final = {name: float(np.mean(t["loss_curve"][-20:])) for name, t in trained_at_seed("layernorm", seed).items()}
         held.append(final["post_ln"] > final["post_ln_warmup"] + 0.1 and final["pre_ln"] < final["post_ln_warmup"])
     assert sum(held) >= 4, held
 
@@ -340,7 +340,7 @@ def test_add_norm_scene_layout_and_numbers(lang, tmp_path):
     scene = _dry_run(TransformerAddNorm, lang, tmp_path)
     assert scene.layout_log == []
     trace = Trace.load(DATA / "post_ln_warmup.npz")
-    index = trace.meta["sublayers"].index("decoder.0.cross_attn")
+    index = trace.meta.sublayers.index("decoder.0.cross_attn")
     shown = scene.numbers["values"]
     assert shown["decoder.0.cross_attn.branch_to_input"] == pytest.approx(
         float(trace["branch_norm"][-1][index]) / float(trace["input_norm"][-1][index]))
@@ -357,8 +357,8 @@ def test_layernorm_scene_layout_and_numbers(lang, tmp_path):
     assert scene.layout_log == []
     post = Trace.load(DATA / "post_ln.npz")
     grads = post["init_ffn_grad_norm"].mean(0)
-    depth = post.config["depth"]
+    depth = post.run_config.depth
     shown = scene.numbers["values"]
     assert shown[f"post_ln.decoder.{depth - 1}.init_ffn_grad_norm"] == pytest.approx(grads[-1])
     assert shown["post_ln.last_over_first"] == pytest.approx(grads[-1] / grads[depth])
-    assert shown["chance_loss"] == pytest.approx(math.log(post.config["vocab"]))
+    assert shown["chance_loss"] == pytest.approx(math.log(post.run_config.vocab))

@@ -32,6 +32,8 @@ from scenes.block_labels import (BlockLabels, _spread, estimate_width, middle_el
 from scenes.chain_rule import running_product
 from scenes.layout import layout_problems
 from scenes.style import LANGS
+from simulation.config import RunConfig, UserModelConfig
+from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
@@ -285,13 +287,13 @@ def test_degradation_numbers_equal_the_trace():
 
 def test_model_title_names_the_factory_or_its_file():
     def title(spec):
-        return user_model.model_title(Trace(meta={"config": {"spec": spec}}, arrays={}))
+        return user_model.model_title(Trace(meta={"config": UserModelConfig(spec=spec).to_dict()}, arrays={}))
 
     assert title("torchvision.models:resnet18") == "resnet18"
     assert title("/home/me/examples/my_resnet.py:build") == "my_resnet"
     assert title("nets.vision:make_model") == "vision"
     assert title("a.py:" + "x" * 40) == middle_ellipsis("x" * 40, 24)
-    assert user_model.model_title(Trace(meta={"config": {"model": "mlp"}}, arrays={})) is None
+    assert user_model.model_title(Trace(meta={"config": RunConfig().to_dict()}, arrays={})) is None  # a built-in run
 
 
 def test_registered_and_chosen_by_model():
@@ -364,8 +366,10 @@ def test_every_model_scene_draws_a_real_user_model(tmp_path, monkeypatch):
     from cli.notebook import record_model
 
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
-    files = {name: str(path) for name, path in record_model(
+    files = {key: str(path) for key, path in record_model(
         "examples/my_resnet.py:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
+    assert set(files) == {RunKey("residual", 0), RunKey("plain", 0)}
+    files = {key.name: path for key, path in files.items()}
     layers = Trace.load(files["residual"]).meta.layers
     assert layers and len(layers) >= 2
     for scene in scenes.MODEL_SCENES:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from simulation.experiments import build_runs
+from simulation.runkeys import one_seed
 from simulation.train import run
 
 
 def test_vanishing_gradient_at_step_zero():
-    runs = build_runs("chain_rule", {"steps": "1", "seed": "0"})
+    runs = one_seed(build_runs("chain_rule", {"steps": "1", "seed": "0"}))
     plain, residual = run(runs["plain"]), run(runs["residual"])
     plain_ratio = plain["grad_norm"][0, 0] / plain["grad_norm"][0, -1]
     residual_ratio = residual["grad_norm"][0, 0] / residual["grad_norm"][0, -1]

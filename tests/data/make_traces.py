@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 from simulation.cache import get_traces  # noqa: E402
 from simulation.experiments import EXPERIMENTS, build_runs, get_experiment  # noqa: E402
+from simulation.runkeys import RunKey  # noqa: E402
 
 __all__ = ["DATA_DIR", "TINY", "TINY_SEEDS", "tiny_overrides", "tiny_trace_files", "tiny_seed_trace_files",
            "tiny_trace_files_with_seeds", "write_tiny_traces", "USER_LIKE", "user_like_names", "user_like_trace_files",
@@ -68,32 +69,32 @@ def tiny_overrides(experiment: str) -> dict:
     return {key: str(value) for key, value in wanted.items() if key in known}
 
 
-def tiny_trace_files(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str] | None:
-    """``{run_name: path}`` of the tiny traces of ``experiment`` under ``folder`` (of ``seed``'s
-    sub-folder when given); None if any is missing."""
+def tiny_trace_files(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[RunKey, str] | None:
+    """``{RunKey: path}`` of the tiny traces of ``experiment`` under ``folder`` (of ``seed``'s
+    sub-folder when given; else the base seed, 0); None if any is missing."""
     runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
     where = folder / experiment if seed is None else folder / experiment / f"seed{seed}"
-    files = {name: where / f"{name}.npz" for name in runs}
+    files = {key: where / f"{key.name}.npz" for key in runs}
     if not all(path.is_file() for path in files.values()):
         return None
-    return {name: str(path) for name, path in files.items()}
+    return {key: str(path) for key, path in files.items()}
 
 
-def tiny_seed_trace_files(experiment: str, folder: Path = DATA_DIR) -> dict[int, dict[str, str]]:
-    """``{seed: {run_name: path}}`` of the extra tiny seeds of ``experiment`` (:data:`TINY_SEEDS`) that
+def tiny_seed_trace_files(experiment: str, folder: Path = DATA_DIR) -> dict[int, dict[RunKey, str]]:
+    """``{seed: {RunKey: path}}`` of the extra tiny seeds of ``experiment`` (:data:`TINY_SEEDS`) that
     are all on disk; empty for an experiment without extra seeds."""
     found = {seed: tiny_trace_files(experiment, folder, seed) for seed in TINY_SEEDS.get(experiment, ())}
     return {seed: files for seed, files in found.items() if files is not None}
 
 
-def tiny_trace_files_with_seeds(experiment: str, folder: Path = DATA_DIR) -> dict[str, str] | None:
-    """The base seed's files and the extra seeds' under their ``NAME@seed{s}`` run keys (docs/sweep.md),
-    as ``build_runs`` with ``seeds`` names them; None if the base seed's files are missing."""
+def tiny_trace_files_with_seeds(experiment: str, folder: Path = DATA_DIR) -> dict[RunKey, str] | None:
+    """``{RunKey: path}`` of the base seed's files and the extra seeds', in the order of the seeds (as
+    ``build_runs`` with ``seeds`` keys them); None if the base seed's files are missing."""
     files = tiny_trace_files(experiment, folder)
     if files is None:
         return None
-    for seed, extra in tiny_seed_trace_files(experiment, folder).items():
-        files.update({f"{name}@seed{seed}": path for name, path in extra.items()})
+    for extra in tiny_seed_trace_files(experiment, folder).values():
+        files.update(extra)
     return files
 
 
@@ -117,14 +118,11 @@ def _train_in_scratch(configs: list) -> list:
 
 def write_tiny_traces(experiment: str, folder: Path = DATA_DIR, seed: int | None = None) -> dict[str, str]:
     """Train the tiny runs of ``experiment`` (with ``seed`` when given) now, through a throw-away cache so
-    each config goes to its own trainer, and save them; returns ``{run_name: path}``."""
+    each config goes to its own trainer, and save them; returns ``{RunKey: path}``."""
     runs = build_runs(experiment, _with_seed(tiny_overrides(experiment), seed))
     traces = _train_in_scratch(list(runs.values()))
     where = folder / experiment if seed is None else folder / experiment / f"seed{seed}"
-    out = {}
-    for name, trace in zip(runs, traces):
-        out[name] = str(trace.save(where / f"{name}.npz"))
-    return out
+    return {key: str(trace.save(where / f"{key.name}.npz")) for key, trace in zip(runs, traces)}
 
 
 # User-like traces for the scenes of a user's model (scenes/user_model.py): a real plain and residual ReLU +
@@ -161,10 +159,10 @@ def write_user_like_traces(case: str, folder: Path = DATA_DIR) -> dict[str, str]
     runs = build_runs("residual_response", overrides)
     traces = _train_in_scratch(list(runs.values()))
     out = {}
-    for name, trace in zip(runs, traces):
+    for key, trace in zip(runs, traces):
         meta = {**trace.meta.to_dict(), "layers": names, "blocks": len(names)}
         arrays = {k: v for k, v in trace.arrays.items() if k not in _ABSENT_IN_USER_TRACES}
-        out[name] = str(Trace(meta=meta, arrays=arrays).save(folder / "model" / case / f"{name}.npz"))
+        out[key.name] = str(Trace(meta=meta, arrays=arrays).save(folder / "model" / case / f"{key.name}.npz"))
     return out
 
 
@@ -181,5 +179,5 @@ if __name__ == "__main__":
         jobs = [] if only_seeds else [None]
         jobs += list(TINY_SEEDS.get(name, ()))
         for seed in jobs:
-            for run_name, path in write_tiny_traces(name, seed=seed).items():
-                print(f"{name:<18} {run_name:<24} {Path(path).stat().st_size:>7} bytes  {path}")
+            for key, path in write_tiny_traces(name, seed=seed).items():
+                print(f"{name:<18} {key.name:<24} {Path(path).stat().st_size:>7} bytes  {path}")
