@@ -92,6 +92,16 @@ def make_frame_test(scene: type, name: str, trace_files: dict[RunKey, str] | Non
     return test
 
 
+def twin_params(cases, lang: str = "en", suffix: str = "", slow=frozenset()) -> list:
+    """``pytest.param(*case)`` for each (scene, name, run, key, tamper) case of a tamper-twin test, id ``name`` +
+    ``suffix``, in the xdist group of the scene's build in ``lang`` (:func:`dry_run.scene_group`): the twin runs on
+    the worker that built the scene and reuses its LaTeX and text caches. Names in ``slow`` are marked slow."""
+    return [pytest.param(*case, id=f"{case[1]}{suffix}",
+                         marks=[pytest.mark.xdist_group(scene_group(case[0], lang)),
+                                *([pytest.mark.slow] if case[1] in slow else [])])
+            for case in cases]
+
+
 def assert_fails_when_tampered(request, tmp_path: Path, scene: type, name: str, run: RunKey, key: str,
                                tamper: Callable[[np.ndarray], np.ndarray], lang: str = "en",
                                theme: str = "dark") -> None:

@@ -19,8 +19,9 @@ from scenes.analogies import Analogies
 from scenes.conveyor_belt import ConveyorBelt
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.identity_fit import IdentityFit
+from simulation.runkeys import RunKey
 
-from frame_checks import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data  # noqa: F401
+from frame_checks import assert_fails_when_tampered, make_frame_test, same_cairo_as_control_data, twin_params  # noqa: F401
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -37,9 +38,9 @@ def lowered_after_step0(values: np.ndarray) -> np.ndarray:
 
 # (scene, control name, run, array, tamper)
 NOTE_SCENES = [
-    (DoesItOnlyCopy, "does_it_copy", "residual", "branch_norm", first_seed_only_halved),
-    (IdentityFit, "identity_fit", "plain", "loss_curve", lowered_after_step0),
-    (ConveyorBelt, "conveyor_belt", "pre_ln", "input_cos", first_seed_only_halved),
+    (DoesItOnlyCopy, "does_it_copy", RunKey("residual", 0), "branch_norm", first_seed_only_halved),
+    (IdentityFit, "identity_fit", RunKey("plain", 0), "loss_curve", lowered_after_step0),
+    (ConveyorBelt, "conveyor_belt", RunKey("pre_ln", 0), "input_cos", first_seed_only_halved),
 ]
 for _scene, _name, _run, _key, _tamper in NOTE_SCENES:
     for _lang in ("en", "zh"):
@@ -50,7 +51,8 @@ test_analogies_en = make_frame_test(Analogies, "analogies_en", lang="en")  # not
 test_analogies_zh = make_frame_test(Analogies, "analogies_zh", lang="zh")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), NOTE_SCENES, ids=[m[1] for m in NOTE_SCENES])
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper", "lang"),
+                         [pytest.param(*p.values, lang, id=f"{p.id}-{lang}", marks=p.marks) for lang in ("en", "zh")
+                          for p in twin_params(NOTE_SCENES, lang)])
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper, lang):
     assert_fails_when_tampered(request, tmp_path, scene, f"{name}_{lang}", run=run, key=key, tamper=tamper, lang=lang)

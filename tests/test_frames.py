@@ -49,7 +49,7 @@ from simulation.trace import Trace
 from dry_run import built_scene, dry_run, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
 from frame_checks import (assert_fails_when_tampered, assert_numbers_match, committed_traces, make_frame_test,  # noqa: F401
-                          same_cairo_as_control_data, scene_variant)
+                          same_cairo_as_control_data, scene_variant, twin_params)
 
 __module_test__ = "scenes"  # control data lives in tests/control_data/scenes/
 
@@ -176,7 +176,8 @@ def test_numbers_equal_the_trace(name):
     assert_numbers_match(built.numbers["values"], expected({k: Trace.load(v) for k, v in files.items()}))
 
 
-@pytest.mark.parametrize("name", NUMBER_CASES)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(scene_group(case[0], "en")))
+                                  for name, case in NUMBER_CASES.items()])
 def test_numbers_equal_the_trace_when_tampered(name, tmp_path):
     """The twin: a scene fed a tripled array reports other numbers, so the check above can fail."""
     scene, expected, keys = NUMBER_CASES[name]
@@ -246,7 +247,7 @@ for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
 
 
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), FRAME_SCENES, ids=[m[1] for m in FRAME_SCENES])
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), twin_params(FRAME_SCENES))
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
 
@@ -254,8 +255,7 @@ def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key,
 # -- The light theme (--theme light): the same table, control data <name>_light.npz ----------------------
 # Four scenes that together use every widget run in the default test run; the rest are marked slow.
 LIGHT_DEFAULT = {"chain_rule_product", "degradation", "path_ensemble", "summary"}
-LIGHT_SCENES = [pytest.param(*case, id=f"{case[1]}_light", marks=() if case[1] in LIGHT_DEFAULT else pytest.mark.slow)
-                for case in FRAME_SCENES]
+LIGHT_SCENES = twin_params(FRAME_SCENES, suffix="_light", slow={c[1] for c in FRAME_SCENES} - LIGHT_DEFAULT)
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_light", theme="light")
     globals()[f"test_{_name}_light"] = _test if _name in LIGHT_DEFAULT else pytest.mark.slow(_test)
@@ -304,8 +304,6 @@ for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test
 
 
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"),
-                         [pytest.param(*m, id=m[1], marks=pytest.mark.slow if m[1] in ZH_SLOW else ())
-                          for m in ZH_FRAME_SCENES])
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), twin_params(ZH_FRAME_SCENES, "zh", slow=ZH_SLOW))
 def test_frame_fails_on_tampered_trace_zh(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, f"{name}_zh", run=run, key=key, tamper=tamper, lang="zh")
