@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from scenes.depth_sweep import depth_spread, median_slope, ratio_decades
 from scenes.layernorm import layer_labels, loss_ticks, seed_stack_ratios, trained_curve, verdict_stack
 
 LAYERS = ["encoder.0", "encoder.1", "encoder.2", "decoder.0", "decoder.1", "decoder.2"]
@@ -63,3 +64,33 @@ def test_loss_ticks_cover_the_curves_and_chance():
     assert np.allclose(np.diff(ticks), ticks[1] - ticks[0])
     ticks = loss_ticks([np.array([np.nan])], chance=np.log(16))
     assert ticks[-1] >= np.log(16) > ticks[-2]
+
+
+# -- DepthSweep ----------------------------------------------------------------------------------------------------
+
+def test_ratio_decades_widen_to_the_positive_ratios_only():
+    assert ratio_decades([]) == (-1, 1)
+    assert ratio_decades([0.0, np.nan, 2.0, 3.0]) == (-1, 1)  # the [-1, 1] minimum
+    # one decade of margin below the smallest: floor(log10 min) - 1; the top: ceil(log10 max)
+    assert ratio_decades([0.0, np.nan, 0.5, 3.0]) == (np.floor(np.log10(0.5)) - 1, 1)
+    assert ratio_decades([2e-5, 0.0, 340.0, np.inf]) == (np.floor(np.log10(2e-5)) - 1, np.ceil(np.log10(340.0)))
+
+
+def test_depth_spread_is_the_seed_range_with_the_median_withheld_when_a_seed_lacks_its_value():
+    cells = {2: {"ratio": 4.0, "error": np.nan, "diverged": 1.0}, 0: {"ratio": 1.0, "error": 0.2, "diverged": 0.0},
+             1: {"ratio": 2.0, "error": 0.4, "diverged": 0.0}}
+    values, lacking, (low, mid, high) = depth_spread(cells, "ratio")
+    assert values == [1.0, 2.0, 4.0] and lacking == [] and (low, mid, high) == (1.0, 2.0, 4.0)
+    values, lacking, (low, mid, high) = depth_spread(cells, "error")  # a diverged run's NaN is not "lacking"
+    assert lacking == [] and (low, mid, high) == pytest.approx((0.2, 0.3, 0.4))
+    cells[1]["ratio"] = np.nan  # a missing ratio: the range of the others, no median
+    values, lacking, (low, mid, high) = depth_spread(cells, "ratio")
+    assert lacking == [1] and (low, high) == (1.0, 4.0) and np.isnan(mid)
+
+
+def test_median_slope_is_the_least_squares_decades_per_block_by_hand():
+    depths, ratios = np.array([2, 4, 8]), np.array([1.0, 0.1, 1e-4])
+    y = np.log10(ratios)
+    by_hand = np.sum((depths - depths.mean()) * (y - y.mean())) / np.sum((depths - depths.mean()) ** 2)
+    assert median_slope(list(zip(depths.tolist(), ratios.tolist()))) == pytest.approx(by_hand)
+    assert np.isnan(median_slope([(2, 1.0), (4, np.nan), (8, 1e-4)]))
