@@ -36,7 +36,7 @@ from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_
 from simulation.summary import tail_mean
 
 __all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "sweep_counts", "first_over_last", "trains_worse",
-           "decades_per_block"]
+           "decades_per_block", "ratio_decades", "depth_spread", "median_slope"]
 
 ARCHS = ("plain", "residual")
 
@@ -135,6 +135,31 @@ def decades_per_block(depths: list[int], ratios: list[float]) -> float:
     return float(np.polyfit(x[ok], y[ok], 1)[0])
 
 
+def ratio_decades(ratios) -> tuple[int, int]:
+    """(lowest, highest) power of ten of the ratio panel's log axis: at least [-1, 1], widened to the positive
+    finite ``ratios`` (an underflowed 0 is drawn on the floor, so it does not lower it)."""
+    positive = np.asarray([r for r in ratios if math.isfinite(r) and r > 0], dtype=np.float64)
+    if not positive.size:
+        return -1, 1
+    return min(-1, log_floor_exponent(positive)), max(1, int(np.ceil(np.log10(positive.max()))))
+
+
+def depth_spread(cells: dict[int, dict], key: str) -> tuple[list[float], list[int], tuple[float, float, float]]:
+    """One architecture and depth of :func:`sweep_points` (``{seed: cell}``): the seeds' ``key`` values in seed
+    order, the seeds lacking it, and (lowest, median, highest) by :func:`scenes.seeds.seed_range`; the median is
+    NaN when a seed lacks its value (a median over the seeds without one of them is not shown)."""
+    order = sorted(cells)
+    values = [cells[s][key] for s in order]
+    lacking = [s for s in order if _lacks(cells[s], key)]
+    low, mid, high = seed_range(values)
+    return values, lacking, (low, float("nan") if lacking else mid, high)
+
+
+def median_slope(medians: list[tuple[int, float]]) -> float:
+    """:func:`decades_per_block` of ``[(depth, median ratio)]``; NaN when any median is missing."""
+    return float("nan") if any(is_missing(v) for _, v in medians) else decades_per_block(*zip(*medians))
+
+
 class DepthSweep(SeedSpread, LectureScene):
     """Gradient ratio and training error against depth, plain vs residual, grown depth by depth with every seed."""
 
@@ -191,25 +216,31 @@ class DepthSweep(SeedSpread, LectureScene):
         points = sweep_points(self.seed_traces, self.model)
         depths = sorted(set(points["plain"]) | set(points["residual"]))
         seeds = sorted(self.seed_traces)
+        self._record_points(points)
+        ratio_axes, error_axes = self._beat_panels(points, depths, seeds)
+        medians = self._beat_slider(points, depths, ratio_axes, error_axes)
+        self._beat_verdicts(points, seeds, medians)
+
+    def _record_points(self, points: dict) -> None:
+        """Every seed's ratio, error and divergence at every depth into the numbers JSON."""
         for arch, by_depth in points.items():
             for depth, cells in by_depth.items():
                 for seed, cell in cells.items():
                     for key, value in cell.items():
                         self.number(f"{arch}.d{depth}.seed.{seed}.{key}", value)
+
+    def _beat_panels(self, points: dict, depths: list[int], seeds: list[int]):
+        """1. Title and the two empty panels, sized to every run of the sweep: returns (ratio_axes, error_axes)."""
         any_trace = next(t for t in self.seed_traces[seeds[0]].values()
                          if getattr(t.run_config, "model", "mlp") == self.model)
         steps = int(any_trace.run_config.steps)
         nets = self.t(f"nets_{self.model}", act=any_trace.run_config.activation)
-
-        # 1. Title and the two empty panels, sized to every run of the sweep.
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], nets=nets, steps=steps,
                              seeds=len(seeds))
         subtitle.scale_to_fit_width(min(subtitle.width, 13.6)).next_to(title, DOWN, buff=0.12)
         ratios = [c["ratio"] for by in points.values() for cells in by.values() for c in cells.values()]
-        positive = np.asarray([r for r in ratios if math.isfinite(r) and r > 0], dtype=np.float64)
-        exp_min = min(-1, log_floor_exponent(positive)) if positive.size else -1  # an underflow (0) sits on the floor
-        exp_max = max(1, int(np.ceil(np.log10(positive.max())))) if positive.size else 1
+        exp_min, exp_max = ratio_decades(ratios)
         d_max = float(max(depths))
         x_ticks = [t for t in nice_ticks(0, d_max, 5) if t <= d_max]
         ratio_axes = LogAxes((0, d_max, max(1.0, d_max / 10)), (exp_min, exp_max), width=5.2, height=2.3)
@@ -234,8 +265,12 @@ class DepthSweep(SeedSpread, LectureScene):
         self.play(FadeIn(title), FadeIn(subtitle), FadeIn(legend), run_time=1)
         self.play(Create(ratio_axes.axes), FadeIn(ratio_axes.ticks), Create(error_axes.axes),
                   FadeIn(error_axes.ticks), FadeIn(labels), run_time=1.2)
+        return ratio_axes, error_axes
 
-        # 2. The slider: one stop per depth; each stop adds that depth's dots, range bars and curve segment.
+    def _beat_slider(self, points: dict, depths: list[int], ratio_axes, error_axes) -> dict:
+        """2. The slider: one stop per depth; each stop adds that depth's dots, range bars and curve segment.
+        Returns the medians drawn, ``{arch: {panel: [(depth, median)]}}``."""
+        d_max = float(max(depths))
         track_y = self._track_y
         track = Line([-5.5, track_y, 0], [5.5, track_y, 0], color=PALETTE["muted"], stroke_width=3)
         to_x = lambda d: -5.5 + 11.0 * d / d_max  # noqa: E731
@@ -260,11 +295,7 @@ class DepthSweep(SeedSpread, LectureScene):
                     continue
                 shift = -0.25 if arch == "plain" else 0.25  # dots of the two nets side by side at one depth
                 for panel, axes, key in (("ratio", ratio_axes, "ratio"), ("error", error_axes, "error")):
-                    values = [cells[s][key] for s in sorted(cells)]
-                    lacking = [s for s in sorted(cells) if _lacks(cells[s], key)]
-                    low, mid, high = seed_range(values)
-                    if lacking:  # a median over the seeds without one of them is not shown
-                        mid = float("nan")
+                    values, lacking, (low, mid, high) = depth_spread(cells, key)
                     medians[arch].setdefault(panel, []).append((depth, mid))
                     self.number(f"{arch}.d{depth}.median_{key}", mid)
                     where = (lambda d, v: ratio_axes.point(d, v)) if panel == "ratio" else \
@@ -301,11 +332,12 @@ class DepthSweep(SeedSpread, LectureScene):
                         curves[(arch, panel)] = curve
             self.play(*shown, run_time=per_depth * 0.6)
         self.wait(1)
+        return medians
 
-        # 3. The verdicts, counted over the seeds.
+    def _beat_verdicts(self, points: dict, seeds: list[int], medians: dict) -> None:
+        """3. The verdicts, counted over the seeds."""
         counts = sweep_counts(points, seeds)
-        plain_medians = medians["plain"]["ratio"]
-        slope = float("nan") if any(is_missing(v) for _, v in plain_medians) else decades_per_block(*zip(*plain_medians))
+        slope = median_slope(medians["plain"]["ratio"])
         for key, (k, total) in counts.items():
             self.number(f"{key}.seeds", k)
             self.number(f"{key}.of", total)

@@ -31,7 +31,7 @@ from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, ma
                             nice_ticks)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
-           "seed_verdicts", "RISE"]
+           "seed_verdicts", "verdict_stack", "layer_labels", "seed_stack_ratios", "trained_curve", "loss_ticks", "RISE"]
 
 RISE = 1.5  # a last/first layer ratio above this counts as "grows toward the output" in the verdict
 RUN_COLORS = RoleColors(post_ln="plain", post_ln_warmup="warn", pre_ln="residual")
@@ -82,6 +82,42 @@ def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
     return running_mean(curve, window)
 
 
+def verdict_stack(arch: str) -> str:
+    """The stack whose last / first layer ratio the Fig. 3 verdict reads: "decoder" for the
+    ``encoder_decoder`` model (as in Xiong et al.), else "encoder"."""
+    return "decoder" if arch == "encoder_decoder" else "encoder"
+
+
+def layer_labels(layers) -> list[str]:
+    """Bar labels of layer names "encoder.i" / "decoder.i" (0-based): "E<i+1>" / "D<i+1>"."""
+    return [("E" if n.startswith("encoder") else "D") + str(int(n.split(".")[1]) + 1) for n in layers]
+
+
+def seed_stack_ratios(seed_traces: dict[int, dict], seed_grads: dict[str, dict[int, np.ndarray]],
+                      stack: str) -> dict[str, dict[int, float]]:
+    """``{run: {seed: stack_ratio}}`` of the per-seed gradient norms ``seed_grads`` (``{run: {seed: [layers]}}``,
+    each :func:`init_ffn_grad_norm`), layers read from ``seed_traces[seed][run]``; a run with no seed is left out."""
+    return {name: {seed: stack_ratio(seed_traces[seed][name], values, stack) for seed, values in by_seed.items()}
+            for name, by_seed in seed_grads.items() if by_seed}
+
+
+def trained_curve(trace) -> tuple[int, np.ndarray]:
+    """``(steps, curve)``: the steps the run took before any divergence (:func:`scenes.helpers.steps_run`) and
+    its :func:`smooth` loss curve over those steps, float64 [steps]."""
+    ran = steps_run(trace, len(trace["loss_curve"]))
+    return ran, smooth(trace["loss_curve"][:ran])
+
+
+def loss_ticks(curves, chance: float) -> list[float]:
+    """Loss-axis ticks from 0 to above both the highest finite value of ``curves`` (iterable of 1-D arrays)
+    and ``chance`` (ln vocab): :func:`scenes.widgets.nice_ticks`, one more step when they stop below the top."""
+    top = max(finite_max(np.concatenate(list(curves)), default=chance), chance)
+    ticks = nice_ticks(0, top, 4)
+    if ticks[-1] < top:
+        ticks.append(round(2 * ticks[-1] - ticks[-2], 12))
+    return ticks
+
+
 class PostLNvsPreLN(SeedSpread, LectureScene):
     """Post-LN vs Pre-LN: LayerNorm's place, measured per-layer gradient norms at init, and warm-up (Xiong 2020)."""
 
@@ -129,9 +165,14 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
 
     def construct(self) -> None:
         post, post_warm, pre = (self.traces[name] for name in (POST_LN, POST_LN_WARMUP, PRE_LN))
-        config = post_warm.run_config
+        self._beat_placements()
+        grad_verdict = self._beat_gradients(post, pre, post_warm.run_config)
+        runs = {"post_ln": post, "post_ln_warmup": post_warm, "pre_ln": pre}
+        self._beat_training(runs, post_warm.run_config)
+        self._beat_verdict(runs, grad_verdict)
 
-        # 1. The two placements, side by side, with their one-line formulas.
+    def _beat_placements(self) -> None:
+        """1. The two placements, side by side, with their one-line formulas and the backward path."""
         title = self.title("title")
         self.narrate("n_intro", 4)
         self.play(FadeIn(title))
@@ -162,13 +203,15 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
                        post_jac, pre_jac)
         self.play(FadeOut(first))
 
-        # 2. Measured ||dL/dW^2|| per layer at initialisation (Xiong Fig. 3).
+    def _beat_gradients(self, post, pre, config) -> VMobject:
+        """2. Measured ||dL/dW^2|| per layer at initialisation (Xiong Fig. 3); returns the verdict line, kept on
+        screen under the next beat."""
         grads = {"post_ln": init_ffn_grad_norm(post), "pre_ln": init_ffn_grad_norm(pre)}
         layers = post.meta.layers
         for name, values in grads.items():
             for layer, value in zip(layers, values):
                 self.number(f"{name}.{layer}.init_ffn_grad_norm", value)
-        labels = [("E" if n.startswith("encoder") else "D") + str(int(n.split(".")[1]) + 1) for n in layers]
+        labels = layer_labels(layers)
         chart = GroupedBars([grads["post_ln"], grads["pre_ln"]], (RUN_COLORS["post_ln"], RUN_COLORS["pre_ln"]),
                             width=8.0, height=3.2, labels=labels, y_format=lambda v: f"{v:g}")
         chart.move_to([-1.3, 0.2, 0])
@@ -194,17 +237,15 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
             self.play(*[FadeIn(d) for d in dots], FadeIn(dots_note), run_time=0.6)
         else:
             dots_note = VGroup()
-        stack = "decoder" if config.arch == "encoder_decoder" else "encoder"
+        stack = verdict_stack(config.arch)
         ratio_post = stack_ratio(post, grads["post_ln"], stack)
         ratio_pre = stack_ratio(pre, grads["pre_ln"], stack)
         rises = grad_rises({POST_LN: ratio_post, PRE_LN: ratio_pre})
         key = "no_verdict" if rises is None else ("grad_rise" if rises else "grad_flat")
-        seed_ratios = {}
-        for name in seed_grads:
-            for seed, values in seed_grads[name].items():
-                ratio = stack_ratio(self.seed_traces[seed][name], values, stack)
+        seed_ratios = seed_stack_ratios(self.seed_traces, seed_grads, stack)
+        for name, by_seed in seed_ratios.items():
+            for seed, ratio in by_seed.items():
                 self.number(f"{name}.seed.{seed}.last_over_first", ratio)
-                seed_ratios.setdefault(name, {})[seed] = ratio
         seed_rises = seed_verdicts({POST_LN: seed_ratios[POST_LN], PRE_LN: seed_ratios.get(PRE_LN, {})}, grad_rises)
         rise_k, rise_n = self.seed_count("post_ln.grad_rise", seed_rises)
         grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
@@ -217,17 +258,16 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         self.play(FadeIn(grad_verdict, shift=UP * 0.1), Create(trend))
         self.wait(3)
         self.play(FadeOut(VGroup(chart, grad_title, axis, legend, trend, dots_note, *(dots if others else ()))))
+        return grad_verdict
 
-        # 3. Training curves at one high peak lr: Post-LN without and with warm-up, Pre-LN without.
-        runs = {"post_ln": post, "post_ln_warmup": post_warm, "pre_ln": pre}
-        ran = {name: steps_run(t, len(t["loss_curve"])) for name, t in runs.items()}  # before any divergence
-        curves = {name: smooth(t["loss_curve"][:ran[name]]) for name, t in runs.items()}
+    def _beat_training(self, runs: dict, config) -> None:
+        """3. Training curves at one high peak lr: Post-LN without and with warm-up, Pre-LN without."""
+        ran, curves = {}, {}
+        for name, t in runs.items():
+            ran[name], curves[name] = trained_curve(t)
         steps = len(runs["post_ln"]["loss_curve"])
         chance = math.log(config.vocab)
-        top = max(finite_max(np.concatenate(list(curves.values())), default=chance), chance)
-        y_ticks = nice_ticks(0, top, 4)
-        if y_ticks[-1] < top:
-            y_ticks.append(round(2 * y_ticks[-1] - y_ticks[-2], 12))
+        y_ticks = loss_ticks(curves.values(), chance)
         loss_axes = LinearAxes((0, steps), (0, y_ticks[-1]), width=7.0, height=2.4, y_ticks=y_ticks)
         loss_axes.move_to([-2.2, 0.75, 0])
         lr_values = {name: np.asarray(t["lr_curve"], np.float64) for name, t in runs.items()}
@@ -259,14 +299,15 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
             drawn.append(lr_axes.polyline(xs, lr_values[name], RUN_COLORS[name], stroke_width=2,
                                           what=f"{name}.lr_curve"))
         self.play(*[Create(m) for m in drawn], run_time=4)
+        others = self.other_seeds()
         spread = VGroup()  # the other seeds' loss curves, thin
         for name in runs:
             for seed in others:
                 trace = self.seed_traces[seed].get(name)
                 if trace is None:
                     continue
-                done = steps_run(trace, len(trace["loss_curve"]))
-                spread.add(loss_axes.polyline(xs[:done], smooth(trace["loss_curve"][:done]), RUN_COLORS[name],
+                done, curve = trained_curve(trace)
+                spread.add(loss_axes.polyline(xs[:done], curve, RUN_COLORS[name],
                                               stroke_width=1.5, what=f"{name}.seed.{seed}.loss_curve"
                                               ).set_stroke(opacity=0.5))
         if others:
@@ -274,7 +315,8 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
             lines_note.next_to(legend_runs, DOWN, buff=0.2).align_to(legend_runs, LEFT)
             self.play(FadeIn(spread), FadeIn(lines_note), run_time=0.6)
 
-        # 4. The verdict, computed from the runs (mean loss of the last 10 % of the steps).
+    def _beat_verdict(self, runs: dict, grad_verdict: VMobject) -> None:
+        """4. The verdict, computed from the runs (mean loss of the last 10 % of the steps)."""
         final = {name: final_loss(t) for name, t in runs.items()}
         warms = needs_warmup(final)
         seed_final = {name: self.across_seeds(name, final_loss) for name in runs}
