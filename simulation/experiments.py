@@ -440,7 +440,8 @@ _register(Experiment(
     description="E5: Post-LN vs Pre-LN Transformer (6+6 layers, reverse task): per-layer gradient norms at init; "
                 "a high lr with and without warm-up",
     source="Xiong et al. 2020, Fig. 2 (warm-up), Fig. 3 (gradient norms at init); Vaswani et al. 2017, Fig. 1",
-    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
+    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60,
+                           eval_every="final"),  # its scenes and the explorer read no held-out error (issue 21)
     build=_layernorm,
 ))
 
@@ -520,7 +521,8 @@ _register(Experiment(
     description="The residual stream as a conveyor belt: cosine similarity of each token's vector at the input "
                 "of the stack and after every layer, Post-LN vs Pre-LN, at init and after training, on every seed of seeds",
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
-    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60),
+    base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60,
+                           eval_every="final"),  # its scenes and the explorer read no held-out error (issue 21)
     build=_both_layernorms,
 ))
 
@@ -594,7 +596,7 @@ _register(Experiment(
                 "stacks, without and with skips and MLPs (encoder, 6 layers, no LayerNorm), at init and after training",
     source="Dong, Cordonnier & Loukas 2021, 'Attention is not all you need' (res(X) against depth, Fig. 1-2)",
     base=TransformerConfig(arch="encoder", norm="none", task="reverse", depth=6, width=32, steps=150, batch_size=16,
-                           lr=1e-3, warmup_steps=0, init_batches=1, record_every=50),
+                           lr=1e-3, warmup_steps=0, init_batches=1, record_every=50, eval_every="final"),
     build=_rank_collapse,
 ))
 
@@ -611,7 +613,8 @@ _register(Experiment(
                 "and top-1 agreement per layer, at init and after training",
     source="nostalgebraist 2020 (the logit lens); Belrose et al. 2023, 'Eliciting Latent Predictions ...' (tuned lens)",
     base=TransformerConfig(arch="decoder_only", norm="pre_ln", task="reverse", depth=4, width=32, steps=300,
-                           batch_size=32, lr=3e-3, warmup_steps=30, init_batches=1, record_every=100),
+                           batch_size=32, lr=3e-3, warmup_steps=30, init_batches=1, record_every=100,
+                           eval_every="final"),  # LogitLens shows the final held-out error only
     build=_gpt,
 ))
 

@@ -99,6 +99,10 @@ class Task(Generic[C]):
     def test_error(self) -> float:
         raise NotImplementedError
 
+    def evaluates(self, step: int) -> bool:
+        """Whether recorded step ``step`` measures :meth:`test_error` (else its ``test_error`` record is NaN)."""
+        return True
+
     def update(self, step: int) -> None:
         """The optimiser update of ``step``."""
         raise NotImplementedError
@@ -226,7 +230,7 @@ class RunLog:
                         self.diverged.pass_ or "pass unknown")  # blocks counted from 1, as on screen
             return True
         if record:
-            self.records["test_error"].append(self.task.test_error())
+            self.records["test_error"].append(self.task.test_error() if self.task.evaluates(step) else float("nan"))
         return False
 
     def trace(self, rec: HookRecorder, **meta: Any) -> Trace:

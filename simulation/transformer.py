@@ -557,6 +557,10 @@ class TransformerTask(Task[TransformerConfig]):
         finally:
             self.model.train()
 
+    def evaluates(self, step: int) -> bool:
+        """Every recorded step, or only the last one for ``eval_every="final"`` (nothing else depends on it)."""
+        return self.config.eval_every == "record" or step == self.config.steps - 1
+
     def update(self, step: int) -> None:
         self.opt.step()
 
@@ -581,7 +585,8 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
 
     - ``step`` int64 [T]; ``loss`` float32 [T] (cross-entropy, nats per token) and ``error`` float32 [T]
       (fraction of wrong tokens) on the recorded batch, before that step's update; ``test_error`` float32 [T]
-      on a fixed held-out set of 512 sequences (teacher-forced).
+      on a fixed held-out set of 512 sequences (teacher-forced); with ``eval_every="final"`` only the last record
+      holds it (the others NaN; all NaN after a divergence).
     - ``loss_curve``, ``lr_curve`` float32 [steps]: the loss and learning rate of every step.
     - ``grad_norm``, ``ffn_grad_norm``, ``out_grad_norm``, ``input_cos`` float64 [T, L]; ``nonfinite`` int64 [T, L]:
       see :class:`TransformerRecorder`.

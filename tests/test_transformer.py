@@ -163,6 +163,22 @@ def test_same_config_gives_bit_identical_trace_and_other_seed_does_not():
     assert not np.array_equal(a["init_ffn_grad_norm"], c["init_ffn_grad_norm"])
 
 
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_held_out_error_at_the_end_only_leaves_every_other_array_bit_identical(arch):
+    """``eval_every="final"`` (issue 21: the held-out pass was ~25 % of a lecture run) skips the held-out error at
+    every record but the last: every other array is the same bit for bit, and the last held-out error is the one
+    measured at every record."""
+    config = TransformerConfig(**{**TRANSFORMER_TINY, "steps": 7, "record_every": 3}, arch=arch, lr=3e-3)
+    every, final = run(config, progress=False), run(config.replace(eval_every="final"), progress=False)
+    assert set(every.arrays) == set(final.arrays)
+    for key in set(every.arrays) - {"test_error"}:
+        assert np.array_equal(every[key], final[key], equal_nan=True), key
+    assert every["test_error"].shape == final["test_error"].shape == (3,)  # records at steps 0, 3, 6
+    assert np.isfinite(every["test_error"]).all() and np.isnan(final["test_error"][:-1]).all()
+    assert final["test_error"][-1] == every["test_error"][-1]
+    assert config.digest() != config.replace(eval_every="final").digest()
+
+
 def test_multi_tensor_adam_gives_the_per_tensor_loops_numbers(monkeypatch):
     """TransformerTask's Adam is torch's multi-tensor (foreach) one, for speed: the trace is bit for bit the
     trace the per-tensor loop (torch's CPU default) trains, recorded arrays and all."""
@@ -211,6 +227,7 @@ def test_trace_shapes_and_names():
     ({"task": "shuffle"}, "task must be one of"),
     ({"kind": "mlp"}, "kind must be one of"),
     ({"vocab": "8"}, "vocab must be int"),
+    ({"eval_every": "step"}, "eval_every must be one of record, final"),
 ])
 def test_bad_transformer_config_is_one_clear_error(bad, message):
     with pytest.raises(ConfigError, match=message):
@@ -222,7 +239,7 @@ def test_digest_covers_kind_and_every_field_and_config_from_dict_dispatches():
     changed = {"arch": "encoder", "norm": "pre_ln", "task": "sort", "depth": 5, "width": 40, "heads": 8,
                "ffn_width": 64, "vocab": 9, "seq_len": 9, "init": "pytorch", "steps": 301, "batch_size": 17,
                "lr": 2e-3, "warmup_steps": 1, "init_batches": 7, "record_every": 9, "seed": 1, "residual": False,
-               "ffn": False}
+               "ffn": False, "eval_every": "final"}
     assert set(changed) | {"kind"} == set(TransformerConfig.field_types())  # kind has one legal value
     digests = {base.replace(**{k: v}).digest() for k, v in changed.items()}
     assert len(digests) == len(changed) and base.digest() not in digests
