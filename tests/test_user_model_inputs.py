@@ -336,8 +336,10 @@ def test_notebook_records_a_model_and_its_twin(tmp_path, isolated_cache):
 
     spec = residual_file(tmp_path / "net.py") + ":build"
     traces = record_model(spec, {"steps": 2, "record_every": 1, "model.depth": 3})
-    assert set(traces) == {"residual", "plain"}
+    from simulation.runkeys import RunKey
     from simulation.trace import Trace
+
+    assert set(traces) == {RunKey("residual", 0), RunKey("plain", 0)}
 
     for path in traces.values():
         assert Trace.load(path).meta.layers == ["blocks.0", "blocks.1", "blocks.2"]
