@@ -135,7 +135,7 @@ class MLPTask(Task[RunConfig]):
     same ``branch`` / ``shortcut`` shape, so the recorder, the lesion test and the input sweep apply as they are.
     So does another kind of run (:mod:`simulation.highway`); its config then needs the fields read here: ``arch``,
     ``depth``, ``steps``, ``batch_size``, ``record_every``, ``seed``, ``optimizer``, ``lr``, ``momentum``,
-    ``weight_decay``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
+    ``weight_decay``, ``lesion``, ``input_sweep``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
     """
 
     def __init__(self, config: RunConfig) -> None:
@@ -148,9 +148,10 @@ class MLPTask(Task[RunConfig]):
         self.opt = make_optimizer(config, self.params)
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = torch.Generator().manual_seed(config.seed + 1)
-        self.sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
-        self.direction = sweep_direction(self.data.n_features, config.seed)
-        self.input_grads = np.full((2, SWEEP_POINTS), np.nan)
+        if config.input_sweep:
+            self.sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
+            self.direction = sweep_direction(self.data.n_features, config.seed)
+            self.input_grads = np.full((2, SWEEP_POINTS), np.nan)
         self.modules = list(self.model.modules())
         self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
                         "error_curve": np.full(config.steps, np.nan, dtype=np.float32),
@@ -171,7 +172,8 @@ class MLPTask(Task[RunConfig]):
         return self._curves
 
     def before_training(self, recorder: Recorder) -> None:
-        self.input_grads[0] = input_gradient(self.model, self.sweep, self.direction)  # at initialisation
+        if self.config.input_sweep:
+            self.input_grads[0] = input_gradient(self.model, self.sweep, self.direction)  # at initialisation
         self.model.train()
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,18 +213,23 @@ class MLPTask(Task[RunConfig]):
         return Divergence(step, *diverged_where(row))
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
-        """After training: the intact network's test error, single-block lesions, the input sweep."""
-        arrays: dict[str, np.ndarray] = {}
+        """After training: the intact network's test error; with ``config.lesion`` the single-block lesions, with
+        ``config.input_sweep`` the input sweep (each absent otherwise: no reader of the run needs it)."""
+        c, arrays = self.config, {}
         if diverged is None:
             arrays["final_test_error"] = np.float32(_eval_error(self.model.eval(), self.data.x_test, self.data.y_test))
-            arrays["lesion_test_error"] = lesion_test_errors(self.model, self.data)
-            self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
+            if c.lesion:
+                arrays["lesion_test_error"] = lesion_test_errors(self.model, self.data)
+            if c.input_sweep:
+                self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
         else:
             arrays["final_test_error"] = np.float32(np.nan)
-            arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
-        arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
-        arrays["input_grad"] = self.input_grads
-        arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
+            if c.lesion:
+                arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
+        if c.input_sweep:
+            arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
+            arrays["input_grad"] = self.input_grads
+            arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
         if self.config.arch == "residual":
             arrays["path_length_fraction"] = path_length_fraction(len(self.model.blocks))
         return arrays
