@@ -95,7 +95,7 @@ def test_exploding_per_block_gain_matches_closed_form_and_the_large_gain_run_div
 
 # -- E7 shattered: the claim is about the network at initialisation -------------------------------------
 
-@pytest.mark.slow  # 30 nets of width 200 and up to 50 blocks: the lesion pass after the step dominates
+@pytest.mark.slow  # 30 nets of width 200 and up to 50 blocks (one step each, no lesion pass: issue 21)
 def test_shattered_plain_gradients_become_white_noise_residual_stay_correlated():
     """Balduzzi et al. 2017, Fig. 1: the input gradient of a deep plain net looks like white noise
     (lag-1 autocorrelation near 0), a residual net's stays correlated; shallow nets are smooth."""
