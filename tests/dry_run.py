@@ -5,13 +5,12 @@ Example::
     from dry_run import built_scene
     scene = built_scene(IdentityHighway, "en", tiny_trace_files("residual_response"))
 
-Two things are shared, because they cost most of a dry run and never change what a test sees:
+Two things are shared inside one test process (one pytest-xdist worker), because they cost most of a
+dry run and never change what a test sees:
 
 - Manim's LaTeX and Pango caches (``tex_dir``, ``text_dir``): files named by a hash of their content, so a
-  formula compiled once is read back by every later dry run instead of calling latex and dvisvgm again. The
-  LaTeX folder is the test session's (both xdist workers, and both pytest runs of CI: under
-  ``$RESIDUAL_TEST_CACHE``, tests/conftest.py), each formula compiled under a lock of its own
-  (:func:`locked_tex_to_svg_file`); the Pango folder is this process's.
+  formula compiled once is read back by every later dry run instead of calling latex and dvisvgm again.
+  (Not shared between processes: Manim's SVG parser writes and removes a temporary file beside each SVG.)
 - :func:`built_scene`: the scene after one dry run with the layout check on, per (scene, language, trace
   files, theme). The layout, length, narration, numbers *and frame* tests of one scene read the same build
   (:func:`frame_build` runs it under the settings of Manim's ``frames_comparison`` and keeps its last
@@ -23,21 +22,17 @@ Two things are shared, because they cost most of a dry run and never change what
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 from manim import config, tempconfig
-from manim.mobject.text import tex_mobject
-from manim.utils import tex_file_writing
 from manim.utils.testing.frames_comparison import _config_test
 
 from scenes.base import LectureScene
 
-__all__ = ["built_scene", "cache_settings", "locked_tex_to_svg_file", "shared_tex_dir", "dry_run", "dry_settings", "frame_build", "frame_settings", "scene_group",
+__all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "frame_build", "frame_settings", "scene_group",
            "scene_lang_params", "shared_manim_cache", "ZH_DEFAULT"]
 
 DEFAULT_FRAME_RATE = config.frame_rate  # Manim's default (60): what every dry run of the tests runs at
@@ -53,41 +48,11 @@ def shared_manim_cache() -> Path:
     return _CACHE["path"]
 
 
-SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV: the session's folder (tests/conftest.py)
-
-
-def shared_tex_dir() -> Path:
-    """Manim's LaTeX folder for every test process of the session: ``$RESIDUAL_TEST_CACHE/manim-tex`` (made by
-    conftest.py on the controller before the xdist workers start; removed with it), else this process's."""
-    session = os.environ.get(SHARED_CACHE_ENV)
-    return Path(session) / "manim-tex" if session else shared_manim_cache() / "Tex"
-
-
-_TEX_TO_SVG = tex_file_writing.tex_to_svg_file
-
-
-def locked_tex_to_svg_file(expression: str, environment: str | None = None, tex_template=None) -> Path:
-    """Manim's ``tex_to_svg_file`` under a lock per formula (named by the hash Manim names its files by), so
-    that two processes sharing a LaTeX folder never read a half-written .tex, .dvi or .svg: the second to
-    ask waits for the first and reads its SVG. Same arguments, same result."""
-    template = tex_template if tex_template is not None else config["tex_template"]
-    code = (template.get_texcode_for_expression_in_env(expression, environment) if environment is not None
-            else template.get_texcode_for_expression(expression))
-    folder = config.get_dir("tex_dir")
-    folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder / f"{tex_file_writing.tex_hash(code)}.lock")):
-        return _TEX_TO_SVG(expression, environment, tex_template)
-
-
-tex_mobject.tex_to_svg_file = locked_tex_to_svg_file  # the name MathTex/Tex call
-
-
 def cache_settings() -> dict:
-    """Manim settings that send LaTeX files to :func:`shared_tex_dir` (no clean-up: another process may be
-    compiling there) and Pango files to :func:`shared_manim_cache` (also given to ``frames_comparison``, whose
-    own default is a fresh folder per test)."""
-    return {"tex_dir": str(shared_tex_dir()), "no_latex_cleanup": True,
-            "text_dir": str(shared_manim_cache() / "texts")}
+    """Manim settings that send LaTeX and Pango files to :func:`shared_manim_cache` (also given to
+    ``frames_comparison``, whose own default is a fresh folder per test)."""
+    cache = shared_manim_cache()
+    return {"tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
 
 
 SMALL_FRAME = {"pixel_height": 480, "pixel_width": 854}  # 16:9 as the default: same scene units, a quarter of the pixels
@@ -218,11 +183,11 @@ def scene_group(scene: type, lang: str) -> str:
     return f"scene-{scene.__name__}-{lang}"
 
 
-# Chinese builds in the default run: the scenes whose Chinese frames it compares anyway (tests/test_frames.py,
-# tests/test_note_frames.py); every other scene's Chinese build (~1.5-2.5 CPU s each, in every test file that
-# takes its params from scene_lang_params) runs in the slow set, which CI runs (issue 21: the default run within
-# 120 yardsticks).
-ZH_DEFAULT = {"GradientFlowOverTraining", "DepthSweep", "ConveyorBelt", "IdentityFit", "Analogies", "DoesItOnlyCopy"}
+# Chinese builds in the default run: one trace-driven chart scene and one study-note scene, whose Chinese frames
+# (and their tamper twins) it compares (tests/test_frames.py, tests/test_copy_fit_belt_frames.py); every other
+# scene's Chinese build (~1.5-2.5 CPU s each, in every test file that takes its params from scene_lang_params or
+# reads this set) runs in the slow set, which CI runs (issue 21: the default run within 120 yardsticks).
+ZH_DEFAULT = {"DepthSweep", "ConveyorBelt"}
 
 
 def scene_lang_params(scenes, langs) -> list:
