@@ -116,7 +116,7 @@ def test_groups_are_the_seeds_of_one_config_in_first_seen_order_within_the_limit
     size = estimate(many[0]).total
     assert [len(g) for g in seed_groups(many[:4], max_bytes=2 * size)] == [2, 2]
     transformers = list(build_runs("layernorm", {"seeds": "0,1"}).values())
-    assert all(len(g) == 1 for g in seed_groups(transformers))  # no stacked trainer for them
+    assert [len(g) for g in seed_groups(transformers)] == [2, 2, 2]  # simulation.transformer.run_together's
 
 
 def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, monkeypatch):
