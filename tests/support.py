@@ -27,7 +27,7 @@ from simulation.trace import Trace
 
 __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
            "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
-           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY"]
+           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples"]
 
 # -- the command line -----------------------------------------------------------------------------
 
@@ -78,6 +78,16 @@ def wait_for(predicate, timeout: float = 120.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("timed out")
+
+
+# -- Hypothesis ----------------------------------------------------------------------------------------
+
+def examples(n: int) -> int:
+    """``n`` Hypothesis examples under the "ci" profile (.ci/run), scaled by the loaded profile's
+    ``max_examples`` / 100 otherwise (conftest.py: "fast", the default run: about a third), at least 2."""
+    from hypothesis import settings
+
+    return max(2, round(n * settings.default.max_examples / 100))
 
 
 # -- claims on seeds ----------------------------------------------------------------------------------

@@ -129,3 +129,48 @@ def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, mo
     seeds = [Trace.load(trace_path(c)).meta.trained_with_seeds for c in configs]
     assert seeds == [None, [1, 2], [1, 2]]  # only the missing seeds trained, together
     _assert_same_trace(run(configs[2]), Trace.load(trace_path(configs[2])), seeds=(1, 2))
+
+
+# A deep plain sigmoid net: at step 0 the gradients of its first blocks are denormal floats (~1e-40), which the
+# steps no recorder sees flush to zero (simulation.train.denormals_flushed) and the recorded steps keep.
+DENORMAL = dict(arch="plain", activation="sigmoid", depth=56, width=16, steps=4, record_every=3, batch_size=32,
+                lr=0.02)  # records steps 0 and 3
+
+
+def test_flushing_denormals_in_unrecorded_steps_changes_no_recorded_number(monkeypatch):
+    import contextlib
+
+    from simulation import train as train_module
+
+    configs = [RunConfig(**DENORMAL, seed=s) for s in (0, 1)]
+    flush = torch.set_flush_denormal
+    calls = []
+    monkeypatch.setattr(torch, "set_flush_denormal", lambda on: calls.append(on) or flush(on))
+    fast_alone, fast_together = [run(c) for c in configs], run_together(configs)
+    assert calls.count(True) >= 3 * 2 * 2  # steps 1 and 2 of each run (and their updates) flushed ...
+    assert (torch.tensor([1e-39]) * 0.5).item() > 0  # ... and denormals are kept again after the run
+    monkeypatch.undo()
+    tiny = fast_alone[0]["grad_norm"][0]
+    assert ((tiny > 0) & (tiny < np.finfo(np.float32).tiny)).any()  # the recorded norms are denormal: flushing shows
+    monkeypatch.setattr(train_module, "denormals_flushed", contextlib.nullcontext)
+    monkeypatch.setattr(train_module.MLPTask, "unrecorded", lambda self: contextlib.nullcontext())
+    for config, alone, together in zip(configs, fast_alone, fast_together):
+        reference = run(config)  # every step with denormals as they are
+        _assert_same_trace(reference, together, seeds=(0, 1))
+        for key in reference.arrays:
+            assert np.array_equal(reference[key], alone[key], equal_nan=True), key
+
+
+def test_flushing_denormals_in_a_recorded_step_would_change_its_gradient_norms(monkeypatch):
+    """The tamper twin: flushing in every step (recorded ones too) zeroes the denormal gradient norms."""
+    config = RunConfig(**DENORMAL, seed=0)
+    reference = run(config)
+    torch.set_flush_denormal(True)
+    try:
+        monkeypatch.setattr(torch, "set_flush_denormal", lambda on: True)  # keep it on throughout the run
+        flushed = run(config)
+    finally:
+        monkeypatch.undo()
+        torch.set_flush_denormal(False)
+    assert not np.array_equal(reference["grad_norm"], flushed["grad_norm"])
+    assert (flushed["grad_norm"][0] == 0).sum() > (reference["grad_norm"][0] == 0).sum()
