@@ -694,7 +694,8 @@ def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
             record = runs[0].records_step(step)  # one schedule: the configs differ only in the seed
             results = {}
             if not record:
-                results = _stacked_step(template, tasks, grads, active, batches, step)
+                with tasks[0].unrecorded():  # as train() runs a step the recorder does not see
+                    results = _stacked_step(template, tasks, grads, active, batches, step)
             for row in active:
                 if record or not results[row].finite:  # alone with the recorder on (again: same weights, batch)
                     recs[row].arm()
@@ -707,7 +708,8 @@ def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
                 break
             for group in opt.param_groups:
                 group["lr"] = float(tasks[0].curves()["lr_curve"][step])
-            opt.step()  # a run that stopped has its trace: nothing reads its weights after
+            with tasks[0].unrecorded():
+                opt.step()  # a run that stopped has its trace: nothing reads its weights after
         for row in active:
             traces[row] = runs[row].trace(recs[row], trained_with_seeds=seeds)
     return [traces[row] for row in range(len(tasks))]
