@@ -13,8 +13,8 @@ from simulation.config import TransformerConfig
 from simulation.experiments import build_runs
 from simulation.runs import seed_groups
 from simulation.stacked_transformer import stack_transformers, transformer_stackable
-from simulation.trace import Trace
 from simulation.transformer import build_transformer, make_task, run, run_together
+from support import assert_diverged_between_records, together_as_alone
 
 TINY = dict(depth=2, width=16, heads=2, ffn_width=32, steps=8, record_every=4, batch_size=8, init_batches=2)
 SEEDS = (0, 1, 2)
@@ -28,24 +28,11 @@ VARIANTS = {  # the lecture's kinds (experiments layernorm, conveyor_belt, logit
 }
 
 
-def _assert_same_trace(alone: Trace, together: Trace, seeds: tuple[int, ...] = SEEDS) -> None:
-    assert set(alone.arrays) == set(together.arrays)
-    for key in alone.arrays:
-        assert alone[key].dtype == together[key].dtype, key
-        assert np.array_equal(alone[key], together[key], equal_nan=True), (key, alone.meta.seed)
-    a, b = alone.meta.to_dict(), together.meta.to_dict()
-    assert a.pop("trained_with_seeds") is None
-    assert b.pop("trained_with_seeds") == list(seeds)  # the trace says how it was trained
-    assert a == b
-
-
 @pytest.mark.parametrize("variant", [v if v == "post_ln" else pytest.param(v, marks=pytest.mark.slow)
                                      for v in sorted(VARIANTS)])
 def test_seeds_trained_together_give_each_seeds_trace_alone(variant):
     configs = [TransformerConfig(**{**TINY, **VARIANTS[variant]}, seed=s) for s in SEEDS]
-    together = run_together(configs)
-    for config, trace in zip(configs, together):
-        _assert_same_trace(run(config), trace)
+    together = together_as_alone(run, run_together, configs)
     # not three copies of one run: the seeds' numbers differ, and training moved them
     assert not np.array_equal(together[0]["loss_curve"], together[1]["loss_curve"])
     assert together[0]["loss_curve"][0] != together[0]["loss_curve"][-1]
@@ -56,12 +43,8 @@ def test_a_seed_that_diverges_stops_where_it_would_alone_the_others_go_on():
     base = TransformerConfig(arch="encoder", norm="none", depth=2, steps=20, record_every=6, batch_size=8,
                              init_batches=1, lr=10.0)
     configs = [base.replace(seed=s) for s in SEEDS]
-    together = run_together(configs)
-    for config, trace in zip(configs, together):
-        _assert_same_trace(run(config), trace)
-    steps = [t.meta.diverged_step for t in together]
-    assert any(s is not None for s in steps) and None in steps, steps  # one diverged, one trained to the end
-    assert any(s is not None and s % 6 for s in steps), steps  # a divergence between records
+    together = together_as_alone(run, run_together, configs)
+    assert_diverged_between_records(together, 6)
 
 
 def test_the_stacked_step_runs_on_the_rows_not_a_copy_of_run():
@@ -83,7 +66,7 @@ def test_the_stacked_step_runs_on_the_rows_not_a_copy_of_run():
         after = template(src, tgt_in)
     assert torch.equal(after[0], before[0]) and torch.equal(after[2], before[2])
     assert not torch.equal(after[1], before[1])
-    assert float(models[1].embed.weight[0, 0].detach()) == float(stacked[0][1, 0, 0].detach())  # the model's weight is the row
+    assert float(models[1].embed.weight[0, 0].detach()) == float(stacked[0][1, 0, 0].detach())  # the row is its weight
 
 
 def test_what_cannot_be_stacked_bit_for_bit_trains_alone_and_bad_groups_are_refused():
