@@ -40,8 +40,9 @@ to check that everything runs; its figures mean nothing.
 The machine index: the run starts with the project's yardstick (``benchmarks/yardstick.py``: the shared
 ``../shared/tools/yardstick.py``, else its vendored copy), prints it first, and gives every figure in seconds
 also in yardsticks (time / yardstick), plus the cold lecture's wall time in yardsticks per 475 s of video
-(target <= 210) and the pytest run's (target <= 120), so figures from two machines can be compared. ``--quick``
-does not measure it.
+(target <= 210) and the pytest run's (target <= 120), so figures from two machines can be compared. Those two
+divide each run by the mean of a yardstick taken just before and one just after it (``bracketed``): on the
+2-core machine the yardstick drifts by ~15 % within minutes. ``--quick`` measures none.
 """
 
 from __future__ import annotations
@@ -57,16 +58,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from benchmarks.measure import Figure, Target, compare, format_table, repeat
+from benchmarks.measure import Figure, Target, format_table, load
 from benchmarks.process_tree import tree_rss
 from benchmarks.yardstick import Yardstick
 
 METRICS = ("recorder-mlp", "recorder-conv", "recorder-transformer", "recorder-resnet18", "recorder-gpt2", "instructions", "sweep", "lecture", "hq", "pytest",
            "explorer")
 GIB = 2**30
+T = TypeVar("T")
 LECTURE_VIDEO_S = 475  # the default lecture's length when the yardstick targets were set (issue 21)
 
 
@@ -120,6 +123,21 @@ def render(args: list[str], cache: Path) -> tuple[float, int]:
     return wall, peak[0]
 
 
+def bracketed(run: Callable[[], T], measure_yardstick: bool) -> tuple[T, Yardstick | None]:
+    """``run()`` between a yardstick just before and one just after it: (its result, their mean), or (its
+    result, None) when ``measure_yardstick`` is false (--quick). Each sample of a long figure is divided by the
+    yardstick of its own minutes (:meth:`Yardstick.between`), not by one taken at the start of the table."""
+    if not measure_yardstick:
+        return run(), None
+    from benchmarks.yardstick import measure
+
+    before = measure()
+    result = run()
+    own = Yardstick.between(before, measure())
+    print(f"  {own} (mean of before {before.seconds:.2f} s and after)", file=sys.stderr, flush=True)
+    return result, own
+
+
 def lecture_command(quick: bool) -> list[str]:
     """``all`` or, with --quick, two small scenes trained for a few steps."""
     return ["render", "IdentityHighway", "Analogies", "--set", "steps=20"] if quick else ["all"]
@@ -127,7 +145,7 @@ def lecture_command(quick: bool) -> list[str]:
 
 def lecture_rows(quick: bool, repeats: int, include_hq: bool,
                  yardstick: Yardstick | None = None) -> list[tuple[str, Figure | str]]:
-    from benchmarks.measure import load, video_seconds
+    from benchmarks.measure import video_seconds
 
     command = lecture_command(quick)
     cold, cached, rss, hq, hq_rss, cold_yd = [], [], [], [], [], []
@@ -137,11 +155,12 @@ def lecture_rows(quick: bool, repeats: int, include_hq: bool,
         traces = tmp / "traces"
         for index in range(repeats):
             cache, out = tmp / f"cache{index}", tmp / f"out{index}"
-            wall, peak = render([*command, "-q", "l", "-o", str(out)], cache)
+            (wall, peak), own = bracketed(lambda: render([*command, "-q", "l", "-o", str(out)], cache),
+                                          yardstick is not None)
             video = video_seconds(out / "480p15" / "en")
             cold.append(video / wall)
-            if yardstick is not None:  # wall in yardsticks, scaled to the 475 s lecture the target was set for
-                cold_yd.append(yardstick.of(wall) * LECTURE_VIDEO_S / video)
+            if own is not None:  # wall in its own yardsticks, scaled to the 475 s lecture the target was set for
+                cold_yd.append(own.of(wall) * LECTURE_VIDEO_S / video)
             rss.append(peak / GIB)
             loads["cold"].append(load())
             if not traces.exists():
@@ -198,10 +217,22 @@ def instruction_rows(include: bool, quick: bool) -> list[tuple[str, Figure | str
 # -- the default test run -------------------------------------------------------------------------
 
 def pytest_wall() -> float:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"], cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - started
+    """Wall seconds of the default ``pytest`` run (README command 2's test run) in a fresh ``git clone`` of this
+    checkout's HEAD (no Hypothesis database, no byte code, no media of earlier runs), with this checkout's
+    ``.venv`` and ``web/node_modules`` linked in as set-up would have made them. Exits when git or pytest fails."""
+    with tempfile.TemporaryDirectory(prefix="bench-pytest-") as tmp:
+        clone = Path(tmp) / "clone"
+        cloned = subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], capture_output=True, text=True)
+        if cloned.returncode:
+            sys.exit(f"git clone of {ROOT} failed: {cloned.stderr.strip()[-500:]}")
+        for linked in (".venv", "web/node_modules"):
+            if (ROOT / linked).exists():
+                (clone / linked).symlink_to(ROOT / linked)
+        env = {**os.environ, "PYTHONPATH": str(clone)}  # the clone's code, not an editable install's
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"], cwd=clone, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - started
     if done.returncode not in (0, 1):  # 1: some test failed; the time still counts
         sys.exit(f"pytest could not run (exit {done.returncode})")
     return wall
@@ -210,11 +241,16 @@ def pytest_wall() -> float:
 def pytest_rows(include: bool, repeats: int, yardstick: Yardstick | None = None) -> list[tuple[str, Figure | str]]:
     if not include:
         return [("default pytest run, wall", "skipped: pass --include-pytest")]
-    wall = repeat(pytest_wall, Target("<=", 180), repeats, repeats, unit="s")
-    rows: list[tuple[str, Figure | str]] = [("default pytest run, wall", wall)]
-    if yardstick is not None:
-        rows.append(("default pytest run, yardsticks",
-                     Figure([yardstick.of(w) for w in wall.samples], Target("<=", 120), "yd", wall.loads)))
+    walls, in_yd, loads = [], [], []
+    for _ in range(repeats):
+        wall, own = bracketed(pytest_wall, yardstick is not None)
+        walls.append(wall)
+        loads.append(load())
+        if own is not None:
+            in_yd.append(own.of(wall))
+    rows: list[tuple[str, Figure | str]] = [("default pytest run, wall", Figure(walls, Target("<=", 180), "s", loads))]
+    if in_yd:
+        rows.append(("default pytest run, yardsticks", Figure(in_yd, Target("<=", 120), "yd", loads)))
     return rows
 
 

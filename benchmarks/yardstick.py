@@ -46,6 +46,13 @@ class Yardstick:
         """``seconds`` in yardsticks."""
         return seconds / self.seconds
 
+    @classmethod
+    def between(cls, before: "Yardstick", after: "Yardstick") -> "Yardstick":
+        """The mean of a yardstick taken just before a timed run and one just after it: the machine's speed
+        drifts by ~15 % within minutes here, so a long run is divided by the yardstick of its own minutes."""
+        return cls((before.train + after.train) / 2, (before.render + after.render) / 2,
+                   (before.seconds + after.seconds) / 2, before.source)
+
 
 def source() -> Path:
     """The yardstick file to run: the shared one when present, else the vendored copy."""

@@ -165,6 +165,9 @@ class RunConfig(BaseConfig):
     residual_init: str = _one_of("none", RESIDUAL_INITS)  # "rezero": h = x + a F(x), a = 0; "fixup": Zhang 2019
     record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
     seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
+    # After-training passes that only some readers use (issue 21: record only what a scene reads):
+    lesion: bool = _flag(False)  # test error with each block deleted (Veit et al. 2016, Fig. 3): experiment paths
+    input_sweep: bool = _flag(False)  # input gradient over a sweep, at init and trained (Balduzzi 2017): shattered
 
     def _check(self) -> None:
         if self.momentum >= 1:
@@ -439,6 +442,8 @@ class HighwayConfig(BaseConfig):
     weight_decay: float = _in(0.0, 0.0, 10.0)  # L2 penalty on every parameter, as in torch.optim
     record_every: int = _in(10, 1, MAX_STEPS)  # record statistics at step 0 and every k steps (and the last step)
     seed: int = _in(0, 0, MAX_SEED)  # seeds data split, init and batch order
+    lesion: bool = _flag(False)  # after training, as RunConfig.lesion: test error with each block deleted
+    input_sweep: bool = _flag(False)  # as RunConfig.input_sweep: the input gradient sweep at init and trained
 
     dataset: ClassVar[str] = "digits"  # what simulation.train.MLPTask and simulation.memory read; not a parameter
 

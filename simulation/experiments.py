@@ -349,9 +349,10 @@ def _register(experiment: Experiment) -> None:
     EXPERIMENTS[experiment.name] = experiment
 
 
-# Trained ReLU + BatchNorm nets shared by E4 and E6 (same configs, so one cache entry each).
+# Trained ReLU + BatchNorm nets shared by E4 and E6 (same configs, so one cache entry each); E6 (paths) reads the
+# one-block lesion test, recorded for these runs only.
 _TRAINED_BN = RunConfig(activation="relu", norm="batchnorm", depth=10, steps=300, batch_size=128, lr=0.1,
-                        weight_decay=2e-3)
+                        weight_decay=2e-3, lesion=True)
 
 _register(Experiment(
     name="chain_rule",
@@ -413,7 +414,7 @@ _register(Experiment(
     # One step: the claim and the scene are about the network at initialisation (input_grad row 0, recorded before
     # the first update); 100 steps of these width-200 nets were ~100 CPU-s of a cold lecture that nothing read.
     base=RunConfig(dataset="bands", activation="relu", norm="batchnorm", width=200, steps=1,
-                   batch_size=128, lr=0.05),
+                   batch_size=128, lr=0.05, input_sweep=True),
     build=_by_depth,
     params_type=ShatteredParams,
 ))

@@ -16,6 +16,7 @@ finiteness), the test error, where a divergence happened, and its own extra arra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import platform
@@ -98,6 +99,11 @@ class Task(Generic[C]):
 
     def test_error(self) -> float:
         raise NotImplementedError
+
+    def unrecorded(self) -> contextlib.AbstractContextManager:
+        """The context of a step the recorder does not see (its forward and backward pass and its update):
+        none by default; :class:`simulation.train.MLPTask` flushes denormal floats to zero there."""
+        return contextlib.nullcontext()
 
     def evaluates(self, step: int) -> bool:
         """Whether recorded step ``step`` measures :meth:`test_error` (else its ``test_error`` record is NaN)."""
@@ -184,13 +190,17 @@ def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace
             record = run.records_step(step)
             if record:
                 rec.arm()
-            result = task.step(step, batch)
+                result = task.step(step, batch)
+            else:
+                with task.unrecorded():
+                    result = task.step(step, batch)
             if not result.finite and not record:  # same weights, same batch: again with the recorder on
                 rec.arm()
                 result = task.step(step, batch)
             if run.after_step(step, result, rec, record):
                 break
-            task.update(step)
+            with task.unrecorded():
+                task.update(step)
         bar.close()
     return run.trace(rec)
 

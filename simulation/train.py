@@ -102,6 +102,22 @@ def lesion_test_errors(model: MLP, data: Dataset) -> np.ndarray:
     return out
 
 
+@contextlib.contextmanager
+def denormals_flushed():
+    """Run the block with denormal floats (below ~1.2e-38 in float32) read and written as zero
+    (``torch.set_flush_denormal``; the CPU's flush-to-zero and denormals-are-zero modes), off again after.
+
+    For the steps no recorder sees: the vanishing gradients of a deep plain sigmoid net are denormal in its first
+    blocks, where the CPU computes them ~4x slower (plain depth 56: 17 CPU-s for 3 seeds, 4 with this). Those values
+    are ~1e-40 against weights of ~0.1, so they move no weight; a recorded step runs without it and records them
+    as they are (``grad_norm`` 1e-43 stays 1e-43)."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def make_optimizer(config: RunConfig, params: list[nn.Parameter]) -> torch.optim.Optimizer:
     """SGD with momentum or Adam, with ``weight_decay``; the multi-tensor (foreach) implementation,
     which gives the same numbers as the per-tensor loop with far fewer Python calls per step."""
@@ -119,7 +135,7 @@ class MLPTask(Task[RunConfig]):
     same ``branch`` / ``shortcut`` shape, so the recorder, the lesion test and the input sweep apply as they are.
     So does another kind of run (:mod:`simulation.highway`); its config then needs the fields read here: ``arch``,
     ``depth``, ``steps``, ``batch_size``, ``record_every``, ``seed``, ``optimizer``, ``lr``, ``momentum``,
-    ``weight_decay``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
+    ``weight_decay``, ``lesion``, ``input_sweep``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
     """
 
     def __init__(self, config: RunConfig) -> None:
@@ -132,9 +148,10 @@ class MLPTask(Task[RunConfig]):
         self.opt = make_optimizer(config, self.params)
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = torch.Generator().manual_seed(config.seed + 1)
-        self.sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
-        self.direction = sweep_direction(self.data.n_features, config.seed)
-        self.input_grads = np.full((2, SWEEP_POINTS), np.nan)
+        if config.input_sweep:
+            self.sweep = torch.linspace(*BANDS_RANGE, SWEEP_POINTS)
+            self.direction = sweep_direction(self.data.n_features, config.seed)
+            self.input_grads = np.full((2, SWEEP_POINTS), np.nan)
         self.modules = list(self.model.modules())
         self._curves = {"loss_curve": np.full(config.steps, np.nan, dtype=np.float32),
                         "error_curve": np.full(config.steps, np.nan, dtype=np.float32),
@@ -155,7 +172,8 @@ class MLPTask(Task[RunConfig]):
         return self._curves
 
     def before_training(self, recorder: Recorder) -> None:
-        self.input_grads[0] = input_gradient(self.model, self.sweep, self.direction)  # at initialisation
+        if self.config.input_sweep:
+            self.input_grads[0] = input_gradient(self.model, self.sweep, self.direction)  # at initialisation
         self.model.train()
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,6 +197,9 @@ class MLPTask(Task[RunConfig]):
         self._curves["grad_norm_curve"][step] = grad_norm = _total_grad_norm(self.grads)
         return StepResult(loss_value, error, math.isfinite(loss_value) and math.isfinite(grad_norm))
 
+    def unrecorded(self) -> contextlib.AbstractContextManager:
+        return denormals_flushed()
+
     def test_error(self) -> float:
         _set_training(self.modules, False)
         error = _eval_error(self.model, self.data.x_test, self.data.y_test)
@@ -192,18 +213,23 @@ class MLPTask(Task[RunConfig]):
         return Divergence(step, *diverged_where(row))
 
     def final_arrays(self, diverged: Divergence | None) -> dict[str, np.ndarray]:
-        """After training: the intact network's test error, single-block lesions, the input sweep."""
-        arrays: dict[str, np.ndarray] = {}
+        """After training: the intact network's test error; with ``config.lesion`` the single-block lesions, with
+        ``config.input_sweep`` the input sweep (each absent otherwise: no reader of the run needs it)."""
+        c, arrays = self.config, {}
         if diverged is None:
             arrays["final_test_error"] = np.float32(_eval_error(self.model.eval(), self.data.x_test, self.data.y_test))
-            arrays["lesion_test_error"] = lesion_test_errors(self.model, self.data)
-            self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
+            if c.lesion:
+                arrays["lesion_test_error"] = lesion_test_errors(self.model, self.data)
+            if c.input_sweep:
+                self.input_grads[1] = input_gradient(self.model, self.sweep, self.direction)
         else:
             arrays["final_test_error"] = np.float32(np.nan)
-            arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
-        arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
-        arrays["input_grad"] = self.input_grads
-        arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
+            if c.lesion:
+                arrays["lesion_test_error"] = np.full(len(self.model.blocks), np.nan, dtype=np.float32)
+        if c.input_sweep:
+            arrays["input_sweep"] = self.sweep.numpy().astype(np.float32)
+            arrays["input_grad"] = self.input_grads
+            arrays["input_grad_autocorr"] = np.stack([autocorrelation(g, AUTOCORR_LAGS) for g in self.input_grads])
         if self.config.arch == "residual":
             arrays["path_length_fraction"] = path_length_fraction(len(self.model.blocks))
         return arrays
@@ -285,7 +311,8 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
                     recs[row].arm()
                     results[row] = tasks[row].step(step, batches[row])
             else:
-                results = _stacked_step(template, tasks, grads, active, batches, step)
+                with denormals_flushed():
+                    results = _stacked_step(template, tasks, grads, active, batches, step)
                 for row in active:
                     if not results[row].finite:  # same weights, same batch: again alone with the recorder on
                         recs[row].arm()
@@ -293,7 +320,8 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
             active = [row for row in active if not runs[row].after_step(step, results[row], recs[row], record)]
             if not active:
                 break
-            opt.step()  # a run that stopped keeps its trace's numbers: nothing reads its weights after
+            with denormals_flushed():
+                opt.step()  # a run that stopped keeps its trace's numbers: nothing reads its weights after
     return [run_log.trace(rec, trained_with_seeds=seeds) for run_log, rec in zip(runs, recs)]
 
 

@@ -8,8 +8,15 @@ import shutil
 import tempfile
 
 import pytest
+from hypothesis import settings
 
 SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV (conftest is not imported by name)
+
+# Hypothesis: a third of the examples in the default run ("fast"); .ci/run sets HYPOTHESIS_PROFILE=ci (every
+# example each test asks for, in both of its runs). A test that names its count takes support.examples(n).
+settings.register_profile("fast", max_examples=34)
+settings.register_profile("ci", max_examples=100)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
 def pytest_configure(config):

@@ -10,6 +10,7 @@ dry run and never change what a test sees:
 
 - Manim's LaTeX and Pango caches (``tex_dir``, ``text_dir``): files named by a hash of their content, so a
   formula compiled once is read back by every later dry run instead of calling latex and dvisvgm again.
+  (Not shared between processes: Manim's SVG parser writes and removes a temporary file beside each SVG.)
 - :func:`built_scene`: the scene after one dry run with the layout check on, per (scene, language, trace
   files, theme). The layout, length, narration, numbers *and frame* tests of one scene read the same build
   (:func:`frame_build` runs it under the settings of Manim's ``frames_comparison`` and keeps its last
@@ -182,11 +183,11 @@ def scene_group(scene: type, lang: str) -> str:
     return f"scene-{scene.__name__}-{lang}"
 
 
-# Chinese builds in the default run: the scenes whose Chinese frames it compares anyway (tests/test_frames.py,
-# tests/test_note_frames.py); every other scene's Chinese build (~1.5-2.5 CPU s each, in every test file that
-# takes its params from scene_lang_params) runs in the slow set, which CI runs (issue 21: the default run within
-# 120 yardsticks).
-ZH_DEFAULT = {"GradientFlowOverTraining", "DepthSweep", "ConveyorBelt", "IdentityFit", "Analogies", "DoesItOnlyCopy"}
+# Chinese builds in the default run: one trace-driven chart scene and one study-note scene, whose Chinese frames
+# (and their tamper twins) it compares (tests/test_frames.py, tests/test_copy_fit_belt_frames.py); every other
+# scene's Chinese build (~1.5-2.5 CPU s each, in every test file that takes its params from scene_lang_params or
+# reads this set) runs in the slow set, which CI runs (issue 21: the default run within 120 yardsticks).
+ZH_DEFAULT = {"DepthSweep", "ConveyorBelt"}
 
 
 def scene_lang_params(scenes, langs) -> list:

@@ -9,6 +9,9 @@ The tests are those of tests/frame_checks.py (:func:`frame_checks.make_frame_tes
 ``<stem>_<lang>[_light].npz`` under tests/control_data/scenes/, :func:`frame_checks.assert_fails_when_tampered`),
 made for the four combinations at once; the module that puts them in its globals needs
 ``same_cairo_as_control_data`` imported too (the autouse cairo check) and ``__module_test__ = "scenes"``.
+As for the lecture's other scenes (tests/dry_run.ZH_DEFAULT, tests/test_frames.LIGHT_DEFAULT), the default run
+compares the English dark frame and its twin; the Chinese and light ones, each with its twin, are slow (CI runs
+them). Each twin is in the xdist group of the build it tampers (:func:`dry_run.scene_group`).
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import pytest
 
 from simulation.runkeys import RunKey
 
+from dry_run import scene_group
 from frame_checks import assert_fails_when_tampered, make_frame_test
 
-__all__ = ["CASES", "frame_matrix"]
+__all__ = ["CASES", "DEFAULT_CASE", "frame_matrix"]
 
 CASES = [(lang, theme) for lang in ("en", "zh") for theme in ("dark", "light")]
+DEFAULT_CASE = ("en", "dark")  # in the default run; the other three (and their twins) are slow
 
 
 def frame_matrix(scene: type, stem: str, run: RunKey, key: str, tamper: Callable[[np.ndarray], np.ndarray]
@@ -34,10 +39,19 @@ def frame_matrix(scene: type, stem: str, run: RunKey, key: str, tamper: Callable
     def name(lang: str, theme: str) -> str:
         return f"{stem}_{lang}" + ("_light" if theme == "light" else "")
 
-    tests = {f"test_{name(lang, theme)}": make_frame_test(scene, name(lang, theme), lang=lang, theme=theme)
-             for lang, theme in CASES}
+    def slow_unless_default(case: tuple[str, str]) -> list:
+        return [] if case == DEFAULT_CASE else [pytest.mark.slow]
 
-    @pytest.mark.parametrize(("lang", "theme"), CASES, ids=[name(*case) for case in CASES])
+    tests = {}
+    for lang, theme in CASES:
+        test = make_frame_test(scene, name(lang, theme), lang=lang, theme=theme)
+        test.pytestmark += slow_unless_default((lang, theme))
+        tests[f"test_{name(lang, theme)}"] = test
+
+    @pytest.mark.parametrize(("lang", "theme"), [
+        pytest.param(lang, theme, id=name(lang, theme),
+                     marks=[pytest.mark.xdist_group(scene_group(scene, lang)), *slow_unless_default((lang, theme))])
+        for lang, theme in CASES])
     def test_tampered(request, tmp_path, lang, theme):
         assert_fails_when_tampered(request, tmp_path, scene, name(lang, theme), run=run, key=key, tamper=tamper,
                                    lang=lang, theme=theme)

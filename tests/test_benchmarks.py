@@ -144,6 +144,27 @@ def test_yardstick_line_and_the_table_in_yardsticks():
     assert _cells(ratio.rstrip(" |"))[-1] == "0.5-0.5"  # the load column ends it: a ratio has no yardsticks
 
 
+def test_each_long_run_is_divided_by_the_yardsticks_around_it(monkeypatch):
+    """run_all.bracketed: a yardstick just before and one just after the timed run, in that order around it,
+    and their mean (not the table's first yardstick) is the run's own; without one (--quick) none is taken."""
+    import benchmarks.yardstick as yardstick
+    from benchmarks.run_all import bracketed
+
+    events = []
+    readings = iter([yardstick.Yardstick(0.2, 0.4, 0.6, "t"), yardstick.Yardstick(0.4, 0.6, 1.0, "t")])
+
+    def fake_measure():
+        events.append("yardstick")
+        return next(readings)
+
+    monkeypatch.setattr(yardstick, "measure", fake_measure)
+    result, own = bracketed(lambda: events.append("run") or 16.0, True)
+    assert events == ["yardstick", "run", "yardstick"] and result == 16.0
+    assert (own.train, own.render, own.seconds) == pytest.approx((0.3, 0.5, 0.8))
+    assert own.of(16.0) == pytest.approx(20.0)
+    assert bracketed(lambda: 3, False) == (3, None) and events.count("yardstick") == 2
+
+
 @pytest.mark.slow
 def test_the_yardstick_runs_here():
     from benchmarks.yardstick import measure

@@ -37,7 +37,8 @@ def test_digest_covers_every_field():
                "steps": 301, "batch_size": 65, "lr": 0.051, "optimizer": "adam", "momentum": 0.8,
                "init_gain": 1.1, "record_every": 11, "seed": 1, "stages": 2, "shortcut": "zero_pad",
                "weight_decay": 1e-4, "dataset": "bands", "model": "conv", "shortcut_scale": 0.5,
-               "gate": "exclusive", "gate_bias": -6.0, "residual_init": "rezero"}
+               "gate": "exclusive", "gate_bias": -6.0, "residual_init": "rezero", "lesion": True,
+               "input_sweep": True}
     assert set(changed) == set(RunConfig.field_types()), "a new RunConfig field needs a line here"
     extra = {"model": {"depth": 20}, **dict.fromkeys(("shortcut_scale", "gate", "residual_init"), {"arch": "residual"})}
     digests = {base.replace(**{k: v}, **extra.get(k, {})).digest() for k, v in changed.items()}

@@ -43,6 +43,8 @@ from cli.params import scene_params
 from render import cli
 from simulation.experiments import EXPERIMENTS
 
+from support import examples
+
 SCENE_PARAMS = {scene.__name__: scene_params(scene) for scene in scenes.SCENES_IN_ORDER}
 EXPERIMENT_PARAMS = {name: exp.params() for name, exp in EXPERIMENTS.items()}
 RENDER_OPTIONS = [p for p in cli.commands["render"].params if isinstance(p, __import__("click").Option)
@@ -65,8 +67,8 @@ toml_values = st.recursive(st.one_of(numbers, texts, st.booleans()),
                            lambda inner: st.lists(inner, max_size=4), max_leaves=6)
 
 
-def _settings(examples: int):
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+def _settings(count: int):
+    return settings(max_examples=examples(count), deadline=None, database=None, derandomize=False,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -257,7 +259,7 @@ def test_every_limit_names_a_knob_of_its_scene_and_admits_the_default():
         assert default in limit if isinstance(default, str) else limit[0] <= default <= limit[1], (scene, key)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(LIMITED), data=st.data())
 def test_scene_knobs_outside_their_limits_are_refused_and_inside_accepted(case, data):
     """A generated value for a limited knob is refused (ConfigError naming the knob) exactly when it lies outside

@@ -112,7 +112,7 @@ def test_recorded_conv_statistics_match_autograd(arch, shortcut):
 
 def test_a_conv_run_records_per_block_statistics_with_the_usual_names():
     config = RunConfig(model="conv", arch="residual", depth=14, width=4, activation="relu", norm="batchnorm",
-                       steps=4, batch_size=16, record_every=2)
+                       steps=4, batch_size=16, record_every=2, lesion=True)
     trace = run(config, progress=False)
     blocks = 3 * conv_blocks_per_stage(14)
     assert trace.meta.blocks == blocks == len(trace.meta.block_widths)

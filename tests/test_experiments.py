@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,7 +106,8 @@ def test_torch_thread_count_is_restored():
 
 # -- divergence -------------------------------------------------------------------------------------
 
-EXPLODING = RunConfig(activation="relu", depth=8, width=16, init_gain=3.0, lr=0.05, steps=40, record_every=10)
+EXPLODING = RunConfig(activation="relu", depth=8, width=16, init_gain=3.0, lr=0.05, steps=40, record_every=10,
+                      lesion=True, input_sweep=True)
 
 
 def _check_diverged(trace: Trace, config: RunConfig) -> int:
@@ -124,6 +127,7 @@ def _check_diverged(trace: Trace, config: RunConfig) -> int:
     elif meta.diverged_pass == "backward":
         assert trace["nonfinite_grad"][-1, layer] > 0 and (trace["nonfinite_grad"][-1, layer + 1:] == 0).all()
     assert np.isnan(trace["lesion_test_error"]).all() and np.isnan(trace["final_test_error"])
+    assert np.isfinite(trace["input_grad"][0]).all() and np.isnan(trace["input_grad"][1]).all()  # at init only
     return step
 
 
@@ -327,6 +331,49 @@ def test_path_length_fraction_is_the_binomial_distribution():
     trace = run(TINY.replace(arch="residual"))
     np.testing.assert_array_equal(trace["path_length_fraction"], path_length_fraction(TINY.depth))
     assert "path_length_fraction" not in run(TINY).arrays
+
+
+def test_the_lesion_test_and_the_input_sweep_are_recorded_only_where_asked_and_change_nothing_else():
+    """``lesion`` and ``input_sweep`` (issue 21: record only what a scene reads) add their arrays and nothing else:
+    every other array of the run is the same, bit for bit, and each flag is in the cache key."""
+    bare = run(TINY.replace(arch="residual"))
+    full = run(TINY.replace(arch="residual", lesion=True, input_sweep=True))
+    passes = {"lesion_test_error", "input_sweep", "input_grad", "input_grad_autocorr"}
+    assert set(full.arrays) - set(bare.arrays) == passes and not set(bare.arrays) - set(full.arrays)
+    for key in bare.arrays:
+        assert bare[key].tobytes() == full[key].tobytes(), key
+    assert full["lesion_test_error"].shape == (TINY.depth,) and np.isfinite(full["input_grad"]).all()
+    assert set(run(TINY.replace(lesion=True)).arrays) - set(run(TINY).arrays) == {"lesion_test_error"}
+    summary = summarize(bare).to_dict()  # the summary leaves out what the run did not record
+    assert not {"lesion_test_error", "lesion_mean_increase", "input_grad_autocorr_lag1"} & set(summary)
+    json.dumps(summary, allow_nan=False)
+    assert {"lesion_test_error", "lesion_mean_increase", "input_grad_autocorr_lag1"} <= set(summarize(full).to_dict())
+    assert len({TINY.digest(), TINY.replace(lesion=True).digest(), TINY.replace(input_sweep=True).digest()}) == 3
+
+
+def test_only_the_experiments_whose_readers_use_them_record_the_lesions_and_the_sweep():
+    for name in EXPERIMENTS:
+        for key, config in build_runs(name).items():
+            assert getattr(config, "lesion", False) == (name in ("paths", "residual_response", "does_it_copy")), key
+            assert getattr(config, "input_sweep", False) == (name == "shattered"), key
+
+
+def test_digits_are_scikit_learns_read_without_importing_it():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    from simulation.data import load_digits
+
+    (x, y), (x_ref, y_ref) = load_digits(), sklearn_digits(return_X_y=True)
+    assert x.dtype == x_ref.dtype and x.tobytes() == x_ref.tobytes() and x.shape == (1797, 64)
+    assert y.dtype == y_ref.dtype and np.array_equal(y, y_ref) and set(y.tolist()) == set(range(10))
+    code = "import sys; from simulation.data import load_dataset; load_dataset('digits', 0); print('sklearn' in sys.modules)"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.stdout.strip() == "False"  # the trainer never pays for importing scikit-learn (scipy.stats ...)
 
 
 def test_bands_dataset_is_seeded_and_labelled_by_band():

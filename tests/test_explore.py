@@ -1,7 +1,9 @@
 """The explorer (cli/explore.py, web/explore/) driven in headless Chromium, on the small committed traces of tests/data.
 
 Each browser check is a function returning the problems it found; a test asserts none on the page as written, and
-its tamper twin alters the page or its data and asserts the same check reports a problem.
+its tamper twin alters the page or its data and asserts the same check reports a problem. The default run drives
+the page in the browser once (the step slider against the trace, and its twin); the other browser checks, each
+with its twin, are slow (CI runs them).
 """
 
 from __future__ import annotations
@@ -121,10 +123,12 @@ def offline_problems(browser, folder: Path) -> list[str]:
         ([] if requests else ["no request logged at all"])
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_explorer_opens_offline(browser, explorer):
     assert offline_problems(browser, explorer) == []
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_offline_check_catches_a_page_that_reaches_out(browser, explorer, tmp_path):
     """A tracking pixel loaded by the script (it does not hold up the page's load, as a stylesheet would)."""
     folder = copy(explorer, tmp_path)
@@ -186,6 +190,7 @@ def table_values(page, selector: str) -> dict[tuple, float]:
     return {(run, l, kind): float(value) for run, l, kind, value in rows}
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_every_view_shows_the_traces_numbers(browser, explorer, traces):
     """Chain rule, degradation, responses and Post-LN vs Pre-LN against computations made here from the .npz."""
     page, _, errors = open_page(browser, explorer, "#view=chain&family=chain_rule&step=10")
@@ -247,6 +252,7 @@ def untrained_problems(page, arch: str, depth: int) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_an_untrained_combination_is_reported(browser, untrained):
     page, _, errors = open_page(browser, untrained, "#view=flow&act=sigmoid&depth=4")
     page.select_option("#depth", "8")
@@ -260,6 +266,7 @@ def test_an_untrained_combination_is_reported(browser, untrained):
     page.close()
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_untrained_check_catches_a_page_that_fills_the_gap(browser, untrained, tmp_path):
     """A page that draws another run (the depth-4 residual net) where depth 8 was not trained fails the check."""
     folder = copy(untrained, tmp_path)
@@ -307,12 +314,14 @@ def look_problems(page, lang: str, theme: str) -> list[str]:
 
 
 @pytest.mark.parametrize("lang,theme", [("en", "dark"), ("zh", "light")])  # each language, each theme once
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_both_languages_and_themes_render(browser, explorer, lang, theme):
     page, _, errors = open_page(browser, explorer, f"#view=flow&lang={lang}&theme={theme}")
     assert look_problems(page, lang, theme) == [] and errors == []
     page.close()
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_language_and_theme_check_catches_a_wrong_table_and_colour(browser, explorer, tmp_path):
     folder = copy(explorer, tmp_path)
     data = read_data(folder)
@@ -342,10 +351,12 @@ def overflow_problems(browser, folder: Path, options: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("options", [PHONE, DESKTOP], ids=["phone-390", "1280x720"])
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_no_horizontal_scroll(browser, explorer, options):
     assert overflow_problems(browser, explorer, options) == []
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_scroll_check_catches_a_wide_element(browser, explorer, tmp_path):
     folder = copy(explorer, tmp_path)
     edit(folder, "explore.css", "#caption p { margin: 0.15rem 0; }", "#caption p { margin: 0.15rem 0; width: 520px; }")
@@ -393,12 +404,14 @@ def keyboard_problems(page) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_keyboard_alone_reaches_every_control(browser, explorer):
     page, _, errors = open_page(browser, explorer)
     assert keyboard_problems(page) == [] and errors == []
     page.close()
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_keyboard_check_catches_a_control_out_of_reach(browser, explorer, tmp_path):
     folder = copy(explorer, tmp_path)
     edit(folder, "index.html", '<select id="seed">', '<select id="seed" tabindex="-1">')
@@ -410,6 +423,7 @@ def test_the_keyboard_check_catches_a_control_out_of_reach(browser, explorer, tm
 
 # -- the URL keeps the state; other runs (a user's model) open in the same views -------------------
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_the_fragment_restores_and_follows_the_view(browser, explorer):
     page, _, _ = open_page(browser, explorer, "#view=flow&depth=8&act=sigmoid&step=10&arch=plain")
     assert (page.input_value("#depth"), state(page)["step"]) == ("8", 10)
@@ -423,6 +437,7 @@ def test_the_fragment_restores_and_follows_the_view(browser, explorer):
     page.close()
 
 
+@pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
     """Runs plain/residual under experiment ``model``, a user model's config (no ``depth``) and the user's block
     names in ``meta.layers``: every view that needs out_grad_norm, error_curve or branch_norm shows them."""

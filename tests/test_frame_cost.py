@@ -20,6 +20,8 @@ from manim import BLUE, RED, Circle, FadeIn, Rectangle, Scene, Square, Text, VGr
 
 from scenes.frame_cost import Restyle, boxes_overlap, draw_first
 
+from support import examples
+
 SMALL = {"pixel_width": 192, "pixel_height": 108, "frame_rate": 15, "dry_run": True, "verbosity": "ERROR",
          "progress_bar": "none"}
 STYLE = ("points", "fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
@@ -74,7 +76,7 @@ shapes = st.lists(st.tuples(st.sampled_from(["square", "circle", "text"]),
                   min_size=2, max_size=7)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layout=shapes, pick=st.lists(st.integers(0, 6), max_size=5))
 def test_draw_first_never_changes_a_pixel(layout, pick):
     with tempconfig(SMALL):

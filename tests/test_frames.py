@@ -46,7 +46,7 @@ from simulation.runkeys import RunKey
 from simulation.summary import tail_mean
 from simulation.trace import Trace
 
-from dry_run import built_scene, dry_run, scene_group
+from dry_run import ZH_DEFAULT, built_scene, dry_run, scene_group
 from seed_numbers import SEED_NUMBERS, base_runs
 from frame_checks import (assert_fails_when_tampered, assert_numbers_match, committed_traces, make_frame_test,  # noqa: F401
                           same_cairo_as_control_data, scene_variant, twin_params)
@@ -298,7 +298,8 @@ ZH_FRAME_SCENES = [m for m in FRAME_SCENES if m[0] in (GradientFlowOverTraining,
 # Their English frames run by default; the Chinese ones added with the seed spread (and DepthSweepConv's, whose
 # English frame runs by default) are slow, so the default run stays fast.
 ZH_SLOW = {"residual_response", "path_ensemble", "shattered_gradients", "post_ln_vs_pre_ln", "depth_sweep_conv",
-           "shortcut_scale", "norm_free", "loss_landscape", "hyper_connections"}
+           "shortcut_scale", "norm_free", "loss_landscape", "hyper_connections"} | {
+    name for scene, name, *_ in ZH_FRAME_SCENES if scene.__name__ not in ZH_DEFAULT}  # dry_run.ZH_DEFAULT
 for _scene, _name, _run, _key, _tamper in ZH_FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_zh", lang="zh")  # control: <name>_zh.npz
     globals()[f"test_{_name}_zh"] = pytest.mark.slow(_test) if _name in ZH_SLOW else _test

@@ -29,13 +29,14 @@ from simulation.trace import Trace
 from data.make_traces import tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
 from seed_numbers import base_runs
+from support import examples
 
 from scenes.hyper_connections import GROWN, HELD, HyperConnections, final_gain, hyper_claim
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one torch thread, as the trainers use
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(1, 8), st.integers(0, 2**31 - 1), st.floats(0.1, 3.0))
 def test_sinkhorn_is_doubly_stochastic(n, seed, scale):
     logits = torch.randn(n, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale

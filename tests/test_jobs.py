@@ -155,8 +155,8 @@ def test_a_scene_starts_as_soon_as_its_traces_exist_and_a_failed_run_fails_only_
     assert "Second" not in pool.started
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
-                         ids=["sigterm", "ctrl-c"])  # the same path but for the signal: Ctrl-C in the slow set
+@pytest.mark.slow  # two render workers and a trainer started by render.py; the default run stops a one-scene
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])  # render (test_cli.py)
 def test_stopping_parallel_renders_stops_every_worker_and_leaves_no_final_file(tmp_path, isolated_cache, sig):
     out = tmp_path / "out"
     folder = out / "480p15" / "en"

@@ -26,6 +26,7 @@ from scenes.style import LANGS
 from data.make_traces import tiny_trace_files, write_tiny_traces
 from dry_run import built_scene, dry_run, scene_lang_params
 from subtitles import as_srt_cues, too_fast
+from support import examples
 
 
 @pytest.fixture(scope="session")
@@ -127,7 +128,7 @@ def test_layout_checker_passes_text_touching_the_edge_from_inside(tmp_path):
 _BOX_PROBES = {}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(dx=st.floats(-9, 9), dy=st.floats(-6, 6), angle=st.floats(-3.2, 3.2), scale=st.floats(0.05, 4),
        which=st.sampled_from(["text", "group", "empty"]))
 def test_layout_box_is_the_four_edges_manim_reports(dx, dy, angle, scale, which):

@@ -1,5 +1,6 @@
 """Sweeps on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on 127.0.0.1, started
-and stopped here) give the traces of the same sweep run locally; a lost worker and a diverging run."""
+and stopped here) give the traces of the same sweep run locally; a lost worker and a diverging run. The cluster
+tests are slow (CI runs them); the default run checks the local sweep, the size rule and the error paths."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def _sweep_in(cache: Path, monkeypatch, configs, **kwargs) -> list[Trace]:
 
 
 @pytest.mark.xdist_group("sweep-cluster")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # a scheduler and two worker processes (the fixture: ~7 CPU s); CI runs it
 def test_cluster_sweep_is_bit_identical_to_local_and_cached_runs_are_not_sent(cluster, tmp_path, monkeypatch):
     configs = _configs()
     local = _sweep_in(tmp_path / "local", monkeypatch, configs, scheduler="local")
@@ -81,6 +83,7 @@ def test_cluster_sweep_is_bit_identical_to_local_and_cached_runs_are_not_sent(cl
 
 
 @pytest.mark.xdist_group("sweep-cluster")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # a scheduler and two worker processes (the fixture: ~7 CPU s); CI runs it
 def test_a_run_that_diverges_on_a_worker_comes_back_as_a_diverged_trace(cluster, tmp_path, monkeypatch):
     diverging = RunConfig(activation="relu", depth=20, steps=60, lr=1.0, init_gain=2.0)
     finite = RunConfig(depth=3, steps=5)
@@ -109,6 +112,7 @@ def test_scheduler_address_comes_from_the_option_or_the_environment(monkeypatch)
 
 
 @pytest.mark.xdist_group("sweep-cluster")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # a scheduler and two worker processes (the fixture: ~7 CPU s); CI runs it
 def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster, tmp_path, monkeypatch):
     """Runs last: it leaves the module's cluster with one worker."""
     configs = [RunConfig(arch="residual", depth=6, width=32, steps=60, seed=seed) for seed in range(6)]

@@ -16,6 +16,8 @@ from simulation.config import ConfigError, UserModelConfig
 from simulation.runs import check_memory
 from simulation.user_model import UserModelError, estimate_memory, load_user_data, run
 
+from support import examples
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A residual MLP as a user would write it; {head} and {extra} are filled in by the tests.
@@ -109,7 +111,7 @@ def hostile_models(draw):
     return text, "build", [f"line {raising}", exc, "forward pass"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=hostile_models())
 def test_hostile_models_end_in_one_line_naming_the_file(tmp_path_factory, model):
     text, factory, expected = model
@@ -124,7 +126,7 @@ def test_hostile_models_end_in_one_line_naming_the_file(tmp_path_factory, model)
         assert str(path) in message
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(spec=st.text(max_size=40))
 def test_bad_spec_strings_end_in_one_line(spec):
     try:

@@ -39,6 +39,7 @@ from simulation.trace import Trace
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
+from support import examples
 from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
 FRAME_W, FRAME_H = 14.222222222222221, 8.0
@@ -110,7 +111,7 @@ def test_spread_keeps_order_gaps_and_bounds(items):
         assert np.allclose(xs, desired)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(module_paths(), st.floats(3.0, 10.5))
 def test_plan_never_overlaps_and_every_label_is_its_blocks_name(names, width):
     xs = np.linspace(-width / 2, width / 2, len(names))
@@ -154,14 +155,14 @@ def check_drawn_labels(names: list[str]) -> None:
         assert -5.6 - 0.05 <= text.get_left()[0] and text.get_right()[0] <= 5.6 + 0.05
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(module_paths())
 def test_drawn_labels_stay_apart_and_inside_their_bounds(names):
     check_drawn_labels(names)
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(module_paths())
 def test_drawn_labels_stay_apart_and_inside_their_bounds_many(names):
     check_drawn_labels(names)
@@ -197,7 +198,7 @@ def check_scene(built, lang: str) -> None:
     assert cues and too_fast(cues, lang) == []
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=40), st.sampled_from(LANGS),
        st.sampled_from(["dark", "light"]))
 def test_scenes_lay_out_any_block_names(scene, names, lang, theme):
@@ -208,7 +209,7 @@ def test_scenes_lay_out_any_block_names(scene, names, lang, theme):
 
 
 @pytest.mark.slow
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=160), st.sampled_from(LANGS),
        st.sampled_from(["dark", "light"]))
 def test_scenes_lay_out_any_block_names_many(scene, names, lang, theme):

@@ -5,8 +5,9 @@ Example::
 
     pytest tests/test_voice.py -k "pinyin or loud"
 
-The render tests use the tiny scenes of tests/voice_scenes.py (a few seconds each with Piper); the
-Chinese and webm renders are marked slow.
+The render tests use the tiny scenes of tests/voice_scenes.py (a few seconds each with Piper); they are marked
+slow (voice synthesis and real renders; CI runs them): the default run checks the engines, the line cache,
+timing and loudness without synthesising.
 """
 
 from __future__ import annotations
@@ -257,6 +258,7 @@ def voiced(tmp_path_factory):
 
 
 @pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # voice synthesis and real renders (the fixture: ~6 CPU s); CI runs them
 @needs_piper
 def test_clip_has_an_audio_stream_as_long_as_its_video(voiced, tmp_path):
     video = voiced / "out/480p15/en/VoicedLines.mp4"
@@ -269,6 +271,7 @@ def test_clip_has_an_audio_stream_as_long_as_its_video(voiced, tmp_path):
 
 
 @pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # voice synthesis and real renders (the fixture: ~6 CPU s); CI runs them
 @needs_piper
 def test_every_cue_lies_in_speech_and_the_gaps_are_quiet_and_a_tampered_cue_fails(voiced):
     folder = voiced / "out/480p15/en"
@@ -287,6 +290,7 @@ def test_every_cue_lies_in_speech_and_the_gaps_are_quiet_and_a_tampered_cue_fail
 
 
 @pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # voice synthesis and real renders (the fixture: ~6 CPU s); CI runs them
 @needs_piper
 def test_clip_loudness_is_on_target_with_no_clipping(voiced):
     for name in ("VoicedLines", "VoicedTail"):
@@ -297,6 +301,7 @@ def test_clip_loudness_is_on_target_with_no_clipping(voiced):
 
 
 @pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # voice synthesis and real renders (the fixture: ~6 CPU s); CI runs them
 @needs_piper
 def test_a_cached_re_render_keeps_the_same_sound(voiced, monkeypatch):
     """The record is removed, so the scene is rendered again; every segment comes from Manim's cache,
@@ -316,6 +321,7 @@ def test_a_cached_re_render_keeps_the_same_sound(voiced, monkeypatch):
 
 
 @pytest.mark.xdist_group("voiced")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # voice synthesis and real renders (the fixture: ~6 CPU s); CI runs them
 @needs_piper
 def test_concat_gives_one_continuous_track(voiced):
     out = voiced / "out"
