@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,6 +356,24 @@ def test_only_the_experiments_whose_readers_use_them_record_the_lesions_and_the_
         for key, config in build_runs(name).items():
             assert getattr(config, "lesion", False) == (name in ("paths", "residual_response", "does_it_copy")), key
             assert getattr(config, "input_sweep", False) == (name == "shattered"), key
+
+
+def test_digits_are_scikit_learns_read_without_importing_it():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    from simulation.data import load_digits
+
+    (x, y), (x_ref, y_ref) = load_digits(), sklearn_digits(return_X_y=True)
+    assert x.dtype == x_ref.dtype and x.tobytes() == x_ref.tobytes() and x.shape == (1797, 64)
+    assert y.dtype == y_ref.dtype and np.array_equal(y, y_ref) and set(y.tolist()) == set(range(10))
+    code = "import sys; from simulation.data import load_dataset; load_dataset('digits', 0); print('sklearn' in sys.modules)"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.stdout.strip() == "False"  # the trainer never pays for importing scikit-learn (scipy.stats ...)
 
 
 def test_bands_dataset_is_seeded_and_labelled_by_band():
