@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stackable", "STACKABLE", "SMALL_PRODUCT"]
+__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stack_rows", "stackable", "STACKABLE", "SMALL_PRODUCT"]
 
 # Modules with parameters or buffers that a stacked model handles; parameter-free modules (activations,
 # Identity, ZeroPad, Scale, Sequential, ModuleList) run as they are on [S, B, features].
@@ -116,7 +116,7 @@ def stackable(model: nn.Module, batch_size: int) -> bool:
     return True
 
 
-def _stack(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
+def stack_rows(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
     """One tensor [S, *shape] holding ``tensors``, each re-pointed at its row (same values, now shared)."""
     stacked = torch.stack([t.detach() for t in tensors])
     if leaf:
@@ -145,8 +145,8 @@ def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter]
             raise ValueError("only models of the same shapes can be stacked")
     own_params = [dict(m.named_parameters()) for m in models]
     own_buffers = [dict(m.named_buffers()) for m in models]
-    params = {name: _stack([own[name] for own in own_params], leaf=True) for name in names}
-    buffers = {name: _stack([own[name] for own in own_buffers], leaf=False) for name in buffer_names}
+    params = {name: stack_rows([own[name] for own in own_params], leaf=True) for name in names}
+    buffers = {name: stack_rows([own[name] for own in own_buffers], leaf=False) for name in buffer_names}
     template = copy.deepcopy(first)
     for path, module in list(template.named_modules()):
         prefix = f"{path}." if path else ""

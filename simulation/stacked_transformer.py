@@ -31,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import TransformerConfig
-from .stacked import SMALL_PRODUCT, StackedLinear, _stack
+from .stacked import SMALL_PRODUCT, StackedLinear, stack_rows
 
 __all__ = ["StackedTokenLinear", "StackedLayerNorm", "StackedEmbedding", "stack_transformers",
            "transformer_stackable"]
@@ -105,7 +105,7 @@ def stack_transformers(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Para
         if type(module) is nn.LayerNorm and not module.elementwise_affine:
             raise ValueError("a stacked LayerNorm needs its weight and bias")
     own = [dict(m.named_parameters()) for m in models]
-    params = {name: _stack([o[name] for o in own], leaf=True) for name in names}
+    params = {name: stack_rows([o[name] for o in own], leaf=True) for name in names}
     template = copy.deepcopy(first)
     for path, module in list(template.named_modules()):
         prefix = f"{path}." if path else ""

@@ -667,17 +667,31 @@ def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
     runs = [RunLog(task) for task in tasks]
     template, stacked = stack_transformers([task.model for task in tasks])
     # One gradient buffer [S, parameters]: row s holds seed s's gradients (its parameters' .grad are views of it),
-    # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates.
+    # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates. The
+    # parameters whose rows are a multiple of VECTOR_ROW come first, and their numbers move into one buffer
+    # [S, those parameters] laid out the same way, so that Adam steps them as one tensor (per-tensor calls were ~20 %
+    # of a stacked step); the others are stepped per seed.
     params = [list(task.model.parameters()) for task in tasks]
-    grads = torch.zeros(len(tasks), sum(p.numel() for p in params[0]))
-    offset, optimised = 0, []
-    for index, parameter in enumerate(stacked):
-        size = parameter[0].numel()
+    sizes = [parameter[0].numel() for parameter in stacked]
+    order = sorted(range(len(stacked)), key=lambda index: sizes[index] % VECTOR_ROW != 0)
+    n_flat = sum(size for size in sizes if size % VECTOR_ROW == 0)
+    grads = torch.zeros(len(tasks), sum(sizes))
+    flat = nn.Parameter(torch.zeros(len(tasks), n_flat))
+    offset, optimised = 0, [flat]
+    for index in order:
+        parameter, size = stacked[index], sizes[index]
+        if offset < n_flat:
+            flat.data[:, offset:offset + size] = parameter.detach().reshape(len(tasks), size)
+            parameter.data = flat.data[:, offset:offset + size].view(parameter.shape)
+            for own, numbers in zip(params, parameter.data):
+                own[index].data = numbers
+        else:
+            optimised += [own[index] for own in params]
         parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
-        for row, task in enumerate(tasks):
-            params[row][index].grad = grads[row, offset:offset + size].view_as(params[row][index])
-        optimised += [parameter] if size % VECTOR_ROW == 0 else [own[index] for own in params]
+        for own, row in zip(params, grads):
+            own[index].grad = row[offset:offset + size].view_as(own[index])
         offset += size
+    flat.grad = grads[:, :n_flat]
     for row, task in enumerate(tasks):
         task.grads = grads[row]
     config = configs[0]
