@@ -45,6 +45,8 @@ import numpy as np
 from manim.renderer import cairo_renderer as _renderer
 from manim.utils import hashing as _hashing
 
+from scenes.encoder import function_fingerprint
+
 __all__ = ["play_key", "install", "installed", "KEY_VERSION"]
 
 KEY_VERSION = 1  # bump when the meaning of a key changes: every cached segment is rendered again once
@@ -247,11 +249,6 @@ def play_key(scene_object: Any, camera_object: Any, animations_list: Iterable[An
     return out.digest.hexdigest()
 
 
-def _fingerprint(func) -> str:
-    code = func.__code__
-    return hashlib.sha256(code.co_code + repr(code.co_names).encode()).hexdigest()[:16]
-
-
 def installed() -> bool:
     """Whether Manim's Cairo renderer keys its segments with :func:`play_key` now."""
     return _renderer.get_hash_from_play_call is play_key
@@ -262,7 +259,7 @@ def install() -> bool:
     this Manim's ``get_hash_from_play_call`` is not the one this module was checked against."""
     if installed():
         return True
-    if _renderer.get_hash_from_play_call is not _ORIGINAL or _fingerprint(_ORIGINAL) not in _KNOWN:
+    if _renderer.get_hash_from_play_call is not _ORIGINAL or function_fingerprint(_ORIGINAL) not in _KNOWN:
         return False
     _renderer.get_hash_from_play_call = play_key
     return True
