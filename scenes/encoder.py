@@ -24,7 +24,8 @@ import av
 
 from manim.scene import video_segment_encoder as _segment
 
-__all__ = ["install", "installed", "write_frame", "finish", "video_options", "queue_size", "LOOKAHEAD", "QUEUE"]
+__all__ = ["install", "installed", "write_frame", "finish", "video_options", "queue_size", "function_fingerprint", "LOOKAHEAD",
+           "QUEUE"]
 
 _ORIGINAL = _segment.VideoSegmentEncoder.write_frame
 _FINISH = _segment.VideoSegmentEncoder.finish
@@ -65,7 +66,9 @@ def queue_size(quality: str) -> int | None:
     return QUEUE if quality in REDUCED else None
 
 
-def _fingerprint(func) -> str:
+def function_fingerprint(func) -> str:
+    """16 hex chars of SHA-256 over a function's bytecode and names: which version of a library function a patch of
+    ours was checked against (this module's, scenes/segment_key.py's)."""
     code = func.__code__
     return hashlib.sha256(code.co_code + repr(code.co_names).encode()).hexdigest()[:16]
 
@@ -129,7 +132,7 @@ def install() -> bool:
     use: False where this Manim's ``write_frame`` is not the one this module was checked against."""
     if installed():
         return True
-    if _fingerprint(_ORIGINAL) not in _KNOWN:
+    if function_fingerprint(_ORIGINAL) not in _KNOWN:
         return False
     _segment.VideoSegmentEncoder.write_frame = write_frame
     _segment.VideoSegmentEncoder.finish = finish

@@ -202,7 +202,8 @@ register_kind(RunKind(
     together="simulation.train:run_together", together_if=lambda c: c.model == "mlp"))
 register_kind(RunKind(
     name="transformer", config=TransformerConfig, trainer="simulation.transformer:run", memory=transformer_memory,
-    work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task"))
+    work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task",
+    together="simulation.transformer:run_together"))
 register_kind(RunKind(
     name="identity_fit", config=IdentityFitConfig, trainer="simulation.identity_fit:run",
     memory=identity_fit_memory, work=lambda c: c.steps, label="one block fitting the identity on digits"))

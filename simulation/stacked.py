@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stackable", "STACKABLE", "SMALL_PRODUCT"]
+__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stack_rows", "stackable", "STACKABLE", "SMALL_PRODUCT"]
 
 # Modules with parameters or buffers that a stacked model handles; parameter-free modules (activations,
 # Identity, ZeroPad, Scale, Sequential, ModuleList) run as they are on [S, B, features].
@@ -117,7 +117,7 @@ def stackable(model: nn.Module, batch_size: int) -> bool:
     return True
 
 
-def _stack(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
+def stack_rows(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
     """One tensor [S, *shape] holding ``tensors``, each re-pointed at its row (same values, now shared)."""
     stacked = torch.stack([t.detach() for t in tensors])
     if leaf:
@@ -157,7 +157,7 @@ def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter]
         for row, own in enumerate(own_params):
             own[name].data = params[name].data[row]
         offset += size
-    buffers = {name: _stack([own[name] for own in own_buffers], leaf=False) for name in buffer_names}
+    buffers = {name: stack_rows([own[name] for own in own_buffers], leaf=False) for name in buffer_names}
     template = copy.deepcopy(first)
     for path, module in list(template.named_modules()):
         prefix = f"{path}." if path else ""

@@ -20,10 +20,13 @@ during training, the loss of every step and the learning-rate schedule (linear w
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import json
 import math
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -31,14 +34,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import TransformerConfig
-from .loop import Divergence, StepResult, Task, record_steps, train
+from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
 from .loop import main as loop_main
 from .record import HookPoint, HookRecorder, by_shape
+from .runs import check_memory
+from .stacked_transformer import stack_transformers, transformer_stackable
 from .trace import Trace
 
 __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
-    "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "BOS", "record_steps",
+    "make_task", "lr_at", "TransformerRecorder", "TransformerTask", "SUBLAYER_KEYS", "run", "run_together", "BOS", "record_steps",
     "layer_norm", "add_and_norm", "token_residual", "encoder_token_residual", "RANK_SEQUENCES", "lens_kl", "logit_lens",
 ]
 
@@ -63,17 +68,18 @@ class MultiHeadAttention(nn.Module):
         self.o = nn.Linear(width, width)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        # Leading dims [..., T, width]: [B, T, width], or [seeds, B, T, width] in a stacked model (stacked_transformer).
         source = x if memory is None else memory
-        (b, t, w), s, h = x.shape, source.shape[1], self.heads
-        q = self.q(x).view(b, t, h, w // h).transpose(1, 2)  # [B, heads, T, w/heads]
-        k = self.k(source).view(b, s, h, w // h).transpose(1, 2)
-        v = self.v(source).view(b, s, h, w // h).transpose(1, 2)
+        (*lead, t, w), s, h = x.shape, source.shape[-2], self.heads
+        q = self.q(x).view(*lead, t, h, w // h).transpose(-3, -2)  # [B, heads, T, w/heads]
+        k = self.k(source).view(*lead, s, h, w // h).transpose(-3, -2)
+        v = self.v(source).view(*lead, s, h, w // h).transpose(-3, -2)
         scores = q @ k.transpose(-2, -1) / math.sqrt(w // h)  # [B, heads, T, S]
         if causal:
             future = torch.ones(t, s, dtype=torch.bool).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         out = scores.softmax(-1) @ v
-        return self.o(out.transpose(1, 2).reshape(b, t, w))
+        return self.o(out.transpose(-3, -2).reshape(*lead, t, w))
 
 
 class FeedForward(nn.Module):
@@ -206,7 +212,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         # x sqrt(width) as in Vaswani §3.4: embeddings of std 1/sqrt(width) enter at unit scale.
-        return self.embed(tokens) * math.sqrt(self.width) + self.positions[: tokens.shape[1]]
+        return self.embed(tokens) * math.sqrt(self.width) + self.positions[: tokens.shape[-1]]
 
     def stream(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None, stack: str | None = None
                ) -> list[torch.Tensor]:
@@ -214,7 +220,7 @@ class Seq2SeqTransformer(nn.Module):
         ``stack=None``: the stack that feeds the head (the decoder of an encoder-decoder, else the one stack);
         ``"encoder"``: the first stack. T' = 2T for ``decoder_only`` (source, BOS, target shifted), else T."""
         causal = self.arch == "decoder_only"
-        x = self._embed(torch.cat([src, tgt_in], 1) if causal else src)
+        x = self._embed(torch.cat([src, tgt_in], -1) if causal else src)
         out = [x]
         for layer in self.encoder:
             x = layer(x, causal=causal)
@@ -231,7 +237,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None) -> torch.Tensor:
         logits = self.head(self.ln_f(self.stream(src, tgt_in)[-1]))
-        return logits[:, -src.shape[1]:] if self.arch == "decoder_only" else logits
+        return logits[..., -src.shape[-1]:, :] if self.arch == "decoder_only" else logits
 
 
 def build_transformer(config: TransformerConfig) -> Seq2SeqTransformer:
@@ -485,7 +491,11 @@ def logit_lens(model: Seq2SeqTransformer, src: torch.Tensor, tgt_in: torch.Tenso
 
 def _loss_and_error(model: Seq2SeqTransformer, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, float]:
     src, tgt_in, tgt = batch
-    logits = model(src, tgt_in)
+    return _logits_loss_and_error(model(src, tgt_in), tgt)
+
+
+def _logits_loss_and_error(logits: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """Mean cross-entropy (nats per token) and the fraction of wrong tokens of ``logits`` [B, T, vocab + 1]."""
     loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
     return loss, float((logits.argmax(-1) != tgt).float().mean())
 
@@ -511,6 +521,7 @@ class TransformerTask(Task[TransformerConfig]):
         # Fixed task sequences on which the token residual and the logit lens are measured.
         self.probe = self._task(RANK_SEQUENCES, torch.Generator().manual_seed(30_000 + config.seed))
         self.probe_rows: list[dict[str, np.ndarray]] = []
+        self.grads: torch.Tensor | None = None  # run_together: one flat buffer whose views are the .grads
 
     def _task(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         return make_task(self.config.task, self.config.vocab, self.config.seq_len, n, generator)
@@ -521,11 +532,18 @@ class TransformerTask(Task[TransformerConfig]):
     def curves(self) -> dict[str, np.ndarray]:
         return self._curves
 
+    def zero_grad(self) -> None:
+        """Drop the gradients, or zero them in place where :func:`run_together` made them views of its buffer."""
+        if self.grads is None:
+            self.model.zero_grad(set_to_none=True)
+        else:
+            self.grads.zero_()
+
     def before_training(self, recorder: TransformerRecorder) -> None:
         self.probe_rows.append(self._probe())
         init_gen = torch.Generator().manual_seed(20_000 + self.config.seed)
         for _ in range(self.config.init_batches):
-            self.model.zero_grad(set_to_none=True)
+            self.zero_grad()
             recorder.arm()
             loss, _ = _loss_and_error(self.model, self._task(self.config.batch_size, init_gen))
             loss.backward()
@@ -543,9 +561,13 @@ class TransformerTask(Task[TransformerConfig]):
     def step(self, step: int, batch: tuple[torch.Tensor, ...]) -> StepResult:
         for group in self.opt.param_groups:
             group["lr"] = float(self._curves["lr_curve"][step])
-        self.opt.zero_grad(set_to_none=True)  # in train mode: built so, and test_error() restores it
+        self.zero_grad()  # in train mode: built so, and test_error() restores it
         loss, error = _loss_and_error(self.model, batch)
         loss.backward()
+        return self.step_result(step, loss, error)
+
+    def step_result(self, step: int, loss: torch.Tensor, error: float) -> StepResult:
+        """Keep the loss of ``step`` in the loss curve; the step's :class:`StepResult`."""
         self._curves["loss_curve"][step] = loss_value = loss.item()
         return StepResult(loss_value, error, math.isfinite(loss_value))
 
@@ -604,6 +626,120 @@ def run(config: TransformerConfig, progress: bool | None = None) -> Trace:
     a loss became non-finite; training then stops and the trace keeps what it recorded.
     """
     return train(TransformerTask, config, progress)
+
+
+# torch's element-wise kernels run the first n - n % VECTOR_ROW values of a tensor in SIMD registers (2 vectors of
+# 8 or 16 floats at a time) and the rest one by one, and Adam's lerp rounds those two ways differently (an fmadd in
+# the registers): a stacked parameter whose rows are not a multiple of it would place some values on the other side.
+VECTOR_ROW = 32
+
+
+def run_together(configs: list[TransformerConfig], progress: bool | None = None) -> list[Trace]:
+    """Train ``configs``, Transformer runs that differ only in their seed, as one stacked model
+    (:mod:`simulation.stacked_transformer`) and return their traces in order: each the trace :func:`run` gives for
+    its config alone, bit for bit, with ``meta.trained_with_seeds`` listing the seeds trained together. The
+    gradients at initialisation, recorded steps, held-out passes and probes run each seed's own model (its
+    parameters are rows of the stacked ones); only the steps between records run stacked. A run that diverges
+    stops there as it would alone (its trace taken then); the others go on. Configs
+    :func:`~simulation.stacked_transformer.transformer_stackable` refuses train one after the other. Raises
+    ConfigError before any work when a run would not fit in memory, ValueError for configs that differ in more
+    than the seed."""
+    configs = list(configs)
+    if len({json.dumps({**c.to_dict(), "seed": 0}, sort_keys=True) for c in configs}) != 1 or \
+            len({c.seed for c in configs}) != len(configs) or not isinstance(configs[0], TransformerConfig):
+        raise ValueError("run_together trains Transformer runs that differ only in their seed")
+    for config in configs:
+        check_memory(config)
+    if len(configs) == 1 or not transformer_stackable(configs[0]):
+        return [run(config, progress) for config in configs]
+    with one_thread(), warnings.catch_warnings():
+        # the stacked parameters' .grad are column views of one buffer: torch notes they are not laid out as the
+        # parameters (the gradients it accumulates there are the same numbers)
+        warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
+        return _run_together(configs)
+
+
+def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
+    tasks = []
+    for config in configs:  # each seed's model, data and batches exactly as run() builds them
+        torch.manual_seed(config.seed)
+        tasks.append(TransformerTask(config))
+    runs = [RunLog(task) for task in tasks]
+    template, stacked = stack_transformers([task.model for task in tasks])
+    # One gradient buffer [S, parameters]: row s holds seed s's gradients (its parameters' .grad are views of it),
+    # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates. The
+    # parameters whose rows are a multiple of VECTOR_ROW come first, and their numbers move into one buffer
+    # [S, those parameters] laid out the same way, so that Adam steps them as one tensor (per-tensor calls were ~20 %
+    # of a stacked step); the others are stepped per seed.
+    params = [list(task.model.parameters()) for task in tasks]
+    sizes = [parameter[0].numel() for parameter in stacked]
+    order = sorted(range(len(stacked)), key=lambda index: sizes[index] % VECTOR_ROW != 0)
+    n_flat = sum(size for size in sizes if size % VECTOR_ROW == 0)
+    grads = torch.zeros(len(tasks), sum(sizes))
+    flat = nn.Parameter(torch.zeros(len(tasks), n_flat))
+    offset, optimised = 0, [flat]
+    for index in order:
+        parameter, size = stacked[index], sizes[index]
+        if offset < n_flat:
+            flat.data[:, offset:offset + size] = parameter.detach().reshape(len(tasks), size)
+            parameter.data = flat.data[:, offset:offset + size].view(parameter.shape)
+            for own, numbers in zip(params, parameter.data):
+                own[index].data = numbers
+        else:
+            optimised += [own[index] for own in params]
+        parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
+        for own, row in zip(params, grads):
+            own[index].grad = row[offset:offset + size].view_as(own[index])
+        offset += size
+    flat.grad = grads[:, :n_flat]
+    for row, task in enumerate(tasks):
+        task.grads = grads[row]
+    config = configs[0]
+    opt = torch.optim.Adam(optimised, lr=config.lr, betas=(0.9, 0.98), eps=1e-9, foreach=True)  # TransformerTask's
+    seeds = [c.seed for c in configs]
+    traces: dict[int, Trace] = {}
+    active = list(range(len(tasks)))
+    with contextlib.ExitStack() as stack:
+        recs = [stack.enter_context(task.recorder()) for task in tasks]
+        for task, rec in zip(tasks, recs):
+            task.before_training(rec)
+        for step in range(config.steps):
+            batches = {row: tasks[row].batch(step) for row in active}
+            record = runs[0].records_step(step)  # one schedule: the configs differ only in the seed
+            results = {}
+            if not record:
+                with tasks[0].unrecorded():  # as train() runs a step the recorder does not see
+                    results = _stacked_step(template, tasks, grads, active, batches, step)
+            for row in active:
+                if record or not results[row].finite:  # alone with the recorder on (again: same weights, batch)
+                    recs[row].arm()
+                    results[row] = tasks[row].step(step, batches[row])
+            for row in list(active):
+                if runs[row].after_step(step, results[row], recs[row], record):  # diverged: its trace now
+                    active.remove(row)
+                    traces[row] = runs[row].trace(recs[row], trained_with_seeds=seeds)
+            if not active:
+                break
+            for group in opt.param_groups:
+                group["lr"] = float(tasks[0].curves()["lr_curve"][step])
+            with tasks[0].unrecorded():
+                opt.step()  # a run that stopped has its trace: nothing reads its weights after
+        for row in active:
+            traces[row] = runs[row].trace(recs[row], trained_with_seeds=seeds)
+    return [traces[row] for row in range(len(tasks))]
+
+
+def _stacked_step(template: nn.Module, tasks: list[TransformerTask], grads: torch.Tensor, active: list[int],
+                  batches: dict[int, tuple[torch.Tensor, ...]], step: int) -> dict[int, StepResult]:
+    """One forward and backward pass of every seed at once through the stacked ``template``; a seed that has
+    stopped runs on another seed's batch, its loss left out."""
+    fill = batches[active[0]]
+    src, tgt_in, tgt = (torch.stack([batches.get(row, fill)[part] for row in range(len(tasks))]) for part in range(3))
+    grads.zero_()
+    logits = template(src, tgt_in).unbind(0)  # unbind: each row's gradient goes back as it is
+    losses = {row: _logits_loss_and_error(logits[row], tgt[row]) for row in active}
+    torch.stack([loss for loss, _ in losses.values()]).sum().backward()  # d(sum)/d(loss_s) = 1: each seed's own
+    return {row: tasks[row].step_result(step, loss, error) for row, (loss, error) in losses.items()}
 
 
 main = functools.partial(loop_main, TransformerTask, TransformerConfig, prog="python -m simulation.transformer")

@@ -27,7 +27,8 @@ from simulation.trace import Trace
 
 __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
            "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
-           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples"]
+           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples",
+           "assert_same_trace", "together_as_alone", "assert_diverged_between_records"]
 
 # -- the command line -----------------------------------------------------------------------------
 
@@ -203,3 +204,38 @@ def cross_entropy(logits, tgt):
     from torch.nn import functional as F
 
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+
+
+# -- seeds trained together (simulation.stacked, simulation.stacked_transformer) -------------------
+
+def assert_same_trace(alone: Trace, together: Trace, seeds: tuple[int, ...]) -> None:
+    """``together`` (trained with ``seeds`` as one stacked model) is ``alone`` (the same config trained alone):
+    every array equal, dtype included (not close), the metadata equal but for ``trained_with_seeds``."""
+    import numpy as np
+
+    assert set(alone.arrays) == set(together.arrays)
+    for key in alone.arrays:
+        assert alone[key].dtype == together[key].dtype, key
+        assert np.array_equal(alone[key], together[key], equal_nan=True), (key, alone.meta.seed)
+    a, b = alone.meta.to_dict(), together.meta.to_dict()
+    assert a.pop("trained_with_seeds") is None
+    assert b.pop("trained_with_seeds") == list(seeds)  # the trace says how it was trained
+    assert a == b
+
+
+def together_as_alone(run: Callable, run_together: Callable, configs: list) -> list[Trace]:
+    """``run_together(configs)`` (runs that differ only in their seed), each trace checked against ``run(config)``
+    alone with :func:`assert_same_trace`; returns the traces trained together."""
+    together = run_together(configs)
+    for config, trace in zip(configs, together):
+        assert_same_trace(run(config), trace, tuple(c.seed for c in configs))
+    return together
+
+
+def assert_diverged_between_records(traces: list[Trace], record_every: int) -> None:
+    """Of ``traces`` (seeds trained together), one diverged and one trained to the end, and a divergence fell
+    between two records (a step that ran stacked, re-run alone to be recorded)."""
+    steps = [t.meta.diverged_step for t in traces]
+    assert any(s is not None for s in steps) and None in steps, steps
+    assert any(s is not None and s % record_every for s in steps), steps
+

@@ -19,6 +19,7 @@ from simulation.runs import GROUP_RUNS, estimate, seed_groups
 from simulation.stacked import stack_models, stackable
 from simulation.trace import Trace
 from simulation.train import run, run_together
+from support import assert_diverged_between_records, assert_same_trace, together_as_alone
 
 TINY = dict(depth=3, width=16, steps=14, record_every=5, batch_size=32, lr=0.05)  # records 0, 5, 10, 13
 SEEDS = (0, 1, 2)
@@ -37,23 +38,10 @@ VARIANTS = {
 }
 
 
-def _assert_same_trace(alone: Trace, together: Trace, seeds: tuple[int, ...] = SEEDS) -> None:
-    assert set(alone.arrays) == set(together.arrays)
-    for key in alone.arrays:
-        assert alone[key].dtype == together[key].dtype, key
-        assert np.array_equal(alone[key], together[key], equal_nan=True), (key, alone.meta.seed)
-    a, b = alone.meta.to_dict(), together.meta.to_dict()
-    assert a.pop("trained_with_seeds") is None
-    assert b.pop("trained_with_seeds") == list(seeds)  # the trace says how it was trained
-    assert a == b
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_seeds_trained_together_give_each_seeds_trace_alone(variant):
     configs = [RunConfig(**{**TINY, **VARIANTS[variant]}, seed=s) for s in SEEDS]
-    together = run_together(configs)
-    for config, trace in zip(configs, together):
-        _assert_same_trace(run(config), trace)
+    together = together_as_alone(run, run_together, configs)
     # not three copies of one run: the seeds' numbers differ, and training moved them
     assert not np.array_equal(together[0]["loss_curve"], together[1]["loss_curve"])
     assert together[0]["loss_curve"][0] != together[0]["loss_curve"][-1]
@@ -64,12 +52,8 @@ def test_a_seed_that_diverges_stops_where_it_would_alone_the_others_go_on():
     base = RunConfig(**{**TINY, "depth": 6, "steps": 30, "record_every": 10, "lr": 0.2}, arch="plain",
                      activation="relu", init_gain=2.0)
     configs = [base.replace(seed=s) for s in SEEDS]
-    together = run_together(configs)
-    for config, trace in zip(configs, together):
-        _assert_same_trace(run(config), trace)
-    steps = [t.meta.diverged_step for t in together]
-    assert any(s is not None for s in steps) and None in steps, steps  # one diverged, one trained to the end
-    assert any(s is not None and s % 10 for s in steps), steps  # a divergence between records
+    together = together_as_alone(run, run_together, configs)
+    assert_diverged_between_records(together, 10)
 
 
 def test_the_stacked_step_is_what_makes_it_fast_not_a_copy_of_run():
@@ -117,7 +101,7 @@ def test_groups_are_the_seeds_of_one_config_in_first_seen_order_within_the_limit
     size = estimate(many[0]).total
     assert [len(g) for g in seed_groups(many[:4], max_bytes=2 * size)] == [2, 2]
     transformers = list(build_runs("layernorm", {"seeds": "0,1"}).values())
-    assert all(len(g) == 1 for g in seed_groups(transformers))  # no stacked trainer for them
+    assert [len(g) for g in seed_groups(transformers)] == [2, 2, 2]  # simulation.transformer.run_together's
 
 
 def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, monkeypatch):
@@ -129,7 +113,7 @@ def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, mo
     assert lines == [{"digest": c.digest()} for c in (configs[0], *configs)]
     seeds = [Trace.load(trace_path(c)).meta.trained_with_seeds for c in configs]
     assert seeds == [None, [1, 2], [1, 2]]  # only the missing seeds trained, together
-    _assert_same_trace(run(configs[2]), Trace.load(trace_path(configs[2])), seeds=(1, 2))
+    assert_same_trace(run(configs[2]), Trace.load(trace_path(configs[2])), (1, 2))
 
 
 # A deep plain sigmoid net: at step 0 the gradients of its first blocks are denormal floats (~1e-40), which the
@@ -157,7 +141,7 @@ def test_flushing_denormals_in_unrecorded_steps_changes_no_recorded_number(monke
     monkeypatch.setattr(train_module.MLPTask, "unrecorded", lambda self: contextlib.nullcontext())
     for config, alone, together in zip(configs, fast_alone, fast_together):
         reference = run(config)  # every step with denormals as they are
-        _assert_same_trace(reference, together, seeds=(0, 1))
+        assert_same_trace(reference, together, seeds=(0, 1))
         for key in reference.arrays:
             assert np.array_equal(reference[key], alone[key], equal_nan=True), key
 
