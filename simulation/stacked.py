@@ -70,8 +70,9 @@ class StackedBatchNorm1d(nn.Module):
         # model's [B, C] rows, in both passes: a Linear's bias gradient sums its rows in that order.
         flat = _contiguous_grad(x).transpose(0, 1).reshape(b, s * c)
         out = F.batch_norm(flat, self.running_mean.view(-1), self.running_var.view(-1),
-                           None if self.weight is None else self.weight.view(-1),
-                           None if self.bias is None else self.bias.view(-1), True, self.momentum, self.eps)
+                           None if self.weight is None else self.weight.reshape(-1),  # rows of a flat tensor:
+                           None if self.bias is None else self.bias.reshape(-1),  # [S, C] not contiguous
+                           True, self.momentum, self.eps)
         return out.view(b, s, c).transpose(0, 1).contiguous()
 
 
@@ -126,14 +127,17 @@ def stack_rows(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
     return stacked
 
 
-def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter]]:
-    """Stack ``models`` (same class and shapes, e.g. one per seed): (template, stacked parameters).
+def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter], torch.Tensor]:
+    """Stack ``models`` (same class and shapes, e.g. one per seed): (template, stacked parameters, flat).
 
     After the call each model's parameters and buffers are views of rows of the stacked tensors, so a step taken
     on the template (forward on [S, B, ...], backward, an optimiser over the stacked parameters) is each model's
     step, and each model still runs alone (a recorded step, a test pass). The stacked parameters come in the order
     of ``models[0].parameters()``; a 0-dim parameter is stacked as [S, 1, 1], which broadcasts over [S, B, C] as
-    the scalar does over [B, C]. Raises ValueError for models that are not :func:`stackable` or differ in shape."""
+    the scalar does over [B, C]. All of them are views of ``flat`` [S, parameters per model], their columns in that
+    order (row s: model s's parameters one after the other), so that an optimiser can update every parameter of
+    every model as one tensor: the same element-wise arithmetic, one call instead of one per parameter. Raises
+    ValueError for models that are not :func:`stackable` or differ in shape."""
     first = models[0]
     if not stackable(first, SMALL_PRODUCT):
         raise ValueError(f"{type(first).__name__} has modules a stacked model cannot run")
@@ -145,7 +149,14 @@ def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter]
             raise ValueError("only models of the same shapes can be stacked")
     own_params = [dict(m.named_parameters()) for m in models]
     own_buffers = [dict(m.named_buffers()) for m in models]
-    params = {name: stack_rows([own[name] for own in own_params], leaf=True) for name in names}
+    flat = torch.cat([torch.stack([own[name].detach().reshape(-1) for own in own_params]) for name in names], dim=1)
+    params, offset = {}, 0
+    for name in names:  # each a leaf sharing flat's storage; each model's own parameter re-pointed at its row
+        size = own_params[0][name].numel()
+        params[name] = nn.Parameter(flat[:, offset:offset + size].view(len(models), *own_params[0][name].shape))
+        for row, own in enumerate(own_params):
+            own[name].data = params[name].data[row]
+        offset += size
     buffers = {name: stack_rows([own[name] for own in own_buffers], leaf=False) for name in buffer_names}
     template = copy.deepcopy(first)
     for path, module in list(template.named_modules()):
@@ -162,4 +173,4 @@ def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter]
             continue
         parent, _, child = path.rpartition(".")
         setattr(template.get_submodule(parent) if parent else template, child, stacked)
-    return template, [params[name] for name in names]
+    return template, [params[name] for name in names], flat

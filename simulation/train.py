@@ -282,7 +282,7 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
     if len(tasks) == 1 or not stackable(tasks[0].model, configs[0].batch_size):
         return [run(config, progress) for config in configs]
     runs = [RunLog(task) for task in tasks]
-    template, stacked = stack_models([task.model for task in tasks])
+    template, stacked, flat = stack_models([task.model for task in tasks])
     # One gradient buffer [S, parameters]: row s is seed s's flat buffer (its model's .grad views, its total norm),
     # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates.
     grads = torch.zeros(len(tasks), tasks[0].grads.numel(), dtype=tasks[0].grads.dtype)
@@ -295,7 +295,11 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
         offset += size
     for row, task in enumerate(tasks):
         task.grads = grads[row]
-    opt = make_optimizer(configs[0], stacked)
+    # The optimiser updates every parameter of every seed as one tensor [S, parameters] (flat's storage, its
+    # gradient the buffer above): the per-parameter arithmetic, without a Python pass over ~450 tensors per step.
+    flat_parameter = nn.Parameter(flat)
+    flat_parameter.grad = grads
+    opt = make_optimizer(configs[0], [flat_parameter])
     seeds = [c.seed for c in configs]
     active = list(range(len(tasks)))
     with contextlib.ExitStack() as stack:
