@@ -137,7 +137,7 @@ MUTATIONS = {
 }
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(sorted(MUTATIONS)), st.floats(-3, 3, allow_nan=False, width=32)),
                 min_size=1, max_size=4))
 def test_any_change_manim_sees_changes_our_key(tmp_path, changes):
