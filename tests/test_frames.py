@@ -247,15 +247,22 @@ for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     globals()[f"test_{_name}"] = make_frame_test(_scene, _name)  # control data: <name>.npz
 
 
-@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"), twin_params(FRAME_SCENES))
+# The tamper twins prove that a frame comparison can fail. The default run keeps the twins of the four scenes that
+# together use every widget (LIGHT_DEFAULT, below); the other twins, and every light-theme twin, are slow: CI runs them
+# (.ci/run), the default run still compares every English frame.
+TWIN_DEFAULT = {"chain_rule_product", "degradation", "path_ensemble", "summary"}
+
+
+@pytest.mark.parametrize(("scene", "name", "run", "key", "tamper"),
+                         twin_params(FRAME_SCENES, slow={c[1] for c in FRAME_SCENES} - TWIN_DEFAULT))
 def test_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run, key, tamper):
     assert_fails_when_tampered(request, tmp_path, scene, name, run=run, key=key, tamper=tamper)
 
 
 # -- The light theme (--theme light): the same table, control data <name>_light.npz ----------------------
 # Four scenes that together use every widget run in the default test run; the rest are marked slow.
-LIGHT_DEFAULT = {"chain_rule_product", "degradation", "path_ensemble", "summary"}
-LIGHT_SCENES = twin_params(FRAME_SCENES, suffix="_light", slow={c[1] for c in FRAME_SCENES} - LIGHT_DEFAULT)
+LIGHT_DEFAULT = TWIN_DEFAULT
+LIGHT_SCENES = twin_params(FRAME_SCENES, suffix="_light", slow={c[1] for c in FRAME_SCENES})  # twins: all slow
 for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
     _test = make_frame_test(_scene, f"{_name}_light", theme="light")
     globals()[f"test_{_name}_light"] = _test if _name in LIGHT_DEFAULT else pytest.mark.slow(_test)
