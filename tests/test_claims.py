@@ -47,12 +47,6 @@ def vanishing_holds(seed: int) -> tuple[bool, str]:
     return ok, "; ".join(figures)
 
 
-def test_vanishing_on_seed_0():
-    """The vanishing claim's check on seed 0 (the default run); on 5 seeds: the slow test below."""
-    ok, figures = vanishing_holds(0)
-    assert ok, figures
-
-
 @pytest.mark.slow  # 5 seeds; seed 0's runs come from the shared trace cache in CI
 def test_vanishing_plain_ratio_shrinks_geometrically_residual_stays_near_one():
     holds_on_most_seeds(vanishing_holds)
@@ -82,15 +76,16 @@ def exploding_holds(seed: int) -> tuple[bool, str]:
     return ok, "; ".join(figures)
 
 
-def test_exploding_on_seed_0():
-    """The exploding claim's check on seed 0 (the default run); on 5 seeds: the slow test below."""
-    ok, figures = exploding_holds(0)
-    assert ok, figures
-
-
 @pytest.mark.slow  # 5 seeds; seed 0's runs come from the shared trace cache in CI
 def test_exploding_per_block_gain_matches_closed_form_and_the_large_gain_run_diverges():
     holds_on_most_seeds(exploding_holds)
+
+
+@pytest.mark.parametrize("holds", [vanishing_holds, exploding_holds], ids=["vanishing", "exploding"])
+def test_claim_on_seed_0(holds):
+    """The vanishing and exploding claims' checks on seed 0 (the default run); on 5 seeds: the slow tests above."""
+    ok, figures = holds(0)
+    assert ok, figures
 
 
 # -- E7 shattered: the claim is about the network at initialisation -------------------------------------
