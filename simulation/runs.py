@@ -43,6 +43,7 @@ from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, 
                      transformer_memory, user_model_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
+           "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS"]
 
@@ -116,6 +117,16 @@ GROUP_BYTES = 64 * 2**20
 GROUP_RUNS = 5  # at most this many seeds in one group
 
 
+def seed_free_key(config: BaseConfig) -> str:
+    """``config``'s kind and fields as JSON with the seed left out: equal for runs that differ only in their seed."""
+    return json.dumps({"kind": kind_of(config).name, **config.to_dict(), "seed": None}, sort_keys=True)
+
+
+def differ_only_in_seed(configs: list[BaseConfig]) -> bool:
+    """Whether ``configs`` are runs of one config with distinct seeds (what a together trainer accepts)."""
+    return len(set(map(seed_free_key, configs))) == 1 and len({c.seed for c in configs}) == len(configs)
+
+
 def seed_groups(configs: list[BaseConfig], max_bytes: int = GROUP_BYTES, max_runs: int = GROUP_RUNS
                 ) -> list[list[BaseConfig]]:
     """``configs`` (distinct) in groups to train at once: runs of a kind with a :attr:`RunKind.together` trainer
@@ -128,7 +139,7 @@ def seed_groups(configs: list[BaseConfig], max_bytes: int = GROUP_BYTES, max_run
         if kind.together is None or not kind.together_if(config):
             groups.append([config])
             continue
-        key = json.dumps({"kind": kind.name, **config.to_dict(), "seed": None}, sort_keys=True)
+        key = seed_free_key(config)
         group = open_groups.get(key)
         size = estimate(config).total
         if group is None or len(group) >= max_runs or sum(estimate(c).total for c in group) + size > max_bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import sys
 
@@ -26,7 +25,7 @@ from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps
 from .loop import main as loop_main
 from .models import MLP, build_model
 from .record import Recorder
-from .runs import check_memory
+from .runs import check_memory, differ_only_in_seed
 from .stacked import stack_models, stackable
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
@@ -265,8 +264,7 @@ def run_together(configs: list[RunConfig], progress: bool | None = None) -> list
     Models :func:`~simulation.stacked.stackable` refuses train one after the other. Raises ConfigError before
     any work when a run would not fit in memory, ValueError for configs that differ in more than the seed."""
     configs = list(configs)
-    if len({json.dumps({**c.to_dict(), "seed": 0}, sort_keys=True) for c in configs}) != 1 or \
-            len({c.seed for c in configs}) != len(configs) or configs[0].model != "mlp":
+    if not differ_only_in_seed(configs) or configs[0].model != "mlp":
         raise ValueError("run_together trains MLP runs that differ only in their seed")
     for config in configs:
         check_memory(config)
@@ -315,7 +313,7 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
                     recs[row].arm()
                     results[row] = tasks[row].step(step, batches[row])
             else:
-                with denormals_flushed():
+                with tasks[0].unrecorded():  # as train() runs a step the recorder does not see
                     results = _stacked_step(template, tasks, grads, active, batches, step)
                 for row in active:
                     if not results[row].finite:  # same weights, same batch: again alone with the recorder on
@@ -324,7 +322,7 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
             active = [row for row in active if not runs[row].after_step(step, results[row], recs[row], record)]
             if not active:
                 break
-            with denormals_flushed():
+            with tasks[0].unrecorded():
                 opt.step()  # a run that stopped keeps its trace's numbers: nothing reads its weights after
     return [run_log.trace(rec, trained_with_seeds=seeds) for run_log, rec in zip(runs, recs)]
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import json
 import math
 import sys
 import warnings
@@ -37,7 +36,7 @@ from .config import TransformerConfig
 from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
 from .loop import main as loop_main
 from .record import HookPoint, HookRecorder, by_shape
-from .runs import check_memory
+from .runs import check_memory, differ_only_in_seed
 from .stacked_transformer import stack_transformers, transformer_stackable
 from .trace import Trace
 
@@ -645,8 +644,7 @@ def run_together(configs: list[TransformerConfig], progress: bool | None = None)
     ConfigError before any work when a run would not fit in memory, ValueError for configs that differ in more
     than the seed."""
     configs = list(configs)
-    if len({json.dumps({**c.to_dict(), "seed": 0}, sort_keys=True) for c in configs}) != 1 or \
-            len({c.seed for c in configs}) != len(configs) or not isinstance(configs[0], TransformerConfig):
+    if not differ_only_in_seed(configs) or not isinstance(configs[0], TransformerConfig):
         raise ValueError("run_together trains Transformer runs that differ only in their seed")
     for config in configs:
         check_memory(config)
