@@ -149,6 +149,9 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         # 4. One more measured ratio per run (weight gradients, or the forward signal).
         summary = self.get_summary(names)
         summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=0.4)
+        overflow = -config.frame_y_radius + 0.05 - summary.get_bottom()[1]
+        if overflow > 0:  # a user model's block names under the axis took the room: up into the gap, on screen
+            summary.shift(UP * overflow)
         self.play(FadeIn(summary))
         seed_lines = self.seed_claim(names)
         if seed_lines is not None:  # under the legend: how many seeds show the same
