@@ -33,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,7 +47,7 @@ from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
-           "GROUP_BYTES", "GROUP_RUNS"]
+           "GROUP_BYTES", "GROUP_RUNS", "signals_held"]
 
 DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
 LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
@@ -70,7 +72,36 @@ class RunKind:
     def load_trainer(self, together: bool = False) -> Callable[..., Any]:
         """The trainer function (``together``: :attr:`together`'s); imports its module (and torch) now."""
         module, _, function = (self.together if together else self.trainer).partition(":")
-        return getattr(importlib.import_module(module), function)
+        with signals_held():  # torch's import calls back into Python from C++ (see signals_held)
+            return getattr(importlib.import_module(module), function)
+
+
+@contextlib.contextmanager
+def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
+    """Hold Ctrl-C (SIGINT) and SIGTERM while the block runs; a signal that came meanwhile is raised again, with the
+    handler that was in place, when it ends (the first one only).
+
+    For loading native modules: torch's import calls Python from C++ through pybind11, and an exception that a
+    signal handler raises there (KeyboardInterrupt, or the SystemExit of render.py's and the trainer's handlers)
+    cannot unwind through it: the C++ runtime aborts the process (exit status -6, "terminate called after
+    throwing an instance of 'pybind11::error_already_set'"). Holding delays a stop by at most the import (~1 s).
+    Only the main thread can change handlers, so elsewhere (a Dask worker thread) the block runs as it is; an
+    ignored signal (SIG_IGN) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.getsignal(s) for s in signums}
+    held = [s for s, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
+    for s in held:
+        signal.signal(s, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for s in held:
+            signal.signal(s, previous[s])
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 KINDS: dict[str, RunKind] = {}

@@ -18,6 +18,7 @@ the tree reports an uncaught exception to a log through a ``sitecustomize`` modu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -142,3 +143,35 @@ def test_the_traceback_log_catches_a_traceback(tmp_path):
     env = {**os.environ, "RESIDUAL_TRACEBACK_LOG": str(log), "PYTHONPATH": str(hook)}
     done = subprocess.run([sys.executable, "-c", "raise KeyboardInterrupt"], env=env, capture_output=True, text=True)
     assert "Traceback" in done.stderr and "KeyboardInterrupt" in log.read_text()
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held", "twin-not-held"])
+def test_a_signal_while_a_trainer_module_loads_is_raised_after_the_import(held):
+    """simulation.runs.signals_held: a Ctrl-C that comes while torch loads (whose import calls Python from C++, where
+    a KeyboardInterrupt aborts the process: a CI run ended with status -6 so) runs its handler once the block has
+    ended; the twin without it runs the handler inside the block."""
+    from simulation.runs import signals_held
+
+    seen: list = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        with signals_held() if held else contextlib.nullcontext():
+            signal.raise_signal(signal.SIGINT)
+            seen.append("block ends")
+        seen.append("after")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen == (["block ends", signal.SIGINT, "after"] if held else [signal.SIGINT, "block ends", "after"])
+
+
+def test_an_ignored_signal_stays_ignored_while_held():
+    from simulation.runs import signals_held
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with signals_held():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
