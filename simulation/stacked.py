@@ -23,13 +23,16 @@ sizes where torch multiplies every row with the single model's kernel.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import warnings
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stack_rows", "stackable", "STACKABLE", "SMALL_PRODUCT"]
+__all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stack_rows", "stackable", "STACKABLE", "SMALL_PRODUCT",
+           "column_grads"]
 
 # Modules with parameters or buffers that a stacked model handles; parameter-free modules (activations,
 # Identity, ZeroPad, Scale, Sequential, ModuleList) run as they are on [S, B, features].
@@ -125,6 +128,17 @@ def stack_rows(tensors: list[torch.Tensor], leaf: bool) -> torch.Tensor:
     for row, t in enumerate(tensors):
         t.data = stacked.data[row]
     return stacked
+
+
+@contextlib.contextmanager
+def column_grads():
+    """Train with stacked parameters whose ``.grad`` are column views of one ``[seeds, parameters]`` buffer: torch's
+    backward warns once per process that such a gradient "does not obey the gradient layout contract" (its strides
+    are the buffer's, not the parameter's). The numbers it accumulates there are the same; the warning is silenced
+    inside the block only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
+        yield
 
 
 def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter], torch.Tensor]:

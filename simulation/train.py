@@ -26,7 +26,7 @@ from .loop import main as loop_main
 from .models import MLP, build_model
 from .record import Recorder
 from .runs import check_memory, differ_only_in_seed
-from .stacked import stack_models, stackable
+from .stacked import column_grads, stack_models, stackable
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
 
@@ -268,7 +268,7 @@ def run_together(configs: list[RunConfig], progress: bool | None = None) -> list
         raise ValueError("run_together trains MLP runs that differ only in their seed")
     for config in configs:
         check_memory(config)
-    with one_thread():
+    with one_thread(), column_grads():
         return _run_together(configs, progress)
 
 

@@ -25,7 +25,6 @@ import copy
 import functools
 import math
 import sys
-import warnings
 
 import numpy as np
 import torch
@@ -37,6 +36,7 @@ from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps
 from .loop import main as loop_main
 from .record import HookPoint, HookRecorder, by_shape
 from .runs import check_memory, differ_only_in_seed
+from .stacked import column_grads
 from .stacked_transformer import stack_transformers, transformer_stackable
 from .trace import Trace
 
@@ -650,10 +650,7 @@ def run_together(configs: list[TransformerConfig], progress: bool | None = None)
         check_memory(config)
     if len(configs) == 1 or not transformer_stackable(configs[0]):
         return [run(config, progress) for config in configs]
-    with one_thread(), warnings.catch_warnings():
-        # the stacked parameters' .grad are column views of one buffer: torch notes they are not laid out as the
-        # parameters (the gradients it accumulates there are the same numbers)
-        warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
+    with one_thread(), column_grads():
         return _run_together(configs)
 
 
