@@ -20,7 +20,8 @@ scenes that restyle dozens of blocks per step.
 
 :func:`drop_svg_paths` lets the glyphs of a ``Text`` forget the svgelements path they were built from:
 Manim reads it once, to make the points, but every deep copy (each Transform, FadeIn, ``.animate``) copies it
-again, which made copying a line of text 6-7 times slower than copying its points.
+again, which made copying a line of text 6-7 times slower than copying its points. :func:`share_svg_paths` does
+the same for every glyph (``MathTex`` and braces included): a copy shares the path instead of copying it.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import numpy as np
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from manim import Animation, Mobject, Scene
+from manim import Animation, Mobject, Scene, Text
 from manim.utils.paths import straight_path
 
-__all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths"]
+__all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths", "share_svg_paths"]
 
 _STYLE = ("fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
           "sheen_direction", "sheen_factor")  # what VMobject.interpolate_color interpolates
@@ -96,12 +97,35 @@ def draw_first(scene: Scene, *parts: Mobject, margin: float = 0.08) -> list[Mobj
 
 def drop_svg_paths(mob: Mobject) -> Mobject:
     """Set ``path_obj`` (the parsed svgelements path of an SVG glyph, read only when its points are made, in
-    ``VMobjectFromSVGPath.__init__``) to None on every member of ``mob``'s family; returns ``mob``. Points,
+    ``VMobjectFromSVGPath.__init__``) to None on every member of ``mob``'s family, and empty a ``Text``'s
+    ``id_to_vgroup_dict`` (a VGroup per SVG element id, ~4 per character, which only ``SVGMobject.__init__`` and
+    ``MathTex``'s colouring by substring read: every copy made each of them again); returns ``mob``. Points,
     colours and so every frame stay the same."""
     for member in mob.get_family():
         if getattr(member, "path_obj", None) is not None:
             member.path_obj = None
+        if isinstance(member, Text):
+            member.id_to_vgroup_dict = {}
     return mob
+
+
+def _copy_sharing_path(self, memo: dict):
+    if self.path_obj is not None:
+        memo[id(self.path_obj)] = self.path_obj  # deepcopy hands back what the memo holds: this same path
+    return Mobject.__deepcopy__(self, memo)
+
+
+def share_svg_paths() -> None:
+    """Make every deep copy of an SVG glyph (``VMobjectFromSVGPath``: the parts of ``Text``, ``MathTex``,
+    ``Brace``) share its svgelements ``path_obj`` with the original instead of copying it (~10 objects per
+    curve). Manim reads the path only in ``__init__``, to make the points (and there, before any copy, makes
+    its arcs quadratic); points and colours are still copied, so every frame is the same. Idempotent; installed
+    by :meth:`scenes.base.LectureScene.setup`. In the tests' dry builds, copies of glyphs were about a third of
+    the deep-copying time."""
+    from manim.mobject.svg.svg_mobject import VMobjectFromSVGPath
+
+    if "__deepcopy__" not in VMobjectFromSVGPath.__dict__:
+        VMobjectFromSVGPath.__deepcopy__ = _copy_sharing_path
 
 
 def _snapshot(mob: Mobject) -> SimpleNamespace:
