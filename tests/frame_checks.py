@@ -65,6 +65,10 @@ def assert_last_frame_matches(built, name: str, write: bool = False) -> None:
     """``built.last_frame`` (dry_run.frame_build) against control data ``<name>.npz`` by Manim's own frame
     tester (the tolerances of ``frames_comparison``); ``write``: save it as the control data instead."""
     path = CONTROL_DATA / f"{name}.npz"
+    if not write and path.is_file():
+        with np.load(path) as control:  # a frame equal to the control frame passes any tolerance: no need to ask
+            if np.array_equal(control["frame_data"][-1], built.last_frame):  # Manim's (~0.15 s of float maths)
+                return
     tester = _ControlDataWriter(path, size_frame=built.last_frame.shape[:2]) if write else _FramesTester(path)
     with tester.testing():
         tester.check_frame(-1 if not write else 0, built.last_frame)
