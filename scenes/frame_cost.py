@@ -22,18 +22,26 @@ scenes that restyle dozens of blocks per step.
 Manim reads it once, to make the points, but every deep copy (each Transform, FadeIn, ``.animate``) copies it
 again, which made copying a line of text 6-7 times slower than copying its points. :func:`share_svg_paths` does
 the same for every glyph (``MathTex`` and braces included): a copy shares the path instead of copying it.
+
+Building a text costs more than copying it: ~60 ms per line in Manim 0.22, most of it reading Pango's SVG.
+:class:`GlyphText` (what ``make_text`` builds) skips the VGroup per SVG element (~100 per line) that no text
+reads, and :func:`parse_each_path_once` lets svgelements parse each distinct path string (a glyph of a font at
+a size, used again in every later text) once per process. Together: ~40 % less per text, the same points.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import copy
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from manim import Animation, Mobject, Scene, Text
+import numpy as np
+import svgelements as se
+from manim import Animation, Mobject, Scene, Text, logger
 from manim.utils.paths import straight_path
 
-__all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths", "share_svg_paths"]
+__all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths", "share_svg_paths", "GlyphText",
+           "parse_each_path_once", "PARSED_PATHS_MAX"]
 
 _STYLE = ("fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
           "sheen_direction", "sheen_factor")  # what VMobject.interpolate_color interpolates
@@ -126,6 +134,61 @@ def share_svg_paths() -> None:
 
     if "__deepcopy__" not in VMobjectFromSVGPath.__dict__:
         VMobjectFromSVGPath.__deepcopy__ = _copy_sharing_path
+
+
+_SHAPES = (se.Path, se.SimpleLine, se.Rect, se.Circle, se.Ellipse, se.Polygon, se.Polyline, se.Text)
+
+
+class GlyphText(Text):
+    """Manim's ``Text`` without the groups nothing reads: ``SVGMobject.get_mobjects_from`` makes a VGroup per
+    element of the SVG (each glyph's ``<use>``, its group, the root) for ``id_to_vgroup_dict``, which only
+    ``MathTex``'s colouring by substring uses. This reads the same elements in the same order (a depth-first walk
+    of groups and uses) into the same glyphs, and leaves ``id_to_vgroup_dict`` empty. As in Manim, an element
+    that cannot be read is logged and skipped."""
+
+    def get_mobjects_from(self, svg: se.SVG) -> tuple[list, dict]:
+        glyphs, stack = [], [svg]
+        while stack:
+            element = stack.pop()
+            if isinstance(element, (se.Group, se.Use)):
+                stack.extend(element[::-1])
+            if isinstance(element, _SHAPES):
+                try:
+                    glyph = self.get_mob_from_shape_element(element)
+                except Exception as exc:  # what Manim's loop does with it
+                    logger.error(f"Exception occurred in 'get_mobjects_from'. Details: {exc}")
+                    continue
+                if glyph is not None:
+                    glyphs.append(glyph)
+        return glyphs, {}
+
+
+PARSED_PATHS_MAX = 20_000  # distinct path strings kept (a glyph is ~2-4 kB of segments): the lecture uses ~3,000
+_PARSED: dict[str, list] = {}
+_PARSE = se.Path.parse
+
+
+def _parse_once(path: se.Path, pathdef) -> None:
+    if path._segments or not isinstance(pathdef, str):  # appending to a path already drawn: parse as svgelements does
+        return _PARSE(path, pathdef)
+    segments = _PARSED.get(pathdef)
+    if segments is None:
+        fresh = se.Path()
+        _PARSE(fresh, pathdef)
+        segments = fresh._segments
+        if len(_PARSED) < PARSED_PATHS_MAX:
+            _PARSED[pathdef] = segments
+    path._segments.extend(copy.copy(segment) for segment in segments)  # each path gets its own (reify moves them)
+
+
+def parse_each_path_once() -> None:
+    """Make svgelements parse each distinct SVG path string (``d``) once per process: a path parsed again gets
+    copies of the segments parsed the first time (svgelements' own ``copy``: new segments with new points, which
+    the path's transform then moves in place as before). Pango writes a glyph of one font at one size as the same
+    string in every text, dvisvgm a TeX glyph likewise, so most paths of a lecture are parsed again and again.
+    Only a path parsed while empty is served from the memo; points are the same as parsing
+    (tests/test_frame_cost.py). Idempotent; installed by :meth:`scenes.base.LectureScene.setup`."""
+    se.Path.parse = _parse_once
 
 
 def _snapshot(mob: Mobject) -> SimpleNamespace:

@@ -15,7 +15,7 @@ import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
 from cli.params import LANGS  # defined once there, where --help reads it without manim
-from scenes.frame_cost import drop_svg_paths
+from scenes.frame_cost import GlyphText, drop_svg_paths
 from scenes.theme import ROLES, current_theme
 
 __all__ = [
@@ -115,10 +115,10 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
         kwargs.setdefault("t2f", {"‖": FONTS["en"]})
     color = color or PALETTE["text"]
     if not _plain(kwargs) or not _plain(color):
-        return drop_svg_paths(Text(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
+        return drop_svg_paths(GlyphText(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
     key = (content, FONTS[lang], float(size), repr(color), repr(sorted(kwargs.items())))
     if key not in _BUILT_TEXTS:
-        _BUILT_TEXTS[key] = drop_svg_paths(Text(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
+        _BUILT_TEXTS[key] = drop_svg_paths(GlyphText(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
     return _BUILT_TEXTS[key].copy()
 
 

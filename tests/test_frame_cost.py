@@ -140,3 +140,83 @@ def test_drop_svg_paths_keeps_the_frame_and_copies_transform():
         reference.interpolate(0.5)
         for a, b in zip(kept.family_members_with_points(), dropped.family_members_with_points()):
             assert np.array_equal(a.points, b.points)
+
+
+# -- building texts: GlyphText and the parsed-path memo give Manim's own glyphs --------------------------------------
+
+FONTS = ["DejaVu Sans", "Noto Sans CJK SC"]
+TEXTS = st.text(alphabet=st.sampled_from(list("abcxyzABQ0123456789 .,:;=+-×‖()%") + list("梯度残差网络的层")),
+                min_size=1, max_size=24).filter(lambda s: s.strip())
+
+
+def _glyphs(mob) -> list[tuple]:
+    return [(m.points.tobytes(), m.fill_rgbas.tobytes(), m.stroke_rgbas.tobytes(), float(m.stroke_width))
+            for m in mob.family_members_with_points()]
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(content=TEXTS, font=st.sampled_from(FONTS), size=st.sampled_from([18, 24.5, 38]))
+def test_glyph_text_is_manims_text_without_the_groups(content, font, size):
+    from scenes.frame_cost import GlyphText
+
+    with tempconfig(SMALL):
+        ours, manims = (cls(content, font=font, font_size=size, color=RED) for cls in (GlyphText, Text))
+    assert _glyphs(ours) == _glyphs(manims)
+    assert len(ours.submobjects) == len(manims.submobjects) and len(ours.chars) == len(manims.chars)
+    assert ours.id_to_vgroup_dict == {} and manims.id_to_vgroup_dict
+
+
+def _built_twice(parse, make):
+    """``make()`` with svgelements' Path.parse set to ``parse``, twice (the second one parses from the memo)."""
+    import svgelements as se
+
+    from scenes import frame_cost
+
+    saved, se.Path.parse = se.Path.parse, parse
+    frame_cost._PARSED.clear()
+    try:
+        return make(), make()
+    finally:
+        se.Path.parse, _ = saved, frame_cost._PARSED.clear()
+
+
+@settings(max_examples=examples(9), deadline=None)
+@given(content=TEXTS, font=st.sampled_from(FONTS))
+def test_each_path_parsed_once_gives_the_points_of_parsing_it_again(content, font):
+    """Against svgelements' own parse: a text, then the same text again (every path from the memo), and a formula
+    (dvisvgm's paths)."""
+    from manim import MathTex
+
+    from scenes.frame_cost import _PARSE, _parse_once
+
+    def make():
+        # two formulas that share glyphs: Manim keeps each formula's SVG, but the second one's paths come from the memo
+        return [Text(content, font=font, font_size=30), MathTex(r"\frac{\partial L}{\partial x_l} = 1 + x", font_size=30),
+                MathTex(r"x_l + 1 = \partial L", font_size=30)]
+
+    reference = _built_twice(_PARSE, make)
+    memo = _built_twice(_parse_once, make)
+    for ours, theirs in zip([*memo[0], *memo[1]], [*reference[0], *reference[1]]):
+        assert _glyphs(ours) == _glyphs(theirs)
+
+
+def test_a_memo_that_shares_segments_would_be_caught():
+    """The twin: handing the same segment objects to every path (no copies) moves them once per use, so the
+    comparison above sees other points."""
+    from scenes import frame_cost
+
+    def sharing(path, pathdef):
+        if path._segments or not isinstance(pathdef, str):
+            return frame_cost._PARSE(path, pathdef)
+        if pathdef not in frame_cost._PARSED:
+            fresh = frame_cost.se.Path()
+            frame_cost._PARSE(fresh, pathdef)
+            frame_cost._PARSED[pathdef] = fresh._segments
+        path._segments.extend(frame_cost._PARSED[pathdef])
+
+    def make():
+        return Text("x + x + x", font_size=30)
+
+    reference = _built_twice(frame_cost._PARSE, make)
+    shared = _built_twice(sharing, make)
+    assert _glyphs(shared[1]) != _glyphs(reference[1])
