@@ -299,11 +299,15 @@ def test_the_stop_check_catches_a_deck_whose_beats_loop(rendered, browser, tmp_p
     shutil.copytree(rendered / "slides", deck)
     html = (deck / "index.html").read_text(encoding="utf-8")
     (deck / "index.html").write_text(html.replace("<video playsinline", "<video loop playsinline"), encoding="utf-8")
+    beat = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"][1]
     page, _, _ = open_logged(browser, (deck / "index.html").as_uri())
     page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
     page.keyboard.press("ArrowRight")
+    # the untampered deck's video ends after its beat's length: wait twice that (and 0.5 s for the page to start it)
     with pytest.raises(Exception, match="Timeout"):
-        page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended", timeout=3_000)
+        page.wait_for_function("Reveal.getCurrentSlide().querySelector('video').ended",
+                               timeout=round(2_000 * (beat["end"] - beat["start"])) + 500)
+    assert page.evaluate("Reveal.getCurrentSlide().querySelector('video').played.length") > 0  # it did play
     page.close()
 
 
