@@ -180,6 +180,7 @@ def test_gradient_flow_numbers_equal_the_trace(built):
     assert s.numbers["values"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow  # a twin: test_depth_sweep_numbers_when_tampered is the default run's number twin here
 def test_gradient_flow_numbers_when_tampered(tmp_path):
     """The twin: a residual trace with its input half three decades dimmer reports other numbers."""
     files = one_seed(tiny_trace_files("vanishing"))
@@ -293,6 +294,7 @@ def test_depth_sweep_numbers_when_tampered(tmp_path):
     assert s.numbers["values"] == pytest.approx(depth_sweep_numbers(_seed_traces(files)), rel=1e-9)
 
 
+@pytest.mark.slow  # a twin: test_depth_sweep_numbers_when_tampered is the default run's number twin here
 def test_depth_sweep_conv_numbers_when_tampered(tmp_path):
     """DepthSweepConv's twin: seed 1's deep conv plain net recorded half its error and a thousand times smaller
     first gradient: the scene reports both, and not the clean numbers."""

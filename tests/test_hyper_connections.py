@@ -169,6 +169,7 @@ def test_scene_numbers_equal_the_trace():
         assert shown[key] == pytest.approx(value, rel=1e-6, abs=1e-12), key
 
 
+@pytest.mark.slow  # a twin (CI); the number twins of test_frames and test_shortcut_scale run by default
 def test_scene_numbers_change_with_a_tampered_gain(tmp_path):
     files = dict(tiny_files())
     trace = Trace.load(files[RunKey("mhc", 0)])

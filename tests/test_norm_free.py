@@ -163,6 +163,7 @@ def test_numbers_equal_the_trace():
     check_numbers(NormFree, norm_free_numbers, {"forward.seeds", "trains.seeds", "rezero_first.seeds"})
 
 
+@pytest.mark.slow  # a twin of check_numbers: test_shortcut_scale's runs in the default run
 def test_numbers_equal_the_trace_when_tampered(tmp_path):
     """The twin: a scene fed a doubled act_norm of the standard net reports another growth."""
     check_tampered_numbers(NormFree, norm_free_numbers, RunKey("standard", 0), "act_norm", lambda v: v * 2, tmp_path)

@@ -254,6 +254,7 @@ def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
 
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # a second browser window; the deck's notes are read by the default run's deck test
 def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
     context = browser.new_context()
     requests = []
@@ -293,6 +294,7 @@ def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_
 
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # the twin waits out a beat in real time (CI runs it)
 def test_the_stop_check_catches_a_deck_whose_beats_loop(rendered, browser, tmp_path):
     """Tamper twin of 'plays to its beat end and stops': with looping videos no beat ever ends."""
     deck = tmp_path / "slides"

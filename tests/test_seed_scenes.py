@@ -112,7 +112,9 @@ def test_every_seed_value_and_count_equal_the_traces(scene, built):
     assert {read_key_text(text, first): digest for text, digest in traces.items()} == {
         key: Trace.load(path).meta.digest for key, path in files.items()}
 
-@pytest.mark.parametrize("scene", EXTRA_BUILDS)
+@pytest.mark.parametrize("scene", [pytest.param(scene, id=scene.__name__,
+                                               marks=() if scene.__name__ == "ResidualResponse" else pytest.mark.slow)
+                                  for scene in SCENES])  # one twin by default; the others in CI's slow set
 def test_every_seed_value_when_another_seed_is_tampered(scene, built, tmp_path):
     """The twin: another seed's run changed; the scene reports the change (and not the clean numbers)."""
     run, key, _, _ = OTHER_SEED[scene.__name__]
