@@ -3,6 +3,7 @@ share one more, read-only to them (tests/support.py: shared_traces), for the who
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -26,6 +27,21 @@ def pytest_configure(config):
     if os.environ.get(SHARED_CACHE_ENV) or hasattr(config, "workerinput"):
         return
     os.environ[SHARED_CACHE_ENV] = config._shared_trace_cache = tempfile.mkdtemp(prefix="claim-traces-")
+
+
+def _skip_interpreter_teardown() -> None:
+    """The last exit handler of a pytest-xdist worker: every other one has run (the test caches removed) and the
+    controller has its results, so end the process without the interpreter's teardown of torch, Manim and Chromium's
+    driver (~2 s of every default run's end, both workers; the trainer does the same: simulation/cache.py)."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # registered before any other exit handler of the tests, so it runs last
+    atexit.register(_skip_interpreter_teardown)
 
 
 def pytest_unconfigure(config):
