@@ -32,7 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 __all__ = ["StackedLinear", "StackedBatchNorm1d", "stack_models", "stack_rows", "stackable", "STACKABLE", "SMALL_PRODUCT",
-           "column_grads"]
+           "column_grads", "gradient_rows"]
 
 # Modules with parameters or buffers that a stacked model handles; parameter-free modules (activations,
 # Identity, ZeroPad, Scale, Sequential, ModuleList) run as they are on [S, B, features].
@@ -139,6 +139,25 @@ def column_grads():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
         yield
+
+
+def gradient_rows(stacked: list[torch.Tensor], own: list[list[torch.Tensor]], order: list[int] | None = None,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """One gradient buffer ``[S, parameters]`` for seeds trained together: the ``.grad`` of each stacked parameter
+    ``stacked[i]`` ([S, *shape]) is a view of its columns, where the stacked backward accumulates, and the ``.grad``
+    of seed s's own parameter ``own[s][i]`` is a view of the same numbers in row s, so that row s is that seed's
+    gradient (its recorder's norms, its optimiser when it steps alone). Parameters take their columns in
+    ``order`` (default: as given). Returns the buffer (zeros); see :func:`column_grads` for torch's layout note."""
+    order = list(range(len(stacked))) if order is None else order
+    grads = torch.zeros(len(own), sum(parameter[0].numel() for parameter in stacked), dtype=dtype)
+    offset = 0
+    for index in order:
+        parameter, size = stacked[index], stacked[index][0].numel()
+        parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
+        for params, row in zip(own, grads):
+            params[index].grad = row[offset:offset + size].view_as(params[index])
+        offset += size
+    return grads
 
 
 def stack_models(models: list[nn.Module]) -> tuple[nn.Module, list[nn.Parameter], torch.Tensor]:

@@ -26,7 +26,7 @@ from .loop import main as loop_main
 from .models import MLP, build_model
 from .record import Recorder
 from .runs import check_memory, differ_only_in_seed
-from .stacked import column_grads, stack_models, stackable
+from .stacked import column_grads, gradient_rows, stack_models, stackable
 from .summary import autocorrelation, path_length_fraction
 from .trace import Trace
 
@@ -281,16 +281,9 @@ def _run_together(configs: list[RunConfig], progress: bool | None) -> list[Trace
         return [run(config, progress) for config in configs]
     runs = [RunLog(task) for task in tasks]
     template, stacked, flat = stack_models([task.model for task in tasks])
-    # One gradient buffer [S, parameters]: row s is seed s's flat buffer (its model's .grad views, its total norm),
-    # and each stacked parameter's .grad is a view of its columns, where the stacked backward accumulates.
-    grads = torch.zeros(len(tasks), tasks[0].grads.numel(), dtype=tasks[0].grads.dtype)
-    offset = 0
-    for index, parameter in enumerate(stacked):
-        size = parameter[0].numel()
-        parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
-        for row, task in enumerate(tasks):
-            task.params[index].grad = grads[row, offset:offset + size].view_as(task.params[index])
-        offset += size
+    # One gradient buffer [S, parameters] (stacked.gradient_rows): row s is seed s's flat buffer (its model's .grad
+    # views, its total norm), each stacked parameter's .grad a view of its columns, in the columns' order of flat.
+    grads = gradient_rows(stacked, [task.params for task in tasks], dtype=tasks[0].grads.dtype)
     for row, task in enumerate(tasks):
         task.grads = grads[row]
     # The optimiser updates every parameter of every seed as one tensor [S, parameters] (flat's storage, its

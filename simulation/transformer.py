@@ -36,7 +36,7 @@ from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps
 from .loop import main as loop_main
 from .record import HookPoint, HookRecorder, by_shape
 from .runs import check_memory, differ_only_in_seed
-from .stacked import column_grads
+from .stacked import column_grads, gradient_rows
 from .stacked_transformer import stack_transformers, transformer_stackable
 from .trace import Trace
 
@@ -670,10 +670,10 @@ def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
     sizes = [parameter[0].numel() for parameter in stacked]
     order = sorted(range(len(stacked)), key=lambda index: sizes[index] % VECTOR_ROW != 0)
     n_flat = sum(size for size in sizes if size % VECTOR_ROW == 0)
-    grads = torch.zeros(len(tasks), sum(sizes))
+    grads = gradient_rows(stacked, params, order)
     flat = nn.Parameter(torch.zeros(len(tasks), n_flat))
     offset, optimised = 0, [flat]
-    for index in order:
+    for index in order:  # the same columns as the gradients': flat.grad is their first n_flat columns
         parameter, size = stacked[index], sizes[index]
         if offset < n_flat:
             flat.data[:, offset:offset + size] = parameter.detach().reshape(len(tasks), size)
@@ -682,9 +682,6 @@ def _run_together(configs: list[TransformerConfig]) -> list[Trace]:
                 own[index].data = numbers
         else:
             optimised += [own[index] for own in params]
-        parameter.grad = grads[:, offset:offset + size].view(parameter.shape)
-        for own, row in zip(params, grads):
-            own[index].grad = row[offset:offset + size].view_as(own[index])
         offset += size
     flat.grad = grads[:, :n_flat]
     for row, task in enumerate(tasks):
