@@ -105,15 +105,12 @@ def draw_first(scene: Scene, *parts: Mobject, margin: float = 0.08) -> list[Mobj
 
 def drop_svg_paths(mob: Mobject) -> Mobject:
     """Set ``path_obj`` (the parsed svgelements path of an SVG glyph, read only when its points are made, in
-    ``VMobjectFromSVGPath.__init__``) to None on every member of ``mob``'s family, and empty a ``Text``'s
-    ``id_to_vgroup_dict`` (a VGroup per SVG element id, ~4 per character, which only ``SVGMobject.__init__`` and
-    ``MathTex``'s colouring by substring read: every copy made each of them again); returns ``mob``. Points,
-    colours and so every frame stay the same."""
+    ``VMobjectFromSVGPath.__init__``) to None on every member of ``mob``'s family; returns ``mob``. Points,
+    colours and so every frame stay the same. (A :class:`GlyphText` has no ``id_to_vgroup_dict`` groups to copy
+    either.)"""
     for member in mob.get_family():
         if getattr(member, "path_obj", None) is not None:
             member.path_obj = None
-        if isinstance(member, Text):
-            member.id_to_vgroup_dict = {}
     return mob
 
 

@@ -177,7 +177,8 @@ def _built_twice(parse, make):
     try:
         return make(), make()
     finally:
-        se.Path.parse, _ = saved, frame_cost._PARSED.clear()
+        se.Path.parse = saved
+        frame_cost._PARSED.clear()
 
 
 @settings(max_examples=examples(9), deadline=None)

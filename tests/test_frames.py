@@ -248,7 +248,7 @@ for _scene, _name, _run, _key, _tamper in FRAME_SCENES:
 
 
 # The tamper twins prove that a frame comparison can fail. The default run keeps the twins of the four scenes that
-# together use every widget (LIGHT_DEFAULT, below); the other twins, and every light-theme twin, are slow: CI runs them
+# together use every widget (TWIN_DEFAULT, also the light theme's default set below); the other twins, and every light-theme twin, are slow: CI runs them
 # (.ci/run), the default run still compares every English frame.
 TWIN_DEFAULT = {"chain_rule_product", "degradation", "path_ensemble", "summary"}
 
