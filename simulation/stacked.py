@@ -14,7 +14,8 @@ small net on one CPU thread spends most of a step in per-operation overhead, so 
 more than one (three seeds of the lecture's MLPs: ~2x faster forward and backward).
 
 The stacked operations are the ones a single model runs, per row: ``baddbmm`` computes each row as ``addmm``
-does (the same MKL call per matrix), and batch normalisation of [B, S x C] normalises every channel over the
+does (the same MKL call per matrix), its backward takes the products autograd takes for ``addmm`` (not
+``bmm``'s, which differ on AVX2 CPUs; :class:`_StackedLinearFunction`), and batch normalisation of [B, S x C] normalises every channel over the
 same B values as [B, C] does. tests/test_stacked.py checks every recorded array of the lecture's kinds of MLP
 against training each seed alone (equal, not close); :func:`stackable` admits only models made of the modules
 those tests cover (Linear, BatchNorm1d, the element-wise activations, the residual block's scalar ``alpha``) at
@@ -47,10 +48,38 @@ class StackedLinear(nn.Module):
         self.weight, self.bias = weight, bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Row s is F.linear(x[s], weight[s], bias[s]), i.e. addmm(bias, x, weight.T): the same BLAS call per row.
-        if self.bias is None:
-            return torch.bmm(x, self.weight.transpose(1, 2))
-        return torch.baddbmm(self.bias[:, None, :], x, self.weight.transpose(1, 2))
+        return _stacked_linear(x, self.weight, self.bias)
+
+
+class _StackedLinearFunction(torch.autograd.Function):
+    """Row s of both passes is what ``F.linear(x[s], weight[s], bias[s])`` computes alone, one BLAS call per row:
+
+    - forward: ``addmm(bias, x, weight.T)``, here ``baddbmm``;
+    - input gradient: ``grad @ weight`` (autograd's ``mm_mat1_backward``);
+    - weight gradient: ``grad.T @ x``, the product ``mm_mat2_backward`` takes for a column-major ``weight.T``.
+      ``bmm``'s own backward would compute ``(x.T @ grad).T`` instead: the same sums through another kernel, which
+      on AVX2 CPUs differs from the single model's in the last bit (an [10, 16] head on an AMD EPYC);
+    - bias gradient: ``grad`` summed over the batch, as autograd sums an expanded bias.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        if bias is None:
+            return torch.bmm(x, weight.transpose(1, 2))
+        return torch.baddbmm(bias[:, None, :], x, weight.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        need_x, need_weight, need_bias = ctx.needs_input_grad
+        return (torch.bmm(grad, weight) if need_x else None,
+                torch.bmm(grad.transpose(1, 2), x) if need_weight else None,
+                grad.sum(1) if need_bias else None)
+
+
+def _stacked_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return _StackedLinearFunction.apply(x, weight, bias)
 
 
 class StackedBatchNorm1d(nn.Module):
