@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from manim import MathTex, Mobject, SingleStringMathTex, Tex, Text
+from manim import MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
 
 __all__ = ["text_mobjects", "layout_problems"]
 
@@ -47,11 +47,29 @@ def _box(mob: Mobject) -> tuple[float, float, float, float]:
     """(left, right, bottom, top): the values of ``get_left()[0]``, ``get_right()[0]``, ``get_bottom()[1]``
     and ``get_top()[1]``, from one pass over the boundary points instead of four (Manim's
     ``get_critical_point`` takes the min or max of the same points; none: all 0)."""
-    points = mob.get_points_defining_boundary()
+    points = _points_defining_boundary(mob)
     if len(points) == 0:
         return 0.0, 0.0, 0.0, 0.0
     low, high = points.min(axis=0), points.max(axis=0)
     return low[0], high[0], low[1], high[1]
+
+
+def _points_defining_boundary(mob: Mobject) -> np.ndarray:
+    """The points of ``mob.get_points_defining_boundary()`` [N, 3], in another order. For a VMobject Manim
+    interleaves each family member's start and end anchors point by point in Python (``get_anchors``: a
+    third of a layout check); here they are two strided slices of each member's points."""
+    if not isinstance(mob, VMobject):
+        return mob.get_points_defining_boundary()
+    chunks = []
+    for member in mob.get_family():
+        points, n = member.points, member.n_points_per_cubic_curve
+        if len(points) == 1:
+            chunks.append(points)
+        elif len(points) % n:  # Manim's zip(strict=True) refuses a partial curve: the same error
+            chunks.append(np.array(member.get_anchors()))
+        elif len(points):
+            chunks += [points[::n], points[n - 1::n]]
+    return np.concatenate(chunks) if chunks else np.zeros((0, 3))
 
 
 def _describe(mob: Mobject) -> str:

@@ -14,9 +14,10 @@ checker itself catches both faults.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from manim import DOWN, RIGHT, UP, Dot, Text, VGroup
+from manim import DOWN, RIGHT, UP, Dot, Text, VGroup, VMobject
 
 from scenes import SCENES_IN_ORDER
 from scenes import layout
@@ -130,10 +131,14 @@ _BOX_PROBES = {}
 
 @settings(max_examples=examples(40), deadline=None)
 @given(dx=st.floats(-9, 9), dy=st.floats(-6, 6), angle=st.floats(-3.2, 3.2), scale=st.floats(0.05, 4),
-       which=st.sampled_from(["text", "group", "empty"]))
+       which=st.sampled_from(["text", "group", "empty", "point"]))
 def test_layout_box_is_the_four_edges_manim_reports(dx, dy, angle, scale, which):
     """layout._box (one pass over the boundary points) gives exactly Manim's get_left/right/bottom/top."""
     if not _BOX_PROBES:
-        _BOX_PROBES.update(text=Text("alpha ‖x‖"), group=VGroup(Text("omega"), Dot().shift(2 * DOWN)), empty=VGroup())
+        _BOX_PROBES.update(text=Text("alpha ‖x‖"), group=VGroup(Text("omega"), Dot().shift(2 * DOWN)), empty=VGroup(),
+                           point=VGroup(Text("x"), VMobject().set_points(np.array([[3.0, -2.0, 0.0]]))))
     mob = _BOX_PROBES[which].copy().scale(scale).rotate(angle).shift([dx, dy, 0])
     assert layout._box(mob) == (mob.get_left()[0], mob.get_right()[0], mob.get_bottom()[1], mob.get_top()[1])
+    # the same points as Manim's get_points_defining_boundary, each as often, in another order
+    ours, manims = layout._points_defining_boundary(mob), mob.get_points_defining_boundary().reshape(-1, 3)
+    assert sorted(map(tuple, ours)) == sorted(map(tuple, manims))
