@@ -39,7 +39,7 @@ import narration as speech
 from narration.audio import build_track
 from narration.mux import mux_audio, video_duration
 from scenes import encoder, segment_key
-from scenes.frame_cost import parse_each_path_once, share_svg_paths
+from scenes.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.layout import layout_problems
 from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
@@ -117,6 +117,7 @@ class LectureScene(Scene):
         segment_key.install()  # each play's segment key in one pass, not Manim's JSON (scenes/segment_key.py)
         share_svg_paths()  # a copied glyph shares its parsed SVG path (scenes/frame_cost.py)
         parse_each_path_once()  # svgelements parses each glyph's path string once per process (same points)
+        keep_renderer_bases()  # tempconfig's renderer, set again unchanged, leaves ~300 classes' bases alone
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
         set_language(self.lang)
         self.theme = set_theme(self.theme).name

@@ -27,6 +27,11 @@ Building a text costs more than copying it: ~60 ms per line in Manim 0.22, most 
 :class:`GlyphText` (what ``make_text`` builds) skips the VGroup per SVG element (~100 per line) that no text
 reads, and :func:`parse_each_path_once` lets svgelements parse each distinct path string (a glyph of a font at
 a size, used again in every later text) once per process. Together: ~40 % less per text, the same points.
+
+Every ``tempconfig`` sets Manim's ``config.renderer`` twice (on entry and again when it restores the config), and
+Manim's setter reassigns ``__bases__`` of every class made by its ``ConvertToOpenGL`` metaclass (~300) each time,
+even when the renderer stays what it was: ~8 ms a call. :func:`keep_renderer_bases` skips that reassignment when
+the renderer asked for is the one the bases were last set for.
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ from types import SimpleNamespace
 import numpy as np
 import svgelements as se
 from manim import Animation, Mobject, Scene, Text, logger
+from manim._config.utils import ManimConfig
+from manim.constants import RendererType
 from manim.utils.paths import straight_path
 
 __all__ = ["draw_first", "boxes_overlap", "Restyle", "drop_svg_paths", "share_svg_paths", "GlyphText",
-           "parse_each_path_once", "PARSED_PATHS_MAX"]
+           "parse_each_path_once", "PARSED_PATHS_MAX", "keep_renderer_bases"]
 
 _STYLE = ("fill_rgbas", "stroke_rgbas", "background_stroke_rgbas", "stroke_width", "background_stroke_width",
           "sheen_direction", "sheen_factor")  # what VMobject.interpolate_color interpolates
@@ -186,6 +193,28 @@ def parse_each_path_once() -> None:
     Only a path parsed while empty is served from the memo; points are the same as parsing
     (tests/test_frame_cost.py). Idempotent; installed by :meth:`scenes.base.LectureScene.setup`."""
     se.Path.parse = _parse_once
+
+
+_SET_RENDERER = ManimConfig.renderer.fset  # Manim's setter: switches the converted classes' bases, then stores
+_BASES_SET_FOR: list = [None]  # the RendererType the converted classes' bases were last switched to
+
+
+def _set_renderer(self: ManimConfig, value) -> None:
+    renderer = RendererType(value.lower() if isinstance(value, str) else value)  # Manim's own check: ValueError
+    if renderer is _BASES_SET_FOR[0]:  # the bases are those of this renderer already: store the value alone
+        self._set_from_enum("renderer", renderer, RendererType)
+        return
+    _SET_RENDERER(self, value)
+    _BASES_SET_FOR[0] = renderer
+
+
+def keep_renderer_bases() -> None:
+    """Make ``config.renderer = r`` (every ``tempconfig`` does it on entry and on exit, in every ManimConfig)
+    switch the bases of Manim's ``ConvertToOpenGL`` classes only when ``r`` differs from the renderer they were
+    last switched to; the first call after installing switches them as Manim does. Values and errors are Manim's
+    (a bad name raises its ValueError). Idempotent; installed by :meth:`scenes.base.LectureScene.setup`."""
+    if ManimConfig.renderer.fset is not _set_renderer:
+        ManimConfig.renderer = ManimConfig.renderer.setter(_set_renderer)
 
 
 def _snapshot(mob: Mobject) -> SimpleNamespace:

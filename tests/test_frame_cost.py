@@ -18,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from manim import BLUE, RED, Circle, FadeIn, Rectangle, Scene, Square, Text, VGroup, tempconfig
 
+from manim.constants import RendererType
+
+from scenes import frame_cost
 from scenes.frame_cost import Restyle, boxes_overlap, draw_first
 
 from support import examples
@@ -221,3 +224,50 @@ def test_a_memo_that_shares_segments_would_be_caught():
     reference = _built_twice(frame_cost._PARSE, make)
     shared = _built_twice(sharing, make)
     assert _glyphs(shared[1]) != _glyphs(reference[1])
+
+
+def _bases_after(setter, values: list[str]) -> list[dict]:
+    """The bases of every ConvertToOpenGL class after each of ``values`` is set as the renderer of a ManimConfig by
+    ``setter``; Manim's own setter restores Cairo afterwards, whatever happened."""
+    from manim._config.utils import ManimConfig
+    from manim.mobject.opengl.opengl_compatibility import ConvertToOpenGL
+
+    config, seen = ManimConfig(), []
+    try:
+        for value in values:
+            setter(config, value)
+            assert config.renderer.value == value.lower()
+            seen.append({cls: cls.__bases__ for cls in ConvertToOpenGL._converted_classes})
+    finally:
+        frame_cost._SET_RENDERER(config, "cairo")
+        frame_cost._BASES_SET_FOR[0] = RendererType.CAIRO
+    return seen
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(values=st.lists(st.sampled_from(["cairo", "opengl", "CAIRO", "OpenGL"]), min_size=1, max_size=6))
+def test_keeping_the_renderer_bases_switches_them_as_manim_does(values):
+    """After every value, each converted class has the bases Manim's own setter gives it (an independent run of
+    Manim's setter over the same values); the adapter only skips switches that change nothing."""
+    assert _bases_after(frame_cost._set_renderer, values) == _bases_after(frame_cost._SET_RENDERER, values)
+
+
+def test_a_renderer_adapter_that_never_switches_would_be_caught():
+    def never_switches(config, value):
+        config._set_from_enum("renderer", RendererType(value.lower()), RendererType)
+
+    values = ["cairo", "opengl"]
+    assert _bases_after(never_switches, values) != _bases_after(frame_cost._SET_RENDERER, values)
+
+
+def test_keep_renderer_bases_is_idempotent_and_refuses_what_manim_refuses():
+    from manim import config
+    from manim._config.utils import ManimConfig
+
+    frame_cost.keep_renderer_bases()
+    frame_cost.keep_renderer_bases()
+    assert ManimConfig.renderer.fset is frame_cost._set_renderer
+    with pytest.raises(ValueError):
+        config.renderer = "vulkan"
+    with tempconfig({"frame_rate": 15}):
+        assert config.renderer is RendererType.CAIRO

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from cli.deck import staged_dir
 from render import cli
 
-from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
+from browser import FAST_MEDIA, browser, open_logged, remote  # noqa: F401 (browser: a fixture)
 from support import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,7 +224,7 @@ CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('vid
 def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     deck = rendered / "slides" / "index.html"
     index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
-    page, requests, errors = open_logged(browser, deck.as_uri())
+    page, requests, errors = open_logged(browser, deck.as_uri(), FAST_MEDIA)  # beats end at 4x: the stop is the same
     page.wait_for_function("typeof Reveal !== 'undefined' && Reveal.isReady()")
     assert page.evaluate("Reveal.getTotalSlides()") == beat_count(rendered) == len(index)
     # Notes hold the narration and the numbers of each beat.
