@@ -19,7 +19,8 @@ from simulation.runs import GROUP_RUNS, estimate, seed_groups
 from simulation.stacked import stack_models, stackable
 from simulation.trace import Trace
 from simulation.train import run, run_together
-from support import assert_diverged_between_records, assert_same_trace, together_as_alone
+from support import (assert_diverged_between_records, assert_same_trace, seeds_diverging_between_records,
+                     together_as_alone)
 
 TINY = dict(depth=3, width=16, steps=14, record_every=5, batch_size=32, lr=0.05)  # records 0, 5, 10, 13
 SEEDS = (0, 1, 2)
@@ -49,9 +50,9 @@ def test_seeds_trained_together_give_each_seeds_trace_alone(variant):
 
 def test_a_seed_that_diverges_stops_where_it_would_alone_the_others_go_on():
     """Plain ReLU nets at a large learning rate: seeds diverge at their own steps, between records too."""
-    base = RunConfig(**{**TINY, "depth": 6, "steps": 30, "record_every": 10, "lr": 0.2}, arch="plain",
-                     activation="relu", init_gain=2.0)
-    configs = [base.replace(seed=s) for s in SEEDS]
+    base = RunConfig(**{**TINY, "depth": 6, "steps": 30, "record_every": 10}, arch="plain", activation="relu",
+                     init_gain=2.0)
+    configs = seeds_diverging_between_records(run, base, lrs=(0.2, 0.15, 0.25, 0.3))
     together = together_as_alone(run, run_together, configs)
     assert_diverged_between_records(together, 10)
 
