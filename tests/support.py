@@ -28,7 +28,8 @@ from simulation.trace import Trace
 __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
            "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
            "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples",
-           "assert_same_trace", "together_as_alone", "assert_diverged_between_records", "seeds_diverging_between_records"]
+           "assert_same_trace", "together_as_alone", "assert_diverged_between_records",
+           "seeds_diverging_between_records"]
 
 # -- the command line -----------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ def test_fixup_rules_one_and_two():
     for s, f in zip(standard.blocks, fixup.blocks):
         torch.testing.assert_close(f.branch[0].weight, s.branch[0].weight / 3)
         torch.testing.assert_close(f.branch[0].bias, s.branch[0].bias)
-        assert not f.branch[-1].weight.any() and not f.branch[-1].bias.any() and float(f.alpha) == 1.0
+        assert not f.branch[-1].weight.any() and not f.branch[-1].bias.any() and float(f.alpha.detach()) == 1.0
     assert not fixup.head.weight.any() and not fixup.head.bias.any()
     x = torch.randn(4, 8)
     h = fixup.stem(x)
