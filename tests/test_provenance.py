@@ -1,7 +1,9 @@
 """The trace digest follows the simulation code: editing code that shapes a run re-keys the cache.
 
 Each case copies the ``simulation`` package to a temporary folder, edits one file and asks a fresh
-interpreter for the digests of the default configs."""
+interpreter for the digests of the default configs (~0.3 CPU s each): the default run edits each kind of file once
+(a trainer's own module, a shared one, a function-level import, a comment, a docstring, a new kind's module); the
+cases marked slow edit the others, and CI runs them."""
 
 from __future__ import annotations
 
@@ -50,12 +52,14 @@ def test_an_unedited_copy_gives_the_same_digests(tmp_path):
 @pytest.mark.parametrize("name, edit, mlp_changes, transformer_changes", [
     ("train.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255"), True, False),  # a constant of the MLP trainer
     ("record.py", _replace("low.item() > 1e-15", "low.item() > 1e-14"), True, True),  # the recorders' float64 fallback
-    ("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]"),
-     True, False),
-    ("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:"), True, True),
+    pytest.param("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]"),
+                 True, False, marks=pytest.mark.slow),
+    pytest.param("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:"),
+                 True, True, marks=pytest.mark.slow),
     ("transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)"), False, True),
     ("conv.py", lambda _: "WIDTHS = (16, 32, 64)\n", True, False),  # imported in a function of train.py: counts
-    ("config.py", lambda text: text + "\nEXTRA = 1\n", True, True),  # every trainer imports the configs
+    pytest.param("config.py", lambda text: text + "\nEXTRA = 1\n", True, True,  # every trainer imports the configs
+                 marks=pytest.mark.slow),
 ])
 def test_editing_code_that_shapes_a_run_changes_the_digests_of_the_kinds_whose_trainers_import_it(
         tmp_path, name, edit, mlp_changes, transformer_changes):
@@ -65,7 +69,8 @@ def test_editing_code_that_shapes_a_run_changes_the_digests_of_the_kinds_whose_t
 
 
 @pytest.mark.parametrize("name, edit", [
-    ("highway.py", _replace("return t * self.branch(x) + (1 - t) * x", "return t * self.branch(x) + (1 - t) * x * 2")),
+    pytest.param("highway.py", _replace("return t * self.branch(x) + (1 - t) * x", "return t * self.branch(x) + (1 - t) * x * 2"),
+                 marks=pytest.mark.slow),
     ("new_kind.py", lambda _: "from .train import MLPTask\nSCALE = 2\n"),  # a new kind's module, imported by no trainer
 ])
 def test_a_kinds_own_module_keys_only_its_own_traces(tmp_path, name, edit):
@@ -103,9 +108,9 @@ def test_every_kind_has_its_trainer_in_the_package():
 @pytest.mark.parametrize("name, edit", [
     ("train.py", _replace("SWEEP_POINTS = 256  #", "SWEEP_POINTS = 256  # (comment edited)")),
     ("record.py", lambda text: text.replace('"""Recorder:', '"""The recorder:', 1)),  # the module docstring
-    ("loop.py", lambda text: text + "\n\n# a trailing comment\n"),
+    pytest.param("loop.py", lambda text: text + "\n\n# a trailing comment\n", marks=pytest.mark.slow),
     ("cache.py", _replace("def cache_dir() -> Path:", "def cache_dir() -> Path:  # where traces live\n    pass\n\n\ndef _cache_dir() -> Path:")),
-    ("experiments.py", lambda text: text + "\nEXTRA = 1\n"),  # configs are digested field by field
+    pytest.param("experiments.py", lambda text: text + "\nEXTRA = 1\n", marks=pytest.mark.slow),  # digested field by field
 ])
 def test_comments_docstrings_and_modules_that_cannot_change_a_number_keep_the_digest(tmp_path, name, edit):
     assert _digests(_edited_copy(tmp_path, name, edit)) == (RunConfig().digest(), TransformerConfig().digest())

@@ -24,7 +24,10 @@ from scenes import layout
 from scenes.base import LectureScene
 from scenes.style import LANGS
 
-from data.make_traces import tiny_trace_files, write_tiny_traces
+from scenes.seeds import SeedSpread
+from simulation.runkeys import RunKey
+
+from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds, write_tiny_traces
 from dry_run import built_scene, dry_run, scene_lang_params
 from subtitles import as_srt_cues, too_fast
 from support import examples
@@ -32,18 +35,21 @@ from support import examples
 
 @pytest.fixture(scope="session")
 def trace_files(tmp_path_factory):
-    """``experiment -> {run_name: path}``: committed tiny traces, or tiny runs trained now."""
+    """``scene -> {RunKey: path}``: the committed tiny traces (with the extra seeds for a scene that draws the
+    seed spread: the files tests/frame_checks.committed_traces gives, so the frame tests read this same build),
+    or tiny runs trained now for an experiment without them."""
     folder, found = None, {}
 
-    def get(experiment: str) -> dict[str, str]:
+    def get(scene: type) -> dict[RunKey, str]:
         nonlocal folder
-        if experiment not in found:
-            files = tiny_trace_files(experiment)
+        experiment = scene.experiment
+        if (scene, experiment) not in found:
+            files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(experiment)
             if files is None:
                 folder = folder or tmp_path_factory.mktemp("tiny-traces")
                 files = write_tiny_traces(experiment, folder)
-            found[experiment] = files
-        return found[experiment]
+            found[scene, experiment] = files
+        return found[scene, experiment]
 
     return get
 
@@ -53,7 +59,7 @@ def trace_files(tmp_path_factory):
 @pytest.mark.parametrize("scene,lang", scene_lang_params(SCENES_IN_ORDER, LANGS))
 def test_scene_builds_with_clean_layout(scene, lang, trace_files):
     # the same build as the scene's own tests (tests/test_scenes_lecture.py ...): see dry_run.built_scene
-    built = built_scene(scene, lang, trace_files(scene.experiment) if scene.experiment else None)
+    built = built_scene(scene, lang, trace_files(scene) if scene.experiment else None)
     assert built.layout_log == []
     assert built.renderer.num_plays > 0, "the scene played nothing"
     cues = as_srt_cues(built.renderer.file_writer.subcaptions)
