@@ -221,6 +221,7 @@ CURRENT_VIDEO = """() => { const v = Reveal.getCurrentSlide().querySelector('vid
 
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # the beats play in real time (at 4x): ~3 s of one core idle; CI runs it, the page's browser test is default
 def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
     deck = rendered / "slides" / "index.html"
     index = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))["slides"]
@@ -254,7 +255,7 @@ def test_deck_opens_offline_and_steps_through_the_beats(rendered, browser):
 
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
-@pytest.mark.slow  # a second browser window; the deck's notes are read by the default run's deck test
+@pytest.mark.slow  # a second browser window; the deck's notes are also read by the deck test
 def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
     context = browser.new_context()
     requests = []
@@ -279,6 +280,7 @@ def test_speaker_view_shows_the_beats_notes_offline(rendered, browser):
 
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
+@pytest.mark.slow  # the twin of the deck test above, in the same run
 def test_the_request_log_catches_a_deck_that_reaches_out(rendered, browser, tmp_path):
     """Tamper twin of the offline check: the same deck with one stylesheet from the network fails it."""
     deck = tmp_path / "slides"
