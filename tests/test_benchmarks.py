@@ -89,6 +89,7 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.split(" | ")]
 
 
+@pytest.mark.slow  # trains or spawns (~1 s); the default run keeps the harness's pure checks, CI runs this
 def test_run_all_quick_smoke(tmp_path, capsys):
     """run_all --quick --only recorder-mlp prints the table's columns and rows, and each pass/fail agrees with
     its median and target (and with the JSON it writes). Run in this process (its ``main``, as ``python -m``
@@ -200,6 +201,7 @@ def test_the_record_cycle_estimate_ignores_one_slow_cycle_and_counts_the_last():
     assert estimate([1.1] * 19 + [1.5])[0] == pytest.approx(19 * 1.1 + 1.5)
 
 
+@pytest.mark.slow  # trains or spawns (~1 s); the default run keeps the harness's pure checks, CI runs this
 @pytest.mark.parametrize("variant", ["bare", "recorder"])
 def test_instruction_counts_cover_the_training_steps_and_leave_out_the_test_passes(variant, monkeypatch):
     """bench_instructions switches callgrind on for the training steps only: on once before the first step, off
@@ -244,6 +246,7 @@ def test_instruction_count_is_read_from_callgrinds_summary():
     assert _COLLECTED.findall(stderr) == ["1,234,567,890"]
 
 
+@pytest.mark.slow  # trains or spawns (~1 s); the default run keeps the harness's pure checks, CI runs this
 def test_process_tree_sees_a_grandchild_and_sums_its_rss_as_proc_does(tmp_path):
     """benchmarks.process_tree on a child that starts a grandchild holding ~150 MiB: the walk finds both, the summed
     RSS equals /proc's VmRSS of the two (read without psutil) within what they touch between the reads, and a
