@@ -32,6 +32,8 @@ from manim.utils.testing.frames_comparison import _config_test
 
 from scenes.base import LectureScene
 
+from theme_checks import colour_checked
+
 __all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "frame_build", "frame_settings", "scene_group",
            "scene_lang_params", "shared_manim_cache", "ZH_DEFAULT"]
 
@@ -170,11 +172,15 @@ def built_scene(scene: type, lang: str, trace_files: dict[str, str] | None = Non
                 theme: str = "dark") -> LectureScene:
     """``scene`` in ``lang`` and ``theme`` after one dry run with ``check_layout`` on, reading
     ``trace_files`` (for a scene with an experiment): :func:`frame_build`, once per process for each
-    (scene, lang, files, theme). Read it, never change it: other tests get the same object."""
+    (scene, lang, files, theme); a build in another theme than dark records ``colour_log`` and ``contrast_log``
+    (tests/theme_checks.colour_checked). Read it, never change it: other tests get the same object."""
     files = tuple(sorted(trace_files.items())) if trace_files is not None else None
     key = (scene, lang, files, theme)
     if key not in _BUILT:
-        _BUILT[key] = frame_build(scene, lang, dict(files) if files is not None else None, theme)
+        # A light build also records foreign colours and unreadable text after every step (tests/theme_checks.py):
+        # the light frame test and tests/test_theme.py's colour check of a scene read one build, not two.
+        built = colour_checked(scene, theme, None) if theme != "dark" else scene
+        _BUILT[key] = frame_build(built, lang, dict(files) if files is not None else None, theme)
     return _BUILT[key]
 
 

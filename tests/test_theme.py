@@ -30,28 +30,12 @@ from scenes.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, T
                           set_theme)
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
-from dry_run import dry_run
+from dry_run import built_scene, dry_run, scene_group
+from frame_checks import committed_traces
+from theme_checks import colour_checked, wcag_luminance, wcag_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENES_DIR = ROOT / "scenes"
-
-
-# -- WCAG 2.1, from its definition (https://www.w3.org/TR/WCAG21/#dfn-relative-luminance) -------------
-
-def _srgb_channel_to_linear(c8: int) -> float:
-    c = c8 / 255
-    return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4  # 0.03928 as WCAG writes it
-
-
-def wcag_luminance(hex_color: str) -> float:
-    h = hex_color.lstrip("#")
-    r, g, b = (_srgb_channel_to_linear(int(h[i:i + 2], 16)) for i in (0, 2, 4))
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def wcag_ratio(a: str, b: str) -> float:
-    hi, lo = sorted((wcag_luminance(a), wcag_luminance(b)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
 
 
 def low_contrast_roles(colors: dict[str, str], minimum: float = 4.5) -> dict[str, float]:
@@ -233,29 +217,6 @@ def test_colour_scan_finds_hostile_literals():
 
 # -- on screen: every colour comes from the theme ------------------------------------------------------
 
-def foreign_colours(mobjects, theme: Theme, tol: float = 1.5 / 255) -> set[str]:
-    """Colours of visible strokes and fills that are neither a role's colour nor a blend of two roles
-    (scenes shade a role toward the text colour, or interpolate between two roles)."""
-    palette = np.array([theme[role].to_rgb() for role in ROLES])
-    pairs = [(palette[i], palette[j] - palette[i]) for i, j in itertools.permutations(range(len(palette)), 2)]
-    found = set()
-    for mob in mobjects:
-        for sub in mob.get_family():
-            if not isinstance(sub, VMobject) or not len(sub.points):
-                continue
-            rgbas = [sub.fill_rgbas] + ([sub.stroke_rgbas] if sub.get_stroke_width() > 0 else [])
-            for rgba in np.concatenate(rgbas):
-                if rgba[3] <= 0:
-                    continue
-                rgb = rgba[:3]
-                if np.abs(palette - rgb).max(1).min() <= tol:
-                    continue
-                if any(np.abs(a + np.clip((rgb - a) @ d / (d @ d), 0, 1) * d - rgb).max() <= tol for a, d in pairs):
-                    continue
-                found.add(f"{type(sub).__name__} in {type(mob).__name__}: {ManimColor(rgb).to_hex()}")
-    return found
-
-
 @pytest.fixture(scope="module")
 def tiny_traces(tmp_path_factory):
     folder = {}
@@ -270,66 +231,29 @@ def tiny_traces(tmp_path_factory):
     return get
 
 
-TEXT_TYPES = (manim.Text, manim.MarkupText, manim.SingleStringMathTex)  # MathTex and Tex derive from the last
-
-
-def low_contrast_texts(mobjects, theme: Theme, minimum: float = 4.5) -> set[str]:
-    """Fully opaque glyphs whose colour has less than ``minimum`` WCAG contrast with the background
-    (text faded on purpose, opacity < 1, is decoration in WCAG's sense and not checked)."""
-    found = set()
-    background = theme["background"].to_hex()
-    for mob in mobjects:
-        for text in (m for m in mob.get_family() if isinstance(m, TEXT_TYPES)):
-            for glyph in text.get_family():
-                for rgba in glyph.fill_rgbas if len(glyph.points) else ():
-                    if rgba[3] >= 0.99 and wcag_ratio(hex_of(rgba), background) < minimum:
-                        found.add(f"{type(text).__name__} {getattr(text, 'text', '')!r}: {hex_of(rgba)}")
-    return found
-
-
-def hex_of(rgba) -> str:
-    return "#" + "".join(f"{round(float(c) * 255):02X}" for c in rgba[:3])
-
-
-def colour_checked(scene: type, theme: str, trace_files: dict[str, str] | None) -> type:
-    """A variant of ``scene`` in ``theme`` that records, after every play and wait, foreign colours
-    (``colour_log``) and opaque text below 4.5:1 against the background (``contrast_log``)."""
-
-    def check(self):
-        self.colour_log |= foreign_colours(self.mobjects, THEMES[self.theme])
-        self.contrast_log |= low_contrast_texts(self.mobjects, THEMES[self.theme])
-
-    def play(self, *args, **kwargs):
-        super(variant, self).play(*args, **kwargs)
-        check(self)
-
-    def wait(self, *args, **kwargs):
-        super(variant, self).wait(*args, **kwargs)
-        check(self)
-
-    def setup(self):
-        super(variant, self).setup()
-        self.colour_log, self.contrast_log = set(), set()
-
-    attrs = {"theme": theme, "play": play, "wait": wait, "setup": setup}
-    if trace_files is not None:
-        attrs["trace_files"] = trace_files
-    variant = type(scene.__name__, (scene,), attrs)
-    return variant
-
-
 # The light theme in the default run: the four scenes whose light frames it compares (together they use every
 # widget: tests/test_frames.py's LIGHT_DEFAULT); every scene in both themes in the slow set, which CI runs (issue 21).
 LIGHT_DEFAULT = {"ChainRuleProduct", "Degradation", "PathEnsemble", "Summary"}
 
 
-@pytest.mark.parametrize("scene,theme", [
-    pytest.param(scene, theme, id=f"{scene.__name__}-{theme}",
-                 marks=() if theme == "light" and scene.__name__ in LIGHT_DEFAULT else pytest.mark.slow)
-    for theme in ("light", "dark") for scene in SCENES_IN_ORDER])
+def _theme_marks(scene: type, theme: str) -> list:
+    """Light: in the xdist group of the scene's English build (tests/dry_run.scene_group), whose light build the frame
+    tests compare and this test reads; slow outside LIGHT_DEFAULT. Dark: slow (a build of its own)."""
+    marks = [] if theme == "light" and scene.__name__ in LIGHT_DEFAULT else [pytest.mark.slow]
+    return marks + ([pytest.mark.xdist_group(scene_group(scene, "en"))] if theme == "light" else [])
+
+
+@pytest.mark.parametrize("scene,theme", [pytest.param(scene, theme, id=f"{scene.__name__}-{theme}",
+                                                      marks=_theme_marks(scene, theme))
+                                         for theme in ("light", "dark") for scene in SCENES_IN_ORDER])
 def test_scene_draws_only_theme_colours_and_readable_text(scene, theme, tiny_traces, tmp_path):
-    files = tiny_traces(scene.experiment) if scene.experiment else None
-    built = dry_run(colour_checked(scene, theme, files), tmp_path)
+    files = None
+    if scene.experiment:  # the files the frame tests read (the seed spread's too) where they are committed
+        files = committed_traces(scene) if tiny_trace_files(scene.experiment) is not None else tiny_traces(scene.experiment)
+    if theme == "light":  # the light frame test's build: tests/dry_run.built_scene checks colours in every light build
+        built = built_scene(scene, "en", files, "light")
+    else:
+        built = dry_run(colour_checked(scene, theme, files), tmp_path)
     assert built.camera.background_color.to_hex() == THEMES[theme].background
     assert built.colour_log == set(), f"{scene.__name__} draws colours that are not the theme's"
     assert built.contrast_log == set(), f"{scene.__name__} shows text below 4.5:1 against the background"
