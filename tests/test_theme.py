@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import colorsys
 import io
-import itertools
 import tokenize
 from pathlib import Path
 
 import manim
 import numpy as np
 import pytest
-from manim import ManimColor, VMobject
+from manim import ManimColor
 
 from scenes import SCENES_IN_ORDER
 from scenes.style import PALETTE, RoleColors
