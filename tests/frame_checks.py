@@ -27,7 +27,7 @@ from simulation.trace import Trace
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, frame_build, scene_group
 
-__all__ = ["CONTROL_CAIRO", "CONTROL_DATA", "same_cairo_as_control_data", "scene_variant", "committed_traces",
+__all__ = ["CONTROL_CAIRO", "CONTROL_DATA", "same_cairo_as_control_data", "scene_variant", "tiny_traces_of", "committed_traces",
            "assert_last_frame_matches", "make_frame_test", "assert_fails_when_tampered", "assert_numbers_match"]
 
 
@@ -50,10 +50,16 @@ def scene_variant(scene: type, trace_files: dict[RunKey, str], lang: str = "en",
     return type(scene.__name__, (scene,), {"trace_files": trace_files, "lang": lang, "theme": theme})
 
 
+def tiny_traces_of(scene: type) -> dict[RunKey, str] | None:
+    """The committed tiny traces of ``scene``'s experiment (``{RunKey: path}``), the extra seeds' too for a scene
+    that draws the seed spread; None where they are not all committed. Every test that builds a scene from
+    committed traces asks here, so they ask tests/dry_run.built_scene for one build."""
+    return (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
+
+
 def committed_traces(scene: type) -> dict[RunKey, str]:
-    """The tiny traces of ``scene``'s experiment (``{RunKey: path}``); a scene that draws the seed spread also
-    gets the extra seeds'."""
-    files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(scene.experiment)
+    """:func:`tiny_traces_of`, which must be committed."""
+    files = tiny_traces_of(scene)
     assert files is not None, f"no tiny traces for {scene.experiment!r}: run python tests/data/make_traces.py"
     return files
 

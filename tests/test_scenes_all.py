@@ -24,32 +24,30 @@ from scenes import layout
 from scenes.base import LectureScene
 from scenes.style import LANGS
 
-from scenes.seeds import SeedSpread
 from simulation.runkeys import RunKey
 
-from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds, write_tiny_traces
+from data.make_traces import write_tiny_traces
 from dry_run import built_scene, dry_run, scene_lang_params
+from frame_checks import tiny_traces_of
 from subtitles import as_srt_cues, too_fast
 from support import examples
 
 
 @pytest.fixture(scope="session")
 def trace_files(tmp_path_factory):
-    """``scene -> {RunKey: path}``: the committed tiny traces (with the extra seeds for a scene that draws the
-    seed spread: the files tests/frame_checks.committed_traces gives, so the frame tests read this same build),
-    or tiny runs trained now for an experiment without them."""
+    """``scene -> {RunKey: path}``: the committed tiny traces the frame tests read too (tests/frame_checks.tiny_traces_of,
+    the seed spread's included), or tiny runs trained now for an experiment without them."""
     folder, found = None, {}
 
     def get(scene: type) -> dict[RunKey, str]:
         nonlocal folder
-        experiment = scene.experiment
-        if (scene, experiment) not in found:
-            files = (tiny_trace_files_with_seeds if issubclass(scene, SeedSpread) else tiny_trace_files)(experiment)
+        if scene not in found:
+            files = tiny_traces_of(scene)
             if files is None:
                 folder = folder or tmp_path_factory.mktemp("tiny-traces")
-                files = write_tiny_traces(experiment, folder)
-            found[scene, experiment] = files
-        return found[scene, experiment]
+                files = write_tiny_traces(scene.experiment, folder)
+            found[scene] = files
+        return found[scene]
 
     return get
 

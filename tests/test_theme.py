@@ -30,7 +30,7 @@ from scenes.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, T
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
 from dry_run import built_scene, dry_run, scene_group
-from frame_checks import committed_traces
+from frame_checks import tiny_traces_of
 from theme_checks import colour_checked, wcag_luminance, wcag_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ def _theme_marks(scene: type, theme: str) -> list:
 def test_scene_draws_only_theme_colours_and_readable_text(scene, theme, tiny_traces, tmp_path):
     files = None
     if scene.experiment:  # the files the frame tests read (the seed spread's too) where they are committed
-        files = committed_traces(scene) if tiny_trace_files(scene.experiment) is not None else tiny_traces(scene.experiment)
+        files = tiny_traces_of(scene) or tiny_traces(scene.experiment)
     if theme == "light":  # the light frame test's build: tests/dry_run.built_scene checks colours in every light build
         built = built_scene(scene, "en", files, "light")
     else:
