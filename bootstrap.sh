@@ -101,11 +101,7 @@ case "$job" in
     setup) "$VENV/bin/python" render.py doctor || say "render.py doctor found a required piece missing (above)"
            say "set-up done" ;;
     lecture) exec "$VENV/bin/python" render.py all --quality l "$@" ;;
-    test) # glibc hands freed blocks of 128 KiB+ back to the kernel at once (mmap / heap trim), and the next frame or
-          # tensor faults them in again page by page: the slow set spent 26 % of its CPU in the kernel (590 of 2230 s,
-          # 262 million page faults). Larger thresholds keep them: a -q l render of ChainRuleProduct 5.7-5.9 ->
-          # 5.0-5.4 s, sys 0.9-1.2 -> 0.7-0.8 s, peak RSS 226 -> 268 MB. A caller's own settings win.
-          export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-33554432} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-268435456}
+    test) # tests/conftest.py gives the test workers their environment (one torch thread, glibc's malloc thresholds)
           exec "$VENV/bin/python" -m pytest "$@" ;;
     *) say "unknown job '$job': use lecture, test or setup"; exit 2 ;;
 esac

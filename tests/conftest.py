@@ -21,11 +21,30 @@ settings.register_profile("ci", max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
+# The environment pytest-xdist's workers start with (set on the controller, before they start; each is read once, at
+# a process's start, so it cannot be set in a worker). A caller's own values win.
+# - OMP_NUM_THREADS: torch gives each worker as many threads as the machine has cores, so two workers on two cores
+#   ran four threads, and every small op's parallel region waited for a core: the conv autograd test took 0.03 s
+#   alone and 4.8 s beside the other worker. One thread each, as the trainer uses (simulation/loop.py). Default run,
+#   warm checkout, interleaved: 77.9 / 85.3 s with torch's threads, 69.9 / 71.8 s with one (docs/speed.md).
+# - glibc hands freed blocks of 128 KiB+ back to the kernel at once (mmap / heap trim), and the next frame or tensor
+#   faults them in again page by page: the slow set spent 26 % of its CPU in the kernel (590 of 2230 s, 262 million
+#   page faults). Larger thresholds keep them: a -q l render of ChainRuleProduct 5.7-5.9 -> 5.0-5.4 s, sys 0.9-1.2
+#   -> 0.7-0.8 s, peak RSS 226 -> 268 MB.
+WORKER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "33554432",
+                      "MALLOC_TRIM_THRESHOLD_": "268435456"}
+
+
 def pytest_configure(config):
-    """One trace cache for the claim tests of this session, made here on the controller before pytest-xdist
-    starts its workers (they inherit the variable), unless the caller gives one (.ci/run gives one folder to
-    both of its pytest runs). Removed at the end if made here."""
-    if os.environ.get(SHARED_CACHE_ENV) or hasattr(config, "workerinput"):
+    """On the controller, before pytest-xdist starts its workers (they inherit the environment): the workers'
+    environment (WORKER_ENVIRONMENT), and one trace cache for the claim tests of this session, unless the caller
+    gives one (.ci/run gives one folder to both of its pytest runs). Removed at the end if made here."""
+    if hasattr(config, "workerinput"):
+        return
+    if getattr(config.option, "numprocesses", None):
+        for name, value in WORKER_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
+    if os.environ.get(SHARED_CACHE_ENV):
         return
     os.environ[SHARED_CACHE_ENV] = config._shared_trace_cache = tempfile.mkdtemp(prefix="claim-traces-")
 
