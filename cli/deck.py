@@ -15,6 +15,7 @@ import html
 import json
 import math
 import os
+import secrets
 import shutil
 import tempfile
 from contextlib import contextmanager, suppress
@@ -190,10 +191,18 @@ def last_frame(video: Path):
 @contextmanager
 def staged_dir(target: Path) -> Iterator[Path]:
     """A fresh folder beside ``target`` to build in; on success it replaces ``target`` (the old one is removed
-    afterwards), on failure it is removed and ``target`` stays as it was."""
+    afterwards), on failure it is removed and ``target`` stays as it was. It gets the mode of any folder the user
+    makes (0777 filtered by the umask, as simulation.atomic_io.atomic_write's files), not mkdtemp's 0700: a deck,
+    page or explorer folder is copied to web hosts as it is."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_stages(target)
-    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}-{os.getpid()}-", dir=target.parent))
+    while True:
+        stage = target.parent / f".{target.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            stage.mkdir()
+            break
+        except FileExistsError:
+            continue
     try:
         yield stage
     except BaseException:

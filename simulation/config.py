@@ -100,6 +100,10 @@ class BaseConfig:
     # The run kind that trains this class (simulation.runs.RunKind), set by simulation.runs.register_kind;
     # its trainer id is hashed into digest(), so another trainer for a kind gives other cache keys.
     run_kind: ClassVar[Any] = None
+    # Fields that are not parameters (not in `render.py list`, refused by --set and a config file): which trainer
+    # runs the config, and fingerprints computed from files. A value given there would stand for the files, so
+    # an edited model file would keep its old trace. from_dict (a trace's own config) still reads them.
+    not_parameters: ClassVar[tuple[str, ...]] = ("kind",)
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -137,6 +141,11 @@ class BaseConfig:
     @classmethod
     def field_types(cls) -> dict[str, type]:
         return {f.name: type(f.default) for f in fields(cls)}
+
+    @classmethod
+    def parameters(cls) -> dict[str, type]:
+        """:meth:`field_types` less :attr:`not_parameters`: what a user may set."""
+        return {name: kind for name, kind in cls.field_types().items() if name not in cls.not_parameters}
 
 
 @dataclass(frozen=True)
@@ -472,6 +481,8 @@ class UserModelConfig(BaseConfig):
     ``source`` and ``data_source`` are filled from the files when left empty (:func:`model_source`,
     :func:`data_source`), so editing the model file or the data retrains; a comment-, docstring- or
     layout-only edit of a model file keeps the digest (its syntax tree is hashed, as for our own code)."""
+
+    not_parameters: ClassVar[tuple[str, ...]] = ("kind", "source", "data_source")
 
     kind: str = _one_of("user_model", ("user_model",))  # which trainer runs this config (see config_from_dict)
     spec: str = ""  # the model: path/to/file.py:factory or package.module:factory (torchvision.models:resnet18)

@@ -208,7 +208,7 @@ class Experiment:
 
     def params(self) -> dict[str, tuple[Any, str]]:
         """Every parameter with its default and type name, for `render.py list`."""
-        out = {f.name: (getattr(self.base, f.name), type(f.default).__name__) for f in fields(type(self.base))}
+        out = {name: (getattr(self.base, name), kind.__name__) for name, kind in type(self.base).parameters().items()}
         for key, value in self.extra_defaults.items():
             out[key] = (value, self.params_type.type_name(key))
         out["seeds"] = ((), "list[int]")  # empty: the one seed given by ``seed``
@@ -218,9 +218,12 @@ class Experiment:
 def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Apply ``overrides`` (values may be strings from the command line) to the base config and
     the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
-    run_keys = type(experiment.base).field_types()
+    run_keys = type(experiment.base).parameters()
     base_changes, extra, free = {}, {**experiment.params_type.defaults(), "seeds": ()}, {}
     for key, value in overrides.items():
+        if key in type(experiment.base).not_parameters:
+            raise ConfigError(f"{key!r} is not a parameter of experiment {experiment.name!r}: it is "
+                              + ("computed from the files" if key != "kind" else "the trainer's name"))
         if key in run_keys:
             base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
         elif key == "seeds":

@@ -316,6 +316,23 @@ def check_output(output: Any, data: Dataset, config: UserModelConfig) -> None:
                              f"on data {config.data}")
 
 
+def check_backward(output: Any, y: torch.Tensor, model: nn.Module, config: UserModelConfig) -> None:
+    """One clear line when the loss on ``output`` (labels ``y``) cannot be differentiated: an output cut off from
+    the parameters (``.detach()``, ``torch.no_grad()`` in forward), or a backward of the user's own (an
+    ``autograd.Function``, a tensor hook) that raises. Leaves every parameter's ``.grad`` None."""
+    logits = logits_of(output)
+    if not logits.requires_grad:
+        raise UserModelError(f"{config.spec}: its output has no gradient (.detach() or torch.no_grad() in forward?); "
+                             "training needs d(loss)/d(parameters)")
+    try:
+        loss_and_error(logits, y)[0].backward()
+    except USER_CODE_ERRORS as exc:
+        raise user_error(exc, config.spec, "the backward pass") from None
+    finally:
+        for parameter in model.parameters():
+            parameter.grad = None
+
+
 # -- the probe ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -329,10 +346,10 @@ class Probe:
 
 
 def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
-    """One forward on :data:`PROBE_EXAMPLES` training examples in training mode: checks the output against the
-    data and finds the residual additions. Leaves the model's parameters, buffers (BatchNorm statistics) and
-    torch's RNG as they were. Raises UserModelError (one line) for a forward that raises, an output that does
-    not fit the data, or a model with no residual addition."""
+    """One forward and backward on :data:`PROBE_EXAMPLES` training examples in training mode: checks the output
+    against the data and finds the residual additions. Leaves the model's parameters, buffers (BatchNorm statistics) and
+    torch's RNG as they were. Raises UserModelError (one line) for a forward or backward that raises, an output that
+    does not fit the data or has no gradient, or a model with no residual addition."""
     x = data.x_train[:PROBE_EXAMPLES]
     saved = [b.detach().clone() for b in model.buffers()]
     try:
@@ -349,6 +366,7 @@ def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
                         f" on input {list(x.shape)}; other data: --set data=digits|digits-image|digits-image32")
                 raise user_error(exc, config.spec, f"the forward pass{hint}") from None
         check_output(discovery.output, data, config)
+        check_backward(discovery.output, data.y_train[:PROBE_EXAMPLES], model, config)
     finally:
         with torch.no_grad():
             for buffer, value in zip(model.buffers(), saved):
@@ -579,7 +597,10 @@ class UserTask(Task[UserModelConfig]):
         x, y = batch
         self.opt.zero_grad(set_to_none=True)
         loss, error = loss_and_error(self._forward(x), y)
-        loss.backward()
+        try:
+            loss.backward()
+        except USER_CODE_ERRORS as exc:  # the user's backward (autograd.Function, hook) raised after the probe's
+            raise user_error(exc, self.config.spec, "the backward pass") from None
         grads = [p.grad for p in self.params if p.grad is not None]
         total = float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))) if grads else 0.0
         loss_value, error_value = loss.item(), error.item()

@@ -520,6 +520,19 @@ def test_a_failed_build_leaves_the_previous_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f".slides-{os.getpid()}-live", "slides"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_built_folder_has_the_mode_of_a_folder_the_user_makes(tmp_path, umask):
+    """Not mkdtemp's 0700: the deck, page and explorer folders are copied to web hosts as they are."""
+    previous = os.umask(umask)
+    try:
+        (tmp_path / "made").mkdir()
+        with staged_dir(tmp_path / "page") as stage:
+            (stage / "index.html").write_text("page")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "page").stat().st_mode & 0o777 == (tmp_path / "made").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
 # -- the notebook -----------------------------------------------------------------------------
 
 @pytest.mark.slow  # a Jupyter kernel and a render.py process: ~11 CPU s, a tenth of this file's default run

@@ -16,7 +16,7 @@ from simulation.config import ConfigError, UserModelConfig
 from simulation.runs import check_memory
 from simulation.user_model import UserModelError, estimate_memory, load_user_data, run
 
-from support import examples
+from support import examples, invoke
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ def hostile_models(draw):
     line = head.count("\n") + 2  # the line of the defect in the templates below (after `def build():`)
     defect = draw(st.sampled_from(["factory_raises", "import_raises", "syntax", "missing", "not_module",
                                    "wrong_output", "no_residual", "nan_output", "forward_raises", "factory_exits",
-                                   "import_exits"]))
+                                   "import_exits", "detached_output", "backward_raises"]))
     exc = draw(st.sampled_from(EXCEPTIONS))
     message = draw(st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=20))
     if defect == "factory_raises":
@@ -106,6 +106,16 @@ def hostile_models(draw):
             ["no residual addition", "model.blocks="]
     if defect == "nan_output":
         return RESIDUAL_FILE.replace("{head}", " * float('nan')").replace("{extra}", "pass"), "build", ["non-finite"]
+    if defect == "detached_output":
+        cut = draw(st.sampled_from([".detach()", ".detach().clone()", ".data"]))
+        return RESIDUAL_FILE.replace("{head}", cut).replace("{extra}", "pass"), "build", ["has no gradient"]
+    if defect == "backward_raises":  # a custom autograd.Function whose backward raises: the forward is fine
+        text = RESIDUAL_FILE.replace("{head}", "").replace("{extra}", "h = Raising.apply(h)") + (
+            f"\n\nclass Raising(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, h):\n"
+            f"        return h.clone()\n\n    @staticmethod\n    def backward(ctx, g):\n"
+            f"        raise {exc}({message!r})\n")
+        raising = text.splitlines().index(f"        raise {exc}({message!r})") + 1
+        return text, "build", [f"line {raising}", exc, "backward pass"]
     text = RESIDUAL_FILE.replace("{head}", "").replace("{extra}", f"raise {exc}({message!r})")
     raising = text.splitlines().index(f"        raise {exc}({message!r})") + 1
     return text, "build", [f"line {raising}", exc, "forward pass"]
@@ -171,6 +181,20 @@ def test_digest_follows_code_args_data_and_training(tmp_path):
     first = base.replace(data=str(data)).digest()
     np.savez(data, x=np.ones((4, 64), np.float32), y=np.arange(4))
     assert UserModelConfig(spec=spec, data=str(data)).digest() != first
+
+
+@pytest.mark.parametrize("key", ["source", "data_source", "kind"])
+def test_the_fingerprints_are_not_parameters(tmp_path, key):
+    """A --set source=... would stand for the file's fingerprint: an edited model would keep its old trace."""
+    from simulation.experiments import EXPERIMENTS, split_params
+
+    experiment = EXPERIMENTS["model"]
+    assert key not in experiment.params()
+    with pytest.raises(ConfigError, match=f"'{key}' is not a parameter") as info:
+        split_params(experiment, {"spec": residual_file(tmp_path / "net.py") + ":build", key: "zzz"})
+    one_line(info.value)
+    result = invoke("train", "--model", f"{tmp_path / 'net.py'}:build", "--set", f"{key}=zzz")  # refused before any work
+    assert result.exit_code != 0 and f"unknown parameter '{key}'" in result.output, result.output
 
 
 def test_package_spec_is_fingerprinted_by_its_version():
@@ -248,6 +272,35 @@ def test_model_and_twin_train_with_the_users_block_names(tmp_path):
     assert traces["plain"]["loss"][0] != traces["residual"]["loss"][0]
     again = run(residual, progress=False)
     assert all(np.array_equal(again[k], traces["residual"][k], equal_nan=True) for k in again.arrays)
+
+
+def test_a_backward_that_fails_only_in_training_ends_in_one_line(tmp_path):
+    """The probe's backward passes; the user's autograd.Function raises on its third backward (training step 1):
+    one line naming the file's line and the backward pass, not torch's traceback."""
+    text = RESIDUAL_FILE.replace("{head}", "").replace("{extra}", "h = Later.apply(h)") + textwrap.dedent('''
+
+        class Later(torch.autograd.Function):
+            calls = 0
+
+            @staticmethod
+            def forward(ctx, h):
+                return h.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                Later.calls += 1
+                if Later.calls == 3:
+                    raise FloatingPointError("gradient went bad")
+                return g
+        ''')
+    path = tmp_path / "net.py"
+    path.write_text(text, encoding="utf-8")
+    config = UserModelConfig(spec=f"{path}:build", steps=4, record_every=2, batch_size=8)
+    with pytest.raises(UserModelError) as info:
+        run(config, progress=False)
+    message = one_line(info.value)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "raise FloatingPointError" in row)
+    assert f"{path}, line {line}" in message and "FloatingPointError: gradient went bad (the backward pass)" in message
 
 
 NANO_GPT = '''
