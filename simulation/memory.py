@@ -43,18 +43,22 @@ DATA_SHAPES = {"digits": (64, 10), "bands": (1, 2)}
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes a run needs, by part; :attr:`total` is their sum."""
+    """Bytes a run needs, by part; :attr:`total` is their sum. ``activations=None``: not measured (a user's model
+    whose parameters alone are over the budget is refused before it is built); :attr:`total` is then a floor."""
 
     parameters: int
     gradients: int
     optimizer: int  # optimiser state plus one transient copy of the parameters
-    activations: int  # kept for backward, largest batch
+    activations: int | None  # kept for backward, largest batch
 
     @property
     def total(self) -> int:
-        return self.parameters + self.gradients + self.optimizer + self.activations
+        return self.parameters + self.gradients + self.optimizer + (self.activations or 0)
 
     def describe(self) -> str:
+        if self.activations is None:
+            return (f"at least {_size(self.total)} (parameters {_size(self.parameters)}, gradients "
+                    f"{_size(self.gradients)}, optimiser {_size(self.optimizer)}; activations not measured)")
         return (f"about {_size(self.total)} (parameters {_size(self.parameters)}, gradients {_size(self.gradients)}, "
                 f"optimiser {_size(self.optimizer)}, activations {_size(self.activations)})")
 

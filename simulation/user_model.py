@@ -41,7 +41,7 @@ from .atomic_io import input_file
 from .config import ConfigError, UserModelConfig, parse_spec
 from .data import Dataset
 from .loop import Divergence, StepResult, Task, train
-from .memory import FLOAT, MemoryEstimate
+from .memory import FLOAT, MemoryEstimate, budget_bytes
 from .record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
                      reduce_by_shape, row_norm, tensor_norm)
 from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
@@ -377,6 +377,20 @@ def probe(model: nn.Module, data: Dataset, config: UserModelConfig) -> Probe:
 
 
 @functools.lru_cache(maxsize=16)
+def meta_parameter_count(config: UserModelConfig) -> int | None:
+    """The parameters of ``config``'s model built on torch's meta device (shapes without storage: a model of
+    90 GB costs nothing), or None where its factory cannot build there (it reads values, loads a file, returns
+    no Module...): the caller builds it for real, which reports any error. Leaves torch's RNG as it was."""
+    factory = load_factory(config.spec, config.source)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            model = factory(**config.factory_args())
+        return sum(p.numel() for p in model.parameters()) if isinstance(model, nn.Module) else None
+    except USER_CODE_ERRORS:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
 def _probe_config(config: UserModelConfig) -> Probe:
     torch.manual_seed(config.seed)
     data = load_user_data(config)
@@ -387,14 +401,19 @@ def estimate_memory(config: UserModelConfig) -> MemoryEstimate:
     """What training ``config`` needs (see :mod:`simulation.memory`): parameters, gradients, the optimiser's
     state (Adam 2 copies, SGD with momentum 1) plus one transient copy, and the activations of a training batch
     as the probe measured them per example (every tensor the forward made, views excluded), plus the recorder's
-    dL/dh per block. Builds and probes the model (once per config in this process)."""
+    dL/dh per block. Builds and probes the model (once per config in this process), unless its parameters
+    alone, counted on torch's meta device, are over :func:`simulation.memory.budget_bytes`: then the estimate
+    without activations (a floor), which the caller's budget check refuses, and nothing was allocated."""
     if not config.spec:
         from .experiments import NO_MODEL
 
         raise ConfigError(NO_MODEL)
+    state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
+    count = meta_parameter_count(config)
+    if count is not None and (state + 3) * count * FLOAT > budget_bytes()[0]:  # refused before it is built
+        return MemoryEstimate(count * FLOAT, count * FLOAT, (state + 1) * count * FLOAT, None)
     found = _probe_config(config)
     params = found.parameters * FLOAT
-    state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
     per_example = found.activation_bytes_per_example
     block_bytes = sum(math.prod(a.shape[1:]) for a in found.discovery.adds) * FLOAT
     batch = max(config.batch_size, 1)

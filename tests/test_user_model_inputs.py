@@ -251,6 +251,46 @@ def test_memory_guard_estimates_before_training_and_refuses(tmp_path):
     assert check_memory(config, budget=estimate.total).total == estimate.total
 
 
+@pytest.mark.parametrize("budget", ["1G", "64M"])
+def test_a_model_whose_parameters_are_over_the_budget_is_refused_before_it_is_built(tmp_path, monkeypatch, budget):
+    """Counted on torch's meta device: the factory never builds it on the CPU (a model larger than the machine's
+    memory would otherwise end in torch's allocator error, or take the machine's memory first)."""
+    monkeypatch.setenv("RESIDUAL_MEMORY_BUDGET", budget)
+    path = write(tmp_path / "big.py", """
+        import torch
+        from torch import nn
+
+        DEVICES = []  # where each build put its parameters
+
+        class Net(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.stem, self.block, self.head = nn.Linear(64, width), nn.Linear(width, width), nn.Linear(width, 10)
+
+            def forward(self, x):
+                h = self.stem(x)
+                return self.head(h + self.block(h))
+
+        def build(width=8):
+            model = Net(width)
+            DEVICES.append(next(model.parameters()).device.type)
+            return model
+        """)
+    width = 20_000  # 400 million weights: 1.6 GB of parameters, 8 GB with Adam's state and the gradients
+    config = UserModelConfig(spec=f"{path}:build", args=f'{{"width": {width}}}')
+    with pytest.raises(ConfigError, match="at least .* activations not measured.*over the memory budget") as info:
+        check_memory(config)
+    one_line(info.value)
+    params = 64 * width + width + width * width + width + width * 10 + 10
+    assert f"parameters {params * 4 / 1e9:.3g} GB" in str(info.value)
+    from simulation.user_model import load_factory
+    assert load_factory(config.spec, config.source).__globals__["DEVICES"] == ["meta"]
+    # A model under the budget is built and probed as before: its activations are measured.
+    small = UserModelConfig(spec=f"{path}:build")
+    assert check_memory(small).activations > 0
+    assert load_factory(small.spec, small.source).__globals__["DEVICES"] == ["meta", "meta", "cpu"]
+
+
 # -- training a model and its twin ----------------------------------------------------------------------
 
 def test_model_and_twin_train_with_the_users_block_names(tmp_path):
