@@ -23,6 +23,7 @@ import numpy as np
 
 from cli.params import LANGS
 from simulation.atomic_io import atomic_write
+from simulation.values import a_type
 
 __all__ = ["Beat", "BeatRecord", "BeatRecordError", "BEATS_VERSION", "jsonable"]
 
@@ -100,7 +101,7 @@ class BeatRecord:
         for n, beat in enumerate(data["beats"]):
             where = f"beat {n}"
             if not isinstance(beat, dict):
-                raise BeatRecordError(f"{where} is a {type(beat).__name__}, not an object")
+                raise BeatRecordError(f"{where} is {a_type(beat)}, not an object")
             _check(beat, {"index": int, "keys": list, "narration": dict, "start": float, "numbers": dict,
                           "section": int, "end": float}, where)
             if not all(isinstance(k, str) for k in beat["keys"]) or not all(

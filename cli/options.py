@@ -310,12 +310,17 @@ def diverged_where(layer: int | None) -> str:
     return f"block {layer + 1}" if layer is not None and layer >= 0 else "stem, head or loss"
 
 
+def _echo_row(name: str, text: str) -> None:
+    """``name`` in a column of 24 and ``text`` beside it; a longer name gets a line of its own."""
+    click.echo(f"  {name:<24} {text}" if len(name) < 24 else f"  {name}\n  {'':<24} {text}")
+
+
 def echo_listing(listing: dict[str, Any]) -> None:
     """``render.py list`` for a person: scenes, experiments and voices of :func:`cli.plan.lecture_listing`
     (plus ``listing["voices"]``: :func:`voices`)."""
     click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
     for scene in listing["scenes"]:
-        click.echo(f"  {scene['name']:<24} {scene['description']}")
+        _echo_row(scene["name"], scene["description"])
         click.echo(f"  {'':<24} experiment: {scene['experiment'] or '-'}"
                    + (f"; optional chapter {scene['chapter']!r} (render.py all --chapter {scene['chapter']})"
                       if scene.get("chapter") else ""))
@@ -323,16 +328,16 @@ def echo_listing(listing: dict[str, Any]) -> None:
             echo_params(scene["params"])
     click.echo("\nScenes of your own network (experiment model; render.py render NAME --model FILE.py:FACTORY):")
     for scene in listing.get("model_scenes", []):
-        click.echo(f"  {scene['name']:<24} {scene['description']}")
+        _echo_row(scene["name"], scene["description"])
         click.echo(f"  {'':<24} with --model, {scene['variant_of']} draws this")
     click.echo("\nExperiments (--set param=value for every experiment, --set NAME.param=value for one):")
     for name, exp in listing["experiments"].items():
-        click.echo(f"  {name:<24} {exp['description']}")
+        _echo_row(name, exp["description"])
         click.echo(f"  {'':<24} source: {exp['source']}")
         echo_params(exp["params"])
     click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
     for name, v in listing["voices"].items():
-        click.echo(f"  {name:<24} {v['lang']}: {v['description']}")
+        _echo_row(name, f"{v['lang']}: {v['description']}")
         click.echo(f"  {'':<24} licence: {v['licence']}")
         click.echo(f"  {'':<24} {'installed' if not v['missing'] else 'missing: ' + v['missing']}")
 

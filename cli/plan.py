@@ -113,7 +113,7 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
     for scene in scenes_by_name.values():
         values = scene_overrides(layers, scene)
         entry = {
-            "name": scene.__name__, "description": (scene.__doc__ or "").strip().split("\n")[0],
+            "name": scene.__name__, "description": " ".join((scene.__doc__ or "").strip().split("\n\n")[0].split()),
             "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
             "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
                        for k, (d, t) in scene_params(scene).items()},

@@ -46,6 +46,7 @@ from .record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, o
                      reduce_by_shape, row_norm, tensor_norm)
 from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from .trace import Trace
+from .values import a_type
 
 __all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "is_tokens",
            "load_user_data", "probe", "UserRecorder", "UserTask", "run", "estimate_memory", "IMAGE_SIZE",
@@ -122,7 +123,8 @@ def user_error(exc: BaseException, spec: str, doing: str) -> UserModelError:
             if any(path == root or root in path.parents for root in roots):
                 where = f"{frame.filename}, line {frame.lineno}"
                 break
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)  # str() repeats file and line
+    message = text.strip().splitlines()[0] if text.strip() else ""
     what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return UserModelError(f"{where or spec}: {what} ({doing})")
 
@@ -166,7 +168,7 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
     if factory is None:
         raise UserModelError(f"{where} has no {name!r} (model {spec})")
     if not callable(factory):
-        raise UserModelError(f"{where}:{name} is a {type(factory).__name__}, not a function or class (model {spec})")
+        raise UserModelError(f"{where}:{name} is {a_type(factory)}, not a function or class (model {spec})")
     return factory
 
 
@@ -178,7 +180,7 @@ def build_model(config: UserModelConfig) -> nn.Module:
     except USER_CODE_ERRORS as exc:
         raise user_error(exc, config.spec, f"building the model with {config.args}") from None
     if not isinstance(model, nn.Module):
-        raise UserModelError(f"{config.spec} returned a {type(model).__name__}, not a torch.nn.Module")
+        raise UserModelError(f"{config.spec} returned {a_type(model)}, not a torch.nn.Module")
     return model
 
 
@@ -277,7 +279,7 @@ def logits_of(output: Any) -> torch.Tensor:
         return logits
     first = next(leaves(output), None)
     if first is None:
-        raise UserModelError(f"the model's output is a {type(output).__name__} with no tensor in it")
+        raise UserModelError(f"the model's output is {a_type(output)} with no tensor in it")
     return first
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ConfigError", "convert_value", "type_name", "SIMPLE_TYPES", "TRUE_WORDS", "FALSE_WORDS"]
+__all__ = ["ConfigError", "convert_value", "type_name", "a_type", "SIMPLE_TYPES", "TRUE_WORDS", "FALSE_WORDS"]
 
 SIMPLE_TYPES = (bool, int, float, str)
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -27,6 +27,12 @@ _SHOWN = 60  # characters of a bad value quoted in a message: a 10,000-character
 class ConfigError(ValueError):
     """A parameter has a wrong name, type or value; the message is one line for the user (also
     ``simulation.config.ConfigError``)."""
+
+
+def a_type(value: Any) -> str:
+    """``value``'s type name after its article, for messages: "an int", "a list", "a NoneType"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _error(message: str) -> Exception:
@@ -78,7 +84,7 @@ def convert_value(label: str, default: Any, value: Any, finite: bool = False) ->
             raise _error(f"{label} must be list[{kind.__name__}] (comma-separated), got {_show(value)}") from None
     kind = type(default)
     if kind not in SIMPLE_TYPES:
-        raise _error(f"{label} cannot be set (its default is a {kind.__name__})")
+        raise _error(f"{label} cannot be set (its default is {a_type(default)})")
     if isinstance(value, str) and kind is not str:
         text = value.strip()
         try:
