@@ -360,8 +360,13 @@ def train_summary(experiment: str, runs: dict[Any, Any], traces: list[Any]) -> d
 
 def echo_run_summaries(summary: dict[str, dict[str, Any]]) -> None:
     """One line per run of ``render.py train``: ``{run name: simulation.summary.summarize(...).to_dict()}``."""
+    from simulation.summary import loss_blew_up
+
     for name, s in summary.items():
         status = f"diverged at step {s['diverged_step']}, {diverged_where(s['diverged_layer'])}" if s["diverged"] else "finite"
+        if loss_blew_up(s):  # finite, yet far above where it started
+            status += (f", but its loss grew from {figure(s['initial_loss'], '.3g')} to "
+                       f"{figure(s['final_train_loss_avg'], '.3g')}: it did not train (a smaller lr?)")
         click.echo(f"{name:<24} loss {figure(s['final_loss'], '.4g')}  error {figure(s['final_error'], '.3f')}  "
                    f"test error {figure(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
                    f"{figure(s['grad_ratio_step0'], '.3g')}  {status}")

@@ -25,6 +25,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import is_missing
+from simulation.summary import loss_blew_up, tail_mean
 from scenes.frame_cost import Restyle, draw_first
 from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 
@@ -126,6 +127,13 @@ class GradientFlowOverTraining(LectureScene):
                           "zh": "普通网络第一块的最后一条记录缺失：对此不下结论。"},
         "n_plain_lights_up": {"en": "By the end of training the plain net's early blocks receive a gradient too.",
                               "zh": "训练到最后，普通网络靠前的块也收到了梯度。"},
+        "n_residual_blew_up": {"en": "Careful: this residual net's loss grew from {start} to {end}. At this depth and "
+                                     "step size it did not train: its lit lane carries gradients that blew up.",
+                               "zh": "注意：这个残差网络的损失从 {start} 涨到了 {end}。在这个深度和步长下它没有训练成功："
+                                     "亮着的通道里是爆炸的梯度。"},
+        "n_plain_blew_up": {"en": "Careful: the plain net's loss grew from {start} to {end}: at this step size it did "
+                                  "not train.",
+                            "zh": "注意：普通网络的损失从 {start} 涨到了 {end}：在这个步长下它没有训练成功。"},
     }
 
     _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
@@ -205,6 +213,12 @@ class GradientFlowOverTraining(LectureScene):
         dark = levels["plain"][records - 1, 0] < 0.05
         self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
                      else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+        for arch in ("residual", "plain"):  # a finite run that did not train is said so (simulation.summary)
+            curve = traces[arch].arrays.get("loss_curve")
+            if curve is not None and len(curve) and loss_blew_up({"diverged": bool(traces[arch].meta.diverged), "initial_loss": float(curve[0]),
+                                                                   "final_train_loss_avg": tail_mean(curve)}):
+                self.narrate(f"n_{arch}_blew_up", 5, start=self.number(f"{names[arch]}.initial_loss", curve[0]),
+                             end=self.number(f"{names[arch]}.final_train_loss_avg", tail_mean(curve)))
         self.cite(self._source)
         self.wait(3.5)
 

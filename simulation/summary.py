@@ -18,7 +18,7 @@ import numpy as np
 from .config import IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
+__all__ = ["summarize", "RunSummary", "loss_blew_up", "BLEW_UP", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
            "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -212,6 +212,12 @@ def ratio_course(values: Any, margin: float = 0.2) -> dict[str, Any]:
     return {"start": start, "low": low, "low_index": low_index, "end": end, "settle_index": settle, "course": course}
 
 
+# A finite run whose loss ends this many times above where it started did not train (the step size was too large
+# for the net: e.g. 56 residual sigmoid blocks without normalisation at the vanishing experiment's lr). Cross-entropy
+# starts near log(classes); a loss 10 times that is worse than guessing by far.
+BLEW_UP = 10.0
+
+
 def _only(kind: str) -> Any:
     """A summary field that only some runs have (``kind`` says which); None and left out of to_dict otherwise."""
     return field(default=None, metadata={"only": kind})
@@ -258,6 +264,8 @@ class RunSummary:
     nonconvex_fraction: float | None = _only("loss landscape")  # of the slice's interior points (slice_figures)
     mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
     local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
+    initial_loss: float | None = _only("classifier")  # the loss of step 0's batch (loss_curve[0])
+
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -265,6 +273,14 @@ class RunSummary:
             if "only" in f.metadata and out[f.name] is None:
                 del out[f.name]
         return out
+
+
+def loss_blew_up(summary: dict[str, Any]) -> bool:
+    """Finite but not training: in ``summary`` (:meth:`RunSummary.to_dict`, as ``render.py train --json`` gives it)
+    the mean loss of the last 10 % of the steps is over :data:`BLEW_UP` times the loss at step 0. A run that
+    overflowed to inf or NaN is ``diverged`` instead."""
+    start, end = summary.get("initial_loss"), summary.get("final_train_loss_avg")
+    return not summary["diverged"] and start is not None and end is not None and end > BLEW_UP * start
 
 
 def summarize(trace: Trace) -> RunSummary:
@@ -284,7 +300,8 @@ def summarize(trace: Trace) -> RunSummary:
     - ``input_grad_autocorr_lag1``: lag-1 autocorrelation of the input sweep gradient, [at init, after
       training] (Balduzzi et al. 2017).
     - ``path_length_fraction`` (residual runs): C(depth, k) / 2**depth, k = 0..depth.
-    - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``.
+    - ``diverged``, ``diverged_step``, ``diverged_layer``, ``diverged_pass``, ``nonfinite_per_layer``;
+      ``initial_loss``: the loss at step 0 (:func:`loss_blew_up`: finite, but it ended far above it).
 
     An identity-fit run (an :class:`~simulation.config.IdentityFitConfig`): ``final_loss`` is the relative error
     ||h - x||^2 / ||x||^2 of the last step, ``final_train_loss_avg`` its mean over the last 10 %,
@@ -312,6 +329,7 @@ def summarize(trace: Trace) -> RunSummary:
         "final_loss": _f(trace["loss"][-1]),
         "final_error": _f(trace["error"][-1]),
         "final_train_loss_avg": _f(tail_mean(trace["loss_curve"])),
+        "initial_loss": _f(trace["loss_curve"][0]),
         "final_train_error_avg": _f(tail_mean(a["error_curve"])) if "error_curve" in a else None,
         "final_test_error": _f(final_test),
         "grad_norm_step0": _list(grad[0]),

@@ -170,6 +170,12 @@ def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
             out[f"{name}.step.{step}.first_over_last_out_grad_norm"] = g[k, 0] / g[k, -1]
     out.update({f"shown_step.{k}": float(s) for k, s in enumerate(steps)})
     out["last_step"] = float(steps[-1])
+    for arch, t in pair.items():  # a finite run whose mean loss over its last 10 % ends 10x above step 0's
+        curve = np.asarray(t["loss_curve"], dtype=np.float64)
+        end = curve[-max(1, round(len(curve) * 0.1)):].mean()
+        if not t.meta.diverged and end > 10 * curve[0]:
+            out[f"{arch}_sigmoid_d{depth}.initial_loss"] = curve[0]
+            out[f"{arch}_sigmoid_d{depth}.final_train_loss_avg"] = end
     return out
 
 
@@ -192,6 +198,22 @@ def test_gradient_flow_numbers_when_tampered(tmp_path):
     clean = gradient_flow_numbers({n: Trace.load(p) for n, p in one_seed(tiny_trace_files("vanishing")).items()})
     assert s.numbers["values"] != pytest.approx(clean, rel=1e-9)
     assert s.numbers["values"] == pytest.approx(gradient_flow_numbers(s.traces), rel=1e-9)
+
+
+def test_a_residual_run_whose_loss_blew_up_is_said_so(tmp_path):
+    """A finite run that did not train (its loss grew from step 0 on) gets a line saying so, with both losses;
+    the same run with its real loss curve gets none (test_gradient_flow_numbers_equal_the_trace)."""
+    files = one_seed(tiny_trace_files("vanishing"))
+    trace = Trace.load(files["residual_sigmoid_d8"])
+    curve = trace.arrays["loss_curve"]
+    trace.arrays["loss_curve"] = (curve[0] * np.logspace(0, 20, len(curve))).astype(curve.dtype)
+    files["residual_sigmoid_d8"] = str(trace.save(tmp_path / "blew_up.npz"))
+    s = dry_run(variant(GradientFlowOverTraining, files=files), tmp_path)
+    expected = gradient_flow_numbers(s.traces)
+    assert {"residual_sigmoid_d8.initial_loss", "residual_sigmoid_d8.final_train_loss_avg"} <= set(expected)
+    assert s.numbers["values"] == pytest.approx(expected, rel=1e-6)
+    (line,) = [c.content for c in s.renderer.file_writer.subcaptions if "did not train" in c.content]
+    assert line.startswith("Careful: this residual net's loss grew from 2.") and "e+" in line, line
 
 
 def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "mlp") -> dict[str, float]:
