@@ -10,8 +10,8 @@
   const CONTROLS = {  // which controls each view uses
     flow: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'pulse'],
     chain: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'block'],
-    degradation: ['family', 'arch', 'step'],
-    responses: ['family', 'depth', 'arch', 'step'],
+    degradation: ['family', 'act', 'arch', 'step'],
+    responses: ['family', 'depth', 'act', 'arch', 'step'],
     layernorm: ['family'],
   };
   const DASHES = ['', '10 5', '3 5', '14 5 3 5', '1 4', '20 6'];
@@ -63,8 +63,9 @@
   function flowGroup(fam) {
     return fam && fam.groups.find((g) => g.depth === state.depth && g.activation === state.act && g.seed === state.seed);
   }
-  function pairRuns(fam) {  // responses: {arch: run} of the selected depth, first seed; and every seed's
-    const runs = fam.runs.filter((r) => r.depth === state.depth);
+  const ofAct = (runs) => runs.filter((r) => r.activation === state.act);  // the runs of the selected activation
+  function pairRuns(fam) {  // responses: {arch: run} of the selected depth and activation, first seed; and every seed's
+    const runs = ofAct(fam.runs).filter((r) => r.depth === state.depth);
     const seed0 = runs.length ? firstSeed(runs) : null;
     const first = {};
     for (const r of runs) if (r.seed === seed0 && !(r.arch in first)) first[r.arch] = r;
@@ -79,7 +80,7 @@
       return uniq(Object.values(g.runs).flatMap((i) => fam.runs[i].steps)).sort((a, b) => a - b);
     }
     if (state.view === 'degradation') {
-      return uniq(fam.runs.filter((r) => shown(r.arch)).flatMap((r) => r.curve_steps)).sort((a, b) => a - b);
+      return uniq(ofAct(fam.runs).filter((r) => shown(r.arch)).flatMap((r) => r.curve_steps)).sort((a, b) => a - b);
     }
     if (state.view === 'responses') {
       const {first} = pairRuns(fam);
@@ -96,13 +97,15 @@
   }
   function normalise() {  // keep the selection among what exists; an untrained combination is kept and reported
     const all = families();
+    // a view without the family shown before (a tab change) opens its first: what that family lacks is not kept
+    const replaced = state.family !== null && !all.find((f) => f.id === state.family);
     if (!all.find((f) => f.id === state.family)) state.family = all.length ? all[0].id : null;
     const c = choices(family());
     const keep = (key, list) => { if (!list.includes(state[key])) state[key] = list.length ? list[0] : null; };
-    if (state.view === 'flow' || state.view === 'chain' || state.view === 'responses') {
-      if (state.depth === null || !c.depth.length) keep('depth', c.depth);
-      if (state.act === null || !c.act.length) keep('act', c.act);
-      if (state.seed === null || !c.seed.length) keep('seed', c.seed);
+    if (state.view !== 'layernorm') {
+      for (const key of ['depth', 'act', 'seed']) {
+        if (state[key] === null || !c[key].length || (replaced && !c[key].includes(state[key]))) keep(key, c[key]);
+      }
     }
   }
 
@@ -410,10 +413,16 @@
   }
 
   function drawDegradation(fam, out) {
-    const runs = fam.runs.filter((r) => shown(r.arch));
+    const ofActivation = ofAct(fam.runs);
+    if (!ofActivation.length) {
+      out.status.push(ui('not_trained', {what: state.act, trained: choices(fam).act.join(', ')}));
+      table([], []);
+      return;
+    }
+    const runs = ofActivation.filter((r) => shown(r.arch));
     if (!runs.length) { table([], []); return; }
-    const seed0 = firstSeed(fam.runs);
-    const depths = uniq(fam.runs.map((r) => r.depth)).sort(byNumber);
+    const seed0 = firstSeed(ofActivation);
+    const depths = uniq(ofActivation.map((r) => r.depth)).sort(byNumber);
     const last = Math.max(...runs.flatMap((r) => r.curve_steps));
     const top = 20, bottom = 300;
     const ymax = Math.min(1, Math.max(0.1, Math.ceil(Math.max(...runs.flatMap((r) => r.error.map(num)).filter(Number.isFinite)) * 10) / 10));
@@ -441,7 +450,8 @@
       const i = stepIndexOf(r.curve_steps);
       const v = i < 0 ? NaN : r.error[i];
       if (bold && i >= 0 && Number.isFinite(num(v))) {
-        labels.push({y: py(num(v)) + 4, s: fill(S().views.degradation.curve, {depth: r.depth, error: fmt(v)}), arch: r.arch, run: r.name});
+        const curve = fill(S().views.degradation.curve, {depth: r.depth, error: fmt(v)});
+        labels.push({y: py(num(v)) + 4, s: ui('curve_label', {net: archName(r.arch), curve}), arch: r.arch, run: r.name});
       }
       rows.push(`<tr><th scope="row">${esc(r.name)}</th><td>${esc(archName(r.arch))}</td><td>${r.depth}</td><td>${r.seed}</td>` +
                 (i < 0 ? `<td>${esc(ui('not_recorded', {what: r.name, step: state.step}))}</td>` : cell(v, {'data-run': r.name})) + '</tr>');
@@ -492,11 +502,11 @@
 
   function drawResponses(fam, out) {
     const {runs, first, seed0} = pairRuns(fam);
-    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}`, trained: choices(fam).depth.join(', ')})); return; }
+    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, null)})); return; }
     const archs = ARCHS.filter((a) => shown(a));
     const series = [];
     for (const arch of archs) {
-      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}`, trained: trainedList(fam, arch)})); continue; }
+      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, arch)})); continue; }
       if (first[arch].steps.indexOf(state.step) < 0) { out.status.push(ui('not_recorded', {what: archName(arch), step: state.step})); continue; }
       series.push({key: arch, cls: arch});
     }
@@ -508,7 +518,8 @@
     out.svg = bars(ref.layers, series, (gi, arch) => first[arch].ratio[at(first[arch])][gi],
       (gi, arch) => others(arch).filter((r) => at(r) >= 0 && gi < r.blocks).map((r) => r.ratio[at(r)][gi]),
       (name, gi) => String(gi + 1));
-    out.legend = `${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
+    out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(archName(s.key))}</span>`).join(' · ') +
+      ` · ${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
     const rows = [];
     for (let l = 0; l < L; l++) {
       for (const s of series) {
