@@ -530,6 +530,70 @@ def test_the_activation_check_catches_mixed_runs_and_nameless_labels(browser, tw
     assert any(p.startswith("degradation tanh: the label") for p in problems)
 
 
+# -- 8. the chart's words fit: on a 390 px phone (twice the text size) and at 1280x720 ---------------
+
+CHART_TEXT = """() => {
+  const svg = document.getElementById('chart'), box = svg.viewBox.baseVal;
+  const texts = Array.from(svg.querySelectorAll('text')).filter((t) => t.textContent.trim());
+  return {box: [box.x, box.y, box.width, box.height],
+          texts: texts.map((t) => { const b = t.getBBox(); return [t.textContent, b.x, b.y, b.width, b.height]; })};
+}"""
+
+
+def chart_text_problems(page, where: str, gap: float = 2.0) -> list[str]:
+    """The words of the chart as drawn (getBBox, in chart units): each inside the viewBox, and every two at
+    least ``gap`` units apart (words that touch read as one)."""
+    drawn = page.evaluate(CHART_TEXT)
+    x, y, width, height = drawn["box"]
+    problems = [f"{where}: {s!r} at {[round(v) for v in (bx, by, bw, bh)]} is outside the chart {width:g} x {height:g}"
+                for s, bx, by, bw, bh in drawn["texts"]
+                if bx < x or by < y or bx + bw > x + width or by + bh > y + height]
+    texts = drawn["texts"]
+    for i, (s, ax, ay, aw, ah) in enumerate(texts):
+        for t, bx, by, bw, bh in texts[i + 1:]:
+            if ax < bx + bw + gap and bx < ax + aw + gap and ay < by + bh and by < ay + ah:
+                problems.append(f"{where}: {s!r} runs into {t!r}")
+    return problems
+
+
+def layout_problems(browser, folders: dict[str, Path], options: dict) -> list[str]:
+    """Every view of every folder in both languages, the flow view of each net alone too."""
+    page, _, _ = open_page(browser, folders["explorer"], **options)
+    problems = []
+    for name, folder in folders.items():
+        page.goto((folder / "index.html").as_uri())
+        page.wait_for_selector("html[data-ready=true]")
+        fragments = [f"view={view}&lang={lang}" for view in VIEWS for lang in ("en", "zh")]
+        fragments += [f"view=flow&depth=8&act=sigmoid&arch={arch}&lang=en" for arch in ("plain", "residual")]
+        for fragment in fragments:
+            page.evaluate(f"location.hash = '{fragment}'")
+            page.wait_for_function(" && ".join(f"String(window.explore.state.{key}) === '{value}'"
+                                               for key, value in (pair.split("=") for pair in fragment.split("&"))))
+            problems += chart_text_problems(page, f"{name} {fragment}")
+    page.close()
+    return problems
+
+
+@pytest.mark.parametrize("options", [PHONE, DESKTOP], ids=["phone-390", "1280x720"])
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_charts_words_fit_and_do_not_collide(browser, explorer, untrained, two_activations, options):
+    folders = {"explorer": explorer, "untrained": untrained, "two activations": two_activations[0]}
+    assert layout_problems(browser, folders, options) == []
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_layout_check_catches_a_layout_made_for_other_text_sizes(browser, explorer, tmp_path):
+    """The bug as it was: the phone's stylesheet doubles the chart's text, the layout keeps a desktop's places
+    ("input" and "loss" cut at the edges, a net's label running into its input-to-loss ratio)."""
+    folder = copy(explorer, tmp_path)
+    edit(folder, "explore.js", "    fonts = chartFonts();\n", "    fonts = Object.assign(chartFonts(), {big: 15, small: 13});\n")
+    problems = layout_problems(browser, {"explorer": folder}, PHONE)
+    flow = [p for p in problems if p.startswith("explorer view=flow&")]
+    assert any("'input' at" in p and "outside" in p for p in flow) and any("'loss' at" in p for p in flow)
+    assert any(p.startswith("explorer view=flow&depth=8&act=sigmoid&arch=residual&lang=en: 'residual: h_l = h_(l-1) + "
+                            "F(h_(l-1))' runs into 'input end / loss end") for p in flow)
+
+
 # -- the URL keeps the state; other runs (a user's model) open in the same views -------------------
 
 @pytest.mark.slow  # a browser run (chromium); CI runs it
