@@ -124,14 +124,16 @@ def _table(rows: list[tuple[str, str]], empty: str) -> str:
     if not rows:
         return f"<p class=\"muted\">{html.escape(empty)}</p>"
     body = "".join(f"<tr><th><code>{html.escape(k)}</code></th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    return f"<table>{body}</table>"
+    # a scroll box of its own: a long dotted key (one unbroken word) must not widen the page on a phone
+    return f'<div class="table-wrap" tabindex="0"><table>{body}</table></div>'
 
 
 _STYLE = """
 body { font-family: "Noto Sans", "Noto Sans CJK SC", sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
        background: #111; color: #eee; line-height: 1.45; }
 a { color: #56b4e9; } video { width: 100%; background: #000; } .muted { color: #aaa; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
+table { border-collapse: collapse; font-size: .9rem; }
+.table-wrap { max-width: 100%; overflow-x: auto; margin: .5rem 0 1rem; }
 th, td { text-align: left; padding: .15rem .8rem .15rem 0; border-bottom: 1px solid #333; }
 section.clip { margin: 2.5rem 0; } nav ol { columns: 2; } .beats button { margin: .1rem; }
 """

@@ -2,8 +2,8 @@
 
 Each browser check is a function returning the problems it found; a test asserts none on the page as written, and
 its tamper twin alters the page or its data and asserts the same check reports a problem. The default run drives
-the page in the browser once (the step slider against the trace, and its twin); the other browser checks, each
-with its twin, are slow (CI runs them).
+the page in the browser twice (the step slider against the trace, and its twin; the views of runs with two
+activations against theirs); the other browser checks, each with its twin, are slow (CI runs them).
 """
 
 from __future__ import annotations
@@ -71,6 +71,32 @@ def untrained(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("untrained") / "explore"
     write_explorer(runs, target)
     return target
+
+
+TANH_SCALE = 0.5
+
+
+def with_tanh_twins(runs: dict[RunKey, Trace]) -> dict[RunKey, Trace]:
+    """The vanishing runs and a tanh twin of each: its config says tanh (named ``plain_tanh_d8`` ...) and every
+    recorded float but ``input_norm`` is ``TANH_SCALE`` times the sigmoid run's, so ||F(x)|| / ||x||, the error
+    curve and ||dL/dh_l|| all differ from its twin's: a view that shows the wrong activation's run shows wrong numbers."""
+    out = dict(runs)
+    for key, trace in runs.items():
+        config = dict(trace.meta.config, activation="tanh")
+        arrays = {name: a * TANH_SCALE if a.dtype.kind == "f" and name != "input_norm" else a
+                  for name, a in trace.arrays.items()}
+        twin = RunKey(vanishing_run(config["arch"], "tanh", config["depth"]), key.seed)
+        out[twin] = Trace(meta=dataclasses.replace(trace.meta, config=config), arrays=arrays)
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_activations(tmp_path_factory) -> tuple[Path, dict[str, Trace]]:
+    """The explorer of the vanishing runs, sigmoid and (made here) tanh; and its runs by the names the page shows."""
+    runs = with_tanh_twins(committed_traces(("vanishing",))["vanishing"])
+    target = tmp_path_factory.mktemp("two-activations") / "explore"
+    write_explorer({"vanishing": runs}, target)
+    return target, shown_as(runs)
 
 
 def copy(folder: Path, tmp_path: Path) -> Path:
@@ -419,6 +445,153 @@ def test_the_keyboard_check_catches_a_control_out_of_reach(browser, explorer, tm
     problems = keyboard_problems(page)
     page.close()
     assert problems == ["flow: Tab never reaches #seed", "chain: Tab never reaches #seed"]
+
+
+# -- 7. runs of two activations: every view shows the selected one's, each label names its net ------
+
+def activation_problems(page, runs: dict[str, Trace], act: str) -> list[str]:
+    """The responses and degradation views of the vanishing runs at activation ``act``: the activation selector
+    shown; the table's rows exactly those of the ``act`` runs (every depth in the degradation view), with the
+    trace's numbers; the bars and curves theirs alone; each curve's end label naming its net, no two alike."""
+    problems = []
+    ours = {name: trace for name, trace in runs.items() if trace.run_config.activation == act}
+
+    page.evaluate(f"location.hash = 'view=responses&family=vanishing&depth=8&act={act}'")
+    page.wait_for_function(f"window.explore.state.view === 'responses' && window.explore.state.act === '{act}'")
+    if not page.is_visible("#act"):
+        problems.append("responses: the activation selector is hidden")
+    step = state(page)["step"]
+    expected = {}
+    for name, trace in ours.items():
+        if trace.run_config.depth == 8:
+            k = list(trace["step"]).index(step)
+            ratio = np.asarray(trace["branch_norm"][k], np.float64) / np.asarray(trace["input_norm"][k], np.float64)
+            expected.update({(name, l, "ratio"): v for l, v in enumerate(ratio)})
+    shown = table_values(page, "#numbers td[data-kind=ratio]")
+    problems += [f"responses {act}: row {key} shown, not a run of {act} at depth 8" for key in sorted(set(shown) - set(expected))]
+    problems += [f"responses {act}: row {key} missing" for key in sorted(set(expected) - set(shown))]
+    problems += [f"responses {act}: {key} = {shown[key]!r}, the trace's {expected[key]!r}"
+                 for key in sorted(set(shown) & set(expected)) if shown[key] != expected[key]]
+    bars = page.eval_on_selector_all("#chart rect.bar", "els => els.map(e => [e.dataset.series, +e.dataset.index, +e.dataset.value])")
+    for arch, l, value in bars:
+        if value != expected.get((vanishing_run(arch, act, 8), l, "ratio")):
+            problems.append(f"responses {act}: the {arch} bar of block {l} is {value!r}, not the {act} run's")
+
+    page.evaluate(f"location.hash = 'view=degradation&family=vanishing&act={act}'")
+    page.wait_for_function(f"window.explore.state.view === 'degradation' && window.explore.state.act === '{act}'")
+    if not page.is_visible("#act"):
+        problems.append("degradation: the activation selector is hidden")
+    step = state(page)["step"]
+    shown = table_values(page, "#numbers td[data-run]")
+    if {run for run, _, _ in shown} != set(ours):
+        problems.append(f"degradation {act}: rows of {sorted(run for run, _, _ in shown)}, the {act} runs are {sorted(ours)}")
+    for name in set(ours) & {run for run, _, _ in shown}:
+        curve = np.asarray(ours[name]["error_curve"], np.float64)
+        window = max(1, round(len(curve) * 0.1))
+        if shown[(name, 0, "")] != pytest.approx(curve[step - window + 1:step + 1].mean(), rel=1e-12):
+            problems.append(f"degradation {act}: {name} shows {shown[(name, 0, '')]!r}")
+    curves = set(page.eval_on_selector_all("#chart path.curve", "els => els.map(e => e.dataset.run)"))
+    if curves != set(ours):
+        problems.append(f"degradation {act}: curves of {sorted(curves)}")
+    labels = page.eval_on_selector_all("#chart text[data-run]", "els => els.map(e => [e.dataset.run, e.textContent])")
+    for run, label in labels:
+        arch = runs[run].run_config.arch
+        other = {"plain": "residual", "residual": "plain"}[arch]
+        if arch not in label or other in label:
+            problems.append(f"degradation {act}: the label {label!r} of {run} does not name its net, {arch}")
+    if len({label for _, label in labels}) != len(labels):
+        problems.append(f"degradation {act}: labels alike: {sorted(label for _, label in labels)}")
+    return problems
+
+
+def test_each_view_shows_the_selected_activations_runs(browser, two_activations):
+    folder, runs = two_activations
+    page, _, errors = open_page(browser, folder)
+    assert activation_problems(page, runs, "sigmoid") == [] and activation_problems(page, runs, "tanh") == []
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_activation_check_catches_mixed_runs_and_nameless_labels(browser, two_activations, tmp_path):
+    """The page as it was: the responses and degradation views took every activation's runs, and a curve's end
+    label said its depth and error but not its net."""
+    folder, runs = two_activations
+    folder = copy(folder, tmp_path)
+    edit(folder, "explore.js", "const runs = ofAct(fam.runs).filter(", "const runs = fam.runs.filter(")
+    edit(folder, "explore.js", "const ofActivation = ofAct(fam.runs);", "const ofActivation = fam.runs;")
+    edit(folder, "explore.js", "ui('curve_label', {net: archName(r.arch), curve})", "curve")
+    page, _, _ = open_page(browser, folder)
+    problems = activation_problems(page, runs, "tanh")
+    page.close()
+    assert any(p.startswith("responses tanh: row ('residual_sigmoid_d8'") for p in problems)
+    assert any(p.startswith("responses tanh: the residual bar") for p in problems)
+    assert any(p.startswith("degradation tanh: rows of") for p in problems)
+    assert any(p.startswith("degradation tanh: the label") for p in problems)
+
+
+# -- 8. the chart's words fit: on a 390 px phone (twice the text size) and at 1280x720 ---------------
+
+CHART_TEXT = """() => {
+  const svg = document.getElementById('chart'), box = svg.viewBox.baseVal;
+  const texts = Array.from(svg.querySelectorAll('text')).filter((t) => t.textContent.trim());
+  return {box: [box.x, box.y, box.width, box.height],
+          texts: texts.map((t) => { const b = t.getBBox(); return [t.textContent, b.x, b.y, b.width, b.height]; })};
+}"""
+
+
+def chart_text_problems(page, where: str, gap: float = 2.0) -> list[str]:
+    """The words of the chart as drawn (getBBox, in chart units): each inside the viewBox, and every two at
+    least ``gap`` units apart (words that touch read as one)."""
+    drawn = page.evaluate(CHART_TEXT)
+    x, y, width, height = drawn["box"]
+    problems = [f"{where}: {s!r} at {[round(v) for v in (bx, by, bw, bh)]} is outside the chart {width:g} x {height:g}"
+                for s, bx, by, bw, bh in drawn["texts"]
+                if bx < x or by < y or bx + bw > x + width or by + bh > y + height]
+    texts = drawn["texts"]
+    for i, (s, ax, ay, aw, ah) in enumerate(texts):
+        for t, bx, by, bw, bh in texts[i + 1:]:
+            if ax < bx + bw + gap and bx < ax + aw + gap and ay < by + bh and by < ay + ah:
+                problems.append(f"{where}: {s!r} runs into {t!r}")
+    return problems
+
+
+def layout_problems(browser, folders: dict[str, Path], options: dict) -> list[str]:
+    """Every view of every folder in both languages, the flow view of each net alone too."""
+    page, _, _ = open_page(browser, folders["explorer"], **options)
+    problems = []
+    for name, folder in folders.items():
+        page.goto((folder / "index.html").as_uri())
+        page.wait_for_selector("html[data-ready=true]")
+        fragments = [f"view={view}&lang={lang}" for view in VIEWS for lang in ("en", "zh")]
+        fragments += [f"view=flow&depth=8&act=sigmoid&arch={arch}&lang=en" for arch in ("plain", "residual")]
+        for fragment in fragments:
+            page.evaluate(f"location.hash = '{fragment}'")
+            page.wait_for_function(" && ".join(f"String(window.explore.state.{key}) === '{value}'"
+                                               for key, value in (pair.split("=") for pair in fragment.split("&"))))
+            problems += chart_text_problems(page, f"{name} {fragment}")
+    page.close()
+    return problems
+
+
+@pytest.mark.parametrize("options", [PHONE, DESKTOP], ids=["phone-390", "1280x720"])
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_charts_words_fit_and_do_not_collide(browser, explorer, untrained, two_activations, options):
+    folders = {"explorer": explorer, "untrained": untrained, "two activations": two_activations[0]}
+    assert layout_problems(browser, folders, options) == []
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_layout_check_catches_a_layout_made_for_other_text_sizes(browser, explorer, tmp_path):
+    """The bug as it was: the phone's stylesheet doubles the chart's text, the layout keeps a desktop's places
+    ("input" and "loss" cut at the edges, a net's label running into its input-to-loss ratio)."""
+    folder = copy(explorer, tmp_path)
+    edit(folder, "explore.js", "    fonts = chartFonts();\n", "    fonts = Object.assign(chartFonts(), {big: 15, small: 13});\n")
+    problems = layout_problems(browser, {"explorer": folder}, PHONE)
+    flow = [p for p in problems if p.startswith("explorer view=flow&")]
+    assert any("'input' at" in p and "outside" in p for p in flow) and any("'loss' at" in p for p in flow)
+    assert any(p.startswith("explorer view=flow&depth=8&act=sigmoid&arch=residual&lang=en: 'residual: h_l = h_(l-1) + "
+                            "F(h_(l-1))' runs into 'input end / loss end") for p in flow)
 
 
 # -- the URL keeps the state; other runs (a user's model) open in the same views -------------------

@@ -24,7 +24,7 @@ from cli.deck import staged_dir
 from render import cli
 
 from browser import FAST_MEDIA, browser, open_logged, remote  # noqa: F401 (browser: a fixture)
-from support import invoke
+from support import invoke, tiny_frames, write_clip
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENES = ["present_scenes:TinyBeats", "present_scenes:TinyBeatsTwo"]
@@ -475,6 +475,57 @@ def test_the_title_check_fails_on_class_names(rendered, tmp_path):
     deck = json.loads((rendered / "slides" / "beats.json").read_text(encoding="utf-8"))
     with pytest.raises(AssertionError):
         assert_shows_titles((tmp_path / "page" / "lecture.html").read_text(encoding="utf-8"), deck, scenes, "en")
+
+
+# -- the page on a 390 px phone ---------------------------------------------------------------
+
+LONG_KEY = "residual_sigmoid_d20.step.199.first_over_last_out_grad_norm"  # GradientFlowOverTraining's longest
+
+
+def long_keyed_page(folder: Path) -> Path:
+    """The page of one tiny clip (PyAV frames, no render) whose number has a key as long as the lecture's longest:
+    one unbroken word of 59 characters, wider than a phone's window in the table's monospace."""
+    from cli.beats import Beat, BeatRecord
+    from cli.deck import load_clip
+    from cli.page import write_page
+
+    clips = folder / "clips"
+    clips.mkdir()
+    BeatRecord("Tiny", "en", 0.4, [Beat(0, ["a"], {"en": ["a line"], "zh": ["一句"]}, 0.0, {}, 0, 0.4)]).write(
+        clips / "Tiny.beats.json")
+    write_clip(clips / "Tiny.mp4", tiny_frames(6))
+    write_clip(clips / "Tiny.beat-00.mp4", tiny_frames(6))
+    (clips / "Tiny.numbers.json").write_text(json.dumps({"values": {LONG_KEY: 0.9791}}), encoding="utf-8")
+    (clips / "Tiny.mp4.render.json").write_text(json.dumps({"inputs": {"params": {"seeds": "0,1,2,3,4"}}}),
+                                                encoding="utf-8")
+    write_page([load_clip(clips / "Tiny.mp4", {"en": "Tiny", "zh": "小"})], folder / "page", "en")
+    return folder / "page" / "lecture.html"
+
+
+def sideways(browser, page_file: Path) -> int:
+    """By how many px the page is wider than a 390 px phone's window (0: it does not scroll sideways)."""
+    page, _, errors = open_logged(browser, page_file.as_uri(), viewport={"width": 390, "height": 844})
+    wide, seen = page.evaluate("[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+    page.close()
+    assert errors == []
+    return wide - seen
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_page_does_not_scroll_sideways_on_a_phone(browser, tmp_path):
+    page_file = long_keyed_page(tmp_path)
+    assert LONG_KEY in page_file.read_text(encoding="utf-8") and sideways(browser, page_file) == 0
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_sideways_check_catches_a_table_outside_its_scroll_box(browser, tmp_path):
+    """The page as it was: the numbers table straight in the page, no scroll box of its own."""
+    page_file = long_keyed_page(tmp_path)
+    text = page_file.read_text(encoding="utf-8")
+    assert ".table-wrap { max-width: 100%; overflow-x: auto;" in text
+    page_file.write_text(text.replace(".table-wrap { max-width: 100%; overflow-x: auto;", ".table-wrap {"),
+                         encoding="utf-8")
+    assert sideways(browser, page_file) > 100
 
 
 # -- bad input and atomic folders -------------------------------------------------------------

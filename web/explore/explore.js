@@ -10,8 +10,8 @@
   const CONTROLS = {  // which controls each view uses
     flow: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'pulse'],
     chain: ['family', 'depth', 'act', 'seed', 'arch', 'step', 'block'],
-    degradation: ['family', 'arch', 'step'],
-    responses: ['family', 'depth', 'arch', 'step'],
+    degradation: ['family', 'act', 'arch', 'step'],
+    responses: ['family', 'depth', 'act', 'arch', 'step'],
     layernorm: ['family'],
   };
   const DASHES = ['', '10 5', '3 5', '14 5 3 5', '1 4', '20 6'];
@@ -63,8 +63,9 @@
   function flowGroup(fam) {
     return fam && fam.groups.find((g) => g.depth === state.depth && g.activation === state.act && g.seed === state.seed);
   }
-  function pairRuns(fam) {  // responses: {arch: run} of the selected depth, first seed; and every seed's
-    const runs = fam.runs.filter((r) => r.depth === state.depth);
+  const ofAct = (runs) => runs.filter((r) => r.activation === state.act);  // the runs of the selected activation
+  function pairRuns(fam) {  // responses: {arch: run} of the selected depth and activation, first seed; and every seed's
+    const runs = ofAct(fam.runs).filter((r) => r.depth === state.depth);
     const seed0 = runs.length ? firstSeed(runs) : null;
     const first = {};
     for (const r of runs) if (r.seed === seed0 && !(r.arch in first)) first[r.arch] = r;
@@ -79,7 +80,7 @@
       return uniq(Object.values(g.runs).flatMap((i) => fam.runs[i].steps)).sort((a, b) => a - b);
     }
     if (state.view === 'degradation') {
-      return uniq(fam.runs.filter((r) => shown(r.arch)).flatMap((r) => r.curve_steps)).sort((a, b) => a - b);
+      return uniq(ofAct(fam.runs).filter((r) => shown(r.arch)).flatMap((r) => r.curve_steps)).sort((a, b) => a - b);
     }
     if (state.view === 'responses') {
       const {first} = pairRuns(fam);
@@ -96,13 +97,15 @@
   }
   function normalise() {  // keep the selection among what exists; an untrained combination is kept and reported
     const all = families();
+    // a view without the family shown before (a tab change) opens its first: what that family lacks is not kept
+    const replaced = state.family !== null && !all.find((f) => f.id === state.family);
     if (!all.find((f) => f.id === state.family)) state.family = all.length ? all[0].id : null;
     const c = choices(family());
     const keep = (key, list) => { if (!list.includes(state[key])) state[key] = list.length ? list[0] : null; };
-    if (state.view === 'flow' || state.view === 'chain' || state.view === 'responses') {
-      if (state.depth === null || !c.depth.length) keep('depth', c.depth);
-      if (state.act === null || !c.act.length) keep('act', c.act);
-      if (state.seed === null || !c.seed.length) keep('seed', c.seed);
+    if (state.view !== 'layernorm') {
+      for (const key of ['depth', 'act', 'seed']) {
+        if (state[key] === null || !c[key].length || (replaced && !c[key].includes(state[key]))) keep(key, c[key]);
+      }
     }
   }
 
@@ -175,6 +178,47 @@
     document.querySelector('.table-wrap').hidden = rows.length === 0;
   }
 
+  // -- room for the chart's words -----------------------------------------------------------------
+  // The chart is 1000 units wide, scaled to the page; its text sizes are the stylesheet's (--font, --font-small,
+  // in chart units: a phone's are about twice a desktop's, to stay legible). Every view measures its words at
+  // those sizes and places them where they fit, so that no word runs into another or off the chart.
+  const W = 1000, H = 360;  // the chart's width and its default height (a view may make it taller)
+  const LINE = 1.5;  // line spacing in text sizes: a CJK font's line box is about 1.45 of its size
+  let fonts = {big: 15, small: 13, family: 'sans-serif'};  // the chart's text sizes, read in render()
+  function chartFonts() {
+    const cs = getComputedStyle($('chart'));
+    return {big: parseFloat(cs.getPropertyValue('--font')) || 15, small: parseFloat(cs.getPropertyValue('--font-small')) || 13,
+            family: cs.fontFamily};
+  }
+  const measurer = document.createElement('canvas').getContext('2d');
+  function textWidth(s, size) {  // the advance of ``s`` at ``size`` chart units in the chart's font
+    measurer.font = `${size}px ${fonts.family}`;
+    return measurer.measureText(String(s)).width;
+  }
+  const widest = (strings, size) => Math.max(0, ...strings.map((s) => textWidth(s, size)));
+  function wrap(s, size, width) {  // ``s`` as lines no wider than ``width``: broken at spaces, or between CJK characters
+    const parts = String(s).match(/[\u2e80-\u9fff\uff00-\uffef][\u3000-\u303f\uff0c\uff1a\uff1b\uff09]*|\s+|[^\s\u2e80-\u9fff\uff00-\uffef]+/g) || [];
+    const lines = [];
+    let line = '';
+    for (const part of parts) {
+      const next = line + part;
+      if (line.trim() && textWidth(next.trimEnd(), size) > width) { lines.push(line.trimEnd()); line = part.trimStart(); }
+      else line = next;
+    }
+    if (line.trim()) lines.push(line.trimEnd());
+    return lines;
+  }
+  function textLines(x, y, lines, lineHeight, cls, extra) {  // one text element, one tspan per line
+    const spans = lines.map((line, i) => `<tspan x="${x}" dy="${i ? lineHeight : 0}">${esc(line)}</tspan>`).join('');
+    return `<text ${attr(Object.assign({x, y, class: cls || ''}, extra || {}))}>${spans}</text>`;
+  }
+  function spread(labels, gapY, lo, hi) {  // end labels [{y}]: sorted, at least gapY apart, within lo..hi where they fit
+    labels.sort((a, b) => a.y - b.y);
+    labels.forEach((lab, i) => { lab.y = Math.max(lab.y, lo, i ? labels[i - 1].y + gapY : lo); });
+    for (let i = labels.length - 1; i >= 0; i--) labels[i].y = Math.min(labels[i].y, i === labels.length - 1 ? hi : labels[i + 1].y - gapY);
+    return labels;
+  }
+
   // -- views ---------------------------------------------------------------------------------------
   const X0 = 110, X1 = 900;
 
@@ -183,7 +227,7 @@
   const drawn = {flow: null, chain: null};  // the selection each view last drew in full
   function selection(fam, g, extra) {
     const recorded = ARCHS.map((a) => shown(a) && a in g.runs && fam.runs[g.runs[a]].steps.includes(state.step));
-    return JSON.stringify([state.family, state.depth, state.act, state.seed, state.arch, state.lang, recorded, extra]);
+    return JSON.stringify([state.family, state.depth, state.act, state.seed, state.arch, state.lang, fonts.big, recorded, extra]);
   }
   function setCell(td, value) {
     const v = exact(value);
@@ -222,7 +266,7 @@
       ratio.textContent = fill(S().views.flow.ratio, {value: fmt(run.product[k][0])});
       ratio.dataset.value = exact(run.product[k][0]);
       const prev = lastSeries[arch];
-      out.series[arch] = {run, k, pathY: prev.pathY, slot: prev.slot, levels};
+      out.series[arch] = Object.assign({}, prev, {run, k, levels});
     }
     out.kept = true;
   }
@@ -238,27 +282,47 @@
     const key = selection(fam, g, null);
     if (drawn.flow === key && $('chart').querySelector('rect.blk')) { updateFlow(fam, g, out); return; }
     drawn.flow = key;
-    const y = {plain: 90, residual: 230};
+    // The layout, top to bottom: per net shown, its label and its input-to-loss ratio (one line where both fit,
+    // else two), its blocks on the wire between "input" and "loss"; then the scale. Widths measured at the
+    // chart's text sizes: the words at the wire's ends and the scale's lowest decade set the margins.
+    const {big, small} = fonts;
+    const lh = LINE * big, gap = 0.8 * big;
+    const ratioText = (v) => fill(S().views.flow.ratio, {value: fmt(v)});
+    const scaleLo = g.scale ? `1e${g.scale[0]}` : '', scaleHi = g.scale ? `1e${g.scale[1]}` : '';
+    const x0 = Math.max(X0, textWidth(ui('input'), big) + 56, textWidth(scaleLo, small) + 16);
+    const x1 = Math.min(X1, W - 56 - textWidth(ui('loss'), big));
     let svg = '';
-    let slot = 0;
+    let bottom = 0;  // the lowest point drawn so far
     const head = [S().common.block];
     for (const arch of ARCHS) {
       if (!shown(arch)) continue;
       const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
       head.push(`${archName(arch)} ${ui('grad_out')}`);
+      const rowTop = bottom ? bottom + 1.5 * gap : 4;
       if (!(arch in g.runs)) {
-        out.status.push(ui('not_trained', {what, trained: trainedList(fam, arch)}));
-        svg += text(X0, y[arch], ui('not_trained', {what, trained: trainedList(fam, arch)}), 'warn untrained', {'data-arch': arch});
+        const note = ui('not_trained', {what, trained: trainedList(fam, arch)});
+        out.status.push(note);
+        const lines = wrap(note, big, W - 8 - x0);
+        svg += textLines(x0, rowTop + big, lines, lh, 'warn untrained', {'data-arch': arch});
+        bottom = rowTop + big + lh * (lines.length - 1) + 0.3 * big;
         continue;
       }
       const run = fam.runs[g.runs[arch]];
       const k = run.steps.indexOf(state.step);
       const L = run.blocks;
-      slot = (X1 - X0) / L;
-      const pathY = arch === 'plain' ? y[arch] : y[arch] + 46;
-      svg += `<text x="${X0}" y="${y[arch] - 30}" class="rowlabel ${arch}">${esc(S().views.flow.rows[arch])}</text>`;
-      svg += `<line x1="${X0 - 40}" y1="${pathY}" x2="${X1 + 40}" y2="${pathY}" class="wire ${arch}"/>`;
-      svg += text(X0 - 48, pathY + 5, ui('input'), 'muted end', {'text-anchor': 'end'}) + text(X1 + 48, pathY + 5, ui('loss'), 'muted end');
+      const slot = (x1 - x0) / L;
+      const label = S().views.flow.rows[arch];
+      const ratioW = widest(uniq(run.product.map((p) => ratioText(p[0]))), big);  // the widest any record gives
+      const oneLine = x0 + textWidth(label, big) + gap + ratioW <= x1 + 48;
+      const labelY = rowTop + big, ratioY = oneLine ? labelY : labelY + lh;
+      const y = ratioY + 0.3 * big + 24;  // the blocks' middle, 18 below their top
+      const pathY = arch === 'plain' ? y : y + 46;
+      svg += `<text x="${x0}" y="${labelY}" class="rowlabel ${arch}">${esc(label)}</text>`;
+      svg += `<line x1="${x0 - 40}" y1="${pathY}" x2="${x1 + 40}" y2="${pathY}" class="wire ${arch}"/>`;
+      svg += text(x0 - 48, pathY + 0.35 * big, ui('input'), 'muted end', {'text-anchor': 'end'}) +
+             text(x1 + 48, pathY + 0.35 * big, ui('loss'), 'muted end');
+      const laneY = pathY + 8 + small;
+      bottom = arch === 'residual' ? laneY + 0.3 * small : Math.max(y + 18, pathY + 0.35 * big + 0.3 * big);
       if (k < 0) {
         out.status.push(ui('not_recorded', {what, step: state.step}));
         continue;
@@ -266,28 +330,37 @@
       const grads = run.out_grad_norm[k];
       const bw = Math.min(0.7 * slot, 36);
       for (let l = 0; l < L; l++) {
-        const cx = X0 + slot * (l + 0.5);
+        const cx = x0 + slot * (l + 0.5);
         const lv = level(grads[l], g.scale);
         const missing = Number.isNaN(num(grads[l]));
-        svg += `<line class="seg ${arch}" x1="${X0 + slot * l}" y1="${pathY}" x2="${X0 + slot * (l + 1)}" y2="${pathY}" stroke-width="${lv > 0 ? 1 + 11 * lv : 0}" stroke-opacity="${lv > 0 ? 0.15 + 0.85 * lv : 0}"/>`;
-        if (arch === 'residual') svg += `<path class="branch" d="M${X0 + slot * l + 2} ${pathY} L${cx - bw / 2} ${y[arch] + 14} M${cx + bw / 2} ${y[arch] + 14} L${X0 + slot * (l + 1) - 2} ${pathY}"/>`;
-        svg += `<rect class="blk ${arch}${missing ? ' gap' : ''}" x="${cx - bw / 2}" y="${y[arch] - 18}" width="${bw}" height="36" rx="4" ` +
+        svg += `<line class="seg ${arch}" x1="${x0 + slot * l}" y1="${pathY}" x2="${x0 + slot * (l + 1)}" y2="${pathY}" stroke-width="${lv > 0 ? 1 + 11 * lv : 0}" stroke-opacity="${lv > 0 ? 0.15 + 0.85 * lv : 0}"/>`;
+        if (arch === 'residual') svg += `<path class="branch" d="M${x0 + slot * l + 2} ${pathY} L${cx - bw / 2} ${y + 14} M${cx + bw / 2} ${y + 14} L${x0 + slot * (l + 1) - 2} ${pathY}"/>`;
+        svg += `<rect class="blk ${arch}${missing ? ' gap' : ''}" x="${cx - bw / 2}" y="${y - 18}" width="${bw}" height="36" rx="4" ` +
                `fill-opacity="${lv > 0 ? 0.06 + 0.94 * lv : 0}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(grads[l])})}>` +
                `<title>${esc(run.layers[l])}: ${esc(exact(grads[l]))}</title></rect>`;
       }
-      if (arch === 'residual') svg += text(X1, pathY + 24, S().views.flow.lane, 'small identity', {'text-anchor': 'end'});
-      svg += text(X1 + 48, y[arch] - 30, fill(S().views.flow.ratio, {value: fmt(run.product[k][0])}), 'ratio ' + arch,
+      if (arch === 'residual') svg += text(x1, laneY, S().views.flow.lane, 'small identity', {'text-anchor': 'end'});
+      svg += text(x1 + 48, ratioY, ratioText(run.product[k][0]), 'ratio ' + arch,
                   {'text-anchor': 'end', 'data-arch': arch, 'data-value': exact(run.product[k][0])});
-      out.series[arch] = {run, k, pathY, slot, levels: grads.map((v) => level(v, g.scale))};
+      out.series[arch] = {run, k, pathY, slot, x0, x1, levels: grads.map((v) => level(v, g.scale))};
     }
-    // the shared log scale, dark to bright
+    // the shared log scale, dark to bright; its caption beside it where it fits, else on the line below
     if (g.scale) {
+      const barTop = bottom + 1.5 * gap, textY = barTop + 6 + 0.35 * small;
+      const caption = S().views.flow.caption[0];
+      const hiEnd = x0 + 208 + textWidth(scaleHi, small);
+      const left = x0 - 8 - textWidth(scaleLo, small);
+      const beside = hiEnd + gap + textWidth(caption, small) <= W - 4;
+      const lines = beside ? [caption] : wrap(caption, small, W - 4 - left);
       svg += `<defs><linearGradient id="scale-grad"><stop offset="0" class="stop0"/><stop offset="1" class="stop1"/></linearGradient></defs>`;
-      svg += `<rect x="${X0}" y="330" width="200" height="12" fill="url(#scale-grad)" class="scalebar"/>`;
-      svg += text(X0 - 8, 341, `1e${g.scale[0]}`, 'muted small', {'text-anchor': 'end'}) + text(X0 + 208, 341, `1e${g.scale[1]}`, 'muted small');
-      svg += text(X0 + 270, 341, S().views.flow.caption[0], 'muted small');
+      svg += `<rect x="${x0}" y="${barTop}" width="200" height="12" fill="url(#scale-grad)" class="scalebar"/>`;
+      svg += text(x0 - 8, textY, scaleLo, 'muted small', {'text-anchor': 'end'}) + text(x0 + 208, textY, scaleHi, 'muted small');
+      const capY = beside ? textY : textY + LINE * small;
+      svg += textLines(beside ? hiEnd + gap : left, capY, lines, LINE * small, 'muted small');
+      bottom = capY + LINE * small * (lines.length - 1) + 0.3 * small;
     }
     out.svg = svg;
+    out.height = bottom + 6;
     const L = Math.max(0, ...Object.values(out.series).map((s) => s.run.blocks));
     for (let l = 0; l < L; l++) {
       const any = Object.values(out.series)[0].run;
@@ -322,8 +395,12 @@
     // one axis for every recorded step of the runs shown, so that scrubbing moves the curves, not the axis
     const values = runs.flatMap((s) => s.run.product.flat()).concat(bound || []);
     const [lo, hi] = logScale(values, 0);
-    const top = 30, bottom = 300;
-    const px = (l) => (L === 1 ? (X0 + X1) / 2 : X0 + (X1 - X0) * l / (L - 1));
+    const every = Math.ceil((hi - lo) / 8);  // at most 9 decades labelled (22 decades on a phone are a smear)
+    const decades = [];
+    for (let e = lo; e <= hi; e += every) decades.push(e);
+    const top = Math.max(30, Math.ceil(1.1 * fonts.small) + 8), bottom = 300;  // room above the axis for its label
+    const x0 = Math.max(X0, widest(decades.map((e) => `1e${e}`), fonts.small) + 16);  // room left of it for the decades
+    const px = (l) => (L === 1 ? (x0 + X1) / 2 : x0 + (X1 - x0) * l / (L - 1));
     const py = (v) => { const x = num(v); return x > 0 && Number.isFinite(x) ? bottom - (bottom - top) * (Math.log10(x) - lo) / (hi - lo) : null; };
     const pathD = (vals) => {
       let d = '', pen = false;
@@ -332,7 +409,7 @@
     };
     if (state.block === null || state.block >= L) state.block = 0;
     const curves = Object.values(series).map((s) => pathD(s.run.product[s.k]));
-    const key = selection(fam, g, [lo, hi, L, curves.map((d) => d !== '')]);
+    const key = selection(fam, g, [lo, hi, top, x0, L, curves.map((d) => d !== '')]);
     const chart = $('chart');
     if (drawn.chain === key && chart.querySelector('circle.pt')) {  // a new step or block: move what is drawn
       Object.entries(series).forEach(([arch, s], i) => {
@@ -355,13 +432,12 @@
       out.kept = true;
     } else {
       drawn.chain = key;
-      let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
-      const every = Math.ceil((hi - lo) / 8);  // at most 9 decades labelled (22 decades on a phone are a smear)
-      for (let e = lo; e <= hi; e += every) {
+      let svg = `<line x1="${x0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
+      for (const e of decades) {
         const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
-        svg += `<line x1="${X0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(X0 - 8, yy + 4, `1e${e}`, 'muted small', {'text-anchor': 'end'});
+        svg += `<line x1="${x0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(x0 - 8, yy + 0.3 * fonts.small, `1e${e}`, 'muted small', {'text-anchor': 'end'});
       }
-      svg += text(X0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(X0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
+      svg += text(x0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(x0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
       if (bound && pathD(bound)) svg += `<path class="bound" d="${pathD(bound)}"/>`;
       Object.entries(series).forEach(([arch, s], i) => {
         if (curves[i]) svg += `<path class="curve ${arch}" d="${curves[i]}"/>`;
@@ -370,7 +446,7 @@
           svg += `<circle class="pt ${arch}" cx="${px(l)}" cy="${yy === null ? bottom : yy}" r="${yy === null ? 0 : 5}" ${attr({'data-arch': arch, 'data-block': l, 'data-value': exact(v)})}/>`;
         });
       });
-      const w = (X1 - X0) / Math.max(L - 1, 1);
+      const w = (X1 - x0) / Math.max(L - 1, 1);
       for (let l = 0; l < L; l++) {  // hover / tap targets, one column per block
         svg += `<rect class="hit" x="${px(l) - w / 2}" y="${top}" width="${w}" height="${bottom - top}" data-block="${l}"/>`;
       }
@@ -410,17 +486,33 @@
   }
 
   function drawDegradation(fam, out) {
-    const runs = fam.runs.filter((r) => shown(r.arch));
+    const ofActivation = ofAct(fam.runs);
+    if (!ofActivation.length) {
+      out.status.push(ui('not_trained', {what: state.act, trained: choices(fam).act.join(', ')}));
+      table([], []);
+      return;
+    }
+    const runs = ofActivation.filter((r) => shown(r.arch));
     if (!runs.length) { table([], []); return; }
-    const seed0 = firstSeed(fam.runs);
-    const depths = uniq(fam.runs.map((r) => r.depth)).sort(byNumber);
+    const seed0 = firstSeed(ofActivation);
+    const depths = uniq(ofActivation.map((r) => r.depth)).sort(byNumber);
     const last = Math.max(...runs.flatMap((r) => r.curve_steps));
-    const top = 20, bottom = 300;
+    const {small} = fonts;
+    const top = Math.max(20, Math.ceil(small)), bottom = 300;
     const ymax = Math.min(1, Math.max(0.1, Math.ceil(Math.max(...runs.flatMap((r) => r.error.map(num)).filter(Number.isFinite)) * 10) / 10));
-    const XR = 800;  // the curves end here; their labels take the column to the right
+    // each first-seed curve ends in a label naming its net and depth: they take the column right of the curves
+    const labels = [];
+    for (const r of runs) {
+      const i = stepIndexOf(r.curve_steps);
+      const v = i < 0 ? NaN : r.error[i];
+      if (r.seed === seed0 && i >= 0 && Number.isFinite(num(v))) {
+        const curve = fill(S().views.degradation.curve, {depth: r.depth, error: fmt(v)});
+        labels.push({v: num(v), s: ui('curve_label', {net: archName(r.arch), curve}), arch: r.arch, run: r.name});
+      }
+    }
+    const XR = Math.min(800, W - 14 - widest(labels.map((lab) => lab.s), small));  // the curves end here
     const px = (s) => X0 + (XR - X0) * s / Math.max(last, 1);
     const py = (v) => bottom - (bottom - top) * Math.min(num(v), ymax) / ymax;
-    const labels = [];
     let svg = `<line x1="${X0}" y1="${bottom}" x2="${XR}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
     for (let i = 0; i <= 4; i++) {
       const v = ymax * i / 4, yy = py(v);
@@ -436,18 +528,14 @@
         if (!Number.isFinite(v)) { pen = false; return; }
         d += `${pen ? 'L' : 'M'}${px(s).toFixed(1)} ${py(v).toFixed(1)} `; pen = true;
       });
-      const bold = r.seed === seed0;
-      svg += `<path class="curve ${r.arch}${bold ? '' : ' thin'}" d="${d}" stroke-dasharray="${DASHES[depths.indexOf(r.depth) % DASHES.length]}" ${attr({'data-run': r.name})}/>`;
+      svg += `<path class="curve ${r.arch}${r.seed === seed0 ? '' : ' thin'}" d="${d}" stroke-dasharray="${DASHES[depths.indexOf(r.depth) % DASHES.length]}" ${attr({'data-run': r.name})}/>`;
       const i = stepIndexOf(r.curve_steps);
       const v = i < 0 ? NaN : r.error[i];
-      if (bold && i >= 0 && Number.isFinite(num(v))) {
-        labels.push({y: py(num(v)) + 4, s: fill(S().views.degradation.curve, {depth: r.depth, error: fmt(v)}), arch: r.arch, run: r.name});
-      }
       rows.push(`<tr><th scope="row">${esc(r.name)}</th><td>${esc(archName(r.arch))}</td><td>${r.depth}</td><td>${r.seed}</td>` +
                 (i < 0 ? `<td>${esc(ui('not_recorded', {what: r.name, step: state.step}))}</td>` : cell(v, {'data-run': r.name})) + '</tr>');
     }
-    labels.sort((a, b) => a.y - b.y);
-    labels.forEach((lab, i) => { if (i > 0) lab.y = Math.max(lab.y, labels[i - 1].y + 17); });
+    for (const lab of labels) lab.y = py(lab.v) + 0.3 * small;
+    spread(labels, Math.max(17, LINE * small), top + 0.7 * small, H - 0.3 * small - 4);
     for (const lab of labels) svg += text(XR + 10, lab.y, lab.s, 'small ' + lab.arch, {'data-run': lab.run});
     svg += `<line class="cursor" x1="${px(state.step)}" x2="${px(state.step)}" y1="${top}" y2="${bottom}"/>`;
     out.svg = svg;
@@ -459,23 +547,26 @@
 
   function bars(groups, series, values, dots, label) {
     // groups: [names]; series: [{key, cls}]; values(g, key) -> value; dots(g, key) -> [values]
-    const top = 20, bottom = 290;
+    const top = Math.max(20, Math.ceil(fonts.small)), bottom = 290;
     const all = [];
     groups.forEach((g, gi) => series.forEach((s) => { all.push(num(values(gi, s.key))); dots(gi, s.key).forEach((v) => all.push(num(v))); }));
     const finite = all.filter(Number.isFinite);
     const ymax = finite.length ? Math.max(...finite) * 1.1 || 1 : 1;
     const py = (v) => bottom - (bottom - top) * Math.max(0, Math.min(num(v), ymax)) / ymax;
-    const slot = (X1 - X0) / groups.length;
+    const ticks = [0, 1, 2, 3, 4].map((i) => ymax * i / 4);
+    const x0 = Math.max(X0, widest(ticks.map(fmt), fonts.small) + 16);  // room for the axis's numbers
+    const slot = (X1 - x0) / groups.length;
+    const names = groups.map((name, gi) => label(name, gi));  // every n-th group named, n such that the names do not touch
+    const every = Math.max(Math.ceil(groups.length / 24), Math.ceil((widest(names, fonts.small) + 0.6 * fonts.small) / slot));
     const bw = Math.min(slot / (series.length + 1), 40);
-    let svg = `<line x1="${X0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${X0}" y1="${top}" x2="${X0}" y2="${bottom}" class="axis"/>`;
-    for (let i = 0; i <= 4; i++) {
-      const v = ymax * i / 4;
-      svg += `<line x1="${X0}" y1="${py(v)}" x2="${X1}" y2="${py(v)}" class="grid"/>` + text(X0 - 8, py(v) + 4, fmt(v), 'muted small', {'text-anchor': 'end'});
+    let svg = `<line x1="${x0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
+    for (const v of ticks) {
+      svg += `<line x1="${x0}" y1="${py(v)}" x2="${X1}" y2="${py(v)}" class="grid"/>` + text(x0 - 8, py(v) + 0.3 * fonts.small, fmt(v), 'muted small', {'text-anchor': 'end'});
     }
     groups.forEach((name, gi) => {
       series.forEach((s, si) => {
         const v = values(gi, s.key);
-        const x = X0 + slot * gi + (slot - bw * series.length) / 2 + bw * si;
+        const x = x0 + slot * gi + (slot - bw * series.length) / 2 + bw * si;
         if (Number.isFinite(num(v))) {
           svg += `<rect class="bar ${s.cls}" x="${x}" y="${py(v)}" width="${bw * 0.9}" height="${bottom - py(v)}" ${attr({'data-series': s.key, 'data-index': gi, 'data-value': exact(v)})}><title>${esc(name)}: ${esc(exact(v))}</title></rect>`;
         }
@@ -485,18 +576,18 @@
         }
         for (const d of dots(gi, s.key)) if (Number.isFinite(num(d))) svg += `<circle class="dot" cx="${x + bw * 0.45}" cy="${py(d)}" r="4" data-value="${esc(exact(d))}"/>`;
       });
-      if (groups.length <= 24 || gi % Math.ceil(groups.length / 24) === 0) svg += text(X0 + slot * (gi + 0.5), bottom + 18, label(name, gi), 'muted small', {'text-anchor': 'middle'});
+      if (gi % every === 0) svg += text(x0 + slot * (gi + 0.5), bottom + 8 + fonts.small, names[gi], 'muted small', {'text-anchor': 'middle'});
     });
     return svg;
   }
 
   function drawResponses(fam, out) {
     const {runs, first, seed0} = pairRuns(fam);
-    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}`, trained: choices(fam).depth.join(', ')})); return; }
+    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, null)})); return; }
     const archs = ARCHS.filter((a) => shown(a));
     const series = [];
     for (const arch of archs) {
-      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}`, trained: trainedList(fam, arch)})); continue; }
+      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, arch)})); continue; }
       if (first[arch].steps.indexOf(state.step) < 0) { out.status.push(ui('not_recorded', {what: archName(arch), step: state.step})); continue; }
       series.push({key: arch, cls: arch});
     }
@@ -508,7 +599,8 @@
     out.svg = bars(ref.layers, series, (gi, arch) => first[arch].ratio[at(first[arch])][gi],
       (gi, arch) => others(arch).filter((r) => at(r) >= 0 && gi < r.blocks).map((r) => r.ratio[at(r)][gi]),
       (name, gi) => String(gi + 1));
-    out.legend = `${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
+    out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(archName(s.key))}</span>`).join(' · ') +
+      ` · ${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
     const rows = [];
     for (let l = 0; l < L; l++) {
       for (const s of series) {
@@ -620,6 +712,7 @@
   function render() {
     const t0 = performance.now();
     if (state.view !== lastView) { drawn.flow = drawn.chain = null; lastView = state.view; }
+    fonts = chartFonts();
     const fam = family();
     const view = state.view;
     const strings = S().views[view];
@@ -631,7 +724,7 @@
     $('clip-wrap').hidden = !clip;
     if (clip) $('clip').href = clip;
     VIEWS.forEach((v) => { const b = $('tab-' + v); if (b) b.setAttribute('aria-selected', String(v === view)); });
-    const out = {svg: '', status: [], series: {}, readout: '', legend: '', blocks: 0};
+    const out = {svg: '', status: [], series: {}, readout: '', legend: '', blocks: 0, height: H};
     const steps = timeline();
     const k = stepIndex(steps);
     if (k >= 0) state.step = steps[k];
@@ -650,6 +743,7 @@
     } else {
       if (!out.svg) table([], []);
       setHtml($('chart'), out.svg);
+      $('chart').setAttribute('viewBox', `0 0 ${W} ${Math.ceil(out.height)}`);
     }
     $('chart').setAttribute('aria-label', strings.title);
     $('status').textContent = out.status.join(' ');
@@ -709,8 +803,8 @@
     const frame = (now) => {
       const t = Math.min(1, (now - start) / duration);
       for (const {c, s} of Object.values(dots)) {
-        const x = X1 + 40 - t * (X1 - X0 + 80);
-        const pos = Math.max(0, Math.min(s.levels.length - 1, (x - X0) / s.slot - 0.5));
+        const x = s.x1 + 40 - t * (s.x1 - s.x0 + 80);
+        const pos = Math.max(0, Math.min(s.levels.length - 1, (x - s.x0) / s.slot - 0.5));
         const i = Math.floor(pos), f = pos - i;
         const lv = s.levels[i] * (1 - f) + (s.levels[Math.min(i + 1, s.levels.length - 1)] || 0) * f;
         c.setAttribute('cx', x); c.setAttribute('cy', s.pathY); c.setAttribute('r', 4 + 16 * lv);
@@ -760,6 +854,10 @@
       else if (e.key === 'End') { e.preventDefault(); stop(); setStepIndex(timeline().length - 1); }
     });
     window.addEventListener('hashchange', () => { stop(); readHash(); applyTheme(); applyLanguage(); update(); });
+    window.addEventListener('resize', () => {  // a phone turned, a window narrowed: the chart's text sizes may change
+      const now = chartFonts();
+      if (now.big !== fonts.big || now.small !== fonts.small) render();
+    });
   }
 
   window.explore = {state, render, update, setStepIndex, timeline, lastRenderMs: 0};
