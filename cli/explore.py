@@ -86,6 +86,9 @@ UI_STRINGS = {
                     "zh": "{what}：这些训练里没有（已训练：{trained}）。"},
     "untrained_option": {"en": "{value} (not trained)", "zh": "{value}（未训练）"},
     "not_recorded": {"en": "{what}: no record at step {step}.", "zh": "{what}：第 {step} 步没有记录。"},
+    "blew_up": {"en": "{what}: its loss grew from {start} to {end}; it did not train, and the bright path is "
+                      "gradients that blew up.",
+                "zh": "{what}：损失从 {start} 涨到了 {end}；它没有训练成功，亮着的路径是爆炸的梯度。"},
     "nothing": {"en": "No recorded run has what this view needs.", "zh": "没有记录的训练含有这个视图所需的数据。"},
     "step_of": {"en": "step {step} (record {k} of {n})", "zh": "第 {step} 步（第 {k} 条记录，共 {n} 条）"},
     "at_init": {"en": "at initialisation (mean over {n} batches)", "zh": "初始化时（{n} 个批次的均值）"},
@@ -246,6 +249,7 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     sigma' bound (max sigma')**(L-1-l) for sigmoid nets (scenes.sigmoid.derivative_bound)."""
     from scenes.chain_rule import running_product
     from scenes.sigmoid import derivative_bound
+    from simulation.summary import loss_blew_up, tail_mean
 
     if "out_grad_norm" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
@@ -258,6 +262,12 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
                   steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
                   product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
+    curve = trace.arrays.get("loss_curve")
+    if curve is not None and len(curve):  # a finite run that did not train (simulation.summary.loss_blew_up)
+        losses = {"diverged": bool(trace.meta.diverged), "initial_loss": float(curve[0]),
+                  "final_train_loss_avg": tail_mean(curve)}
+        if loss_blew_up(losses):
+            record["blew_up"] = [losses["initial_loss"], losses["final_train_loss_avg"]]
     if record["activation"] == "sigmoid":
         record["bound"] = jsonable(derivative_bound(max_slope, blocks)[::-1])  # block l: (max σ')^(L-1-l)
     return record

@@ -278,6 +278,44 @@ def untrained_problems(page, arch: str, depth: int) -> list[str]:
     return problems
 
 
+def blown_up(runs: dict[RunKey, Trace]) -> dict[RunKey, Trace]:
+    """``runs`` with the residual sigmoid net of depth 8's loss curve growing 20 decades (finite: it did not train)."""
+    key = RunKey(vanishing_run("residual", "sigmoid", 8), 0)
+    trace = runs[key]
+    curve = trace.arrays["loss_curve"]
+    grown = dataclasses.replace(trace, arrays={**trace.arrays, "loss_curve": (curve[0] * np.logspace(
+        0, 20, len(curve))).astype(curve.dtype)})
+    return {**runs, key: grown}
+
+
+def test_a_run_whose_loss_blew_up_is_flagged_with_its_losses(tmp_path):
+    """Only that run carries [initial loss, mean of its last 10 %]; in the page its note is in the status line."""
+    runs = committed_traces(("vanishing",))["vanishing"]
+    data = export_data({"vanishing": blown_up(runs)})
+    (family,) = [f for f in data["views"]["flow"]["families"] if f["id"] == "vanishing"]
+    flagged = {r["name"]: r["blew_up"] for r in family["runs"] if "blew_up" in r}
+    curve = np.asarray(blown_up(runs)[RunKey(vanishing_run("residual", "sigmoid", 8), 0)]["loss_curve"], np.float64)
+    tail = curve[-max(1, round(len(curve) * 0.1)):].mean()
+    assert flagged == {vanishing_run("residual", "sigmoid", 8): pytest.approx([curve[0], tail], rel=1e-12)}
+    clean = export_data({"vanishing": runs})
+    assert not any("blew_up" in r for f in clean["views"]["flow"]["families"] for r in f["runs"])
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_page_says_which_run_did_not_train(browser, tmp_path):
+    write_explorer({"vanishing": blown_up(committed_traces(("vanishing",))["vanishing"])}, tmp_path / "explore")
+    page, _, errors = open_page(browser, tmp_path / "explore", "#view=flow&depth=8&act=sigmoid")
+    status = page.inner_text("#status")
+    assert "it did not train" in status and status.count("did not train") == 1 and "residual" in status.lower()
+    page.focus("#step")
+    page.keyboard.press("ArrowRight")  # a step on: the page redraws only what moves, and the note stays
+    assert "it did not train" in page.inner_text("#status")
+    page.evaluate("location.hash = 'view=flow&depth=4&act=sigmoid'")
+    page.wait_for_function("window.explore.state.depth === 4")
+    assert "did not train" not in page.inner_text("#status") and errors == []
+    page.close()
+
+
 @pytest.mark.slow  # a browser run (chromium); CI runs it
 def test_an_untrained_combination_is_reported(browser, untrained):
     page, _, errors = open_page(browser, untrained, "#view=flow&act=sigmoid&depth=4")

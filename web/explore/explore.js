@@ -279,6 +279,13 @@
       drawn.flow = null;
       return;
     }
+    for (const arch of ARCHS.filter((a) => shown(a) && a in g.runs)) {  // finite, but it did not train
+      const run = fam.runs[g.runs[arch]];
+      if (run.blew_up) {
+        const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+        out.status.push(ui('blew_up', {what, start: fmt(run.blew_up[0]), end: fmt(run.blew_up[1])}));
+      }
+    }
     const key = selection(fam, g, null);
     if (drawn.flow === key && $('chart').querySelector('rect.blk')) { updateFlow(fam, g, out); return; }
     drawn.flow = key;
