@@ -25,9 +25,9 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 from scenes.base import LectureScene
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import is_missing
-from simulation.summary import loss_blew_up, tail_mean
 from scenes.frame_cost import Restyle, draw_first
 from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
+from simulation.summary import loss_blew_up, tail_mean
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
 
@@ -215,10 +215,14 @@ class GradientFlowOverTraining(LectureScene):
                      else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
         for arch in ("residual", "plain"):  # a finite run that did not train is said so (simulation.summary)
             curve = traces[arch].arrays.get("loss_curve")
-            if curve is not None and len(curve) and loss_blew_up({"diverged": bool(traces[arch].meta.diverged), "initial_loss": float(curve[0]),
-                                                                   "final_train_loss_avg": tail_mean(curve)}):
-                self.narrate(f"n_{arch}_blew_up", 5, start=self.number(f"{names[arch]}.initial_loss", curve[0]),
-                             end=self.number(f"{names[arch]}.final_train_loss_avg", tail_mean(curve)))
+            if curve is None or not len(curve):
+                continue
+            losses = {"diverged": bool(traces[arch].meta.diverged), "initial_loss": float(curve[0]),
+                      "final_train_loss_avg": tail_mean(curve)}
+            if loss_blew_up(losses):
+                self.narrate(f"n_{arch}_blew_up", 5,
+                             start=self.number(f"{names[arch]}.initial_loss", losses["initial_loss"]),
+                             end=self.number(f"{names[arch]}.final_train_loss_avg", losses["final_train_loss_avg"]))
         self.cite(self._source)
         self.wait(3.5)
 

@@ -18,8 +18,8 @@ import numpy as np
 from .config import IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "loss_blew_up", "BLEW_UP", "autocorrelation", "path_length_fraction", "safe_log10", "tail_mean",
-           "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
+__all__ = ["summarize", "RunSummary", "loss_blew_up", "BLEW_UP", "autocorrelation", "path_length_fraction",
+           "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
 
@@ -265,7 +265,6 @@ class RunSummary:
     mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
     local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
     initial_loss: float | None = _only("classifier")  # the loss of step 0's batch (loss_curve[0])
-
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
