@@ -249,7 +249,7 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     sigma' bound (max sigma')**(L-1-l) for sigmoid nets (scenes.sigmoid.derivative_bound)."""
     from scenes.chain_rule import running_product
     from scenes.sigmoid import derivative_bound
-    from simulation.summary import loss_blew_up, tail_mean
+    from simulation.summary import blown_up_losses
 
     if "out_grad_norm" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
@@ -262,12 +262,9 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
                   steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
                   product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
-    curve = trace.arrays.get("loss_curve")
-    if curve is not None and len(curve):  # a finite run that did not train (simulation.summary.loss_blew_up)
-        losses = {"diverged": bool(trace.meta.diverged), "initial_loss": float(curve[0]),
-                  "final_train_loss_avg": tail_mean(curve)}
-        if loss_blew_up(losses):
-            record["blew_up"] = [losses["initial_loss"], losses["final_train_loss_avg"]]
+    blown = blown_up_losses(trace)  # a finite run that did not train
+    if blown is not None:
+        record["blew_up"] = list(blown)
     if record["activation"] == "sigmoid":
         record["bound"] = jsonable(derivative_bound(max_slope, blocks)[::-1])  # block l: (max σ')^(L-1-l)
     return record

@@ -27,7 +27,7 @@ from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import is_missing
 from scenes.frame_cost import Restyle, draw_first
 from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
-from simulation.summary import loss_blew_up, tail_mean
+from simulation.summary import blown_up_losses
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
 
@@ -214,15 +214,10 @@ class GradientFlowOverTraining(LectureScene):
         self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
                      else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
         for arch in ("residual", "plain"):  # a finite run that did not train is said so (simulation.summary)
-            curve = traces[arch].arrays.get("loss_curve")
-            if curve is None or not len(curve):
-                continue
-            losses = {"diverged": bool(traces[arch].meta.diverged), "initial_loss": float(curve[0]),
-                      "final_train_loss_avg": tail_mean(curve)}
-            if loss_blew_up(losses):
-                self.narrate(f"n_{arch}_blew_up", 5,
-                             start=self.number(f"{names[arch]}.initial_loss", losses["initial_loss"]),
-                             end=self.number(f"{names[arch]}.final_train_loss_avg", losses["final_train_loss_avg"]))
+            blown = blown_up_losses(traces[arch])
+            if blown is not None:
+                self.narrate(f"n_{arch}_blew_up", 5, start=self.number(f"{names[arch]}.initial_loss", blown[0]),
+                             end=self.number(f"{names[arch]}.final_train_loss_avg", blown[1]))
         self.cite(self._source)
         self.wait(3.5)
 

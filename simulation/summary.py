@@ -18,7 +18,7 @@ import numpy as np
 from .config import IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "loss_blew_up", "BLEW_UP", "autocorrelation", "path_length_fraction",
+__all__ = ["summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
            "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -280,6 +280,17 @@ def loss_blew_up(summary: dict[str, Any]) -> bool:
     overflowed to inf or NaN is ``diverged`` instead."""
     start, end = summary.get("initial_loss"), summary.get("final_train_loss_avg")
     return not summary["diverged"] and start is not None and end is not None and end > BLEW_UP * start
+
+
+def blown_up_losses(trace: Trace) -> tuple[float, float] | None:
+    """(loss at step 0, mean loss of the last 10 % of the steps) of a run whose loss blew up (:func:`loss_blew_up`)
+    read from its ``loss_curve``; None for any other run, or one without a loss curve."""
+    curve = trace.arrays.get("loss_curve")
+    if curve is None or not len(curve):
+        return None
+    losses = {"diverged": bool(trace.meta.diverged), "initial_loss": float(curve[0]),
+              "final_train_loss_avg": tail_mean(curve)}
+    return (losses["initial_loss"], losses["final_train_loss_avg"]) if loss_blew_up(losses) else None
 
 
 def summarize(trace: Trace) -> RunSummary:
