@@ -20,11 +20,11 @@ Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2
 from __future__ import annotations
 
 import math
-from pathlib import PurePath
 
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
 
+from simulation.config import spec_title
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.base import LectureScene
@@ -57,20 +57,14 @@ MODEL_STRINGS = {
 }
 
 
-_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
-
-
 def model_title(trace) -> str | None:
-    """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
-    ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
-    from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
-    spec = getattr(trace.run_config, "spec", None)  # only a user model's config has one
-    if not isinstance(spec, str) or not spec:
-        return None
-    where, _, factory = spec.rpartition(":")
-    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
-        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
-    return middle_ellipsis(factory or spec, 24)
+    """A short name of the user's model: the factory of its config's ``spec`` (``resnet18`` from
+    ``torchvision.models:resnet18``; the file or module where the factory's name says nothing: ``my_resnet`` from
+    ``examples/my_resnet.py:build``: :func:`simulation.config.spec_title`), or the ``title`` of a run read from a
+    trace file (the watched model's class); None for a built-in run."""
+    config = trace.run_config
+    title = getattr(config, "title", None) or spec_title(getattr(config, "spec", None))
+    return middle_ellipsis(title, 24) if title else None
 
 
 class UserModelScene(LectureScene):
@@ -80,6 +74,10 @@ class UserModelScene(LectureScene):
 
     experiment = MODEL_EXPERIMENT
     experiment_defaults: dict = {}  # one seed: training a user's network twice per seed costs the most
+    # What the scene reads, checked before a render where the runs are read from trace files (--trace: a watched
+    # run records no test error; without --twin there is no plain twin): its runs and their arrays.
+    needs_runs: tuple[str, ...] = (PLAIN, RESIDUAL)
+    trace_keys: tuple[str, ...] = ("step", "out_grad_norm")
 
     def setup(self) -> None:
         super().setup()
@@ -150,6 +148,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
         "n_plain_lights_up": {"en": "By the end of training the twin's early blocks receive a gradient too.",
                               "zh": "训练到最后，孪生网络靠前的块也收到了梯度。"},
     }
+    trace_keys = ("step", "out_grad_norm", "loss_curve")
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
     _lane_drop = 0.7
@@ -174,6 +173,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
         "n_residual": {"en": "With the shortcuts, each factor is 1 + something.",
                        "zh": "有了捷径，每个因子是 1 加上一点。"},
     }
+    trace_keys = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
@@ -218,6 +218,7 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
         "n_residual": {"en": "And each block of your model, with its shortcuts.",
                        "zh": "再看带捷径的你的模型的每一块。"},
     }
+    trace_keys = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.85, 2.4)
 
     def block_axis(self, axes, depth: int):
@@ -238,6 +239,7 @@ class ModelResidualResponse(UserModelScene, ResidualResponse):
         "n_trained_large": {"en": "After training, your model's branches are not the smaller ones.",
                             "zh": "训练之后，你的模型的分支并不比孪生网络的小。"},
     }
+    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
     _chart_y = 0.0
 
     def bar_labels(self, depth: int) -> list[str]:
@@ -263,6 +265,8 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
         "first_block": {"en": "{name} (first)", "zh": "{name}（第一个）"},
         "last_block": {"en": "{name} (last)", "zh": "{name}（最后一个）"},
     }
+    needs_runs = (RESIDUAL,)
+    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
@@ -293,6 +297,8 @@ class ModelDegradation(UserModelScene, Degradation):
         "n_test": {"en": "And their error on held-out data.", "zh": "以及它们在留出数据上的误差。"},
         "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
     }
+
+    trace_keys = ("step", "out_grad_norm", "error_curve", "test_error")
 
     def construct(self) -> None:
         runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]

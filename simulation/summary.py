@@ -18,7 +18,7 @@ import numpy as np
 from .config import IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
+__all__ = ["inspect_trace", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
            "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -398,3 +398,18 @@ def _landscape_summary(trace: Trace) -> RunSummary:
         diverged_pass=None, nonfinite_per_layer=[], nonconvex_fraction=_f(figures["nonconvex_fraction"]),
         mean_curvature_ratio=_f(figures["mean_curvature_ratio"]),
         local_minima=int(minima) if math.isfinite(minima) else None)
+
+
+def inspect_trace(path: str) -> dict[str, Any]:
+    """What ``render.py inspect FILE`` prints: ``{"meta", "arrays": {key: shape}, "summary"}``. Raises TraceError
+    (one line) for a file that cannot be read or lacks what a summary needs."""
+    from .trace import TraceError
+
+    trace = Trace.load(path)
+    try:
+        summary = summarize(trace)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise TraceError(f"trace {path} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
+    return {"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
+            "summary": summary.to_dict()}
+
