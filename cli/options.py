@@ -157,11 +157,11 @@ def _check_scheduler(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 def scheduler_option(func):
-    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
+    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/how-to/sweeps.md)."""
     return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", callback=_check_scheduler,
                         help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
                              "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
-                             "docs/cluster.md).")(func)
+                             "docs/how-to/cluster.md).")(func)
 
 class PathType(click.Path):
     """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
@@ -343,7 +343,7 @@ def echo_listing(listing: dict[str, Any]) -> None:
 
 
 def train_summary(experiment: str, runs: dict[Any, Any], traces: list[Any]) -> dict[str, Any]:
-    """``render.py train``'s summary (its ``--json`` output, docs/sweep.md) of ``runs`` (``{RunKey: config}``) and
+    """``render.py train``'s summary (its ``--json`` output, docs/how-to/sweeps.md) of ``runs`` (``{RunKey: config}``) and
     their ``traces`` in that order: ``{"experiment", "runs": {run key text: {"trace": path, **summary}}, "seeds":
     simulation.seeds.summarize_seeds(...)}`` (run key texts: :func:`simulation.runkeys.key_texts`)."""
     from simulation.cache import trace_path

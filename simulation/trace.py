@@ -153,7 +153,7 @@ class Trace:
 
     ``meta`` is a :class:`TraceMeta` (a dict given here is converted). A trace holds at least one record:
     :meth:`load` refuses one whose ``step`` array is missing or empty. A conv net of ``depth`` = 6n + 2 layers
-    has ``meta.blocks`` = 3n, the length of its per-block arrays (docs/sweep.md).
+    has ``meta.blocks`` = 3n, the length of its per-block arrays (docs/how-to/sweeps.md).
     """
 
     meta: TraceMeta

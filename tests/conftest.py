@@ -26,7 +26,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 # - OMP_NUM_THREADS: torch gives each worker as many threads as the machine has cores, so two workers on two cores
 #   ran four threads, and every small op's parallel region waited for a core: the conv autograd test took 0.03 s
 #   alone and 4.8 s beside the other worker. One thread each, as the trainer uses (simulation/loop.py). Default run,
-#   warm checkout, interleaved: 77.9 / 85.3 s with torch's threads, 69.9 / 71.8 s with one (docs/speed.md).
+#   warm checkout, interleaved: 77.9 / 85.3 s with torch's threads, 69.9 / 71.8 s with one (docs/developers/speed.md).
 # - glibc hands freed blocks of 128 KiB+ back to the kernel at once (mmap / heap trim), and the next frame or tensor
 #   faults them in again page by page: the slow set spent 26 % of its CPU in the kernel (590 of 2230 s, 262 million
 #   page faults). Larger thresholds keep them: a -q l render of ChainRuleProduct 5.7-5.9 -> 5.0-5.4 s, sys 0.9-1.2
@@ -55,7 +55,7 @@ def pytest_configure(config):
 # young ones: ~6 CPU s a worker, 10 % of the run. Collecting the young generation every 50,000 allocations rather
 # than 700, and the old ones rarely, leaves the same garbage for later passes (cycles only: reference counting
 # frees the rest at once); the workers' peak RSS went from 1.11 to 1.17 GB. Default run, warm checkout, three
-# interleaved rounds: 85.5 / 91.2 / 77.9 s with Python's thresholds, 76.9 / 70.6 / 72.4 s with these (docs/speed.md).
+# interleaved rounds: 85.5 / 91.2 / 77.9 s with Python's thresholds, 76.9 / 70.6 / 72.4 s with these (docs/developers/speed.md).
 GC_THRESHOLDS = (50_000, 20, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
