@@ -20,7 +20,7 @@ it does locally. A worker that dies mid-run has its runs rescheduled by Dask (``
 raise).
 
 The tasks name their function (:func:`submit_by_name`) instead of pickling it: the scheduler unpickles every task
-graph it receives, and it may run on a machine with Dask and nothing of this project (docs/cluster.md).
+graph it receives, and it may run on a machine with Dask and nothing of this project (docs/how-to/cluster.md).
 
 A local cluster starts its workers with multiprocessing's "spawn": a script that sweeps needs the usual
 ``if __name__ == "__main__":`` guard (render.py and ``python -m simulation.experiments`` have it).

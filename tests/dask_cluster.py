@@ -1,4 +1,4 @@
-"""A real Dask cluster for tests, started with the very commands docs/cluster.md and docs/sweep.md show.
+"""A real Dask cluster for tests, started with the very commands of docs/how-to/cluster.md and sweeps.md.
 
 Example::
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent  # holds `dask` (and this python)
-PAGES = (ROOT / "docs" / "cluster.md", ROOT / "docs" / "sweep.md")
+PAGES = (ROOT / "docs" / "how-to" / "cluster.md", ROOT / "docs" / "how-to" / "sweeps.md")
 
 __all__ = ["Cluster", "free_port", "wait_for", "documented_commands", "unpickle_without_project", "PAGES"]
 
@@ -107,7 +107,7 @@ def unpickle_without_project(graphs: list, folder: Path) -> list[str]:
 
 
 class Cluster:
-    """A scheduler and ``n`` workers started with the commands of ``page`` (docs/cluster.md by default); the
+    """A scheduler and ``n`` workers started with the commands of ``page`` (docs/how-to/cluster.md by default); the
     workers run under nannies (``--nworkers``), so a worker killed is started again."""
 
     def __init__(self, tmp: Path, n: int = 2, page: Path = PAGES[0]) -> None:

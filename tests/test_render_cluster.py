@@ -1,5 +1,5 @@
 """Renders on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on 127.0.0.1, started
-here with the commands of docs/cluster.md, the scheduler in an empty folder without the checkout): the page's
+here with the commands of docs/how-to/cluster.md, the scheduler in an empty folder without the checkout): the page's
 `render.py all --scheduler` line gives clips that decode to the same frames as a local render, places every
 file where a local render does (so the next run renders nothing), and a worker killed mid-render does not lose
 its scene.
@@ -34,7 +34,7 @@ SCENES = ["cli_scenes:TinySquare", "cli_scenes:TinyTrace"]  # one without traces
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Two workers started as docs/cluster.md says; the test that kills one runs last."""
+    """Two workers started as docs/how-to/cluster.md says; the test that kills one runs last."""
     c = Cluster(tmp_path_factory.mktemp("render-cluster"), page=PAGES[0])
     try:
         yield c
@@ -52,7 +52,7 @@ def _names(folder: Path) -> set[str]:
 
 
 def _documented_all(cluster) -> list[str]:
-    """docs/cluster.md's `render.py all` line as render.py's arguments, at -q l (the page shows -q k)."""
+    """docs/how-to/cluster.md's `render.py all` line as render.py's arguments, at -q l (the page shows -q k)."""
     words = shlex.split(cluster.client_command)
     args = words[words.index("render.py") + 1:]
     assert args[0] == "all" and "--scheduler" in args, args

@@ -1,5 +1,5 @@
 """Sweeps on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on 127.0.0.1, started
-and stopped here with the commands of docs/cluster.md and docs/sweep.md, the scheduler without the checkout) give
+and stopped here with the commands of docs/how-to/sweeps.md, the scheduler without the checkout) give
 the traces of the same sweep run locally; a lost worker and a diverging run. The cluster tests are slow (CI runs
 them); the default run checks that every task graph the code sends unpickles without this project (as a scheduler
 on another machine unpickles it), the local sweep, the size rule and the error paths."""
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One cluster for this file, started as docs/sweep.md says, its workers warmed up (torch imported). The test
-    that kills a worker runs last."""
+    """One cluster for this file, started as docs/how-to/sweeps.md says, its workers warmed up (torch imported).
+    The test that kills a worker runs last."""
     c = Cluster(tmp_path_factory.mktemp("cluster"), page=PAGES[1])
     try:
         from distributed import Client
@@ -118,14 +118,15 @@ def test_scheduler_address_comes_from_the_option_or_the_environment(monkeypatch)
 @pytest.mark.xdist_group("sweep-cluster")
 @pytest.mark.slow  # the documented sweep, on the cluster and here (~40 s on 2 busy cores)
 def test_the_documented_sweep_command_gives_the_traces_of_a_local_run(cluster, tmp_path):
-    """docs/sweep.md's `render.py train ... --scheduler` line, run as the page shows it against the cluster the page
-    starts (the scheduler without the checkout: the fixture), then without ``--scheduler``: the same runs, bit for
-    bit. ``--set steps=40`` keeps the runs short."""
+    """docs/how-to/sweeps.md's `render.py train ... --scheduler` line, run as the page shows it against the cluster
+    the page starts (the scheduler without the checkout: the fixture), then without ``--scheduler``: the same runs,
+    bit for bit. ``--set steps=40`` keeps the runs short."""
     line = cluster.client_command + " --set steps=40"
     assert "--scheduler tcp://127.0.0.1:" in line
     local_line = re.sub(r" --scheduler \S+", "", line)
-    scheduler_python = subprocess.run(["/bin/bash", "-c", "python -c 'import simulation'"], cwd=cluster.scheduler_folder,
-                                      env=cluster.scheduler_env, capture_output=True, text=True)
+    scheduler_python = subprocess.run(["/bin/bash", "-c", "python -c 'import simulation'"],
+                                      cwd=cluster.scheduler_folder, env=cluster.scheduler_env, capture_output=True,
+                                      text=True)
     assert "No module named 'simulation'" in scheduler_python.stderr  # the scheduler's Python lacks this project
     caches = {}
     for name, command in (("remote", line), ("local", local_line)):
@@ -219,13 +220,14 @@ def sent_graphs(monkeypatch):
         return send(self, msg)
 
     monkeypatch.setattr(Client, "_send_to_scheduler", keep)
-    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0") as cluster:
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=":0") as cluster:
         yield cluster.scheduler_address, graphs
 
 
 def test_every_task_graph_a_sweep_or_a_render_sends_unpickles_without_this_project(sent_graphs, tmp_path):
     """The scheduler unpickles each graph (distributed >= 2023.4) and may run where nothing of this project is
-    installed (docs/cluster.md): the graphs that a sweep and a cluster render send must name only the standard
+    installed (docs/how-to/cluster.md): the graphs that a sweep and a cluster render send must name only the standard
     library, Dask and plain data. The twin: a graph that pickles the task function by reference (as the code did
     before, ``client.submit(run_to_bytes, ...)``) fails there with "No module named 'simulation'"."""
     from distributed import Client
@@ -268,6 +270,6 @@ def test_the_code_sends_tasks_only_through_submit_by_name():
 
 
 def test_the_scheduler_is_installed_with_the_dask_version_the_project_pins():
-    """docs/cluster.md's install line for a scheduler without the checkout names pyproject.toml's pin."""
+    """docs/how-to/cluster.md's install line for a scheduler without the checkout names pyproject.toml's pin."""
     pin = re.search(r'"(dask\[distributed\]==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     assert f'pip install "{pin}"' in PAGES[0].read_text()
