@@ -367,6 +367,9 @@ def echo_run_summaries(summary: dict[str, dict[str, Any]]) -> None:
         if loss_blew_up(s):  # finite, yet far above where it started
             status += (f", but its loss grew from {figure(s['initial_loss'], '.3g')} to "
                        f"{figure(s['final_train_loss_avg'], '.3g')}: it did not train (a smaller lr?)")
+        # the figures this kind records (simulation.summary.summarize): per-block gradients, or the composite gain
+        grad = f"first/last grad_norm at step 0 {figure(s['grad_ratio_step0'], '.3g')}  " if s["grad_norm_step0"] else ""
+        gain = (f"composite gain {figure(s['composite_row_gain_final'], '.4g')}  "
+                if "composite_row_gain_final" in s else "")
         click.echo(f"{name:<24} loss {figure(s['final_loss'], '.4g')}  error {figure(s['final_error'], '.3f')}  "
-                   f"test error {figure(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
-                   f"{figure(s['grad_ratio_step0'], '.3g')}  {status}")
+                   f"test error {figure(s['final_test_error'], '.3f')}  {grad}{gain}{status}")

@@ -1,5 +1,6 @@
-"""Shared fixtures: every test gets its own trace cache, so nothing leaks between tests or runs; the claim tests
-share one more, read-only to them (tests/support.py: shared_traces), for the whole session."""
+"""Shared fixtures: every test gets its own trace cache and its own current folder, so nothing leaks between tests
+or runs and nothing reaches the user's checkout (the guard at the end checks: tests/checkout_guard.py); the claim
+tests share one more cache, read-only to them (tests/support.py: shared_traces), for the whole session."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import gc
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+import checkout_guard
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (support.ROOT)
 
 SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV (conftest is not imported by name)
 
@@ -88,6 +94,55 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("trace-cache")
     monkeypatch.setenv("RESIDUAL_CACHE", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def outside_the_checkout(tmp_path_factory, monkeypatch):
+    """Run each test in a fresh empty current folder: what the commands write or read by default (``media/``,
+    ``media/explore``, Manim's ``./media``) is there, never the user's checkout, which a render has filled (README's
+    command 1 before command 2; issue 34). A test that needs a file of the checkout names it from ROOT."""
+    path = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(path)
+    return path
+
+
+# -- the checkout guard: the session fails if a file of the checkout appeared, changed or disappeared ------------
+
+def _guard_skips(config) -> tuple[Path, ...]:
+    """Folders of the checkout the tests may write: a --basetemp there, and the control data with --set_test."""
+    skips = [Path(config.option.basetemp).resolve()] if getattr(config.option, "basetemp", None) else []
+    if config.getoption("--set_test", default=False):
+        skips.append(ROOT / "tests" / "control_data")
+    return tuple(skips)
+
+
+def pytest_sessionstart(session):
+    """The checkout's files before any test module is imported; on the controller only under pytest-xdist (its
+    session spans every worker's)."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    skips = _guard_skips(config)
+    config._checkout_before = (skips, checkout_guard.snapshot(ROOT, skips))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_checkout_before", None)
+    if before is None:
+        return
+    skips, files = before
+    changed = checkout_guard.differences(files, checkout_guard.snapshot(ROOT, skips))
+    if changed:
+        session.config._checkout_changed = changed
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    changed = getattr(config, "_checkout_changed", None)
+    if changed:
+        terminalreporter.section("checkout guard", sep="=", red=True, bold=True)
+        terminalreporter.line(checkout_guard.message(ROOT, changed), red=True)
 
 
 @pytest.fixture
