@@ -25,7 +25,7 @@ from simulation.runkeys import RunKey
 
 from scenes.base import LectureScene
 from scenes.helpers import finite_max, is_missing
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
+from scenes.seeds import SeedSpread, with_seed_count
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.widgets import LinearAxes, nice_ticks
 
@@ -78,7 +78,6 @@ class LogitLens(SeedSpread, LectureScene):
     experiment = "logit_lens"
     experiment_defaults = {"seeds": "0,1,2"}  # one small GPT per seed (~8 s each)
     strings = {
-        **SEED_STRINGS,
         "title": {"en": "The residual stream carries the answer up", "zh": "残差流把答案一路送到顶层"},
         "what": {"en": "each layer's stream read through the final LayerNorm and unembedding, as if it were the last",
                  "zh": "把每一层的残差流当作最后一层：经过最终的 LayerNorm 和反嵌入解读"},

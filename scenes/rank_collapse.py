@@ -28,7 +28,7 @@ from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP
 
 from scenes.base import LectureScene
 from scenes.helpers import is_missing, log_range
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
+from scenes.seeds import SeedSpread, with_seed_count
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import LogAxes, make_legend
 
@@ -115,7 +115,6 @@ class RankCollapse(SeedSpread, LectureScene):
     experiment = "rank_collapse"
     experiment_defaults = {"seeds": "0,1,2"}  # four small encoders per seed (~5 s each): three keep the lecture fast
     strings = {
-        **SEED_STRINGS,
         "title": {"en": "Attention alone loses rank", "zh": "只有注意力，秩会塌缩"},
         "what": {"en": "x̄: the mean token. res = 0: every token carries the same vector (rank 1)",
                  "zh": "x̄：所有词元的平均。res = 0：每个词元都是同一个向量（秩为 1）"},
