@@ -28,7 +28,7 @@ from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP
 
 from scenes.base import LectureScene
 from scenes.helpers import is_missing, log_range
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
+from scenes.seeds import SeedSpread, with_seed_count
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import LogAxes, make_legend
 
@@ -114,42 +114,6 @@ class RankCollapse(SeedSpread, LectureScene):
 
     experiment = "rank_collapse"
     experiment_defaults = {"seeds": "0,1,2"}  # four small encoders per seed (~5 s each): three keep the lecture fast
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "Attention alone loses rank", "zh": "只有注意力，秩会塌缩"},
-        "what": {"en": "x̄: the mean token. res = 0: every token carries the same vector (rank 1)",
-                 "zh": "x̄：所有词元的平均。res = 0：每个词元都是同一个向量（秩为 1）"},
-        "axis_layer": {"en": "layer (0 = input of the stack)", "zh": "层（0 = 输入）"},
-        "san": {"en": "attention only", "zh": "只有注意力"},
-        "san_mlp": {"en": "attention + MLP", "zh": "注意力 + MLP"},
-        "san_skip": {"en": "attention + skip", "zh": "注意力 + 跳连"},
-        "san_mlp_skip": {"en": "attention + MLP + skip", "zh": "注意力 + MLP + 跳连"},
-        "thin": {"en": "thin: at initialisation", "zh": "细线：初始化时"},
-        "thick": {"en": "thick: after {step} steps", "zh": "粗线：训练 {step} 步后"},
-        "v_collapse": {"en": "Attention only: res {start} → {top} after {layers} layers; each layer's drop in log res "
-                             "was {ratio}× the last (theory: 3×, doubly exponential)",
-                       "zh": "只有注意力：res 从 {start} 降到 {top}（{layers} 层）；每层 log res 的降幅是上一层的 {ratio} 倍"
-                             "（理论：3 倍，双指数）"},
-        "v_collapse_no": {"en": "Attention only: res {start} → {top} after {layers} layers; each layer's drop in log res "
-                                "was {ratio}× the last: not the doubly exponential fall of the theory (3×) here",
-                          "zh": "只有注意力：res 从 {start} 降到 {top}（{layers} 层）；每层 log res 的降幅是上一层的 {ratio} 倍："
-                                "这里不是理论中的双指数下降（3 倍）"},
-        "v_skip": {"en": "With skips it stays up: {skip} (attention + skip), {both} (with MLP) at the top after training",
-                   "zh": "有跳连时保持住了：训练后顶层为 {skip}（注意力 + 跳连）和 {both}（再加 MLP）"},
-        "v_mlp": {"en": "MLPs without skips did not stop it here: {top} (the paper: MLPs can slow the collapse)",
-                  "zh": "没有跳连时 MLP 在这里没能阻止塌缩：{top}（论文：MLP 可以减缓塌缩）"},
-        "v_mlp_no": {"en": "MLPs without skips kept it up here: {top} (as the paper says they can)",
-                     "zh": "没有跳连时 MLP 在这里保持住了：{top}（与论文所说一致）"},
-        "n_intro": {"en": "What does attention do to the tokens if nothing carries them past it?",
-                    "zh": "如果没有东西把词元绕过注意力送上去，注意力会把它们变成什么样？"},
-        "n_measure": {"en": "We measure how far the tokens are from all being the same vector, after every layer.",
-                      "zh": "我们在每一层之后测量：这些词元离“全都是同一个向量”还有多远。"},
-        "n_collapse": {"en": "Attention alone averages the tokens together: the residual is cubed layer after layer.",
-                       "zh": "只有注意力时，词元被一再平均：残差一层接一层地被立方。"},
-        "n_skip": {"en": "The skip connection carries each token's own vector past the averaging.",
-                   "zh": "跳连把每个词元自己的向量绕过平均直接送上去。"},
-        "n_verdict": {"en": "What these runs measured.", "zh": "这些运行的实测结果。"},
-    }
 
     def construct(self) -> None:
         res = {run: (rank_residual(t, 0), rank_residual(t, -1)) for run, t in self.traces.items() if run in RUNS}
@@ -206,8 +170,9 @@ class RankCollapse(SeedSpread, LectureScene):
         self.narrate("n_skip", 3.5)
         self.play(Create(thick), FadeIn(notes[1]), run_time=2.5)
 
-        # 3. The verdicts, computed from the runs (rank_verdicts) and counted over the seeds.
+        # 3. The verdicts, computed from the runs (rank_verdicts) and counted over the seeds; detail in the narration.
         san_init, san_final = res[SAN]
+        self.narrate("n_verdict", 3)
         shown = {claim: by_seed[next(iter(by_seed))][claim] for claim in CLAIMS}
         lines = [
             with_seed_count(self, self.t(
@@ -221,10 +186,10 @@ class RankCollapse(SeedSpread, LectureScene):
                 "v_mlp_no" if shown["mlp_alone_collapses"] is False else "v_mlp",
                 top=self.number("san_mlp.top_res_final", res[SAN_MLP][1][-1], 3)), *counts["mlp_alone_collapses"]),
         ]
+        # at the house's small size, never scaled down (the legibility floor)
         verdict = VGroup(*[make_text(line, size=SIZE_SMALL) for line in lines]).arrange(DOWN, aligned_edge=LEFT,
                                                                                        buff=0.1)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
-        self.narrate("n_verdict", 3)
+        verdict.to_edge(LEFT, buff=0.5).to_edge(DOWN, buff=0.6)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("Dong, Cordonnier & Loukas 2021, Fig. 1-2")
         self.wait(5)

@@ -47,15 +47,6 @@ __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRulePro
 MODEL_EXPERIMENT = "model"  # the experiment of a user's model: runs "residual" (the model) and "plain" (its twin)
 MAX_PEN_STEPS = 12  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
 
-# Strings every variant shares; {model} is filled in by UserModelScene.t.
-MODEL_STRINGS = {
-    "plain": {"en": "plain twin (no shortcuts)", "zh": "普通孪生网络（去掉捷径）"},
-    "residual": {"en": "{model} (with shortcuts)", "zh": "{model}（有捷径）"},
-    "your_model": {"en": "your model", "zh": "你的模型"},
-    "blocks_heading": {"en": "residual additions: {heading}", "zh": "残差相加处：{heading}"},
-    "blocks_plain": {"en": "residual additions, in forward order", "zh": "残差相加处，按前向顺序"},
-}
-
 
 def model_title(trace) -> str | None:
     """A short name of the user's model: the factory of its config's ``spec`` (``resnet18`` from
@@ -88,12 +79,9 @@ class UserModelScene(LectureScene):
         for name in (PLAIN,):
             if name in self.traces and block_names(self.traces[name]) != self.block_names:
                 raise ValueError(f"{type(self).__name__}: the runs {RESIDUAL!r} and {name!r} have different blocks")
-        self.model_name = model_title(residual) or self.strings_entry("your_model")
+        self.model_name = model_title(residual) or self.string("your_model", self.lang, self.text_overrides)
         self.numbers["blocks"] = list(self.block_names)
         self.numbers["model"] = self.model_name
-
-    def strings_entry(self, key: str) -> str:
-        return (self.strings.get(key) or MODEL_STRINGS[key])[self.lang]
 
     def t(self, key: str, **fmt) -> str:
         return super().t(key, **{"model": getattr(self, "model_name", ""), **fmt})
@@ -126,6 +114,7 @@ class UserModelScene(LectureScene):
 class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
     """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
 
+<<<<<<< HEAD
     strings = {
         **GradientFlowOverTraining.strings, **MODEL_STRINGS,
         "subtitle": {"en": "{model}: {depth} residual additions; brightness and width: measured ‖∂L/∂h‖",
@@ -149,6 +138,8 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
                               "zh": "训练到最后，孪生网络靠前的块也收到了梯度。"},
     }
     trace_keys = ("step", "out_grad_norm", "loss_curve")
+=======
+>>>>>>> main
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
     _lane_drop = 0.7
@@ -164,6 +155,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
 class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
     """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
 
+<<<<<<< HEAD
     strings = {
         **ChainRuleProduct.strings, **MODEL_STRINGS,
         "axis_x": {"en": "the gradient flows right to left", "zh": "梯度从右向左传"},
@@ -174,6 +166,8 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
                        "zh": "有了捷径，每个因子是 1 加上一点。"},
     }
     trace_keys = ("step", "out_grad_norm", "grad_norm")
+=======
+>>>>>>> main
     _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
@@ -208,6 +202,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
 class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
     """The +1 of the shortcut in the backward pass; measured per-block gradient norms of your model and its twin."""
 
+<<<<<<< HEAD
     strings = {
         **GradientPlusOne.strings, **MODEL_STRINGS,
         "plain_rule": {"en": "plain twin: y = F(x)", "zh": "普通孪生网络：y = F(x)"},
@@ -219,6 +214,8 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
                        "zh": "再看带捷径的你的模型的每一块。"},
     }
     trace_keys = ("step", "out_grad_norm", "grad_norm")
+=======
+>>>>>>> main
     _axes_box = (-0.85, 2.4)
 
     def block_axis(self, axes, depth: int):
@@ -230,6 +227,7 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
 class ModelResidualResponse(UserModelScene, ResidualResponse):
     """||F(x)|| / ||x|| and the std of F(x) per residual addition of your model and its twin (He 2015, Fig. 7)."""
 
+<<<<<<< HEAD
     strings = {
         **ResidualResponse.strings, **MODEL_STRINGS,
         "legend_plain": {"en": "plain twin: training error {error}", "zh": "普通孪生网络：训练误差 {error}"},
@@ -240,6 +238,8 @@ class ModelResidualResponse(UserModelScene, ResidualResponse):
                             "zh": "训练之后，你的模型的分支并不比孪生网络的小。"},
     }
     trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
+=======
+>>>>>>> main
     _chart_y = 0.0
 
     def bar_labels(self, depth: int) -> list[str]:
@@ -259,6 +259,7 @@ class ModelResidualResponse(UserModelScene, ResidualResponse):
 class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     """||F(x)|| / ||x|| of every residual addition of your model over training, beside the loss."""
 
+<<<<<<< HEAD
     strings = {
         **DoesItOnlyCopy.strings, **MODEL_STRINGS,
         "title": {"en": "Does {model} only learn to copy?", "zh": "{model} 只会学“复制”吗？"},
@@ -268,6 +269,8 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     needs_runs = (RESIDUAL,)
     trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
 
+=======
+>>>>>>> main
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
 
@@ -275,6 +278,7 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
 class ModelDegradation(UserModelScene, Degradation):
     """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""
 
+<<<<<<< HEAD
     strings = {
         **MODEL_STRINGS, **{k: v for k, v in Degradation.strings.items() if k in ("axis_step", "seed_band")},
         "title": {"en": "{model} with and without its shortcuts", "zh": "{model}：有捷径与没有捷径"},
@@ -300,6 +304,8 @@ class ModelDegradation(UserModelScene, Degradation):
 
     trace_keys = ("step", "out_grad_norm", "error_curve", "test_error")
 
+=======
+>>>>>>> main
     def construct(self) -> None:
         runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]
         if runs != [PLAIN, RESIDUAL]:

@@ -1,0 +1,1 @@
+"""The recording core: imports only torch and numpy (and the torch-free trace module); the watch API lives here."""
