@@ -257,8 +257,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(render_options, formats=("html",), default_format="html", format_help="The page is HTML.",
-                   transparent=False)
+@functools.partial(render_options, formats=("html",), default_format="html", format_help="HTML.", transparent=False)
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
