@@ -152,8 +152,7 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.option("--chapter", "chapters", multiple=True, metavar="NAME", help=CHAPTER_HELP)
 @click.pass_context
 def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
-    """Render the whole lecture in order (optional chapters only with --chapter); with --trace FILE [--twin FILE]
-    every scene that can draw that recorded run."""
+    """Render the whole lecture in order (chapters with --chapter; with --trace: every scene that can draw it)."""
     with user_errors():  # an unknown chapter: one line, nothing rendered
         scenes = (recorded_scenes((), _layers(ctx, ctx.params["sets"], None), chapters, say=note) if recorded(ctx)
                   else lecture_with(chapters))
