@@ -235,7 +235,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(render_options, formats=DECK_FORMATS, default_format="html",
+@functools.partial(render_options, formats=DECK_FORMATS, default_format="html", transparent=False,
                    format_help="html: reveal.js deck (offline); pptx: slides with video and notes; pdf: handout.")
 @click.pass_context
 def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
@@ -257,14 +257,14 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(render_options, formats=("html",), default_format="html", format_help="The page is HTML.")
+@functools.partial(render_options, formats=("html",), default_format="html", format_help="HTML.", transparent=False)
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
     English and Chinese, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
-    links to the explorer at OUTPUT/explore (`render.py explore -o OUTPUT/explore`)."""
+    links to the explorer at OUTPUT/explore if one is there (`render.py explore -o OUTPUT/explore` first)."""
     from cli.page import write_page
 
     rendered = _render_clips(ctx, scene_names)

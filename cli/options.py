@@ -250,8 +250,9 @@ def voice_option(func):
 
 
 def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
-                    format_help: str = "png = a still of the last frame."):
-    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
+                    format_help: str = "png = a still of the last frame.", transparent: bool = True):
+    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format, and without
+    --transparent: ``transparent=False``, for commands that play opaque mp4 clips whatever it says)."""
     func = voice_option(func)
     func = scheduler_option(func)
     func = click.option("--check", is_flag=True,
@@ -260,8 +261,9 @@ def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str
                         help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
     func = click.option("--output", "-o", type=PathType(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
-    func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
-                        help="Transparent background (webm, gif, png).")(func)
+    if transparent:
+        func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
+                            help="Transparent background (webm, gif, png).")(func)
     func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
                         show_default=True, help=format_help)(func)
     return scene_options(func)
