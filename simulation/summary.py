@@ -164,7 +164,7 @@ def local_minima(loss: Any) -> np.ndarray:
 
 def slice_figures(trace: Any) -> dict[str, float]:
     """The non-convexity figures of a loss-landscape trace (``coords`` [G], ``loss_grid`` [G, G]; see
-    :func:`simulation.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
+    :func:`simulation.kinds.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
     ``mean_curvature_ratio`` (mean of :func:`curvature_ratio` over its finite points; NaN if none) and
     ``local_minima`` (:func:`local_minima`, a count as a float; NaN when a grid value is missing, since a
     minimum may hide there)."""

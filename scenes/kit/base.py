@@ -33,17 +33,17 @@ from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
-from cli.beats import jsonable
-from scenes.beats import BeatLog
+from narration.beats import jsonable
+from scenes.kit.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
 from narration.mux import mux_audio, video_duration
-from scenes import encoder, segment_key
-from scenes.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
-from scenes.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
-from scenes.layout import layout_problems
-from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
-from scenes.theme import set_theme
+from scenes.kit import encoder, segment_key
+from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
+from scenes.kit.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
+from scenes.kit.layout import layout_problems
+from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
+from scenes.kit.theme import set_theme
 
 __all__ = ["LectureScene"]
 
@@ -101,21 +101,21 @@ class LectureScene(Scene):
     params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
     experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
-    theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
+    theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
     strings: dict[str, dict[str, str]] = {}
     chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     # RunKey -> .npz path, used instead of the cache (tests); a run name stands for that run at its trace's seed
     trace_files: dict[RunKey | str, str] | None = None
     # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);
-    # one a trace lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
+    # one a trace lacks is filled with NaN and drawn as a gap (scenes.kit.helpers.fill_required_arrays)
     required_arrays: tuple[str, ...] = ()
     voice: str | None = None  # a name from narration.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
-        encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/encoder.py)
-        segment_key.install()  # each play's segment key in one pass, not Manim's JSON (scenes/segment_key.py)
-        share_svg_paths()  # a copied glyph shares its parsed SVG path (scenes/frame_cost.py)
+        encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/kit/encoder.py)
+        segment_key.install()  # each play's segment key in one pass, not Manim's JSON (scenes/kit/segment_key.py)
+        share_svg_paths()  # a copied glyph shares its parsed SVG path (scenes/kit/frame_cost.py)
         parse_each_path_once()  # svgelements parses each glyph's path string once per process (same points)
         keep_renderer_bases()  # tempconfig's renderer, set again unchanged, leaves ~300 classes' bases alone
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
@@ -180,7 +180,7 @@ class LectureScene(Scene):
         With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
         as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese).
         The line before is waited out first, so lines never overlap and never run faster than speech.
-        Each call also starts a beat (a slide stop; see :mod:`scenes.beats`)."""
+        Each call also starts a beat (a slide stop; see :mod:`scenes.kit.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
         self.beats.begin(key, {lang: self.strings.get(key, COMMON_STRINGS.get(key, {})).get(lang, "").format(**fmt)
@@ -227,7 +227,7 @@ class LectureScene(Scene):
         a number would be); the numbers JSON says how many were shown."""
         if not (self.numbers["missing"] or self.numbers.get("missing_arrays") or self._trace_has_nan):
             return  # nothing is missing: no gap can be on screen, and the walk is skipped
-        from scenes.widgets import GapMark
+        from scenes.kit.widgets import GapMark
 
         word = self.t("missing")
         seen = self.__dict__.setdefault("_gaps_seen", set())

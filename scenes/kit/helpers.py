@@ -2,7 +2,7 @@
 
 Example::
 
-    from scenes.helpers import log_range, tail_mean
+    from scenes.kit.helpers import log_range, tail_mean
     exp_min, exp_max = log_range([1e-9, 0.3, float("nan")])     # (-10, 0)
 
 A value a trace should hold but does not (NaN in a recorded array, or an array the file lacks) is
@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["MISSING_WORDS", "is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
            "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "fill_required_arrays", "running_mean"]
 
-# The label of a gap, in every language of scenes.style.LANGS.
+# The label of a gap, in every language of scenes.kit.style.LANGS.
 MISSING_WORDS = {"en": "missing", "zh": "缺失"}
 
 
