@@ -70,6 +70,21 @@ install_python() {
     echo "$want" > "$stamp"
 }
 
+install_torchvision_hook() {
+    # PyPI's torchvision (x86_64) is built for CUDA torch: beside the CPU torch `import torchvision` fails, and
+    # with it `import lightning` and transformers' models in a user's own script. A start-up hook defines the two
+    # op schemas its import needs (simulation/torchvision_ops.py says how); a CPU torchvision makes it a no-op.
+    # Copied on every run (a second run after a pull refreshes it).
+    local site
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    if ! cmp -s simulation/torchvision_ops.py "$site/residual_lecture_torchvision.py"; then
+        say "torchvision start-up hook: $site/residual_lecture_torchvision.pth"
+        cp simulation/torchvision_ops.py "$site/residual_lecture_torchvision.py"
+    fi
+    echo 'import residual_lecture_torchvision; residual_lecture_torchvision.install()' \
+        > "$site/residual_lecture_torchvision.pth"
+}
+
 install_web() {
     # reveal.js for the offline html deck (render.py slides), pinned in web/package.json and web/package-lock.json.
     local want=5.2.1 have=""  # keep in step with web/package.json and cli/deck.py
@@ -96,6 +111,7 @@ job=${1:-setup}
 shift || true
 install_apt
 install_python
+install_torchvision_hook
 install_web
 case "$job" in
     setup) "$VENV/bin/python" render.py doctor || say "render.py doctor found a required piece missing (above)"

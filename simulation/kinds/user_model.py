@@ -45,6 +45,7 @@ from ..memory import FLOAT, MemoryEstimate, budget_bytes
 from ..core.record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
                      reduce_by_shape, row_norm, tensor_norm)
 from ..core.residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
+from ..torchvision_ops import allow_torchvision_without_ops
 from ..trace import Trace
 from ..values import a_type
 
@@ -64,34 +65,6 @@ class UserModelError(ConfigError):
 
 
 # -- loading the factory ------------------------------------------------------------------------------
-
-def allow_torchvision_without_ops() -> None:
-    """torchvision's PyPI wheel is built against CUDA torch: with the CPU torch its C++ ops (nms, roi_align ...)
-    do not load, and its import then fails where it registers fakes for two of them. Define those two schemas
-    (never called: no classification model uses them) so that the pure-Python model definitions import. Does
-    nothing when the ops load, torchvision is imported already or is not installed."""
-    if "torchvision" in sys.modules:
-        return
-    found = importlib.util.find_spec("torchvision")
-    if found is None or not found.submodule_search_locations:
-        return
-    for library in Path(next(iter(found.submodule_search_locations))).glob("_C*.so"):
-        try:
-            torch.ops.load_library(str(library))
-            return
-        except (OSError, RuntimeError):
-            pass
-    global _TORCHVISION_SCHEMAS
-    try:
-        _TORCHVISION_SCHEMAS = torch.library.Library("torchvision", "DEF")
-        for name in ("nms", "qnms"):
-            _TORCHVISION_SCHEMAS.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    except RuntimeError:
-        pass  # defined already
-
-
-_TORCHVISION_SCHEMAS: Any = None
-
 
 def _user_roots(spec: str) -> list[Path]:
     """Files or folders whose frames are the user's code in a traceback."""
