@@ -157,11 +157,11 @@ def _check_scheduler(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 def scheduler_option(func):
-    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
+    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/how-to/sweeps.md)."""
     return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", callback=_check_scheduler,
                         help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
                              "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
-                             "docs/cluster.md).")(func)
+                             "docs/how-to/cluster.md).")(func)
 
 class PathType(click.Path):
     """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
@@ -343,7 +343,7 @@ def echo_listing(listing: dict[str, Any]) -> None:
 
 
 def train_summary(experiment: str, runs: dict[Any, Any], traces: list[Any]) -> dict[str, Any]:
-    """``render.py train``'s summary (its ``--json`` output, docs/sweep.md) of ``runs`` (``{RunKey: config}``) and
+    """``render.py train``'s summary (its ``--json`` output, docs/how-to/sweeps.md) of ``runs`` (``{RunKey: config}``) and
     their ``traces`` in that order: ``{"experiment", "runs": {run key text: {"trace": path, **summary}}, "seeds":
     simulation.seeds.summarize_seeds(...)}`` (run key texts: :func:`simulation.runkeys.key_texts`)."""
     from simulation.cache import trace_path
@@ -367,6 +367,9 @@ def echo_run_summaries(summary: dict[str, dict[str, Any]]) -> None:
         if loss_blew_up(s):  # finite, yet far above where it started
             status += (f", but its loss grew from {figure(s['initial_loss'], '.3g')} to "
                        f"{figure(s['final_train_loss_avg'], '.3g')}: it did not train (a smaller lr?)")
+        # the figures this kind records (simulation.summary.summarize): per-block gradients, or the composite gain
+        grad = f"first/last grad_norm at step 0 {figure(s['grad_ratio_step0'], '.3g')}  " if s["grad_norm_step0"] else ""
+        gain = (f"composite gain {figure(s['composite_row_gain_final'], '.4g')}  "
+                if "composite_row_gain_final" in s else "")
         click.echo(f"{name:<24} loss {figure(s['final_loss'], '.4g')}  error {figure(s['final_error'], '.3f')}  "
-                   f"test error {figure(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
-                   f"{figure(s['grad_ratio_step0'], '.3g')}  {status}")
+                   f"test error {figure(s['final_test_error'], '.3f')}  {grad}{gain}{status}")

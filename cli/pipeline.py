@@ -12,7 +12,7 @@ stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.kinds.stack
 the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
 traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
 on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon
-as a scene waits for it. Without it the one trainer was the cold lecture's critical path (docs/speed.md).
+as a scene waits for it. Without it the one trainer was the cold lecture's critical path (docs/developers/speed.md).
 Both pools render a scene the same way, with ``render.py _worker JOB`` in a process of its own
 (:func:`run_worker`); they differ only in where that process runs:
 

@@ -13,7 +13,7 @@ shows a dot per seed, a bar over the seeds' range and a curve through their medi
 count the seeds that show each claim. Source: He et al. 2015, §1 and Fig. 1 (deeper plain nets: vanishing
 signal, higher training error); He et al. 2016, eq. 5 (the identity keeps the ratio near 1).
 
-The runs are the ``depth_sweep`` experiment's (docs/sweep.md); :func:`sweep_points` reads only each
+The runs are the ``depth_sweep`` experiment's (docs/how-to/sweeps.md); :func:`sweep_points` reads only each
 trace's config and arrays, so any run set of plain and residual nets at several depths works (the
 ``vanishing`` experiment's too). A run that diverged has no final error: it is drawn as a cross at the top
 of the error panel and counted as training worse.

@@ -426,7 +426,7 @@ __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeCo
 
 
 # -- Highway networks (experiment "highway"; trained by simulation.kinds.highway) ---------------------------
-# The worked example of docs/simulation.md, "Adding a kind of run".
+# The worked example of docs/developers/adding-a-kind-of-run.md.
 
 HIGHWAY_ARCHS = ("plain", "residual", "highway")
 

@@ -12,7 +12,7 @@ constants and functions exported here (``PLAIN``, ``POST_LN``, ``depth_run("plai
 look their traces up.
 
 Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): every run once per seed, in the order of ``seeds``
-(keys ``RunKey(name, s)``; their text form in docs/sweep.md). ``model=conv`` switches the experiments
+(keys ``RunKey(name, s)``; their text form in docs/how-to/sweeps.md). ``model=conv`` switches the experiments
 marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill what the user did not set).
 """
 
@@ -468,7 +468,7 @@ def _depth_sweep(base: RunConfig, params: DepthSweepParams) -> dict[str, RunConf
     return runs
 
 
-# The full sweep of README / docs/sweep.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
+# The full sweep of README / docs/how-to/sweeps.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
 FULL_SWEEP = {"mlp_depths": "2,4,6,8,12,16,20,32,44,56,80,110",
               "conv_depths": "8,14,20,26,32,44,56,74,92,110", "seeds": "0,1,2,3,4"}
 

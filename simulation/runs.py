@@ -12,7 +12,7 @@ log lines for the label, :func:`config_from_dict` for the class of a ``to_dict()
 so choosing another trainer for a kind gives its traces new cache keys.
 
 Adding a kind is one entry here, after its config class, trainer and memory estimate exist (the steps and files:
-docs/simulation.md, "Adding a kind of run"; the worked example is ``highway``)::
+docs/developers/adding-a-kind-of-run.md; the worked example is ``highway``)::
 
     register_kind(RunKind(
         name="user_model",                          # the config's ``kind`` field (to_dict()["kind"])

@@ -493,8 +493,9 @@ def test_a_bad_memory_budget_is_one_line_and_list_still_works(budget, tmp_path):
     """$RESIDUAL_MEMORY_BUDGET is read while --help text is built, when render.py is imported: in a fresh
     interpreter with a bad value, the import must work, `list` exit 0 and a render say why in one line (exit 1),
     never a traceback (an exception other than click's exit). One interpreter per value runs both commands."""
-    env = {**os.environ, "RESIDUAL_MEMORY_BUDGET": budget, "RESIDUAL_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-c", BUDGET_PROBE], cwd=ROOT, env=env, capture_output=True, text=True)
+    env = {**os.environ, "RESIDUAL_MEMORY_BUDGET": budget, "RESIDUAL_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT)}  # run in tmp_path: `render --check` reads the default output folder, media/
+    done = subprocess.run([sys.executable, "-c", BUDGET_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     listing, check = json.loads(done.stdout.splitlines()[-1]).values()
     assert listing["code"] == 0 and listing["exception"] in (None, "SystemExit"), listing

@@ -28,6 +28,7 @@ from simulation.trace import Trace
 
 from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
 from data.make_traces import tiny_trace_files_with_seeds
+from support import ROOT
 
 EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm")
 PHONE = {"viewport": {"width": 390, "height": 844}}
@@ -678,7 +679,8 @@ def test_explore_model_draws_your_own_network(tmp_path):
 
     from render import cli
 
-    result = CliRunner().invoke(cli, ["explore", "--model", "examples/my_resnet.py:build", "--set", "data=digits-image",
+    model = f"{ROOT / 'examples' / 'my_resnet.py'}:build"
+    result = CliRunner().invoke(cli, ["explore", "--model", model, "--set", "data=digits-image",
                                       "--set", "model.steps=4", "-o", str(tmp_path / "explore")])
     assert result.exit_code == 0, result.output
     (family,) = read_data(tmp_path / "explore")["views"]["flow"]["families"]

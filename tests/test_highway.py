@@ -1,4 +1,4 @@
-"""The highway run kind (simulation.kinds.highway; docs/simulation.md, "Adding a kind of run"), the worked example.
+"""The highway run kind (simulation.kinds.highway; docs/developers/adding-a-kind-of-run.md), the worked example.
 
 - the blocks against Srivastava et al. 2015's formulas written out here (eq. 1 and 3), b_T at ``gate_bias``;
 - the recorder's ``gate_mean`` and ``out_grad_norm`` against a forward pass written here and ``torch.autograd.grad``;

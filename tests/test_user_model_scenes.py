@@ -39,7 +39,7 @@ from simulation.trace import Trace
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
-from support import examples
+from support import ROOT, examples
 from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
 FRAME_W, FRAME_H = 14.222222222222221, 8.0
@@ -369,7 +369,7 @@ def test_every_model_scene_draws_a_real_user_model(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
     files = {key: str(path) for key, path in record_model(
-        "examples/my_resnet.py:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
+        f"{ROOT / 'examples' / 'my_resnet.py'}:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
     assert set(files) == {RunKey("residual", 0), RunKey("plain", 0)}
     files = {key.name: path for key, path in files.items()}
     layers = Trace.load(files["residual"]).meta.layers

@@ -4,7 +4,7 @@ Manim 0.22 writes a frame that stays on screen (a ``wait``, a frozen frame betwe
 ``write_frame(pixels, repeat=n)``; :class:`manim.scene.video_segment_encoder.VideoSegmentEncoder` then builds a
 new RGBA ``av.VideoFrame`` and lets PyAV convert it to the codec's format (yuv420p) for every one of the ``n``
 copies. At 1080p that conversion is most of the cost of a held frame, and the lecture holds frames for as
-long as a line of narration takes (docs/speed.md).
+long as a line of narration takes (docs/developers/speed.md).
 
 :func:`install` replaces ``write_frame`` with one that converts the frame once, exactly as PyAV's encoder
 would (same reformatter defaults: size, format, the codec's thread count), and sends that frame ``n`` times
@@ -42,7 +42,7 @@ def video_options(quality: str, threads: int | None = None) -> dict[str, str]:
 
     ``threads``: libx264 encoder threads (None: x264 chooses, 1.5 per core). Manim's ``crf`` 23 stays.
     A shorter look-ahead changes the encoded bytes, not the frames drawn (the mp4 stays H.264 yuv420p):
-    x264's macroblock-tree rate control sees LOOKAHEAD (3) frames ahead instead of 40 (docs/speed.md gives the
+    x264's macroblock-tree rate control sees LOOKAHEAD (3) frames ahead instead of 40 (docs/developers/speed.md gives the
     file sizes and CPU). The options are libx264's: cli/media.py passes them for mp4 segments only."""
     if quality not in ("l", "m", "h", "k"):
         raise ValueError(f"quality must be one of l, m, h, k; got {quality!r}")
@@ -113,7 +113,7 @@ def finish(self) -> None:
     """``VideoSegmentEncoder.finish``, then glibc's ``malloc_trim(0)``: libx264 frees its frame buffers
     when a segment closes, but glibc keeps freed heap pages resident (its mmap threshold rises after the
     first large free, so later buffers come from the heap); trimming returns them before the next segment
-    allocates its own (measured: a 1080p render's peak falls by ~20 MiB, docs/speed.md)."""
+    allocates its own (measured: a 1080p render's peak falls by ~20 MiB, docs/developers/speed.md)."""
     try:
         _FINISH(self)
     finally:

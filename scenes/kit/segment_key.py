@@ -8,7 +8,7 @@ Manim 0.22 names each ``play``'s video segment (its partial-movie cache, ``$RESI
 ``manim.utils.hashing.get_hash_from_play_call``: the camera, the animations and every mobject on screen are turned
 into JSON (a cleaned copy of every object's ``__dict__``, a memo of the objects seen, ``json.dumps`` with a custom
 encoder, one SHA-256 and one JSON dtype descriptor per array) and the JSON is hashed. Over the cold lecture's 416
-plays at ``-q l`` that took 41.7 CPU s of the render workers' ~190 (docs/speed.md); this key takes 11.4.
+plays at ``-q l`` that took 41.7 CPU s of the render workers' ~190 (docs/developers/speed.md); this key takes 11.4.
 
 :func:`play_key` reads the same objects in the same order with one C pickler (protocol 5) whose output is hashed as
 it is written: plain values, lists, dicts and tuples as pickle writes them; an array by its dtype and shape, its bytes

@@ -4,7 +4,7 @@ Example::
 
     python -m simulation.kinds.highway --set arch=highway --set depth=20
 
-The worked example of a run kind (docs/simulation.md, "Adding a kind of run"): a config class
+The worked example of a run kind (docs/developers/adding-a-kind-of-run.md): a config class
 (:class:`simulation.config.HighwayConfig`), this trainer, one ``register_kind`` entry in :mod:`simulation.runs`.
 
 Every block has one layer H(x) = activation(W_H x + b_H) (Srivastava et al. 2015, eq. 1) and keeps the width:
