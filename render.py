@@ -29,6 +29,7 @@ from typing import Any
 import click
 
 from cli.doctor import doctor_command
+from cli.i18n import i18n_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          train_summary, user_errors, voices)
@@ -343,6 +344,7 @@ def worker(ctx: click.Context, job_json: str) -> None:
     click.echo(json.dumps({"files": [str(p) for p in files]}))
 
 
+cli.add_command(i18n_command)  # the catalogs of the lecture's words (cli/i18n.py)
 cli.add_command(doctor_command)  # what this machine has of what the lecture needs (cli/doctor.py)
 if __name__ == "__main__":
     cli()

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from cli import i18n
 from cli.deck import staged_dir
 from cli.media import RenderError
 from simulation.runkeys import RunKey, key_texts
@@ -118,18 +119,11 @@ UI_STRINGS = {
 
 
 def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
-    """The scenes' string tables the captions quote (imports manim, as the scenes do)."""
-    from scenes.kit.base import COMMON_STRINGS
-    from scenes.chain_rule import ChainRuleProduct
-    from scenes.degradation import Degradation
-    from scenes.gradient_flow import GradientFlowOverTraining
-    from scenes.layernorm import PostLNvsPreLN
-    from scenes.residual_response import ResidualResponse
-    from scenes.sigmoid import SigmoidDerivative
-
-    return {"common": COMMON_STRINGS, "flow": GradientFlowOverTraining.strings, "chain": ChainRuleProduct.strings,
-            "sigmoid": SigmoidDerivative.strings, "degradation": Degradation.strings,
-            "responses": ResidualResponse.strings, "layernorm": PostLNvsPreLN.strings}
+    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (cli.i18n)."""
+    owners = {"common": "LectureScene", "flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct",
+              "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
+              "layernorm": "PostLNvsPreLN"}
+    return {name: i18n.table([owner, "SeedSpread", "LectureScene"], ("en", "zh")) for name, owner in owners.items()}
 
 
 # view -> [(table, key)] of the scene strings making its title and caption, in order.

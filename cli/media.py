@@ -315,13 +315,18 @@ def scene_config(settings: dict[str, Any]) -> Iterator[None]:
 
 
 def scene_title(scene: type) -> dict[str, str]:
-    """{lang: the title the scene shows on screen} (its ``strings["title"]``, what ``self.title("title")``
+    """{lang: the title the scene shows on screen} (its string ``title``, what ``self.title("title")``
     draws), for the deck and the page; a scene without one gets its docstring's first line, else its name."""
     from cli.params import LANGS
 
-    entry = (getattr(scene, "strings", None) or {}).get("title") or {}
     fallback = (scene.__doc__ or "").strip().split("\n")[0].strip() or scene.__name__
-    return {lang: entry.get(lang) or fallback for lang in LANGS}
+    out = {}
+    for lang in LANGS:
+        try:
+            out[lang] = scene.string("title", lang) if hasattr(scene, "string") else fallback
+        except KeyError:
+            out[lang] = fallback
+    return out
 
 
 def load_scene(module: str, name: str) -> type:

@@ -229,9 +229,11 @@ class ClusterPool:
             return self._scattered[digest]
 
     def render(self, job: RenderJob) -> list[Path]:
+        from simulation.sweep import submit_by_name
+
         traces = {digest: self._trace(digest) for digest in dict.fromkeys(job.traces.values())}
-        future = self.client.submit(render_task, job.to_json(), traces, module_root(job.module),
-                                    key=f"render-{job.scene}-{job.key()[:16]}", pure=False, retries=0)
+        future = submit_by_name(self.client, render_task, job.to_json(), traces, module_root(job.module),
+                                key=f"render-{job.scene}-{job.key()[:16]}", pure=False, retries=0)
         self.futures.append(future)
         try:
             blobs = future.result()

@@ -318,7 +318,7 @@ def test_does_it_copy_says_what_the_run_shows(tmp_path):
     files[RunKey("residual", 0)] = str(trace.save(tmp_path / "flat.npz"))
     built, _ = _built(DoesItOnlyCopy, tmp_path / "m", files)
     texts = [getattr(m, "text", "") for m in built.mobjects for m in m.get_family()]
-    flat = DoesItOnlyCopy.strings["flat"]["en"].replace(" ", "")
+    flat = DoesItOnlyCopy.string("flat", "en").replace(" ", "")
     assert any(flat in t.replace(" ", "") for t in texts), texts
     values = built.numbers["values"]
     assert values["seeds.agree"] == 1 and values["seeds.total"] == 3  # the untampered seeds 1 and 2 shrink

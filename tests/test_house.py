@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import scenes
-from scenes.kit.base import COMMON_STRINGS
+from cli import i18n
 from scenes.kit.style import LANGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,8 +52,9 @@ def test_the_torch_check_can_fail():
 
 def _string_tables():
     """Every ``{key: {lang: text}}`` table in the scenes package: each scene's ``strings`` and every
-    module-level dict of such entries (COMMON_STRINGS, MISSING_WORDS ...)."""
-    tables = {"scenes.kit.base.COMMON_STRINGS": COMMON_STRINGS}
+    module-level dict of such entries, and the catalogs (locale/, cli.i18n) as one table ``"Owner.key"``."""
+    english, chinese = i18n.english(), i18n.messages("zh")
+    tables = {"locale": {name: {"en": text, "zh": chinese.get(name, text)} for name, text in english.items()}}
     for info in pkgutil.walk_packages(scenes.__path__, "scenes."):  # scenes.kit's modules too
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
@@ -73,7 +74,7 @@ def _fields(text: str) -> set[str]:
 
 def test_every_string_table_uses_the_same_placeholders_in_every_language():
     tables = _string_tables()
-    assert "scenes.chain_rule.ChainRuleProduct.strings" in tables and "scenes.kit.helpers.MISSING_WORDS" in tables
+    assert "ChainRuleProduct.title" in tables["locale"] and "LectureScene.missing" in tables["locale"]
     wrong = [f"{table}[{key!r}]: " + ", ".join(f"{lang} {sorted(_fields(entry[lang]))}" for lang in LANGS)
              for table, entries in tables.items() for key, entry in entries.items()
              if len({frozenset(_fields(entry[lang])) for lang in LANGS}) > 1]

@@ -427,14 +427,14 @@ def chapter_titles(page_html: str) -> tuple[list[str], list[str]]:
 
 def assert_shows_titles(page_html: str, deck_index: dict, scenes: list[type], lang: str) -> None:
     """The page's chapters and headings and the deck's slides carry each scene's on-screen title in ``lang``
-    (its strings["title"]), never its class name."""
+    (its string "title"), never its class name."""
     import html as html_lib
 
-    expected = [s.strings["title"][lang] for s in scenes]
+    expected = [s.string("title", lang) for s in scenes]
     nav, headings = chapter_titles(page_html)
     assert [html_lib.unescape(t) for t in nav] == expected and [html_lib.unescape(t) for t in headings] == expected
     assert not {s.__name__ for s in scenes} & {*nav, *headings}, "a class name is used as a title"
-    titles = {s.__name__: s.strings["title"][lang] for s in scenes}
+    titles = {s.__name__: s.string("title", lang) for s in scenes}
     deck = {slide["scene"]: slide["title"] for slide in deck_index["slides"]}
     assert deck and deck == {name: titles[name] for name in deck}
 

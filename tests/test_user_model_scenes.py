@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from manim import VGroup
 
 import scenes
+from cli import i18n
 from scenes import user_model
 from scenes.kit.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
                                  split_prefix, unique_names)
@@ -310,8 +311,9 @@ def test_registered_and_chosen_by_model():
 
 @pytest.mark.parametrize("scene", scenes.MODEL_SCENES, ids=lambda s: s.__name__)
 def test_strings_in_both_languages(scene):
-    for key, entry in scene.strings.items():
-        assert set(entry) >= set(LANGS) and all(entry[lang].strip() for lang in LANGS), key
+    for lang in LANGS:
+        said = {key: scene.string(key, lang) for key in i18n.texts_of("en", i18n.owner_chain(scene))}
+        assert said and all(text.strip() for text in said.values()), (lang, said)
 
 
 def test_list_shows_the_model_scenes():

@@ -5,10 +5,11 @@ Example::
     manim -ql scenes/highway.py IdentityHighway          # English, dark theme, default parameters
     RESIDUAL_LANG=zh RESIDUAL_THEME=light manim -ql scenes/highway.py IdentityHighway
 
-A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`) and ``strings``
-(``{key: {"en": ..., "zh": ...}}``). ``setup`` loads the experiment's traces from the cache, training
-missing runs in a subprocess, so a scene never imports torch; a variant that sets ``trace_files``
-(``{RunKey or run name: path}``) reads those files instead (tests use small committed traces). ``self.runs`` is
+A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`); its words are the catalog entries
+``"<Class>.<key>"`` (``locale/``, :mod:`cli.i18n`), read with :meth:`LectureScene.t`. ``setup`` loads the
+experiment's traces from the cache, training missing runs in a subprocess, so a scene never imports torch; a
+variant that sets ``trace_files`` (``{RunKey or run name: path}``) reads those files instead (tests use small
+committed traces). ``self.runs`` is
 every run (``{RunKey: Trace}``), ``self.seed_traces`` the same as ``{seed: {name: Trace}}`` in the order of the
 experiment's ``seeds``, and ``self.traces`` the first seed's ``{name: Trace}``. Every number drawn goes through
 :meth:`LectureScene.number`, which records it; the record is written as ``<video>.numbers.json``.
@@ -22,7 +23,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from manim import DOWN, DR, UL, UP, Mobject, Scene, Text, config
@@ -33,30 +34,20 @@ from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
+from cli import i18n
 from narration.beats import jsonable
 from scenes.kit.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
 from narration.mux import mux_audio, video_duration
-from scenes.kit import encoder, segment_key
+from scenes import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
-from scenes.kit.helpers import MISSING_WORDS, compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
+from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.kit.layout import layout_problems
 from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
 from scenes.kit.theme import set_theme
 
 __all__ = ["LectureScene"]
-
-COMMON_STRINGS = {
-    "measured": {"en": "measured", "zh": "实测"},
-    "plain": {"en": "plain", "zh": "普通网络"},
-    "residual": {"en": "residual", "zh": "残差网络"},
-    "layer": {"en": "layer", "zh": "层"},
-    "block": {"en": "block", "zh": "块"},
-    "missing": MISSING_WORDS,  # a value the trace lacks (NaN or an absent array)
-    "no_verdict": {"en": "A value this comparison needs is missing from the trace: no verdict.",
-                   "zh": "轨迹缺少这项比较所需的数值：无法下结论。"},
-}
 
 
 def _frames_of(scene) -> int:
@@ -102,7 +93,7 @@ class LectureScene(Scene):
     experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
-    strings: dict[str, dict[str, str]] = {}
+    text_overrides: dict[str, str] = {}  # {"Owner.key": text} for this render (--text, [text.Owner] in --config)
     chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     # RunKey -> .npz path, used instead of the cache (tests); a run name stands for that run at its trace's seed
@@ -154,12 +145,27 @@ class LectureScene(Scene):
             self.numbers["traces"] = {self.run_texts[key]: t.meta.digest for key, t in self.runs.items()}
 
     # -- text -------------------------------------------------------------------------------
+    @classmethod
+    def string(cls, key: str, lang: str = "en", overrides: Mapping[str, str] | None = None) -> str:
+        """The unformatted text of ``key`` in ``lang``: looked up along the class's MRO (``Scene.key``, then its
+        bases' ... ``LectureScene.key``), where an override ``"Owner.key"`` (``--text``), a class's own inline
+        ``strings`` (a scene outside the lecture: tests, a user's module) or the catalogs (:mod:`cli.i18n`: the
+        language's entry, else the English) answer first. KeyError if no owner has ``key``."""
+        overrides = overrides or {}
+        for owner in cls.__mro__:
+            name = f"{owner.__name__}.{key}"
+            if name in overrides:
+                return overrides[name]
+            inline = vars(owner).get("strings") or {}
+            if key in inline:
+                return inline[key].get(lang) or inline[key]["en"]
+            if i18n.lookup([owner.__name__], key):
+                return i18n.text(lang, [owner.__name__], key)
+        raise KeyError(f"{cls.__name__} has no string {key!r}")
+
     def t(self, key: str, **fmt: Any) -> str:
         """The string ``key`` in the scene's language, formatted with ``fmt``."""
-        entry = self.strings.get(key) or COMMON_STRINGS.get(key)
-        if entry is None:
-            raise KeyError(f"{type(self).__name__} has no string {key!r}")
-        return entry[self.lang].format(**fmt)
+        return self.string(key, self.lang, self.text_overrides).format(**fmt)
 
     def text(self, key: str, size: float = 28, color=None, **fmt: Any) -> Text:
         return make_text(self.t(key, **fmt), size=size, color=color)
@@ -183,8 +189,8 @@ class LectureScene(Scene):
         Each call also starts a beat (a slide stop; see :mod:`scenes.kit.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
-        self.beats.begin(key, {lang: self.strings.get(key, COMMON_STRINGS.get(key, {})).get(lang, "").format(**fmt)
-                               for lang in ("en", "zh")})
+        self.beats.begin(key, {lang: self.string(key, lang, self.text_overrides if lang == self.lang else None)
+                               .format(**fmt) for lang in ("en", "zh")})
         if self.voice:
             audio = speech.speak(text, self.voice)
             shown = len(audio) / speech.SAMPLE_RATE

@@ -19,11 +19,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MISSING_WORDS", "is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
+__all__ = ["is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
            "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "fill_required_arrays", "running_mean"]
-
-# The label of a gap, in every language of scenes.kit.style.LANGS.
-MISSING_WORDS = {"en": "missing", "zh": "缺失"}
 
 
 def is_missing(value: Any) -> bool:

@@ -19,14 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["SeedSpread", "SEED_STRINGS", "count_true", "seed_range", "bar_seed_dots", "with_seed_count"]
-
-# Strings every seed-spread scene shares (merge into a scene's ``strings``).
-SEED_STRINGS = {
-    "seed_of": {"en": "{k} of {n} seeds", "zh": "{n} 个种子中 {k} 个"},
-    "seed_dots": {"en": "dots: the other {m} seeds", "zh": "圆点：其余 {m} 个种子"},
-    "seed_lines": {"en": "thin lines: the other {m} seeds", "zh": "细线：其余 {m} 个种子"},
-}
+__all__ = ["SeedSpread", "count_true", "seed_range", "bar_seed_dots", "with_seed_count"]
 
 
 class SeedSpread:
@@ -78,9 +71,10 @@ def seed_range(values: Iterable[float]) -> tuple[float, float, float]:
 
 
 def with_seed_count(scene, text: str, k: int, n: int) -> str:
-    """``text`` followed by "(k of n seeds)" in the scene's language (full-width brackets in Chinese)."""
+    """``text`` followed by "(k of n seeds)" in the scene's language (its catalog's ``SeedSpread.with_count``:
+    full-width brackets in Chinese)."""
     count = scene.t("seed_of", k=k, n=n)
-    return f"{text}（{count}）" if scene.lang == "zh" else f"{text} ({count})"
+    return scene.t("with_count", text=text, count=count)
 
 
 def bar_seed_dots(bars, series: int, by_seed: dict[int, np.ndarray], radius: float = 0.045):

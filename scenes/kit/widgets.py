@@ -14,7 +14,8 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
                    Rectangle, RoundedRectangle, VGroup, VMobject)
 
-from scenes.kit.helpers import MISSING_WORDS, finite_runs, log_range, missing_runs
+from cli import i18n
+from scenes.kit.helpers import finite_runs, log_range, missing_runs
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
@@ -34,7 +35,7 @@ class GapMark(VGroup):
         width, height = max(width, 0.12), max(height, 0.3)
         self.outline = DashedVMobject(Rectangle(width=width, height=height, color=color, stroke_width=2),
                                       num_dashes=max(8, int(4 * (width + height))))
-        self.label = make_text(MISSING_WORDS[current_language()], size=SIZE_SMALL, color=color)
+        self.label = make_text(i18n.text(current_language(), ["LectureScene"], "missing"), size=SIZE_SMALL, color=color)
         if self.label.width > width * 0.9 and height > width:
             self.label.rotate(math.pi / 2)
         self.label.scale_to_fit_height(min(self.label.height, height * 0.8))
