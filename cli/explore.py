@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cli import i18n
+from narration import i18n
 from cli.deck import staged_dir
 from cli.media import RenderError
 from simulation.runkeys import RunKey, key_texts
@@ -119,7 +119,7 @@ UI_STRINGS = {
 
 
 def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
-    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (cli.i18n)."""
+    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (narration.i18n)."""
     owners = {"common": "LectureScene", "flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct",
               "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
               "layernorm": "PostLNvsPreLN"}

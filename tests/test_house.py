@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import scenes
-from cli import i18n
+from narration import i18n
 from scenes.kit.style import LANGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def test_the_torch_check_can_fail():
 
 def _string_tables():
     """Every ``{key: {lang: text}}`` table in the scenes package: each scene's ``strings`` and every
-    module-level dict of such entries, and the catalogs (locale/, cli.i18n) as one table ``"Owner.key"``."""
+    module-level dict of such entries, and the catalogs (locale/, narration.i18n) as one table ``"Owner.key"``."""
     english, chinese = i18n.english(), i18n.messages("zh")
     tables = {"locale": {name: {"en": text, "zh": chinese.get(name, text)} for name, text in english.items()}}
     for info in pkgutil.walk_packages(scenes.__path__, "scenes."):  # scenes.kit's modules too

@@ -1,4 +1,4 @@
-"""The lecture's words live in catalogs (locale/, cli.i18n), not in the scene files.
+"""The lecture's words live in catalogs (locale/, narration.i18n), not in the scene files.
 
 Example::
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import i18n
+from narration import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")

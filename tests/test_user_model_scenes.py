@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from manim import VGroup
 
 import scenes
-from cli import i18n
+from narration import i18n
 from scenes import user_model
 from scenes.kit.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
                                  split_prefix, unique_names)

@@ -6,7 +6,7 @@ Example::
     RESIDUAL_LANG=zh RESIDUAL_THEME=light manim -ql scenes/highway.py IdentityHighway
 
 A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`); its words are the catalog entries
-``"<Class>.<key>"`` (``locale/``, :mod:`cli.i18n`), read with :meth:`LectureScene.t`. ``setup`` loads the
+``"<Class>.<key>"`` (``locale/``, :mod:`narration.i18n`), read with :meth:`LectureScene.t`. ``setup`` loads the
 experiment's traces from the cache, training missing runs in a subprocess, so a scene never imports torch; a
 variant that sets ``trace_files`` (``{RunKey or run name: path}``) reads those files instead (tests use small
 committed traces). ``self.runs`` is
@@ -34,13 +34,13 @@ from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
-from cli import i18n
+from narration import i18n
 from narration.beats import jsonable
 from scenes.kit.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
 from narration.mux import mux_audio, video_duration
-from scenes import encoder, segment_key
+from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.kit.layout import layout_problems
@@ -149,7 +149,7 @@ class LectureScene(Scene):
     def string(cls, key: str, lang: str = "en", overrides: Mapping[str, str] | None = None) -> str:
         """The unformatted text of ``key`` in ``lang``: looked up along the class's MRO (``Scene.key``, then its
         bases' ... ``LectureScene.key``), where an override ``"Owner.key"`` (``--text``), a class's own inline
-        ``strings`` (a scene outside the lecture: tests, a user's module) or the catalogs (:mod:`cli.i18n`: the
+        ``strings`` (a scene outside the lecture: tests, a user's module) or the catalogs (:mod:`narration.i18n`: the
         language's entry, else the English) answer first. KeyError if no owner has ``key``."""
         overrides = overrides or {}
         for owner in cls.__mro__:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
-from cli.i18n import LANGUAGES
+from narration.i18n import LANGUAGES
 from narration.text import LANGS  # defined once for the scenes, the beat record and the narration
 from scenes.kit.frame_cost import GlyphText, drop_svg_paths
 from scenes.kit.theme import ROLES, current_theme
@@ -68,7 +68,7 @@ class RoleColors(Mapping):
     def __len__(self) -> int:
         return len(self.roles)
 
-# One font per language, from the table of languages (cli.i18n.LANGUAGES): DejaVu Sans for Latin scripts,
+# One font per language, from the table of languages (narration.i18n.LANGUAGES): DejaVu Sans for Latin scripts,
 # Noto Sans CJK SC (Debian fonts-noto-cjk) for Chinese ...
 FONTS = {code: language.font for code, language in LANGUAGES.items()}
 _current = {"lang": "en"}

@@ -14,7 +14,7 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
                    Rectangle, RoundedRectangle, VGroup, VMobject)
 
-from cli import i18n
+from narration import i18n
 from scenes.kit.helpers import finite_runs, log_range, missing_runs
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
