@@ -202,12 +202,15 @@ def test_beat_videos_in_the_deck_carry_their_stretch_of_the_sound(tmp_path):
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_the_page_and_the_explorer_link_to_each_other(rendered):
-    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`), whose views link back
-    to their clips on that page."""
+    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`) once one is there, whose
+    views link back to their clips on that page."""
     out = rendered.parent.parent
+    page = rendered / "page" / "lecture.html"
+    assert 'class="explore"' not in page.read_text(encoding="utf-8")  # no explorer yet: no link to it
     result = invoke("explore", "chain_rule", *TINY, "--set", "seeds=0", "-o", out / "explore")
     assert result.exit_code == 0, result.output
-    page = rendered / "page" / "lecture.html"
+    again = invoke("page", *SCENES, "cli_scenes:TinyTrace", *TINY, "-o", out)  # the clips are up to date
+    assert again.exit_code == 0, again.output
     hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
     assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {(out / "explore" / "index.html").resolve()}
     data = (out / "explore" / "data.js").read_text(encoding="utf-8")
@@ -500,6 +503,24 @@ def long_keyed_page(folder: Path) -> Path:
                                                 encoding="utf-8")
     write_page([load_clip(clips / "Tiny.mp4", {"en": "Tiny", "zh": "小"})], folder / "page", "en")
     return folder / "page" / "lecture.html"
+
+
+def test_the_page_links_to_the_explorer_only_when_there_is_one(tmp_path):
+    """`render.py page -o OUT` links to OUT/explore/index.html only once `render.py explore` has written it: never
+    to a folder nobody wrote (issue 34)."""
+    from cli.deck import load_clip
+    from cli.page import write_page
+
+    page = long_keyed_page(tmp_path)
+    clip = load_clip(tmp_path / "clips" / "Tiny.mp4", {"en": "Tiny", "zh": "小"})
+    explorer = tmp_path / "explore" / "index.html"
+    write_page([clip], tmp_path / "page", "en", explorer=explorer)
+    assert 'class="explore"' not in page.read_text(encoding="utf-8")
+    explorer.parent.mkdir()
+    explorer.write_text("<!doctype html>", encoding="utf-8")
+    write_page([clip], tmp_path / "page", "en", explorer=explorer)
+    hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
+    assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {explorer.resolve()}
 
 
 def sideways(browser, page_file: Path) -> int:

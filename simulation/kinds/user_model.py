@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import traceback
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -216,8 +217,11 @@ def _token_batch(config: UserModelConfig, n: int, generator: torch.Generator) ->
 
 
 def _load_npz(path: str, seed: int) -> Dataset:
+    file = input_file(path, "data file", ConfigError)
+    if not zipfile.is_zipfile(file):  # np.load would take any other bytes for a pickle (refused) or an .npy array
+        raise ConfigError(f"data file {path} is not an .npz archive (np.savez(FILE, x=..., y=...) writes one)")
     try:
-        with np.load(input_file(path, "data file", ConfigError), allow_pickle=False) as data:
+        with np.load(file, allow_pickle=False) as data:
             if "x" not in data.files or "y" not in data.files:
                 raise ConfigError(f"data file {path} must hold arrays 'x' and 'y'; it has {', '.join(data.files) or 'none'}")
             x, y = data["x"], data["y"]
