@@ -293,6 +293,7 @@ class Watch:
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
+        self._stance = None  # torch.compile's stance to restore after a recorded step
         self._probing = False
         self._live = False
         self._clear_step()
@@ -357,6 +358,9 @@ class Watch:
             return
         self.armed = True
         self._clear_step()
+        if "torch.compile" in self.wrappers:  # a recorded step runs eagerly; the compiled graphs never see a hook
+            self._stance = torch._dynamo.eval_frame._stance
+            torch.compiler.set_stance("force_eager")
         if self.found.adds is None:
             self._discover_handle = self.module.register_forward_pre_hook(self._first_forward, with_kwargs=True)
             return
@@ -372,6 +376,10 @@ class Watch:
         if not self.armed:
             return
         self.armed = False
+        if self._stance is not None:
+            stance, self._stance = self._stance, None
+            torch.compiler.set_stance(stance.stance, skip_guard_eval_unsafe=stance.skip_guard_eval_unsafe,
+                                      force_backend=stance.backend)
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
