@@ -153,6 +153,15 @@ def model_layer(spec: str) -> Layer:
     return Layer("--model", experiments={MODEL_EXPERIMENT: {"spec": spec}})
 
 
+def trace_layer(trace: str | None, twin: str | None) -> Layer:
+    """``--trace FILE`` / ``--twin FILE`` as a layer: the parameters ``trace`` and ``twin`` of experiment ``model``
+    (paths made absolute: a render job runs in another process)."""
+    import os
+
+    values = {key: os.path.abspath(os.path.expanduser(path)) for key, path in (("trace", trace), ("twin", twin)) if path}
+    return Layer("--trace", experiments={MODEL_EXPERIMENT: values})
+
+
 def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:
     """:func:`read_config` then :func:`config_layer`: a lecture TOML file as a :class:`Layer`."""
     return config_layer(read_config(path), path, experiments, scenes)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
-                     RunConfig, TransformerConfig, UserModelConfig)
+                     RecordedConfig, RunConfig, TransformerConfig, UserModelConfig, trace_files)
 from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
                      transformer_memory, user_model_memory)
@@ -283,3 +283,18 @@ register_kind(RunKind(
     name="highway", config=HighwayConfig, trainer="simulation.highway:run", memory=highway_memory,
     work=lambda c: c.steps * c.depth // 2,  # a one-layer block: half an MLP block (two Linears)
     label="plain, residual or highway (gated) one-layer blocks on digits (Srivastava et al. 2015)"))
+
+
+def _recorded_memory(config: RecordedConfig) -> MemoryEstimate:
+    """Reading a trace file holds its arrays (about its size: .npz is not compressed) and the cache's copy."""
+    try:
+        size = sum(p.stat().st_size for p in trace_files(config.path))
+    except OSError:
+        size = 0
+    return MemoryEstimate(0, 0, 0, 2 * size)
+
+
+register_kind(RunKind(
+    name="recorded", config=RecordedConfig, trainer="simulation.recorded:run", memory=_recorded_memory,
+    work=lambda c: 1, label="a run recorded elsewhere (residual_lecture.watch), read from its trace file (--trace)"))
+
