@@ -1,5 +1,5 @@
 """Counts agree with their nouns on screen, in the subtitles and the decks (issue 34): "1 of 1 seed", "2 of 3
-seeds", in every catalog (cli.i18n.format_text picks the form by Babel's CLDR plural rules)."""
+seeds", in every catalog (narration.i18n.format_text picks the form by Babel's CLDR plural rules)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli import i18n
+from narration import i18n
 
 SEED_NOUN = re.compile(r"\b(\d+) (seeds?)\b")
 
@@ -35,9 +35,9 @@ def test_every_catalog_entry_counts_seeds_in_agreement(lang):
 
 def test_the_seed_count_says_1_seed_and_2_of_3_seeds():
     """The "(k of n seeds)" every seed-spread scene appends, through LectureScene.t (as the scenes call it)."""
-    from scenes.base import LectureScene
+    from scenes.kit.base import LectureScene
     from scenes.chain_rule import ChainRuleProduct
-    from scenes.seeds import with_seed_count
+    from scenes.kit.seeds import with_seed_count
 
     said = {}
     for lang in ("en", "zh"):
