@@ -27,7 +27,9 @@ not fit before any translator starts.
 
 from __future__ import annotations
 
+import decimal
 import functools
+import math
 import re
 import string
 from dataclasses import dataclass
@@ -207,9 +209,19 @@ def _plural_rule(lang: str):
         return Locale.parse("en").plural_form
 
 
-def plural_category(lang: str, count: float) -> str:
+def plural_category(lang: str, count) -> str:
     """The CLDR plural category of ``count`` in ``lang`` (Babel's rules): "one" for 1 in English, "other" for
-    every count in Chinese or Japanese; Arabic has six. An unknown language counts as English."""
+    every count in Chinese or Japanese; Arabic has six. An unknown language counts as English. ``count`` may be a
+    number or its text as the scene wrote it ("3", "1.0": visible decimals count, "1.0 seeds"); "other" for a text
+    that is no number."""
+    if isinstance(count, str):
+        try:
+            count = decimal.Decimal(count.strip().replace(",", ""))
+        except decimal.InvalidOperation:
+            return "other"
+    if not (math.isfinite(count) if isinstance(count, float) else not isinstance(count, decimal.Decimal)
+            or count.is_finite()):
+        return "other"
     return _plural_rule(lang)(count)
 
 

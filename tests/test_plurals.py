@@ -62,4 +62,7 @@ def test_plural_categories_are_babels_and_a_missing_form_falls_back_to_other():
                                                                               "other"]
     assert i18n.plural_category("zh", 1) == "other" and i18n.plural_category("no-such-language", 1) == "one"
     assert i18n.format_text("{n:plural:one=a|other=b}", "ar", n=2) == "b"  # no "two" form given: "other"
+    # a count the scene formatted itself: its text; visible decimals count as CLDR says; no number: "other"
+    assert [i18n.plural_category("en", v) for v in ("1", "1.0", "3", "1,000", "n/a", float("nan"))] == [
+        "one", "other", "other", "other", "other", "other"]
     assert i18n.fields("{k} of {n} {n:plural:one=seed|other=seeds}") == {"k", "n"}  # checks of fields unchanged
