@@ -238,7 +238,7 @@ def scene_options(func):
     --set/--config, --quality, --lang and --theme."""
     func = param_options(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
-                        help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
+                        help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
                         show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)

@@ -44,8 +44,8 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
-THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
+LANGS = ("en", "zh")  # the same as narration.text.LANGS (a test checks); kept here so --help needs no numpy
+THEMES = ("dark", "light")  # the same as scenes.kit.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
     "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": None,

@@ -11,7 +11,7 @@ ordinary trace whose per-block arrays follow the model's residual additions in f
 ``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
 variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene
 offers): it reads the number of blocks and their names from the trace, never from the built-in experiments'
-depths, and labels the blocks with :class:`scenes.block_labels.BlockLabels` (shared prefix as a heading,
+depths, and labels the blocks with :class:`scenes.kit.block_labels.BlockLabels` (shared prefix as a heading,
 groups by stage or layer, thinned and ellipsized labels), so 2 to 100+ blocks lay out without overlapping
 text. :data:`MODEL_VARIANTS` maps each lecture scene to its variant (``render.py render SCENE --model``).
 Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2016, eq. 4-5.
@@ -27,18 +27,18 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
 from simulation.config import spec_title
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
+from scenes.kit.base import LectureScene
+from scenes.kit.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
 from scenes.chain_rule import ChainRuleProduct
 from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
-from scenes.helpers import compare, finite_max
+from scenes.kit.helpers import compare, finite_max
 from scenes.plus_one import GradientPlusOne
 from scenes.residual_response import ResidualResponse
-from scenes.seeds import count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, make_legend
+from scenes.kit.seeds import count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRuleProduct", "ModelGradientPlusOne",
            "ModelResidualResponse", "ModelDoesItOnlyCopy", "ModelDegradation", "MODEL_SCENES", "MODEL_VARIANTS",

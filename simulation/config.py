@@ -286,7 +286,7 @@ def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
     return cls().replace(**changes)
 
 
-# -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
+# -- Transformer runs (experiment "layernorm"; trained by simulation.kinds.transformer) ----------------
 
 TRANSFORMER_ARCHS = ("encoder", "encoder_decoder", "decoder_only")
 LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
@@ -338,7 +338,7 @@ def conv_depth_error(depth: int) -> str | None:
     return None
 
 
-# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
+# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.kinds.identity_fit) ------------
 
 @dataclass(frozen=True)
 class IdentityFitConfig(BaseConfig):
@@ -360,7 +360,7 @@ class IdentityFitConfig(BaseConfig):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.landscape) ---------
+# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.kinds.landscape) ---------
 
 MAX_GRID = 201
 
@@ -393,7 +393,7 @@ class LandscapeConfig(BaseConfig):
                          lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
 
 
-# -- Hyper-connection runs (experiment "hyper_connections"; trained by simulation.hyper) ---------
+# -- Hyper-connection runs (experiment "hyper_connections"; trained by simulation.kinds.hyper) ---------
 
 MIXINGS = ("hc", "mhc")
 MAX_STREAMS = 16
@@ -425,7 +425,7 @@ __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeCo
             "TASKS", "INITS"]
 
 
-# -- Highway networks (experiment "highway"; trained by simulation.highway) ---------------------------
+# -- Highway networks (experiment "highway"; trained by simulation.kinds.highway) ---------------------------
 # The worked example of docs/developers/adding-a-kind-of-run.md.
 
 HIGHWAY_ARCHS = ("plain", "residual", "highway")
@@ -454,7 +454,7 @@ class HighwayConfig(BaseConfig):
     lesion: bool = _flag(False)  # after training, as RunConfig.lesion: test error with each block deleted
     input_sweep: bool = _flag(False)  # as RunConfig.input_sweep: the input gradient sweep at init and trained
 
-    dataset: ClassVar[str] = "digits"  # what simulation.train.MLPTask and simulation.memory read; not a parameter
+    dataset: ClassVar[str] = "digits"  # what simulation.kinds.mlp.MLPTask and simulation.memory read; not a parameter
 
     def _check(self) -> None:
         if self.momentum >= 1:
@@ -468,7 +468,7 @@ class HighwayConfig(BaseConfig):
 __all__ += ["HighwayConfig", "HIGHWAY_ARCHS"]
 
 
-# -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------
+# -- a user's own network (experiment "model"; trained by simulation.kinds.user_model) ---------------------
 
 USER_DATA = ("digits", "digits-image", "digits-image32", "copy", "reverse", "sort")  # or a path to a .npz
 USER_OPTIMIZERS = OPTIMIZERS

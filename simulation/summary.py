@@ -164,7 +164,7 @@ def local_minima(loss: Any) -> np.ndarray:
 
 def slice_figures(trace: Any) -> dict[str, float]:
     """The non-convexity figures of a loss-landscape trace (``coords`` [G], ``loss_grid`` [G, G]; see
-    :func:`simulation.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
+    :func:`simulation.kinds.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
     ``mean_curvature_ratio`` (mean of :func:`curvature_ratio` over its finite points; NaN if none) and
     ``local_minima`` (:func:`local_minima`, a count as a float; NaN when a grid value is missing, since a
     minimum may hide there)."""
@@ -265,7 +265,7 @@ class RunSummary:
     mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
     local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
     composite_row_gain_final: float | None = _only("hyper-connections")  # H_res^L ... H_res^1's, last record
-    composite_col_gain_final: float | None = _only("hyper-connections")  # (simulation.hyper.composite_gains)
+    composite_col_gain_final: float | None = _only("hyper-connections")  # (simulation.kinds.hyper.composite_gains)
     initial_loss: float | None = _only("classifier")  # the loss of step 0's batch (loss_curve[0])
 
     def to_dict(self) -> dict[str, Any]:
