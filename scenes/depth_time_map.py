@@ -30,10 +30,10 @@ from manim.utils.color import ManimColor
 
 from simulation.experiments import RESIDUAL
 
-from scenes.block_labels import middle_ellipsis, split_prefix
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.block_labels import middle_ellipsis, split_prefix
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, nice_ticks
 from scenes.user_model import UserModelScene
-from scenes.widgets import LinearAxes, nice_ticks
 
 __all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "MAX_COLUMNS", "MAX_ROWS", "MAX_LABELS",
            "VIRIDIS"]

@@ -22,7 +22,7 @@ from manim import Text
 
 from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW, DepthTimeMap, depth_time_grid,
                                    grid_colors, label_rows)
-from scenes.style import SIZE_SMALL
+from scenes.kit.style import SIZE_SMALL
 from simulation.trace import Trace
 
 from data.make_traces import user_like_trace_files
