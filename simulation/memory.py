@@ -178,7 +178,7 @@ def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
     from pathlib import Path
 
     # __package__: simulation, or residual_lecture.simulation in an installed copy (residual_lecture/__init__.py)
-    done = subprocess.run([sys.executable, "-m", f"{__package__}.user_model", "--estimate", config_json],
+    done = subprocess.run([sys.executable, "-m", f"{__package__}.kinds.user_model", "--estimate", config_json],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:  # no line: the user's code ended the probe itself
