@@ -8,7 +8,7 @@ Example::
 The missing runs train in lecture order, one after the other, in a trainer process (``python -m
 simulation.cache --stream``, so torch's memory goes back when it ends) or, with a scheduler, on the
 cluster. Locally, runs that differ only in their seed go to the trainer as one group and train together as one
-stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.stacked`: the same traces, bit for bit). As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
+stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.kinds.stacked`: the same traces, bit for bit). As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
 the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
 traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
 on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon

@@ -232,10 +232,14 @@ def test_render_options_from_file_yield_to_the_command_line(tmp_path, isolated_c
     assert str(still) in result.stdout and still.is_file()
 
 
-def test_langs_match_the_scenes():
-    from scenes.style import LANGS
+def test_langs_and_themes_match_the_scenes():
+    """cli/params.py repeats the languages and the theme names so that --help loads neither numpy nor manim."""
+    from narration.text import LANGS as NARRATION_LANGS
+    from scenes.kit.style import LANGS
+    from scenes.kit.theme import THEME_NAMES
 
-    assert tuple(LANGS) == cli_params.LANGS
+    assert tuple(LANGS) == tuple(NARRATION_LANGS) == cli_params.LANGS
+    assert THEME_NAMES == cli_params.THEMES
 
 
 # -- incremental --------------------------------------------------------------------------------

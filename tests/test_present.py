@@ -125,9 +125,9 @@ class FakeScene:
 
 
 def test_beat_rules_on_a_fake_scene():
-    """The rules of scenes/beats.py, one by one: a lead-in joins beat 0, lines with no frames between them are
+    """The rules of scenes/kit/beats.py, one by one: a lead-in joins beat 0, lines with no frames between them are
     one beat, a last line after the last frame joins the beat before, numbers go to the beat they are shown in."""
-    from scenes.beats import BeatLog
+    from scenes.kit.beats import BeatLog
 
     scene = FakeScene()
     log = BeatLog(scene)
@@ -389,7 +389,7 @@ def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
 
     import srt
 
-    from cli.beats import Beat, BeatRecord
+    from narration.beats import Beat, BeatRecord
     from cli.deck import Clip
     from cli.page import subtitles_vtt
 
@@ -488,7 +488,7 @@ LONG_KEY = "residual_sigmoid_d20.step.199.first_over_last_out_grad_norm"  # Grad
 def long_keyed_page(folder: Path) -> Path:
     """The page of one tiny clip (PyAV frames, no render) whose number has a key as long as the lecture's longest:
     one unbroken word of 59 characters, wider than a phone's window in the table's monospace."""
-    from cli.beats import Beat, BeatRecord
+    from narration.beats import Beat, BeatRecord
     from cli.deck import load_clip
     from cli.page import write_page
 

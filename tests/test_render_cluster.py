@@ -61,9 +61,10 @@ def _documented_all(cluster) -> list[str]:
 
 def test_the_documented_render_gives_the_clips_of_a_local_one_where_a_local_one_puts_them(cluster, tmp_path,
                                                                                           monkeypatch):
-    """The page's `render.py all --scheduler` line, with a lecture of two tiny scenes (one without traces, one
-    that reads two runs) so that it stays quick: the same files as `render.py all` here."""
-    monkeypatch.setattr(scenes, "SCENES_IN_ORDER", [cli_scenes.TinySquare, cli_scenes.TinyTrace])
+    """The page's `render.py all --scheduler` line, with a lecture cut to two scenes so that it stays quick (a tiny
+    one without traces, and SigmoidDerivative, which reads the chain_rule runs, at CLI_TINY's settings): the same
+    files as `render.py all` here."""
+    monkeypatch.setattr(scenes, "SCENES_IN_ORDER", [cli_scenes.TinySquare, scenes.SigmoidDerivative])
     args = _documented_all(cluster)
     local_args = [a for a in args if a != "--scheduler" and a != cluster.address]
     env = {"PYTHONPATH": str(ROOT / "tests")}
@@ -76,7 +77,7 @@ def test_the_documented_render_gives_the_clips_of_a_local_one_where_a_local_one_
     assert remote.exit_code == 0, remote.output
     here, there = tmp_path / "local" / "480p15" / "en", tmp_path / "remote" / "480p15" / "en"
     assert _names(here) == _names(there)  # clip, subtitles, numbers, beats, beat videos, record; no temporary file
-    for name in ("TinySquare", "TinyTrace"):
+    for name in ("TinySquare", "SigmoidDerivative"):
         a, b = _frames(here / f"{name}.mp4"), _frames(there / f"{name}.mp4")
         assert a.shape == b.shape and len(a) > 3
         assert np.array_equal(a, b), f"{name}: frames differ"
@@ -84,7 +85,7 @@ def test_the_documented_render_gives_the_clips_of_a_local_one_where_a_local_one_
             assert (here / f"{name}{suffix}").read_bytes() == (there / f"{name}{suffix}").read_bytes()
         record = json.loads((there / f"{name}.mp4.render.json").read_text())
         assert record["key"] == json.loads((here / f"{name}.mp4.render.json").read_text())["key"]
-    assert json.loads((there / "TinyTrace.numbers.json").read_text())["values"]  # it showed a real number
+    assert json.loads((there / "SigmoidDerivative.numbers.json").read_text())["values"]  # it showed real numbers
     again = invoke(*args, *CLI_TINY, "-o", tmp_path / "remote", env=env)
     assert again.exit_code == 0 and "wrote: nothing" in again.stdout  # placed files count as rendered
 

@@ -54,7 +54,7 @@ def _configs(steps: int = 30) -> list[RunConfig]:
 
 def _same(a: Trace, b: Trace) -> None:
     """Bit-identical: same metadata, same arrays (keys, dtypes, every bit). Only ``trained_with_seeds`` may differ:
-    a local sweep trains the seeds of one config together (simulation.stacked), a cluster each run alone."""
+    a local sweep trains the seeds of one config together (simulation.kinds.stacked), a cluster each run alone."""
     assert {**a.meta.to_dict(), "trained_with_seeds": None} == {**b.meta.to_dict(), "trained_with_seeds": None}
     assert sorted(a.arrays) == sorted(b.arrays)
     for key in a.arrays:

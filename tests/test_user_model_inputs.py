@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from simulation.config import ConfigError, UserModelConfig
 from simulation.runs import check_memory
-from simulation.user_model import UserModelError, estimate_memory, load_user_data, run
+from simulation.kinds.user_model import UserModelError, estimate_memory, load_user_data, run
 
 from support import examples, invoke
 
@@ -313,7 +313,7 @@ def test_a_model_whose_parameters_are_over_the_budget_is_refused_before_it_is_bu
     one_line(info.value)
     params = 64 * width + width + width * width + width + width * 10 + 10
     assert f"parameters {params * 4 / 1e9:.3g} GB" in str(info.value)
-    from simulation.user_model import load_factory
+    from simulation.kinds.user_model import load_factory
     assert load_factory(config.spec, config.source).__globals__["DEVICES"] == ["meta"]
     # A model under the budget is built and probed as before: its activations are measured.
     small = UserModelConfig(spec=f"{path}:build")
