@@ -29,7 +29,7 @@ from torch.utils.checkpoint import checkpoint
 from residual_lecture import plain_twin, watch
 from simulation.core import watch as watch_module
 from simulation.core.watch import WatchError
-from simulation.residual_adds import Interceptor
+from simulation.core.residual_adds import Interceptor
 from simulation.trace import Trace, parts_dir
 
 from watch_models import Net, batches
