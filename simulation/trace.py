@@ -172,8 +172,8 @@ class Trace:
     @property
     def run_config(self) -> Any:
         """The config that made this trace, typed (RunConfig, TransformerConfig, ... by its kind:
-        :func:`simulation.runs.config_from_dict`). Raises ConfigError for a config this version cannot read."""
-        from simulation.runs import config_from_dict
+        :func:`simulation.config.config_from_dict`). Raises ConfigError for a config this version cannot read."""
+        from simulation.config import config_from_dict
 
         return config_from_dict(dict(self.meta.config))
 
