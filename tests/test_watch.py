@@ -538,3 +538,23 @@ def test_one_host_copy_per_recorded_step_none_between(tmp_path, monkeypatch):
                 float(loss)
                 assert counts == {"__float__": 1}
     assert per_step == [{"cpu": 1}, {}, {}, {"cpu": 1}, {}, {}, {"cpu": 1}], per_step
+
+
+def test_update_ratio_off(tmp_path):
+    """update_ratio=False: no copy of the weights, update_ratio NaN, the rest as with it."""
+    micro = [m[0] for m in batches(3, 1)]
+    for flag in (True, False):
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with watch(model, tmp_path / f"{flag}.npz", every=1, update_ratio=flag) as rec:
+            for x, y in micro:
+                F.cross_entropy(model(x), y).backward()
+                rec.step(opt)
+                assert (rec._snapshot is not None) == flag
+                opt.step()
+                opt.zero_grad()
+    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "False.npz")
+    assert np.isnan(off["update_ratio"]).all() and np.isfinite(on["update_ratio"][1:]).all()
+    assert off.meta.watch["update_ratio"] is False
+    np.testing.assert_array_equal(on["out_grad_norm"], off["out_grad_norm"])
