@@ -17,8 +17,9 @@ import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 
 from scenes.base import LectureScene
+from scenes.layout import EDGE_BUFF, line_width
 from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.helpers import compare, finite_max, running_mean, steps_run
 from scenes.widgets import LinearAxes, make_legend
 
@@ -72,18 +73,16 @@ class Degradation(SeedSpread, LectureScene):
         "panel_residual": {"en": "residual", "zh": "残差网络"},
         "axis_step": {"en": "step", "zh": "训练步"},
         "curve": {"en": "{depth} blocks: {error}", "zh": "{depth} 块：{error}"},
-        "plain_degrades": {"en": "Measured: the deepest plain net ends at {deep}, the shallowest at {shallow}: "
-                                 "deeper is worse.",
-                           "zh": "实测：最深的普通网络最终误差 {deep}，最浅的 {shallow}：越深越差。"},
-        "plain_no_degrade": {"en": "Measured: the deepest plain net ends at {deep}, the shallowest at {shallow}: "
-                                   "no degradation in this run.",
-                             "zh": "实测：最深的普通网络最终误差 {deep}，最浅的 {shallow}：这次没有出现退化。"},
-        "residual_fine": {"en": "With shortcuts the deepest ends at {deep}, the shallowest at {shallow}: "
-                                "depth no longer hurts.",
-                          "zh": "有了捷径，最深的最终误差 {deep}，最浅的 {shallow}：加深不再有害。"},
-        "residual_degrades": {"en": "With shortcuts the deepest ends at {deep}, the shallowest at {shallow}: "
-                                    "still worse here, unlike the paper.",
-                              "zh": "有了捷径，最深的最终误差 {deep}，最浅的 {shallow}：这里仍然更差，与论文不同。"},
+        # On screen at the house's small size (the legibility floor, scenes/layout.py); "What these runs measured"
+        # is narrated.
+        "plain_degrades": {"en": "Plain: the deepest ends at {deep}, the shallowest at {shallow}: deeper is worse",
+                           "zh": "普通网络：最深的最终误差 {deep}，最浅的 {shallow}：越深越差"},
+        "plain_no_degrade": {"en": "Plain: the deepest ends at {deep}, the shallowest at {shallow}: no degradation here",
+                             "zh": "普通网络：最深的最终误差 {deep}，最浅的 {shallow}：这次没有退化"},
+        "residual_fine": {"en": "With shortcuts: deepest {deep}, shallowest {shallow}: depth no longer hurts",
+                          "zh": "有捷径：最深的 {deep}，最浅的 {shallow}：加深不再有害"},
+        "residual_degrades": {"en": "With shortcuts: deepest {deep}, shallowest {shallow}: still worse, unlike the paper",
+                              "zh": "有捷径：最深的 {deep}，最浅的 {shallow}：仍然更差，与论文不同"},
         "n_intro": {"en": "Stack more layers on a plain network and train it just as long.",
                     "zh": "给普通网络堆更多层，训练同样多的步数。"},
         "n_plain": {"en": "Watch the training error of the shallow and the deep plain nets.",
@@ -177,15 +176,16 @@ class Degradation(SeedSpread, LectureScene):
             self.number(f"{arch}.deeper_worse.of", n)
             verdict = self.t(key, deep=self.percent(f"{arch}.deepest_final_error", deep),
                              shallow=self.percent(f"{arch}.shallowest_final_error", shallow))
-            lines.add(make_text(f"{verdict} ({self.t('seed_count', k=k, n=n)})", size=SIZE_LABEL, color=PALETTE[arch]))
+            lines.add(make_wrapped_text(f"{verdict} ({self.t('seed_count', k=k, n=n)})", line_width(), size=SIZE_SMALL,
+                                        color=PALETTE[arch]))
         lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite(self._source)
         if len(self.seed_traces) > 1:
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
-            self.add(note.to_corner(DOWN + LEFT, buff=0.25))
+            self.add(note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0]))
         self.wait(4)
 
     def seed_band(self, chart, name: str, color) -> VMobject:

@@ -31,6 +31,7 @@ from scenes.degradation import MARGIN
 from scenes.seeds import SeedSpread, count_true, seed_range
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.helpers import compare, is_missing, steps_run
+from scenes.layout import line_width
 from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
                             safe_log10)
 from simulation.summary import tail_mean
@@ -179,14 +180,15 @@ class DepthSweep(SeedSpread, LectureScene):
         "slider": {"en": "depth {depth}", "zh": "深度 {depth}"},
         "legend_plain": {"en": "plain", "zh": "普通网络"},
         "legend_residual": {"en": "residual", "zh": "残差网络"},
-        "plain_ratio": {"en": "plain: the deepest over a decade below the shallowest",
+        # the verdict's two columns at the house's small size (the legibility floor, scenes/layout.py)
+        "plain_ratio": {"en": "plain: the deepest a decade below the shallowest",
                         "zh": "普通网络：最深的比最浅的低一个数量级以上"},
-        "plain_ratio_count": {"en": "in {k} of {n} seeds; median fit {slope} decades per block",
+        "plain_ratio_count": {"en": "in {k} of {n} seeds; fit {slope} decades per block",
                               "zh": "{n} 个种子中有 {k} 个；中位数拟合每块 {slope} 个数量级"},
         "residual_ratio": {"en": "residual: within a decade of 1 at every depth", "zh": "残差网络：每个深度都在 1 的一个数量级以内"},
         "residual_ratio_count": {"en": "in {k} of {n} seeds", "zh": "{n} 个种子中有 {k} 个"},
-        "plain_error": {"en": "plain: the deepest trains worse than the shallowest", "zh": "普通网络：最深的比最浅的训练得更差"},
-        "residual_error": {"en": "residual: the deepest trains worse than the shallowest",
+        "plain_error": {"en": "plain: deepest trains worse than shallowest", "zh": "普通网络：最深的比最浅的训练得更差"},
+        "residual_error": {"en": "residual: deepest trains worse than shallowest",
                            "zh": "残差网络：最深的比最浅的训练得更差"},
         "error_count": {"en": "in {k} of {n} seeds (margin {margin}%)", "zh": "{n} 个种子中有 {k} 个（差距阈值 {margin}%）"},
         "underflow": {"en": "hollow: underflowed to 0", "zh": "空心：下溢为 0"},
@@ -238,7 +240,7 @@ class DepthSweep(SeedSpread, LectureScene):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], nets=nets, steps=steps,
                              seeds=len(seeds))
-        subtitle.scale_to_fit_width(min(subtitle.width, 13.6)).next_to(title, DOWN, buff=0.12)
+        subtitle.next_to(title, DOWN, buff=0.12)
         ratios = [c["ratio"] for by in points.values() for cells in by.values() for c in cells.values()]
         exp_min, exp_max = ratio_decades(ratios)
         d_max = float(max(depths))
@@ -247,7 +249,7 @@ class DepthSweep(SeedSpread, LectureScene):
         ratio_axes.move_to([-3.35, 0.55, 0])
         error_axes = LinearAxes((0, d_max), (0, 1), width=5.2, height=2.3, x_ticks=x_ticks,
                                y_format=lambda v: f"{v * 100:g}%")
-        error_axes.move_to([3.75, 0.55, 0])
+        error_axes.move_to([3.55, 0.55, 0])
         for tick in x_ticks:  # LogAxes draws no x labels: the same depth ticks as the error panel
             label = make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"])
             ratio_axes.ticks.add(label.next_to(ratio_axes.axes.c2p(tick, 0), DOWN, buff=0.1))
@@ -360,8 +362,7 @@ class DepthSweep(SeedSpread, LectureScene):
             self.text("error_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_worse[0], n=n["residual_worse"],
                       margin=margin),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        for column, x in ((left, -6.7), (right, 0.35)):
-            column.scale_to_fit_width(min(column.width, 6.3))
+        for column, x in ((left, -line_width() / 2), (right, 0.3)):  # never scaled down: the legibility floor
             column.next_to([x, self._track_y - 0.5, 0], DOWN + RIGHT, buff=0)
         lines = VGroup(left, right)
         self.narrate("n_verdict", 4)

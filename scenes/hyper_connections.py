@@ -22,6 +22,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
 from scenes.base import LectureScene
+from scenes.layout import EDGE_BUFF
 from scenes.helpers import is_missing
 from scenes.seeds import SEED_STRINGS, SeedSpread
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
@@ -60,26 +61,27 @@ class HyperConnections(SeedSpread, LectureScene):
     strings = {
         **SEED_STRINGS,
         "title": {"en": "More than one lane", "zh": "不止一条车道"},
-        "setup": {"en": "{n} residual streams, {depth} blocks of width {width}, {steps} Adam steps on digits; static "
-                        "mixing matrices (the papers add input-dependent terms)",
-                  "zh": "{n} 条残差流，{depth} 个宽度 {width} 的块，在 digits 上用 Adam 训练 {steps} 步；"
-                        "混合矩阵为静态（论文中还有依赖输入的部分）"},
+        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the rest is
+        # narrated (subtitles and speaker notes) and in the numbers JSON.
+        "setup": {"en": "{n} residual streams, {depth} blocks of width {width}, {steps} Adam steps on digits",
+                  "zh": "{n} 条残差流，{depth} 个宽度 {width} 的块，在 digits 上用 Adam 训练 {steps} 步"},
+        "n_static": {"en": "Here the mixing matrices are static; the papers add input-dependent terms.",
+                     "zh": "这里的混合矩阵是静态的；论文中还有依赖输入的部分。"},
         "axis": {"en": "gain of H_res^l ⋯ H_res^1 (largest absolute row sum) after block l",
                  "zh": "第 l 块之后 H_res^l ⋯ H_res^1 的增益（最大绝对行和）"},
         "hc": {"en": "HC: free", "zh": "HC：不受约束"},
         "mhc": {"en": "mHC: doubly stochastic", "zh": "mHC：双随机"},
         "init": {"en": "thin: step 0", "zh": "细线：第 0 步"},
-        "holds": {"en": "After {steps} steps the product of the free matrices amplifies up to {hc}× (backward {hc_col}×);\n"
-                        "the doubly stochastic product stays at {mhc} ({seeds}).",
+        "holds": {"en": "After {steps} steps the free product amplifies up to {hc}× (backward {hc_col}×);\n"
+                        "the doubly stochastic one stays at {mhc} ({seeds}).",
                   "zh": "训练 {steps} 步后，不受约束的矩阵之积放大到 {hc} 倍（反向 {hc_col} 倍）；\n"
                         "双随机矩阵之积保持在 {mhc}（{seeds}）。"},
         "fails": {"en": "After {steps} steps: free product {hc}×, doubly stochastic {mhc}: not the growth mHC describes "
                         "({seeds}).",
                   "zh": "训练 {steps} 步后：不受约束的积为 {hc} 倍，双随机的为 {mhc}：没有出现 mHC 所说的增长（{seeds}）。"},
-        "scale": {"en": "DeepSeek saw HC's gain reach about 3000 in a 27B model; here, at this size: {hc}×. "
-                        "Test error HC {hc_err}, mHC {mhc_err}.",
-                  "zh": "DeepSeek 在 27B 模型中看到 HC 的增益达到约 3000；这里在这个规模下：{hc} 倍。"
-                        "测试误差 HC {hc_err}，mHC {mhc_err}。"},
+        "scale": {"en": "DeepSeek saw HC's gain reach about 3000 in a 27B model; here: {hc}×",
+                  "zh": "DeepSeek 在 27B 模型中看到 HC 的增益达到约 3000；这里：{hc} 倍"},
+        "n_errors": {"en": "Test error: HC {hc_err}, mHC {mhc_err}.", "zh": "测试误差：HC {hc_err}，mHC {mhc_err}。"},
         "n_intro": {"en": "What if the residual stream were not one lane but four?",
                     "zh": "如果残差流不是一条车道，而是四条呢？"},
         "n_formula": {"en": "Each block mixes the lanes with a learned matrix, then adds its own output.",
@@ -112,9 +114,10 @@ class HyperConnections(SeedSpread, LectureScene):
         setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"],
                           n=self.number("streams", config.streams, 6), depth=self.number("depth", depth, 6),
                           width=self.number("width", config.width, 6), steps=self.number("steps", config.steps, 6))
-        setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
+        setup.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+        self.narrate("n_static", 3)
         formula = MathTex(r"H \leftarrow H_{\mathrm{res}}\,H + H_{\mathrm{post}}^{\top}\,F(H_{\mathrm{pre}}\,H)",
                           font_size=34, color=PALETTE["text"]).next_to(setup, DOWN, buff=0.25)
         self.narrate("n_formula", 4)
@@ -154,14 +157,14 @@ class HyperConnections(SeedSpread, LectureScene):
                "hc_col": self.number("hc.col_gain", final_gain(hc, "composite_col_gain"), 3),
                "mhc": self.number("mhc.row_gain", final_gain(mhc), 4), "seeds": seeds}
         verdict = VGroup(
-            self.text("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+            self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_SMALL,
                       color=PALETTE["identity"], **fmt),
-            self.text("scale", size=SIZE_SMALL, hc=fmt["hc"],
-                      hc_err=self.percent("hc.test_error", float(hc["final_test_error"])),
-                      mhc_err=self.percent("mhc.test_error", float(mhc["final_test_error"]))),
+            self.wrapped("scale", size=SIZE_SMALL, hc=fmt["hc"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        verdict.scale_to_fit_width(min(verdict.width, 13.0)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.narrate("n_errors", 3, hc_err=self.percent("hc.test_error", float(hc["final_test_error"])),
+                     mhc_err=self.percent("mhc.test_error", float(mhc["final_test_error"])))
         self.cite("Zhu et al. 2025; DeepSeek 2025 (mHC)")
         self.wait(5)

@@ -26,6 +26,7 @@ from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 from scenes.base import LectureScene
 from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
 from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
+from scenes.layout import EDGE_BUFF
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
                             nice_ticks)
@@ -134,10 +135,11 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
                       "zh": "先编码器层 E1–E{n}，再解码器层 D1–D{n}"},
         "legend_post": {"en": "Post-LN", "zh": "Post-LN"},
         "legend_pre": {"en": "Pre-LN", "zh": "Pre-LN"},
-        "grad_rise": {"en": "Decoder, last / first layer: Post-LN {post}×, Pre-LN {pre}× — grows toward the output, as in Fig. 3.",
-                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍——越靠近输出越大，与图 3 一致。"},
-        "grad_flat": {"en": "Decoder, last / first layer: Post-LN {post}×, Pre-LN {pre}× — no rise toward the output here.",
-                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍——这里没有越靠近输出越大。"},
+        # at the house's small size in one line (the legibility floor, scenes/layout.py)
+        "grad_rise": {"en": "Last / first decoder layer: Post-LN {post}×, Pre-LN {pre}×: rises, as in Fig. 3",
+                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍：越靠近输出越大，与图 3 一致"},
+        "grad_flat": {"en": "Last / first decoder layer: Post-LN {post}×, Pre-LN {pre}×: no rise here",
+                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍：这里没有变大"},
         "loss_title": {"en": "training loss at peak lr {lr}", "zh": "峰值学习率 {lr} 下的训练损失"},
         "loss_axis": {"en": "step", "zh": "步"},
         "lr_axis": {"en": "lr", "zh": "学习率"},
@@ -176,7 +178,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         title = self.title("title")
         self.narrate("n_intro", 4)
         self.play(FadeIn(title))
-        post_diagram = self.get_placement("post_ln").move_to([-3.5, 1.0, 0])
+        post_diagram = self.get_placement("post_ln").move_to([-3.35, 1.0, 0])
         pre_diagram = self.get_placement("pre_ln").move_to([3.5, 1.0, 0])
         post_tex = MathTex(r"x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(post_diagram, DOWN, buff=0.3)
         pre_tex = MathTex(r"x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(pre_diagram, DOWN, buff=0.3)
@@ -251,7 +253,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
                                                               pre=self.number("pre_ln.last_over_first", ratio_pre)),
                                                  rise_k, rise_n), size=SIZE_SMALL)
-        grad_verdict.scale_to_fit_width(min(grad_verdict.width, 13.0)).to_edge(LEFT, buff=0.35).set_y(-2.75)
+        grad_verdict.to_edge(LEFT, buff=EDGE_BUFF).set_y(-2.75)
         first_bar = 0 if stack == "encoder" else depth  # the trend of the Post-LN bars of that stack
         trend = make_dashed_polyline([bar.get_top() + UP * 0.08 for bar in chart.bars[0][first_bar:first_bar + depth]],
                                      RUN_COLORS["post_ln"], stroke_width=3, num_dashes=18)

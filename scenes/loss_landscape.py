@@ -24,6 +24,7 @@ import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, VMobject, interpolate_color
 
 from scenes.base import LectureScene
+from scenes.layout import EDGE_BUFF
 from scenes.helpers import is_missing
 from scenes.seeds import SEED_STRINGS, SeedSpread
 from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
@@ -107,17 +108,19 @@ class LossLandscape(SeedSpread, LectureScene):
     strings = {
         **SEED_STRINGS,
         "title": {"en": "The loss landscape, with and without skips", "zh": "有无跳跃连接时的损失地形"},
-        "setup": {"en": "conv nets, {steps} SGD steps on digits; loss on {examples} training examples over a random "
-                        "2-D slice ({grid} × {grid}), directions filter-normalised",
-                  "zh": "卷积网络在 digits 上训练 {steps} 步；在 {examples} 个训练样本上计算损失，"
-                        "随机二维切片（{grid} × {grid}），方向按滤波器归一化"},
+        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the rest is
+        # narrated (n_setup, untrained: subtitles and speaker notes) and in the numbers JSON.
+        "setup": {"en": "conv nets, {steps} SGD steps on digits; a random 2-D slice, {grid} × {grid}",
+                  "zh": "卷积网络在 digits 上训练 {steps} 步；随机二维切片，{grid} × {grid}"},
+        "n_setup": {"en": "The loss is taken on {examples} training examples; both directions are filter-normalised.",
+                    "zh": "损失在 {examples} 个训练样本上计算；两个方向都按滤波器归一化。"},
         "layers": {"en": "{depth} layers", "zh": "{depth} 层"},
         "plain_col": {"en": "no skips", "zh": "无跳跃连接"},
         "residual_col": {"en": "with skips", "zh": "有跳跃连接"},
-        "loss_key": {"en": "colour: log loss (yellow = high); lines: every {step} decade; dot: the trained weights",
-                     "zh": "颜色：对数损失（越黄越高）；线：每 {step} 个数量级一条；圆点：训练得到的权重"},
-        "ratio_key": {"en": "colour: max(−λmin, 0) / max|λ| of the slice's 2-D Hessian (purple: curves down)",
-                      "zh": "颜色：切片二维 Hessian 的 max(−λmin, 0) / max|λ|（紫色：向下弯曲）"},
+        "loss_key": {"en": "colour: log loss (yellow = high); lines: every {step} decade; dot: trained weights",
+                     "zh": "颜色：对数损失（越黄越高）；线：每 {step} 个数量级；圆点：训练得到的权重"},
+        "ratio_key": {"en": "colour: max(−λmin, 0) / max|λ| of the 2-D Hessian (purple: curves down)",
+                      "zh": "颜色：二维 Hessian 的 max(−λmin, 0) / max|λ|（紫色：向下弯曲）"},
         "nonconvex": {"en": "non-convex: {pct}", "zh": "非凸：{pct}"},
         "minima": {"en": "local minima: {m}", "zh": "局部极小：{m}"},
         "test_error": {"en": "test error {pct}", "zh": "测试误差 {pct}"},
@@ -128,13 +131,12 @@ class LossLandscape(SeedSpread, LectureScene):
                         "the one with skips ({residual}) ({seeds}).",
                   "zh": "{depth} 层：无跳跃连接的切片（{plain} 非凸）并不比有跳跃连接的（{residual}）明显更不凸"
                         "（{seeds}）。"},
-        "shallow_also": {"en": "Li et al.'s 20-layer slices were both nearly convex; here at {depth} layers the one "
-                               "without skips is already non-convex at {plain} (with skips {residual}).",
-                         "zh": "Li 等人的 20 层切片都接近凸；这里 {depth} 层时无跳跃连接的已有 {plain} 非凸"
-                               "（有跳跃连接为 {residual}）。"},
-        "shallow_agrees": {"en": "At {depth} layers both slices are nearly convex ({plain} and {residual}), as Li et "
-                                 "al.'s 20-layer ones.",
-                           "zh": "{depth} 层时两个切片都接近凸（{plain} 和 {residual}），与 Li 等人的 20 层结果一致。"},
+        "shallow_also": {"en": "{depth} layers: already {plain} non-convex without skips ({residual} with)",
+                         "zh": "{depth} 层：无跳跃连接时已有 {plain} 非凸（有跳跃连接为 {residual}）"},
+        "shallow_agrees": {"en": "{depth} layers: both slices nearly convex ({plain} and {residual})",
+                           "zh": "{depth} 层：两个切片都接近凸（{plain} 和 {residual}）"},
+        "n_li": {"en": "Li et al.'s 20-layer slices were both nearly convex.",
+                 "zh": "Li 等人的 20 层切片都接近凸。"},
         "untrained": {"en": "The {depth}-layer net without skips did not train in {steps} steps (test error {pct}); "
                             "Li et al.'s did (13%, CIFAR-10).",
                       "zh": "无跳跃连接的 {depth} 层网络在 {steps} 步内没有训练起来（测试误差 {pct}）；"
@@ -174,9 +176,10 @@ class LossLandscape(SeedSpread, LectureScene):
                           steps=self.number("steps", config.steps, 6),
                           examples=self.number("eval_examples", config.eval_examples, 6),
                           grid=self.number("grid", config.grid, 6))
-        setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
+        setup.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+        self.narrate("n_setup", 3, examples=self.number("eval_examples", config.eval_examples, 6))
 
         # 2. One map of the log loss per net, with contour lines and the trained weights at the centre.
         logs = {run: _log_loss(self.traces[run]["loss_grid"]) for run in runs}
@@ -206,7 +209,7 @@ class LossLandscape(SeedSpread, LectureScene):
                 headers.add(self.text(f"{arch}_col", size=SIZE_SMALL, color=PALETTE[arch]).next_to(panel, UP, buff=0.08))
         key = self.text("loss_key", size=SIZE_SMALL, color=PALETTE["muted"],
                         step=self.number("contour_decades", decade_step))
-        key.scale_to_fit_width(min(key.width, 13.4)).next_to(panels, DOWN, buff=0.12)
+        key.next_to(panels, DOWN, buff=0.12)
         self.narrate("n_slice", 4)
         self.play(FadeIn(headers), FadeIn(panels), *[FadeIn(maps[run]) for run in runs], FadeIn(key), FadeIn(gaps),
                   run_time=1.5)
@@ -224,7 +227,7 @@ class LossLandscape(SeedSpread, LectureScene):
             inner = _inner_frame(panels[k], ratio.shape[0] + 2)
             ratio_maps.add(_cell_map(ratio, inner, PALETTE["identity"], PALETTE["warn"], PALETTE["muted"]))
         ratio_key = self.text("ratio_key", size=SIZE_SMALL, color=PALETTE["muted"])
-        ratio_key.scale_to_fit_width(min(ratio_key.width, 13.4)).move_to(key)
+        ratio_key.move_to(key)
         stats = VGroup()
         for k, run in enumerate(runs):
             column = VGroup(
@@ -250,7 +253,7 @@ class LossLandscape(SeedSpread, LectureScene):
         first = verdicts.get(next(iter(self.seed_traces)))
         fractions = {run: self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"])
                      for run in runs}
-        lines_out = [self.text("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+        lines_out = [self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
                                color=PALETTE["identity"], depth=deep, plain=fractions[plain],
                                residual=fractions[residual], seeds=seeds)]
         if len(depths) > 1:
@@ -258,18 +261,19 @@ class LossLandscape(SeedSpread, LectureScene):
             sp, sr = depth_run("plain", shallow), depth_run("residual", shallow)
             nearly = all(figures[r]["nonconvex_fraction"] <= MARGIN for r in (sp, sr)
                          if not is_missing(figures[r]["nonconvex_fraction"]))
-            lines_out.append(self.text("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
-                                       depth=shallow, plain=fractions[sp], residual=fractions[sr]))
-        error = float(self.traces[plain]["final_test_error"])
-        if not is_missing(error) and error > UNTRAINED:
-            lines_out.append(self.text("untrained", size=SIZE_SMALL, color=PALETTE["muted"], depth=deep,
-                                       steps=self.number("steps", config.steps, 6),
-                                       pct=self.percent(f"{plain}.test_error", error)))
+            lines_out.append(self.wrapped("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
+                                          depth=shallow, plain=fractions[sp], residual=fractions[sr]))
         verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        # above the citation's corner: the last line may run as wide as the frame
-        verdict.scale_to_fit_width(min(verdict.width, 13.0)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        # said, not shown (the legibility floor): how these nets compare with Li et al.'s
+        if len(depths) > 1:
+            self.narrate("n_li", 3)
+        error = float(self.traces[plain]["final_test_error"])
+        if not is_missing(error) and error > UNTRAINED:
+            self.narrate("untrained", 4, depth=deep, steps=self.number("steps", config.steps, 6),
+                         pct=self.percent(f"{plain}.test_error", error))
         self.cite("Li et al. 2018, Fig. 5 and Fig. 7")
         self.wait(5)
 
