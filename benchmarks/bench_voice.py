@@ -31,8 +31,12 @@ def _cpu() -> float:
 
 def lecture_lines(lang: str, count: int) -> list[str]:
     """The first ``count`` narration lines of the lecture in ``lang`` whose text needs no formatting."""
-    lines = [entry[lang] for scene in SCENES_IN_ORDER for key, entry in scene.strings.items()
-             if key.startswith("n_") and "{" not in entry[lang]]
+    from narration.i18n import messages
+
+    said = messages(lang)
+    lines = [said[f"{scene.__name__}.{key}"] for scene in SCENES_IN_ORDER
+             for key in [name.rpartition(".")[2] for name in said if name.startswith(f"{scene.__name__}.")]
+             if key.startswith("n_") and "{" not in said[f"{scene.__name__}.{key}"]]
     return lines[:count]
 
 

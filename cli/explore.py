@@ -10,7 +10,7 @@ number the page shows, exported here from the traces (``.npz``, read with ``allo
 JSON (a float's repr reads back as the same double in JavaScript); non-finite values as the strings "nan", "inf",
 "-inf". The page computes no number of its own: it only places, colours and formats these. It opens from
 ``file://`` with no network request, in English and Chinese (captions from the scenes' own string tables), in
-the scenes' dark and light themes (:mod:`scenes.theme`).
+the scenes' dark and light themes (:mod:`scenes.kit.theme`).
 
 Views are driven by what the traces hold, not by run names: any run with ``out_grad_norm`` and an ``arch`` of
 plain or residual (config, else its run name) feeds the gradient-flow and chain-rule views; with ``error_curve``
@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from narration import i18n
 from cli.deck import staged_dir
 from cli.media import RenderError
 from simulation.runkeys import RunKey, key_texts
@@ -118,18 +119,11 @@ UI_STRINGS = {
 
 
 def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
-    """The scenes' string tables the captions quote (imports manim, as the scenes do)."""
-    from scenes.base import COMMON_STRINGS
-    from scenes.chain_rule import ChainRuleProduct
-    from scenes.degradation import Degradation
-    from scenes.gradient_flow import GradientFlowOverTraining
-    from scenes.layernorm import PostLNvsPreLN
-    from scenes.residual_response import ResidualResponse
-    from scenes.sigmoid import SigmoidDerivative
-
-    return {"common": COMMON_STRINGS, "flow": GradientFlowOverTraining.strings, "chain": ChainRuleProduct.strings,
-            "sigmoid": SigmoidDerivative.strings, "degradation": Degradation.strings,
-            "responses": ResidualResponse.strings, "layernorm": PostLNvsPreLN.strings}
+    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (narration.i18n)."""
+    owners = {"common": "LectureScene", "flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct",
+              "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
+              "layernorm": "PostLNvsPreLN"}
+    return {name: i18n.table([owner, "SeedSpread", "LectureScene"], ("en", "zh")) for name, owner in owners.items()}
 
 
 # view -> [(table, key)] of the scene strings making its title and caption, in order.
@@ -292,7 +286,7 @@ def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any
 def _degradation_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
     """The smoothed training-error curve of every step run (scenes.degradation.error_curve, its window)."""
     from scenes.degradation import error_curve, smoothing_window
-    from scenes.helpers import steps_run
+    from scenes.kit.helpers import steps_run
 
     if "error_curve" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
@@ -390,7 +384,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
 # -- the folder -----------------------------------------------------------------------------------
 
 def _themes() -> dict[str, dict[str, str]]:
-    from scenes.theme import ROLES, THEMES
+    from scenes.kit.theme import ROLES, THEMES
 
     return {name: {role: theme[role].to_hex().upper() for role in ROLES} for name, theme in THEMES.items()}
 

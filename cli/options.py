@@ -157,11 +157,11 @@ def _check_scheduler(ctx: click.Context, param: click.Parameter, value: str | No
 
 
 def scheduler_option(func):
-    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/sweep.md)."""
+    """``--scheduler tcp://HOST:PORT``: train missing runs on that Dask cluster (docs/how-to/sweeps.md)."""
     return click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", callback=_check_scheduler,
                         help="Train missing runs (and, for render/all/slides/page, render every scene) on this "
                              "running `dask scheduler` (default: $DASK_SCHEDULER_ADDRESS, else this machine; "
-                             "docs/cluster.md).")(func)
+                             "docs/how-to/cluster.md).")(func)
 
 class PathType(click.Path):
     """click.Path that refuses a NUL character with a message (the OS would raise ValueError; a TOML
@@ -208,6 +208,22 @@ def model_option(func):
                              "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
 
 
+def trace_option(func):
+    """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
+    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/recorded.py)."""
+    func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
+                        help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
+                             "the scenes that compare the two need it.")(func)
+    return click.option("--trace", type=PathType(dir_okay=False), default=None, metavar="FILE",
+                        help="Draw a run recorded in your own training loop (residual_lecture.watch) or by "
+                             "`render.py train --model`: nothing is trained.")(func)
+
+
+def recorded(ctx: click.Context) -> bool:
+    """Whether the command draws runs read from trace files (--trace, --twin)."""
+    return bool(ctx.params.get("trace") or ctx.params.get("twin"))
+
+
 def param_options(func):
     func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                         help="Set a parameter: name (every experiment that has it), experiment.name or "
@@ -222,7 +238,7 @@ def scene_options(func):
     --set/--config, --quality, --lang and --theme."""
     func = param_options(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
-                        help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
+                        help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
                         show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
@@ -250,8 +266,10 @@ def voice_option(func):
 
 
 def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
-                    format_help: str = "png = a still of the last frame."):
-    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
+                    format_help: str = "png = a still of the last frame.", transparent: bool = True):
+    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format, and without
+    --transparent: ``transparent=False``, for commands that play opaque mp4 clips whatever it says)."""
+    func = trace_option(func)
     func = voice_option(func)
     func = scheduler_option(func)
     func = click.option("--check", is_flag=True,
@@ -260,8 +278,9 @@ def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str
                         help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
     func = click.option("--output", "-o", type=PathType(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
-    func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
-                        help="Transparent background (webm, gif, png).")(func)
+    if transparent:
+        func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
+                            help="Transparent background (webm, gif, png).")(func)
     func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
                         show_default=True, help=format_help)(func)
     return scene_options(func)
@@ -343,7 +362,7 @@ def echo_listing(listing: dict[str, Any]) -> None:
 
 
 def train_summary(experiment: str, runs: dict[Any, Any], traces: list[Any]) -> dict[str, Any]:
-    """``render.py train``'s summary (its ``--json`` output, docs/sweep.md) of ``runs`` (``{RunKey: config}``) and
+    """``render.py train``'s summary (its ``--json`` output, docs/how-to/sweeps.md) of ``runs`` (``{RunKey: config}``) and
     their ``traces`` in that order: ``{"experiment", "runs": {run key text: {"trace": path, **summary}}, "seeds":
     simulation.seeds.summarize_seeds(...)}`` (run key texts: :func:`simulation.runkeys.key_texts`)."""
     from simulation.cache import trace_path
@@ -367,6 +386,9 @@ def echo_run_summaries(summary: dict[str, dict[str, Any]]) -> None:
         if loss_blew_up(s):  # finite, yet far above where it started
             status += (f", but its loss grew from {figure(s['initial_loss'], '.3g')} to "
                        f"{figure(s['final_train_loss_avg'], '.3g')}: it did not train (a smaller lr?)")
+        # the figures this kind records (simulation.summary.summarize): per-block gradients, or the composite gain
+        grad = f"first/last grad_norm at step 0 {figure(s['grad_ratio_step0'], '.3g')}  " if s["grad_norm_step0"] else ""
+        gain = (f"composite gain {figure(s['composite_row_gain_final'], '.4g')}  "
+                if "composite_row_gain_final" in s else "")
         click.echo(f"{name:<24} loss {figure(s['final_loss'], '.4g')}  error {figure(s['final_error'], '.3f')}  "
-                   f"test error {figure(s['final_test_error'], '.3f')}  first/last grad_norm at step 0 "
-                   f"{figure(s['grad_ratio_step0'], '.3g')}  {status}")
+                   f"test error {figure(s['final_test_error'], '.3f')}  {grad}{gain}{status}")

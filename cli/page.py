@@ -156,14 +156,15 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
     for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
     ``traces/<Scene>.json``. ``light``: dark text on white (for clips rendered with the light theme).
     ``explorer``: the explorer's index.html (``render.py explore``), linked relative to ``target`` from the top
-    and from each clip a view of it shows. Returns the files written."""
+    and from each clip a view of it shows, if that file is there (no link to a folder nobody wrote). Returns the
+    files written."""
     from cli.explore import VIEW_SCENES
 
     if not clips:
         raise RenderError("no clips for the page")
     views = {scene: view for view, scene in VIEW_SCENES.items()}
     explore = (Path(os.path.relpath(Path(explorer).resolve(), Path(target).resolve())).as_posix()
-               if explorer is not None else None)
+               if explorer is not None and Path(explorer).is_file() else None)
     nav, sections = [], []
     L = {key: html.escape(words[lang]) for key, words in LABELS.items()}
     with staged_dir(target) as stage:

@@ -44,8 +44,8 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
-THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
+LANGS = ("en", "zh")  # the same as narration.text.LANGS (a test checks); kept here so --help needs no numpy
+THEMES = ("dark", "light")  # the same as scenes.kit.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
     "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": None,
@@ -151,6 +151,15 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
 def model_layer(spec: str) -> Layer:
     """``--model SPEC`` as a layer: the spec of experiment ``model``."""
     return Layer("--model", experiments={MODEL_EXPERIMENT: {"spec": spec}})
+
+
+def trace_layer(trace: str | None, twin: str | None) -> Layer:
+    """``--trace FILE`` / ``--twin FILE`` as a layer: the parameters ``trace`` and ``twin`` of experiment ``model``
+    (paths made absolute: a render job runs in another process)."""
+    import os
+
+    values = {key: os.path.abspath(os.path.expanduser(path)) for key, path in (("trace", trace), ("twin", twin)) if path}
+    return Layer("--trace", experiments={MODEL_EXPERIMENT: values})
 
 
 def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:

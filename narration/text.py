@@ -13,9 +13,11 @@ import re
 
 import numpy as np
 
-__all__ = ["READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
+__all__ = ["LANGS", "READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
            "spoken_formula", "CJK_PUNCT"]
 
+LANGS = ("en", "zh")  # the lecture's languages, English first (cli/params.py repeats them so that --help loads
+# no numpy; tests/test_cli.py checks that the two agree)
 READING_RATE = {"en": 17.0, "zh": 9.0}  # characters per second a subtitle reader keeps up with
 
 

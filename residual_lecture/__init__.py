@@ -20,6 +20,9 @@ starts use the real names (``python -m residual_lecture``, ``python -m residual_
 top-level packages: this package only puts the checkout's root on ``sys.path`` so that the console command finds
 them, and installs no alias.
 
+The library API for a user's own training loop, ``from residual_lecture import watch, plain_twin``
+(docs/watch.md), is imported on first use, so that ``import residual_lecture`` loads no torch.
+
 The aliases are process-wide: once ``residual_lecture`` is imported, ``import cli`` (or any name of
 :data:`ALIASES`) means this project's module in that process.
 """
@@ -34,7 +37,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["ALIASES", "AliasFinder", "INSTALLED", "main"]
+__all__ = ["ALIASES", "AliasFinder", "INSTALLED", "main", "watch", "plain_twin", "Watch", "WatchError"]
+
+# The library API, imported on first use (``import residual_lecture`` stays cheap: no torch until then).
+_LAZY = {"watch": "simulation.core.watch", "plain_twin": "simulation.core.watch", "Watch": "simulation.core.watch",
+         "WatchError": "simulation.core.watch"}
 
 # The checkout's top-level modules and packages that the wheel holds as subpackages (pyproject.toml's package-dir
 # maps the same names; tests/test_install.py checks that the two lists and the checkout's folders agree).
@@ -83,6 +90,16 @@ def _install() -> None:
 
 
 _install()
+
+
+def __getattr__(name: str):
+    """``watch``, ``plain_twin`` ... from :mod:`simulation.core.watch`, imported on first use."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
 
 
 def main() -> None:

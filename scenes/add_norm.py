@@ -19,10 +19,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, Indicate, 
 
 from simulation.experiments import POST_LN_WARMUP
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_box
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_box
 
 __all__ = ["TransformerAddNorm", "make_layer_column", "sublayer_readout"]
 
@@ -81,36 +81,6 @@ class TransformerAddNorm(LectureScene):
 
     experiment = "layernorm"
     shown_run = POST_LN_WARMUP  # the Post-LN run that trained: Vaswani's placement
-    strings = {
-        "title": {"en": "Add & Norm: the residual inside the Transformer", "zh": "Add & Norm：Transformer 里的残差"},
-        "encoder": {"en": "encoder layer", "zh": "编码器层"},
-        "decoder": {"en": "decoder layer", "zh": "解码器层"},
-        "attn": {"en": "Multi-Head Attention", "zh": "多头自注意力"},
-        "masked": {"en": "Masked Attention", "zh": "掩码自注意力"},
-        "cross": {"en": "Cross-Attention", "zh": "交叉注意力"},
-        "ffn": {"en": "Feed Forward", "zh": "前馈网络"},
-        "add_norm": {"en": "Add & Norm", "zh": "相加 & 归一化"},
-        "inputs": {"en": "token vectors", "zh": "词元向量"},
-        "outputs_so_far": {"en": "outputs so far (shifted)", "zh": "已生成的输出（右移）"},
-        "memory": {"en": "encoder output", "zh": "编码器输出"},
-        "ratio": {"en": "‖F(x)‖/‖x‖ = {value}", "zh": "‖F(x)‖/‖x‖ = {value}"},
-        "out": {"en": "‖out‖ = {value}", "zh": "‖输出‖ = {value}"},
-        "measured": {"en": "trained Post-LN model, layer 1, step {step}", "zh": "训练后的 Post-LN 模型，第 1 层，第 {step} 步"},
-        "length": {"en": "‖·‖: mean length of a token vector", "zh": "‖·‖：词元向量的平均长度"},
-        "norm_note": {"en": "After each Norm every token has about the same length (√d = {sqrt_d} when the gain is 1).",
-                      "zh": "每次归一化之后，所有词元的长度都差不多（增益为 1 时为 √d = {sqrt_d}）。"},
-        "n_intro": {"en": "Inside the Transformer, every sublayer is wrapped in a residual connection and a LayerNorm.",
-                    "zh": "在 Transformer 里，每个子层都包在一个残差连接和一个层归一化里。"},
-        "n_encoder": {"en": "An encoder layer has two sublayers, so two Add & Norm steps.",
-                      "zh": "编码器层有两个子层，所以有两次 Add & Norm。"},
-        "n_flow": {"en": "The token vectors take both roads: through the sublayer, and around it.",
-                   "zh": "词元向量走两条路：穿过子层，以及绕过子层。"},
-        "n_decoder": {"en": "A decoder layer has three: masked self-attention, attention over the encoder output, "
-                            "and the feed-forward network.",
-                      "zh": "解码器层有三个：掩码自注意力、对编码器输出的注意力，以及前馈网络。"},
-        "n_numbers": {"en": "Measured in a trained model: each branch adds a correction, and the Norm rescales the sum.",
-                      "zh": "在训练好的模型里实测：每个分支加上一个修正，归一化再把和重新缩放。"},
-    }
 
     def construct(self) -> None:
         if self.shown_run not in self.traces:

@@ -20,9 +20,9 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Arrow, ArcBetweenPoints, Circle, Create, Dot, FadeIn, FadeOut, Line,
                    MathTex, MoveAlongPath, Polygon, Rectangle, Square, VGroup, Write)
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import make_highway_icon
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import make_highway_icon
 
 __all__ = ["Analogies"]
 
@@ -35,43 +35,6 @@ DRAWING_Y = 0.45  # centre line of the drawings
 
 class Analogies(LectureScene):
     """Keep as is + fine-tune: skip-level reports, a draft with notes, a highway, a soup, a conveyor belt."""
-
-    strings = {
-        "title": {"en": "Keep as is + fine-tune", "zh": "保留原样 + 微调"},
-        "company": {"en": "A company", "zh": "一家公司"},
-        "company_x": {"en": "skip-level report: x", "zh": "跨级了解：x"},
-        "company_f": {"en": "summaries level by level: F(x)", "zh": "层层总结：F(x)"},
-        "factory": {"en": "A factory", "zh": "一座工厂"},
-        "factory_x": {"en": "the belt carries the goods: x", "zh": "传送带原样运货：x"},
-        "factory_f": {"en": "stations improve them: F(x)", "zh": "加工站升级货物：F(x)"},
-        "draft": {"en": "A draft", "zh": "一份草稿"},
-        "draft_x": {"en": "copied whole: x", "zh": "原样复制：x"},
-        "draft_f": {"en": "notes beside it: F(x)", "zh": "旁边的批注：F(x)"},
-        "road": {"en": "A highway", "zh": "一条高速路"},
-        "road_x": {"en": "main line: x", "zh": "主线：x"},
-        "road_f": {"en": "ramps: F(x)", "zh": "匝道：F(x)"},
-        "soup": {"en": "A soup", "zh": "一锅汤"},
-        "soup_x": {"en": "stock base: x", "zh": "高汤底：x"},
-        "soup_f": {"en": "seasoning: F(x)", "zh": "调味：F(x)"},
-        "moral": {"en": "If F learns nothing, x still gets through.",
-                  "zh": "就算 F 什么都没学到，x 依然原样通过。"},
-        "n_intro": {"en": "A residual block keeps its input as is and adds a small correction.",
-                    "zh": "残差块保留输入的原样，只在上面加一点修正。"},
-        "n_company": {"en": "Like a company: reports summarised level by level get distorted, so the top also "
-                            "hears the front line directly.",
-                      "zh": "就像公司：层层总结容易失真，所以必要时跨级直接了解一线的情况。"},
-        "n_factory": {"en": "Like a factory: attention is the workshop, the residual is the conveyor belt that "
-                            "carries the goods to the end.",
-                      "zh": "就像工厂：注意力是加工厂，残差是传送带，把货物原样送到终点，途中还能加工升级。"},
-        "n_draft": {"en": "Like copying a draft whole and writing notes beside it.",
-                    "zh": "就像把草稿原样抄下，再在旁边写批注。"},
-        "n_road": {"en": "Like a highway: traffic stays on the main line; ramps leave and rejoin it.",
-                   "zh": "就像高速路：车流留在主线上，匝道离开又汇入。"},
-        "n_soup": {"en": "Like a soup: the stock base stays, the seasoning adjusts the taste.",
-                   "zh": "就像煮汤：高汤底不变，调味只是微调口味。"},
-        "n_moral": {"en": "If the correction is zero, the input still passes unchanged.",
-                    "zh": "如果修正为零，输入照样原封不动地通过。"},
-    }
 
     def construct(self) -> None:
         # 1. Title and the sum every picture stands for.

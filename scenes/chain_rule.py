@@ -21,12 +21,12 @@ from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, Mobject,
 
 from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.helpers import log_range
-from scenes.layout import EDGE_BUFF, inside_margin, line_width
-from scenes.widgets import LogAxes
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import log_range
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import LogAxes
 
 __all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
 
@@ -58,26 +58,6 @@ class ChainRuleProduct(SeedSpread, LectureScene):
     """Backward pass of a plain and a residual sigmoid net at step 0, layer by layer on a log axis."""
 
     experiment = "chain_rule"
-    strings = {
-        "title": {"en": "The chain rule multiplies", "zh": "链式法则是连乘"},
-        "axis_x": {"en": "block l (the gradient flows right to left)", "zh": "第 l 块（梯度从右向左传）"},
-        "axis_y": {"en": "‖∂L/∂h_l‖ / ‖∂L/∂h_L‖", "zh": "‖∂L/∂h_l‖ / ‖∂L/∂h_L‖"},
-        "plain": {"en": "plain sigmoid net", "zh": "普通 sigmoid 网络"},
-        "residual": {"en": "residual sigmoid net", "zh": "残差 sigmoid 网络"},
-        "factor_start": {"en": "× 1", "zh": "× 1"},
-        "factor": {"en": "block {a} → {b}: × {value}", "zh": "第 {a} 块 → 第 {b} 块：× {value}"},
-        "weights": {"en": "first / last block ‖∂L/∂W‖ at step 0:  plain {plain}   residual {residual}",
-                    "zh": "第一块 / 最后一块 ‖∂L/∂W‖（第 0 步）：普通 {plain}   残差 {residual}"},
-        "n_formula": {"en": "Backpropagation multiplies one factor per layer.",
-                      "zh": "反向传播每经过一层就乘上一个因子。"},
-        "n_plain": {"en": "With sigmoid, each factor is small, and the product vanishes.",
-                    "zh": "用 sigmoid 时每个因子都很小，乘积迅速消失。"},
-        "n_residual": {"en": "With a shortcut, each factor is 1 + something: the product survives.",
-                       "zh": "有了捷径，每个因子是 1 加上一点：乘积得以保留。"},
-        "seeds_head": {"en": "{n} seeds (thin lines: the others)", "zh": "{n} 个种子（细线：其余种子）"},
-        "seeds_plain": {"en": "plain < 1/10 at the input: {k} of {n}", "zh": "普通网络输入端 < 1/10：{n} 个中 {k} 个"},
-        "seeds_residual": {"en": "residual within 10× of 1: {k} of {n}", "zh": "残差网络在 1 的 10 倍以内：{n} 个中 {k} 个"},
-    }
 
     _runs = (PLAIN, RESIDUAL)  # the two runs compared, in the order they are drawn
     _colors = ("plain", "residual")  # PALETTE roles of the two runs
@@ -245,27 +225,6 @@ class ChainRuleExploding(ChainRuleProduct):
     _axes_box = (-0.5, 2.5)  # shorter than the base's: two lines about divergence go below
     _narrations = ("n_low", "n_high")
     _source = "Glorot & Bengio 2010; He et al. 2015 (PReLU), §2.2"
-    strings = {
-        **ChainRuleProduct.strings,
-        "title": {"en": "The product can also explode", "zh": "连乘也会爆炸"},
-        "gain": {"en": "plain ReLU net, gain {gain}", "zh": "普通 ReLU 网络，增益 {gain}"},
-        "forward": {"en": "forward signal ‖h_L‖ / ‖h_1‖ at step 0:  gain {a}: {ra}   gain {b}: {rb}",
-                    "zh": "前向信号 ‖h_L‖ / ‖h_1‖（第 0 步）：增益 {a}：{ra}   增益 {b}：{rb}"},
-        "diverged": {"en": "{run}: non-finite at step {step}, block {block} ({where} pass)",
-                     "zh": "{run}：第 {step} 步、第 {block} 块出现非有限值（{where}）"},
-        "diverged_head": {"en": "{run}: non-finite at step {step}, in the stem, head or loss",
-                          "zh": "{run}：第 {step} 步在输入层、输出层或损失处出现非有限值"},
-        "finite": {"en": "{run}: stayed finite for {steps} steps", "zh": "{run}：{steps} 步内始终有限"},
-        "gain_run": {"en": "gain {gain}, lr {lr}", "zh": "增益 {gain}，学习率 {lr}"},
-        "pass_forward": {"en": "forward", "zh": "前向"},
-        "pass_backward": {"en": "backward", "zh": "反向"},
-        "n_low": {"en": "With a small initial gain, each ReLU layer shrinks the gradient: it vanishes.",
-                  "zh": "初始增益小时，每个 ReLU 层都让梯度变小：梯度消失。"},
-        "n_high": {"en": "With a large gain, each factor is above one, and the product explodes.",
-                   "zh": "增益大时，每个因子都大于 1，乘积随之爆炸。"},
-        "n_diverged": {"en": "Training such a net, or one with a too large learning rate, soon produces infinities.",
-                       "zh": "训练这样的网络，或学习率过大的网络，很快就出现无穷大。"},
-    }
 
     def pick_runs(self) -> tuple[str, str]:
         """The gain runs (every run but the large-lr one) with the smallest and the largest init gain."""

@@ -24,10 +24,10 @@ from manim import DOWN, LEFT, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 
 from simulation.experiments import RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_bar_row
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_bar_row
 
 __all__ = ["HighwayDenseNetResidual", "connection_costs", "linear_params", "branch_params", "KINDS"]
 
@@ -80,34 +80,6 @@ class HighwayDenseNetResidual(LectureScene):
     experiment = "chain_rule"  # the nets whose width and depth are compared
     growth = 12  # DenseNet growth rate k: new features per layer; 12 is the paper's smallest (Huang 2017, Table 2)
     param_limits = {"growth": (1, 256)}  # Huang 2017 uses k = 12 to 48
-    strings = {
-        "title": {"en": "Gate, concatenate or add", "zh": "门控、拼接，还是相加"},
-        "highway": {"en": "Highway network", "zh": "高速公路网络"},
-        "dense": {"en": "DenseNet", "zh": "DenseNet"},
-        "residual": {"en": "ResNet", "zh": "ResNet"},
-        "highway_idea": {"en": "a learned gate T decides", "zh": "学出来的门 T 决定放行多少"},
-        "dense_idea": {"en": "concatenate: the width grows", "zh": "拼接：宽度不断增加"},
-        "residual_idea": {"en": "add: nothing extra", "zh": "相加：不加任何东西"},
-        "row_widths": {"en": "width after each block", "zh": "每块之后的宽度"},
-        "row_shortcut": {"en": "shortcut parameters per block", "zh": "每块捷径的参数"},
-        "row_branch": {"en": "F parameters per block", "zh": "每块 F 的参数"},
-        "row_width": {"en": "width after {depth} blocks", "zh": "{depth} 块之后的宽度"},
-        "row_total": {"en": "total (× ResNet)", "zh": "参数总数（× ResNet）"},
-        "total": {"en": "{total}  (× {ratio})", "zh": "{total}（× {ratio}）"},
-        "range": {"en": "{first} → {last}", "zh": "{first} → {last}"},
-        "setup": {"en": "all: F = Linear → act → Linear, start width {width}, {depth} blocks; DenseNet growth k = {k}",
-                  "zh": "三者：F = Linear → 激活 → Linear，起始宽度 {width}，{depth} 块；DenseNet 增长率 k = {k}"},
-        "n_intro": {"en": "Three ways to let the input reach deeper layers.",
-                    "zh": "让输入直达更深层的三种办法。"},
-        "n_highway": {"en": "Highway networks gate the two roads, with extra parameters for the gate.",
-                      "zh": "高速公路网络用门控制两条路，门本身需要额外参数。"},
-        "n_dense": {"en": "DenseNet keeps every earlier output by concatenation, so the width grows.",
-                    "zh": "DenseNet 用拼接保留之前所有的输出，所以宽度越来越大。"},
-        "n_residual": {"en": "ResNet simply adds: no gate, no growth.",
-                       "zh": "ResNet 只做加法：没有门，也不变宽。"},
-        "n_numbers": {"en": "Counted for these blocks: the gate costs parameters, concatenation costs width; addition neither.",
-                      "zh": "按这些块来数：门控要花参数，拼接要花宽度；加法两样都不花。"},
-    }
 
     def construct(self) -> None:
         config = self.traces[RESIDUAL].run_config

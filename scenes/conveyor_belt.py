@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.helpers import compare, finite_runs
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
-from scenes.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_runs
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
+from scenes.kit.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
 
 __all__ = ["ConveyorBelt", "encoder_cos", "NORM_COLORS"]
 
@@ -60,33 +60,6 @@ class ConveyorBelt(SeedSpread, LectureScene):
 
     experiment = "conveyor_belt"
     experiment_defaults = {"seeds": "0,1,2"}  # two Transformers per seed (~25 s each): three keep the lecture fast
-    strings = {
-        "title": {"en": "The residual stream is a conveyor belt", "zh": "残差是一条传送带"},
-        "picture": {"en": "attention and FFN are the stations; the residual carries the goods to the end",
-                    "zh": "注意力和前馈层是加工站；残差把货物一路送到终点"},
-        "axis_layer": {"en": "encoder layer (0 = input of the stack)", "zh": "编码器层（0 = 输入）"},
-        "axis_cos": {"en": "cos(x₀, xₗ)", "zh": "cos(x₀, xₗ)"},
-        "post_ln": {"en": "Post-LN", "zh": "Post-LN"},
-        "pre_ln": {"en": "Pre-LN", "zh": "Pre-LN"},
-        "init": {"en": "dashed: at initialisation", "zh": "虚线：初始化时"},
-        "trained": {"en": "solid: after {step} steps", "zh": "实线：训练 {step} 步后"},
-        "top": {"en": "After {layers} layers a token keeps cos {pre} of its input with Pre-LN, {post} with Post-LN "
-                      "(at initialisation {pre0} and {post0}).",
-                "zh": "经过 {layers} 层后，一个词元与其输入的余弦：Pre-LN 为 {pre}，Post-LN 为 {post}"
-                      "（初始化时为 {pre0} 和 {post0}）。"},
-        "pre_keeps": {"en": "Pre-LN kept more of the input at the top on {n} of {total} seeds.",
-                      "zh": "{total} 个随机种子中有 {n} 个：Pre-LN 在顶层保留了更多输入。"},
-        "n_intro": {"en": "Attention is the factory, the residual is the conveyor belt.",
-                    "zh": "注意力像加工厂，残差像传送带。"},
-        "n_measure": {"en": "How much of a token's input vector is still there after each layer? We measure the "
-                            "cosine.",
-                      "zh": "每经过一层，词元的输入向量还剩多少？我们测量余弦相似度。"},
-        "n_post": {"en": "Post-LN normalises the belt itself after every addition.",
-                   "zh": "Post-LN 在每次相加之后对传送带本身做归一化。"},
-        "n_pre": {"en": "Pre-LN normalises only what enters a station; the belt is a clean sum.",
-                  "zh": "Pre-LN 只归一化进入加工站的部分；传送带是干净的求和。"},
-        "n_verdict": {"en": "What these runs measured.", "zh": "这些运行的实测结果。"},
-    }
 
     def construct(self) -> None:
         shown = {norm: self.traces[norm] for norm in ("post_ln", "pre_ln")}  # the first seed, drawn in full

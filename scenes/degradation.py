@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF, line_width
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.helpers import compare, finite_max, running_mean, steps_run
-from scenes.widgets import LinearAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_max, running_mean, steps_run
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
 
@@ -46,7 +46,7 @@ def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
 
     ``error_curve`` holds every step's batch error; steps never run (NaN after a divergence, which
     the metadata records) are dropped; any other NaN is a missing value and stays NaN (a gap). The
-    smoothing is :func:`scenes.helpers.running_mean` over :func:`smoothing_window` steps.
+    smoothing is :func:`scenes.kit.helpers.running_mean` over :func:`smoothing_window` steps.
     """
     curve = np.asarray(trace["error_curve"], dtype=np.float64)
     done = steps_run(trace, len(curve))
@@ -62,41 +62,6 @@ class Degradation(SeedSpread, LectureScene):
 
     _source = "He et al. 2015, Fig. 1, Fig. 6"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "degradation"
-    strings = {
-        "title": {"en": "Deeper plain nets train worse", "zh": "更深的普通网络反而训练得更差"},
-        "subtitle": {"en": "same data, optimiser and step budget; {norm}; training error, mean of the last {window} "
-                           "steps",
-                     "zh": "相同的数据、优化器和训练步数；{norm}；训练误差（最近 {window} 步的均值）"},
-        "with_bn": {"en": "BatchNorm in every block", "zh": "每块都有 BatchNorm"},
-        "without_bn": {"en": "no BatchNorm", "zh": "没有 BatchNorm"},
-        "panel_plain": {"en": "plain", "zh": "普通网络"},
-        "panel_residual": {"en": "residual", "zh": "残差网络"},
-        "axis_step": {"en": "step", "zh": "训练步"},
-        "curve": {"en": "{depth} blocks: {error}", "zh": "{depth} 块：{error}"},
-        # On screen at the house's small size (the legibility floor, scenes/layout.py); "What these runs measured"
-        # is narrated.
-        "plain_degrades": {"en": "Plain: the deepest ends at {deep}, the shallowest at {shallow}: deeper is worse",
-                           "zh": "普通网络：最深的最终误差 {deep}，最浅的 {shallow}：越深越差"},
-        "plain_no_degrade": {"en": "Plain: the deepest ends at {deep}, the shallowest at {shallow}: no degradation here",
-                             "zh": "普通网络：最深的最终误差 {deep}，最浅的 {shallow}：这次没有退化"},
-        "residual_fine": {"en": "With shortcuts: deepest {deep}, shallowest {shallow}: depth no longer hurts",
-                          "zh": "有捷径：最深的 {deep}，最浅的 {shallow}：加深不再有害"},
-        "residual_degrades": {"en": "With shortcuts: deepest {deep}, shallowest {shallow}: still worse, unlike the paper",
-                              "zh": "有捷径：最深的 {deep}，最浅的 {shallow}：仍然更差，与论文不同"},
-        "n_intro": {"en": "Stack more layers on a plain network and train it just as long.",
-                    "zh": "给普通网络堆更多层，训练同样多的步数。"},
-        "n_plain": {"en": "Watch the training error of the shallow and the deep plain nets.",
-                    "zh": "看浅的和深的普通网络的训练误差。"},
-        "n_not_overfit": {"en": "The deeper one falls behind on its own training data: not overfitting, but harder "
-                                "to optimise.",
-                          "zh": "更深的网络连训练数据都学得更差：不是过拟合，而是更难优化。"},
-        "n_no_gap": {"en": "In this run the deeper plain net does not fall behind.",
-                     "zh": "在这次运行中，更深的普通网络并没有落后。"},
-        "n_residual": {"en": "Now the same depths with identity shortcuts.", "zh": "现在是同样深度、带恒等捷径的网络。"},
-        "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
-        "seed_count": {"en": "deeper worse in {k} of {n} seeds", "zh": "{n} 个种子中 {k} 个更深更差"},
-        "seed_band": {"en": "bands: range over {n} seeds", "zh": "色带：{n} 个种子的范围"},
-    }
 
     def construct(self) -> None:
         plain_runs, residual_runs = runs_by_depth(self.traces, "plain"), runs_by_depth(self.traces, "residual")
@@ -176,8 +141,8 @@ class Degradation(SeedSpread, LectureScene):
             self.number(f"{arch}.deeper_worse.of", n)
             verdict = self.t(key, deep=self.percent(f"{arch}.deepest_final_error", deep),
                              shallow=self.percent(f"{arch}.shallowest_final_error", shallow))
-            lines.add(make_wrapped_text(f"{verdict} ({self.t('seed_count', k=k, n=n)})", line_width(), size=SIZE_SMALL,
-                                        color=PALETTE[arch]))
+            lines.add(make_wrapped_text(self.t("verdict_seeds", verdict=verdict, count=self.t("seed_count", k=k, n=n)),
+                                        line_width(), size=SIZE_SMALL, color=PALETTE[arch]))
         lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)

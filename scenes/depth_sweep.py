@@ -13,7 +13,7 @@ shows a dot per seed, a bar over the seeds' range and a curve through their medi
 count the seeds that show each claim. Source: He et al. 2015, §1 and Fig. 1 (deeper plain nets: vanishing
 signal, higher training error); He et al. 2016, eq. 5 (the identity keeps the ratio near 1).
 
-The runs are the ``depth_sweep`` experiment's (docs/sweep.md); :func:`sweep_points` reads only each
+The runs are the ``depth_sweep`` experiment's (docs/how-to/sweeps.md); :func:`sweep_points` reads only each
 trace's config and arrays, so any run set of plain and residual nets at several depths works (the
 ``vanishing`` experiment's too). A run that diverged has no final error: it is drawn as a cross at the top
 of the error panel and counted as training worse.
@@ -26,14 +26,14 @@ import math
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, Line, Transform, VGroup, VMobject
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
-from scenes.seeds import SeedSpread, count_true, seed_range
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import compare, is_missing, steps_run
-from scenes.layout import line_width
-from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
-                            safe_log10)
+from scenes.kit.helpers import compare, is_missing, steps_run
+from scenes.kit.layout import line_width
+from scenes.kit.seeds import SeedSpread, count_true, seed_range
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
+                               safe_log10)
 from simulation.summary import tail_mean
 
 __all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "sweep_counts", "first_over_last", "trains_worse",
@@ -147,7 +147,7 @@ def ratio_decades(ratios) -> tuple[int, int]:
 
 def depth_spread(cells: dict[int, dict], key: str) -> tuple[list[float], list[int], tuple[float, float, float]]:
     """One architecture and depth of :func:`sweep_points` (``{seed: cell}``): the seeds' ``key`` values in seed
-    order, the seeds lacking it, and (lowest, median, highest) by :func:`scenes.seeds.seed_range`; the median is
+    order, the seeds lacking it, and (lowest, median, highest) by :func:`scenes.kit.seeds.seed_range`; the median is
     NaN when a seed lacks its value (a median over the seeds without one of them is not shown)."""
     order = sorted(cells)
     values = [cells[s][key] for s in order]
@@ -168,37 +168,6 @@ class DepthSweep(SeedSpread, LectureScene):
     model: str = "mlp"  # which nets of the sweep: "mlp" (sigmoid MLPs) | "conv" (He et al. 2015 §4.2 ResNets)
     param_limits = {"model": ("mlp", "conv")}
     experiment_defaults = {"seeds": "0,1,2", "models": "mlp"}  # train only the nets drawn
-    strings = {
-        "title": {"en": "Deeper and deeper", "zh": "越来越深"},
-        "subtitle": {"en": "{nets}, digits, {steps} steps; a dot per seed ({seeds} seeds), a line through the medians",
-                     "zh": "{nets}，手写数字，{steps} 步；每个种子一个点（共 {seeds} 个），线连接中位数"},
-        "nets_mlp": {"en": "{act} MLPs", "zh": "{act} MLP"},
-        "nets_conv": {"en": "conv nets ({act} + BN, 6n+2 layers)", "zh": "卷积网络（{act} + BN，6n+2 层）"},
-        "diverged": {"en": "×: diverged (counted as worse)", "zh": "×：训练发散（算作更差）"},
-        "ratio_axis": {"en": "first / last block ‖∂L/∂W‖ at step 0", "zh": "第 0 步第一块 / 最后一块的 ‖∂L/∂W‖"},
-        "error_axis": {"en": "final training error", "zh": "最终训练误差"},
-        "slider": {"en": "depth {depth}", "zh": "深度 {depth}"},
-        "legend_plain": {"en": "plain", "zh": "普通网络"},
-        "legend_residual": {"en": "residual", "zh": "残差网络"},
-        # the verdict's two columns at the house's small size (the legibility floor, scenes/layout.py)
-        "plain_ratio": {"en": "plain: the deepest a decade below the shallowest",
-                        "zh": "普通网络：最深的比最浅的低一个数量级以上"},
-        "plain_ratio_count": {"en": "in {k} of {n} seeds; fit {slope} decades per block",
-                              "zh": "{n} 个种子中有 {k} 个；中位数拟合每块 {slope} 个数量级"},
-        "residual_ratio": {"en": "residual: within a decade of 1 at every depth", "zh": "残差网络：每个深度都在 1 的一个数量级以内"},
-        "residual_ratio_count": {"en": "in {k} of {n} seeds", "zh": "{n} 个种子中有 {k} 个"},
-        "plain_error": {"en": "plain: deepest trains worse than shallowest", "zh": "普通网络：最深的比最浅的训练得更差"},
-        "residual_error": {"en": "residual: deepest trains worse than shallowest",
-                           "zh": "残差网络：最深的比最浅的训练得更差"},
-        "error_count": {"en": "in {k} of {n} seeds (margin {margin}%)", "zh": "{n} 个种子中有 {k} 个（差距阈值 {margin}%）"},
-        "underflow": {"en": "hollow: underflowed to 0", "zh": "空心：下溢为 0"},
-        "n_intro": {"en": "Now we vary the depth, with several seeds at every depth.",
-                    "zh": "现在改变深度，每个深度都跑几个随机种子。"},
-        "n_grow": {"en": "Each stop of the slider adds the measured runs of that depth.",
-                   "zh": "滑块每停一下，就加上这个深度的实测结果。"},
-        "n_verdict": {"en": "Counted over the seeds, this is what the sweep shows.",
-                      "zh": "把所有种子数一遍，扫描的结果是这样的。"},
-    }
 
     _source = "He et al. 2015, §1, Fig. 1; He et al. 2016, eq. 5"
     _track_y = -1.6  # the depth slider's track (scene units)
@@ -369,7 +338,6 @@ class DepthSweep(SeedSpread, LectureScene):
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1)
         self.cite(self._source)
         self.wait(5)
-
 
     @staticmethod
     def _lacking_median(by_depth: dict, panel: str, key: str, medians: list) -> bool:

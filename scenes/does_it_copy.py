@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, LogAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, LogAxes, make_legend
 from simulation.summary import ratio_course
 
 __all__ = ["DoesItOnlyCopy", "branch_ratios", "NEAR_ZERO"]
@@ -39,43 +39,9 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
     """||F(x)|| / ||x|| per block over training steps beside the loss: does the residual net only copy?"""
 
     experiment = "does_it_copy"
-    experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/claims.md); ~4 s of training each
+    experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/reference/claims.md); ~4 s of training each
     # one run per seed: no sibling says which arrays a trace lacks, so the scene names the ones it draws
     required_arrays = ("loss", "branch_norm", "input_norm")
-    strings = {
-        "title": {"en": "Does a residual net only learn to copy?", "zh": "残差网络只会学“复制”吗？"},
-        "ratio_panel": {"en": "‖F(x)‖ / ‖x‖ of each block", "zh": "每块的 ‖F(x)‖ / ‖x‖"},
-        "loss_panel": {"en": "training loss", "zh": "训练损失"},
-        "axis_step": {"en": "step", "zh": "训练步"},
-        "first_block": {"en": "block 1", "zh": "第 1 块"},
-        "last_block": {"en": "block {depth}", "zh": "第 {depth} 块"},
-        "mean": {"en": "mean of the blocks", "zh": "各块平均"},
-        "start": {"en": "Step 0: ‖F(x)‖ / ‖x‖ = {start} (mean of {depth} blocks); lowest {low} at step {low_step}; "
-                        "step {last}: {end}.",
-                  "zh": "第 0 步：‖F(x)‖ / ‖x‖ = {start}（{depth} 块的平均）；最低 {low}（第 {low_step} 步）；"
-                        "第 {last} 步：{end}。"},
-        "shrinks_then_grows": {"en": "F(x) first shrank toward the identity, then grew again while the loss fell "
-                                     "to {loss}.",
-                               "zh": "F(x) 先向恒等收缩，随后在损失降到 {loss} 的过程中又变大。"},
-        "shrinks": {"en": "F(x) shrank toward the identity by step {settle} (loss {loss0} → {loss}) and did not "
-                          "grow again.",
-                    "zh": "F(x) 在第 {settle} 步前向恒等收缩（损失 {loss0} → {loss}），之后没有再变大。"},
-        "grows": {"en": "F(x) grew from the start while the loss fell: no copying phase.",
-                  "zh": "F(x) 从一开始就在变大，同时损失下降：没有“复制”阶段。"},
-        "flat": {"en": "F(x) stayed near its starting size while the loss fell.",
-                 "zh": "损失下降时，F(x) 大致保持初始大小。"},
-        "not_copy": {"en": "It never vanished (lowest {low} of ‖x‖): the blocks do more than copy.",
-                     "zh": "它从未消失（最低为 ‖x‖ 的 {low}）：这些块做的不只是复制。"},
-        "copy": {"en": "It fell below {zero} of ‖x‖: the blocks came close to copying.",
-                 "zh": "它降到了 ‖x‖ 的 {zero} 以下：这些块接近于复制。"},
-        "seeds": {"en": "Same course on {n} of {total} seeds.", "zh": "{total} 个随机种子中有 {n} 个走势相同。"},
-        "n_intro": {"en": "If the shortcut already copies x, does the branch F learn anything?",
-                    "zh": "既然捷径已经把 x 原样抄过去了，分支 F 还会学到东西吗？"},
-        "n_ratio": {"en": "Here is the size of F(x) next to x in every block, step by step.",
-                    "zh": "这是每一块中 F(x) 相对 x 的大小，一步一步地记录。"},
-        "n_loss": {"en": "And the training loss of the same run.", "zh": "以及同一次运行的训练损失。"},
-        "n_verdict": {"en": "What the run shows, and on how many seeds.", "zh": "这次运行的结果，以及在多少个种子上成立。"},
-    }
 
     def construct(self) -> None:
         shown = self.traces["residual"]  # the first seed's run, drawn in full

@@ -22,11 +22,11 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, Line, Rectangle, RoundedRectangle,
                    Transform, ValueTracker, VGroup, VMobject, linear)
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import is_missing
-from scenes.frame_cost import Restyle, draw_first
-from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import is_missing
+from scenes.kit.frame_cost import Restyle, draw_first
+from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
@@ -90,51 +90,6 @@ class GradientFlowOverTraining(LectureScene):
     activation: str = "sigmoid"
     decades: int = 6  # the log scale spans this many powers of ten below the largest ||dL/dh_l||
     param_limits = {"shown_depth": (1, 1000), "activation": ("sigmoid", "tanh", "relu"), "decades": (1, 40)}
-    strings = {
-        "title": {"en": "The gradient's way back", "zh": "梯度回传的路"},
-        "subtitle": {"en": "{depth} {act} blocks each, digits; brightness and width: measured ‖∂L/∂h_l‖",
-                     "zh": "各 {depth} 个 {act} 块，手写数字；亮度与宽度：实测的 ‖∂L/∂h_l‖"},
-        "plain_row": {"en": "plain: h_l = F(h_(l-1))", "zh": "普通网络：h_l = F(h_(l-1))"},
-        "residual_row": {"en": "residual: h_l = h_(l-1) + F(h_(l-1))", "zh": "残差网络：h_l = h_(l-1) + F(h_(l-1))"},
-        "input": {"en": "input", "zh": "输入"},
-        "loss": {"en": "loss", "zh": "损失"},
-        "lane": {"en": "identity lane", "zh": "恒等通道"},
-        "scale": {"en": "‖∂L/∂h_l‖, one log scale for both nets", "zh": "‖∂L/∂h_l‖，两个网络共用一个对数刻度"},
-        "ratio": {"en": "input end / loss end: {value}", "zh": "输入端 / 损失端：{value}"},
-        "step": {"en": "training step {step} of {last}", "zh": "训练第 {step} 步（共 {last} 步）"},
-        "history": {"en": "input end / loss end at each recorded step", "zh": "每个记录步的 输入端 / 损失端"},
-        "n_intro": {"en": "Two nets of the same depth, drawn block by block; the residual one has an identity lane.",
-                    "zh": "两个同样深的网络，一块一块画出来；残差网络旁边多了一条恒等通道。"},
-        "n_plain_fades": {"en": "At step zero the gradient leaves the loss. In the plain net it fades within a few "
-                                "blocks.",
-                          "zh": "第 0 步，梯度从损失出发。在普通网络里，它走不了几块就消失了。"},
-        "n_plain_survives": {"en": "At step zero the gradient leaves the loss. In this plain net it still reaches the "
-                                   "input.",
-                             "zh": "第 0 步，梯度从损失出发。在这个普通网络里，它仍然到达了输入端。"},
-        "n_residual_runs": {"en": "In the residual net it runs the whole way along the lane.",
-                            "zh": "在残差网络里，它沿着恒等通道一路跑到输入端。"},
-        "n_residual_fades": {"en": "Here the residual net's signal fades too: see the measured ratio.",
-                             "zh": "这里残差网络的信号也变弱了：请看实测的比值。"},
-        "n_training": {"en": "Now the same picture at every recorded training step.",
-                       "zh": "现在把每个记录下来的训练步都放一遍。"},
-        "n_plain_stays_dark": {"en": "Training never lights the plain net's early blocks; the residual lane stays lit.",
-                               "zh": "训练始终照不亮普通网络靠前的块；残差网络的通道一直亮着。"},
-        "n_plain_missing": {"en": "At step zero the gradient leaves the loss. Part of the plain net's trace is missing.",
-                            "zh": "第 0 步，梯度从损失出发。普通网络的记录有一部分缺失。"},
-        "n_residual_missing": {"en": "Part of the residual net's trace is missing: no ratio can be measured there.",
-                               "zh": "残差网络的记录有一部分缺失：那里无法测出比值。"},
-        "n_end_missing": {"en": "The last record of the plain net's first block is missing: no verdict on it.",
-                          "zh": "普通网络第一块的最后一条记录缺失：对此不下结论。"},
-        "n_plain_lights_up": {"en": "By the end of training the plain net's early blocks receive a gradient too.",
-                              "zh": "训练到最后，普通网络靠前的块也收到了梯度。"},
-        "n_residual_blew_up": {"en": "Careful: this residual net's loss grew from {start} to {end}. At this depth and "
-                                     "step size it did not train: its lit lane carries gradients that blew up.",
-                               "zh": "注意：这个残差网络的损失从 {start} 涨到了 {end}。在这个深度和步长下它没有训练成功："
-                                     "亮着的通道里是爆炸的梯度。"},
-        "n_plain_blew_up": {"en": "Careful: the plain net's loss grew from {start} to {end}: at this step size it did "
-                                  "not train.",
-                            "zh": "注意：普通网络的损失从 {start} 涨到了 {end}：在这个步长下它没有训练成功。"},
-    }
 
     _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
     _lane_drop = 0.78  # the residual row's identity lane runs this far below its blocks
@@ -194,7 +149,7 @@ class GradientFlowOverTraining(LectureScene):
         history = self._make_history(ratios, steps, records)
         self.narrate("n_training", 3)
         self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
-        # the still parts are drawn once per play, not at every frame (scenes/frame_cost.py: no pixel changes)
+        # the still parts are drawn once per play, not at every frame (scenes/kit/frame_cost.py: no pixel changes)
         draw_first(self, title, subtitle, scale_bar, history["frame"], *names_drawn,
                    *[m for arch in rows for m in rows[arch]["still"]])
         per_record = min(0.45, 9.0 / max(records - 1, 1))

@@ -19,10 +19,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 
 from simulation.experiments import RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_add_node, make_bar_pairs, make_box
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_add_node, make_bar_pairs, make_box
 
 __all__ = ["IdentityHighway", "projection_params"]
 
@@ -39,44 +39,6 @@ class IdentityHighway(LectureScene):
     """x splits into the residual branch F(x) and the identity path; they meet at the add node."""
 
     experiment = "residual_response"
-    strings = {
-        "title": {"en": "The identity highway", "zh": "恒等高速路"},
-        "identity": {"en": "identity shortcut: x", "zh": "恒等捷径：x"},
-        "branch": {"en": "residual branch F(x)", "zh": "残差分支 F(x)"},
-        "act": {"en": "act", "zh": "激活"},
-        "measured": {"en": "trained residual net, {depth} blocks, digits: per-block mean norms",
-                     "zh": "训练后的残差网络（{depth} 块，digits 数据）：每块的平均范数"},
-        "x_norm": {"en": "‖x‖ (input of block)", "zh": "‖x‖（块的输入）"},
-        "f_norm": {"en": "‖F(x)‖ (branch)", "zh": "‖F(x)‖（分支）"},
-        "ratio": {"en": "mean ‖F(x)‖ / ‖x‖ = {ratio}: keep x as is, F fine-tunes it",
-                  "zh": "平均 ‖F(x)‖ / ‖x‖ = {ratio}：保留 x，F 只做微调"},
-        "n_intro": {"en": "A residual block adds its input back to what its layers compute.",
-                    "zh": "残差块把输入直接加回到各层的计算结果上。"},
-        "n_flow": {"en": "The signal travels both roads and meets again at the addition.",
-                   "zh": "信号同时走两条路，在加法处汇合。"},
-        "n_measure": {"en": "In a trained network the branch is small next to the highway.",
-                      "zh": "在训练好的网络里，分支远小于主干。"},
-        "skip": {"en": "weights of F → 0: the block passes x through unchanged, the layer is skipped",
-                 "zh": "F 的权重 → 0：块把 x 原样传过去，这一层就被跳过了"},
-        "plain_identity": {"en": "a plain layer would have to learn H(x) = x with its weights",
-                           "zh": "普通层则必须用自己的权重去学出 H(x) = x"},
-        "closest": {"en": "trained net: block {block} is closest to skipped, ‖F(x)‖ / ‖x‖ = {ratio}",
-                    "zh": "训练后的网络：第 {block} 块最接近被跳过，‖F(x)‖ / ‖x‖ = {ratio}"},
-        "proj_why": {"en": "the widths differ: x cannot be added as is, W_s projects it",
-                     "zh": "宽度不同：x 不能直接相加，由 W_s 把它投影过去"},
-        "proj_cost": {"en": "W_s costs {params} parameters ({d_out} × {d_in}); the identity shortcut costs none",
-                      "zh": "W_s 需要 {params} 个参数（{d_out} × {d_in}）；恒等捷径一个都不需要"},
-        "proj_use": {"en": "so the identity is used wherever the widths match",
-                     "zh": "所以只要宽度一致，就用恒等捷径"},
-        "n_skip": {"en": "If the best thing a block can do is nothing, it only has to push F to zero.",
-                   "zh": "如果一个块最好什么都不做，它只需把 F 压到零。"},
-        "n_skip_measured": {"en": "A plain layer would have to learn the identity itself; here, the most idle block.",
-                            "zh": "普通层则必须自己学出恒等映射；这里是最“闲”的那一块。"},
-        "n_projection": {"en": "When a block changes the width, the shortcut needs a projection W s.",
-                         "zh": "当块改变宽度时，捷径需要一个投影 W_s。"},
-        "n_projection_cost": {"en": "It costs parameters, so the identity is kept wherever the widths match.",
-                              "zh": "投影要花参数，所以宽度一致时保留恒等捷径。"},
-    }
     BRANCH_PARTS = (3, 4, 9)  # boxes, arrows and label of the branch in get_diagram's group
     projection_factor = 2  # output width / input width of the projection block: ResNet doubles the width (He 2015 §3.3)
     param_limits = {"projection_factor": (1, 8)}  # a projection shortcut that widens, by up to 8x (cli.params)

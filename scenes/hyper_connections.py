@@ -8,7 +8,7 @@ Hyper-Connections (Zhu et al. 2025) widen the single residual stream to n stream
 H_res in every block; over L blocks the streams are multiplied by H_res^L ... H_res^1. DeepSeek's mHC (2025)
 found that product's gain growing to thousands in HC and projects each H_res onto the doubly stochastic
 matrices (Sinkhorn-Knopp), whose products keep every row and column sum at 1: the identity mapping's stability
-comes back. The ``hyper_connections`` experiment trains both at a small size (:mod:`simulation.hyper`); the
+comes back. The ``hyper_connections`` experiment trains both at a small size (:mod:`simulation.kinds.hyper`); the
 scene draws the gain of the product after each block, at step 0 and after training, and says on how many seeds
 the free product grew while the projected one stayed at 1.
 """
@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.helpers import is_missing
-from scenes.seeds import SEED_STRINGS, SeedSpread
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
 
 __all__ = ["HyperConnections", "hyper_claim", "final_gain", "GROWN", "HELD"]
 
@@ -58,40 +58,6 @@ class HyperConnections(SeedSpread, LectureScene):
     experiment_defaults = {"seeds": "0,1,2"}
     required_arrays = {"step": ("records",), "composite_row_gain": ("records", "depth"),
                        "composite_col_gain": ("records", "depth"), "final_test_error": ()}
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "More than one lane", "zh": "不止一条车道"},
-        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the rest is
-        # narrated (subtitles and speaker notes) and in the numbers JSON.
-        "setup": {"en": "{n} residual streams, {depth} blocks of width {width}, {steps} Adam steps on digits",
-                  "zh": "{n} 条残差流，{depth} 个宽度 {width} 的块，在 digits 上用 Adam 训练 {steps} 步"},
-        "n_static": {"en": "Here the mixing matrices are static; the papers add input-dependent terms.",
-                     "zh": "这里的混合矩阵是静态的；论文中还有依赖输入的部分。"},
-        "axis": {"en": "gain of H_res^l ⋯ H_res^1 (largest absolute row sum) after block l",
-                 "zh": "第 l 块之后 H_res^l ⋯ H_res^1 的增益（最大绝对行和）"},
-        "hc": {"en": "HC: free", "zh": "HC：不受约束"},
-        "mhc": {"en": "mHC: doubly stochastic", "zh": "mHC：双随机"},
-        "init": {"en": "thin: step 0", "zh": "细线：第 0 步"},
-        "holds": {"en": "After {steps} steps the free product amplifies up to {hc}× (backward {hc_col}×);\n"
-                        "the doubly stochastic one stays at {mhc} ({seeds}).",
-                  "zh": "训练 {steps} 步后，不受约束的矩阵之积放大到 {hc} 倍（反向 {hc_col} 倍）；\n"
-                        "双随机矩阵之积保持在 {mhc}（{seeds}）。"},
-        "fails": {"en": "After {steps} steps: free product {hc}×, doubly stochastic {mhc}: not the growth mHC describes "
-                        "({seeds}).",
-                  "zh": "训练 {steps} 步后：不受约束的积为 {hc} 倍，双随机的为 {mhc}：没有出现 mHC 所说的增长（{seeds}）。"},
-        "scale": {"en": "DeepSeek saw HC's gain reach about 3000 in a 27B model; here: {hc}×",
-                  "zh": "DeepSeek 在 27B 模型中看到 HC 的增益达到约 3000；这里：{hc} 倍"},
-        "n_errors": {"en": "Test error: HC {hc_err}, mHC {mhc_err}.", "zh": "测试误差：HC {hc_err}，mHC {mhc_err}。"},
-        "n_intro": {"en": "What if the residual stream were not one lane but four?",
-                    "zh": "如果残差流不是一条车道，而是四条呢？"},
-        "n_formula": {"en": "Each block mixes the lanes with a learned matrix, then adds its own output.",
-                      "zh": "每个块先用一个学到的矩阵把各条车道混合，再加上自己的输出。"},
-        "n_curves": {"en": "Across the blocks those matrices multiply. Free ones drift; doubly stochastic ones keep "
-                           "every sum at one.",
-                     "zh": "经过一个个块，这些矩阵相乘。不受约束的会漂移；双随机的让每个和都保持为一。"},
-        "n_verdict": {"en": "Here is what the runs measured, and on how many seeds.",
-                      "zh": "这是这些运行测得的结果，以及在多少个种子上成立。"},
-    }
 
     def construct(self) -> None:
         hc, mhc = self.traces["hc"], self.traces["mhc"]

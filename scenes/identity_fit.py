@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write, linear
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
 
 __all__ = ["IdentityFit", "error_points"]
 
@@ -37,36 +37,6 @@ class IdentityFit(LectureScene):
     """Relative error of a plain and a residual block learning H(x) = x, and the step each reaches the tolerance."""
 
     experiment = "identity_fit"
-    strings = {
-        "title": {"en": "Why is “keep as is” easy?", "zh": "为什么“保持原样”很容易？"},
-        "setup": {"en": "one block, {width} digits features in and out; same initial weights; {opt}, lr {lr}",
-                  "zh": "一个块，输入输出都是 {width} 个 digits 特征；相同的初始权重；{opt}，学习率 {lr}"},
-        "plain": {"en": "plain: F(x) must become x", "zh": "普通块：F(x) 必须学成 x"},
-        "residual": {"en": "residual: F(x) must become 0", "zh": "残差块：F(x) 只需学成 0"},
-        "axis": {"en": "‖h − x‖² / ‖x‖² over the steps", "zh": "‖h − x‖² / ‖x‖² 随训练步的变化"},
-        "tolerance": {"en": "tolerance {tol}", "zh": "容差 {tol}"},
-        "reached": {"en": "step {step}", "zh": "第 {step} 步"},
-        "both": {"en": "Below {tol}: the residual block at step {res}, the plain block at step {plain} "
-                       "({times}× as many steps).",
-                 "zh": "低于 {tol}：残差块在第 {res} 步，普通块在第 {plain} 步（多用 {times} 倍的步数）。"},
-        "plain_never": {"en": "Below {tol}: the residual block at step {res}; the plain block not within {steps} steps.",
-                        "zh": "低于 {tol}：残差块在第 {res} 步；普通块在 {steps} 步内都没有做到。"},
-        "residual_never": {"en": "Below {tol}: the plain block at step {plain}; the residual block not within {steps} "
-                                 "steps.",
-                           "zh": "低于 {tol}：普通块在第 {plain} 步；残差块在 {steps} 步内都没有做到。"},
-        "neither": {"en": "Neither block fell below {tol} within {steps} steps.",
-                    "zh": "两个块在 {steps} 步内都没有低于 {tol}。"},
-        "start": {"en": "At step 0 the error is {res} with the shortcut, {plain} without.",
-                  "zh": "第 0 步时，有捷径的误差为 {res}，没有捷径的为 {plain}。"},
-        "n_intro": {"en": "Ask one block to do nothing: output exactly its input.",
-                    "zh": "让一个块什么都不做：原样输出它的输入。"},
-        "n_setup": {"en": "A plain block must build the identity from its layers; a residual block only has to "
-                          "silence F.",
-                    "zh": "普通块必须用它的层拼出恒等映射；残差块只需让 F 安静下来。"},
-        "n_curves": {"en": "Both start from the same weights and train with the same optimiser.",
-                     "zh": "两者从相同的权重出发，用相同的优化器训练。"},
-        "n_verdict": {"en": "Here is how many steps each one needed.", "zh": "这是各自需要的步数。"},
-    }
 
     def number_value(self, key: str, value: float) -> float:
         """Record ``value`` under ``key`` in the numbers JSON and return it (shown with its own format)."""

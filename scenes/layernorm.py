@@ -23,13 +23,13 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
-from scenes.base import LectureScene
-from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
-from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
-from scenes.layout import EDGE_BUFF
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
-from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
-                            nice_ticks)
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_max, running_mean, steps_run, tail_mean
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
+from scenes.kit.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
+                                nice_ticks)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
            "seed_verdicts", "verdict_stack", "layer_labels", "seed_stack_ratios", "trained_curve", "loss_ticks", "RISE"]
@@ -78,7 +78,7 @@ def seed_verdicts(by_run: dict[str, dict[int, float]], verdict) -> list[bool | N
 
 
 def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
-    """Trailing moving average of a per-step curve (display only): :func:`scenes.helpers.running_mean`,
+    """Trailing moving average of a per-step curve (display only): :func:`scenes.kit.helpers.running_mean`,
     so a missing value leaves a gap ``window`` steps wide instead of being averaged away."""
     return running_mean(curve, window)
 
@@ -103,7 +103,7 @@ def seed_stack_ratios(seed_traces: dict[int, dict], seed_grads: dict[str, dict[i
 
 
 def trained_curve(trace) -> tuple[int, np.ndarray]:
-    """``(steps, curve)``: the steps the run took before any divergence (:func:`scenes.helpers.steps_run`) and
+    """``(steps, curve)``: the steps the run took before any divergence (:func:`scenes.kit.helpers.steps_run`) and
     its :func:`smooth` loss curve over those steps, float64 [steps]."""
     ran = steps_run(trace, len(trace["loss_curve"]))
     return ran, smooth(trace["loss_curve"][:ran])
@@ -111,7 +111,7 @@ def trained_curve(trace) -> tuple[int, np.ndarray]:
 
 def loss_ticks(curves, chance: float) -> list[float]:
     """Loss-axis ticks from 0 to above both the highest finite value of ``curves`` (iterable of 1-D arrays)
-    and ``chance`` (ln vocab): :func:`scenes.widgets.nice_ticks`, one more step when they stop below the top."""
+    and ``chance`` (ln vocab): :func:`scenes.kit.widgets.nice_ticks`, one more step when they stop below the top."""
     top = max(finite_max(np.concatenate(list(curves)), default=chance), chance)
     ticks = nice_ticks(0, top, 4)
     if ticks[-1] < top:
@@ -124,46 +124,6 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
 
     _source = "Xiong et al. 2020, Fig. 1-3"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "layernorm"
-    strings = {
-        "title": {"en": "Post-LN or Pre-LN: where the LayerNorm sits", "zh": "Post-LN 还是 Pre-LN：层归一化放在哪里"},
-        "post": {"en": "Post-LN (Vaswani 2017)", "zh": "Post-LN（Vaswani 2017）"},
-        "pre": {"en": "Pre-LN (GPT-2, Xiong 2020)", "zh": "Pre-LN（GPT-2，Xiong 2020）"},
-        "post_note": {"en": "the Norm sits on the identity path", "zh": "归一化挡在恒等路径上"},
-        "pre_note": {"en": "the identity path stays clean", "zh": "恒等路径保持畅通"},
-        "grad_title": {"en": "‖∂L/∂W²‖ of each FFN at initialisation", "zh": "初始化时每层 FFN 的 ‖∂L/∂W²‖"},
-        "grad_axis": {"en": "encoder layers E1–E{n}, then decoder layers D1–D{n}",
-                      "zh": "先编码器层 E1–E{n}，再解码器层 D1–D{n}"},
-        "legend_post": {"en": "Post-LN", "zh": "Post-LN"},
-        "legend_pre": {"en": "Pre-LN", "zh": "Pre-LN"},
-        # at the house's small size in one line (the legibility floor, scenes/layout.py)
-        "grad_rise": {"en": "Last / first decoder layer: Post-LN {post}×, Pre-LN {pre}×: rises, as in Fig. 3",
-                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍：越靠近输出越大，与图 3 一致"},
-        "grad_flat": {"en": "Last / first decoder layer: Post-LN {post}×, Pre-LN {pre}×: no rise here",
-                      "zh": "解码器最后一层 / 第一层：Post-LN {post} 倍，Pre-LN {pre} 倍：这里没有变大"},
-        "loss_title": {"en": "training loss at peak lr {lr}", "zh": "峰值学习率 {lr} 下的训练损失"},
-        "loss_axis": {"en": "step", "zh": "步"},
-        "lr_axis": {"en": "lr", "zh": "学习率"},
-        "run_post_ln": {"en": "Post-LN, no warm-up", "zh": "Post-LN，无预热"},
-        "run_post_ln_warmup": {"en": "Post-LN, {warmup}-step warm-up", "zh": "Post-LN，预热 {warmup} 步"},
-        "run_pre_ln": {"en": "Pre-LN, no warm-up", "zh": "Pre-LN，无预热"},
-        "chance": {"en": "chance: ln {vocab} = {value}", "zh": "随机猜测：ln {vocab} = {value}"},
-        "warmup_helps": {"en": "Final loss: Post-LN {post} without warm-up, {post_warm} with it; Pre-LN {pre} without.",
-                         "zh": "最终损失：Post-LN 无预热 {post}，有预热 {post_warm}；Pre-LN 无预热 {pre}。"},
-        "warmup_verdict_yes": {"en": "Post-LN needs the warm-up; Pre-LN does not (Xiong et al., Fig. 2).",
-                               "zh": "Post-LN 需要预热；Pre-LN 不需要（Xiong 等人，图 2）。"},
-        "warmup_verdict_no": {"en": "In these runs the warm-up story of Xiong et al. does not hold in full.",
-                              "zh": "在这些运行中，Xiong 等人关于预热的结论没有完全成立。"},
-        "n_intro": {"en": "The original Transformer normalises after the addition; GPT-2 moved the norm into the branch.",
-                    "zh": "原始 Transformer 在相加之后做归一化；GPT-2 把归一化挪进了分支里。"},
-        "n_paths": {"en": "In Post-LN every gradient on the way back must pass through a LayerNorm; in Pre-LN it has a clean road.",
-                    "zh": "在 Post-LN 里，反向传播的梯度每层都要穿过一次层归一化；在 Pre-LN 里它有一条畅通的路。"},
-        "n_grads": {"en": "At initialisation, measured on our model: the weight gradients of every layer.",
-                    "zh": "在初始化时，在我们的模型上实测：每一层权重的梯度。"},
-        "n_train": {"en": "Now train all three at the same high learning rate.", "zh": "现在用同样高的学习率训练三个模型。"},
-        "n_verdict": {"en": "Large gradients near the output need small steps first: that is what warm-up gives.",
-                      "zh": "靠近输出的梯度很大，一开始就需要小步走：这正是预热的作用。"},
-        **SEED_STRINGS,
-    }
 
     def construct(self) -> None:
         post, post_warm, pre = (self.traces[name] for name in (POST_LN, POST_LN_WARMUP, PRE_LN))

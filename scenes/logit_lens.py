@@ -23,11 +23,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup
 from simulation.experiments import GPT
 from simulation.runkeys import RunKey
 
-from scenes.base import LectureScene
-from scenes.helpers import finite_max, is_missing
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, nice_ticks
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import finite_max, is_missing
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, nice_ticks
 
 __all__ = ["LogitLens", "AGREE", "KL_DROP", "lens_row", "answer_layer", "lens_verdicts", "CLAIMS"]
 
@@ -77,37 +77,6 @@ class LogitLens(SeedSpread, LectureScene):
 
     experiment = "logit_lens"
     experiment_defaults = {"seeds": "0,1,2"}  # one small GPT per seed (~8 s each)
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "The residual stream carries the answer up", "zh": "残差流把答案一路送到顶层"},
-        "what": {"en": "each layer's stream decoded as if it were the last",
-                 "zh": "把每一层的残差流当作最后一层来解读"},
-        "kl_title": {"en": "KL(final ‖ layer l), nats", "zh": "KL（最终 ‖ 第 l 层），奈特"},
-        "top1_title": {"en": "top-1 agrees with the final prediction", "zh": "第一预测与最终预测一致的比例"},
-        "axis_layer": {"en": "layer (0 = embedded input)", "zh": "层（0 = 嵌入后的输入）"},
-        "thin": {"en": "thin: at initialisation", "zh": "细线：初始化时"},
-        "thick": {"en": "thick: after {steps} steps (held-out error {error})",
-                  "zh": "粗线：训练 {steps} 步后（留出集错误率 {error}）"},
-        # The verdicts on screen are short enough for the legibility floor (scenes/layout.py); what they leave
-        # out (the values at initialisation) the verdict's narration says (subtitles, speaker notes).
-        "v_answer": {"en": "Trained: the answer is on the stream from layer {layer} of {layers}, {agree} agree",
-                     "zh": "训练后：答案从第 {layer} 层（共 {layers} 层）起就在残差流上，一致 {agree}"},
-        "v_no_answer": {"en": "Trained: no layer below the top reaches {agree_pct} agreement",
-                        "zh": "训练后：顶层以下没有一层的一致比例达到 {agree_pct}"},
-        "v_kl": {"en": "KL to the final prediction: {kl0} nats at the input, {kl_last} at layer {last}",
-                 "zh": "与最终预测的 KL：输入处 {kl0} 奈特，第 {last} 层 {kl_last}"},
-        "v_kl_no": {"en": "KL does not fall tenfold: {kl0} nats at the input, {kl_last} at layer {last}",
-                    "zh": "KL 没有降到十分之一：输入处 {kl0} 奈特，第 {last} 层 {kl_last}"},
-        "n_intro": {"en": "Where in the stack does a language model know its answer?",
-                    "zh": "语言模型在第几层就知道了答案？"},
-        "n_lens": {"en": "The logit lens reads the residual stream after every layer as if it were the output.",
-                   "zh": "逻辑透镜把每一层之后的残差流当作输出来解读。"},
-        "n_curves": {"en": "Once a layer has put the answer on the belt, the layers above only carry it up.",
-                     "zh": "一旦某一层把答案放上传送带，上面的层只是把它往上送。"},
-        "n_verdict": {"en": "What these runs measured. At initialisation the KL was {kl0_init} nats at the input "
-                            "and {kl_last_init} at layer {last}.",
-                      "zh": "这些运行的实测结果。初始化时，KL 在输入处为 {kl0_init} 奈特，在第 {last} 层为 {kl_last_init}。"},
-    }
 
     def setup(self) -> None:
         super().setup()

@@ -8,7 +8,7 @@ Li, Xu, Taylor, Studer & Goldstein 2018 (Fig. 1, Fig. 5) drew the loss of ResNet
 without shortcuts on a random 2-D slice through the trained weights, each direction filter-normalised: the
 slices with skips stay one smooth bowl as depth grows, those without turn chaotic, and (Fig. 7) the chaotic
 ones curve downwards (large |lambda_min / lambda_max|) over much of the slice. The ``loss_landscape``
-experiment repeats this on digits (:mod:`simulation.landscape`). The scene draws each slice as a map of the
+experiment repeats this on digits (:mod:`simulation.kinds.landscape`). The scene draws each slice as a map of the
 loss with contour lines, then as a map of how strongly the surface curves down (the slice's own 2-D Hessian,
 :func:`simulation.summary.curvature_ratio`), and says per net what fraction of the slice is non-convex, how
 many local minima the grid holds, and on how many seeds the deepest net without skips is the less convex.
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, VMobject, interpolate_color
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF
-from scenes.helpers import is_missing
-from scenes.seeds import SEED_STRINGS, SeedSpread
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import GapMark
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import GapMark
 from simulation.experiments import depth_run
 from simulation.summary import curvature_ratio, slice_figures
 
@@ -105,54 +105,6 @@ class LossLandscape(SeedSpread, LectureScene):
     chapter = "beyond"  # ~3 min of training per seed: rendered by `render.py all --chapter beyond` (README)
     experiment_defaults = {"seeds": "0,1,2"}
     required_arrays = {"coords": ("grid",), "loss_grid": ("grid", "grid"), "final_test_error": ()}
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "The loss landscape, with and without skips", "zh": "有无跳跃连接时的损失地形"},
-        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the rest is
-        # narrated (n_setup, untrained: subtitles and speaker notes) and in the numbers JSON.
-        "setup": {"en": "conv nets, {steps} SGD steps on digits; a random 2-D slice, {grid} × {grid}",
-                  "zh": "卷积网络在 digits 上训练 {steps} 步；随机二维切片，{grid} × {grid}"},
-        "n_setup": {"en": "The loss is taken on {examples} training examples; both directions are filter-normalised.",
-                    "zh": "损失在 {examples} 个训练样本上计算；两个方向都按滤波器归一化。"},
-        "layers": {"en": "{depth} layers", "zh": "{depth} 层"},
-        "plain_col": {"en": "no skips", "zh": "无跳跃连接"},
-        "residual_col": {"en": "with skips", "zh": "有跳跃连接"},
-        "loss_key": {"en": "colour: log loss (yellow = high); lines: every {step} decade; dot: trained weights",
-                     "zh": "颜色：对数损失（越黄越高）；线：每 {step} 个数量级；圆点：训练得到的权重"},
-        "ratio_key": {"en": "colour: max(−λmin, 0) / max|λ| of the 2-D Hessian (purple: curves down)",
-                      "zh": "颜色：二维 Hessian 的 max(−λmin, 0) / max|λ|（紫色：向下弯曲）"},
-        "nonconvex": {"en": "non-convex: {pct}", "zh": "非凸：{pct}"},
-        "minima": {"en": "local minima: {m}", "zh": "局部极小：{m}"},
-        "test_error": {"en": "test error {pct}", "zh": "测试误差 {pct}"},
-        "holds": {"en": "{depth} layers: without skips the slice is non-convex at {plain} of its points, with skips "
-                        "at {residual} ({seeds}).",
-                  "zh": "{depth} 层：无跳跃连接时切片上 {plain} 的点非凸，有跳跃连接时为 {residual}（{seeds}）。"},
-        "fails": {"en": "{depth} layers: the slice without skips ({plain} non-convex) is not clearly less convex than "
-                        "the one with skips ({residual}) ({seeds}).",
-                  "zh": "{depth} 层：无跳跃连接的切片（{plain} 非凸）并不比有跳跃连接的（{residual}）明显更不凸"
-                        "（{seeds}）。"},
-        "shallow_also": {"en": "{depth} layers: already {plain} non-convex without skips ({residual} with)",
-                         "zh": "{depth} 层：无跳跃连接时已有 {plain} 非凸（有跳跃连接为 {residual}）"},
-        "shallow_agrees": {"en": "{depth} layers: both slices nearly convex ({plain} and {residual})",
-                           "zh": "{depth} 层：两个切片都接近凸（{plain} 和 {residual}）"},
-        "n_li": {"en": "Li et al.'s 20-layer slices were both nearly convex.",
-                 "zh": "Li 等人的 20 层切片都接近凸。"},
-        "untrained": {"en": "The {depth}-layer net without skips did not train in {steps} steps (test error {pct}); "
-                            "Li et al.'s did (13%, CIFAR-10).",
-                      "zh": "无跳跃连接的 {depth} 层网络在 {steps} 步内没有训练起来（测试误差 {pct}）；"
-                            "Li 等人的训练起来了（CIFAR-10 上 13%）。"},
-        "n_intro": {"en": "What does the loss look like around the weights a net has learned?",
-                    "zh": "网络学到的权重周围，损失是什么样子的？"},
-        "n_slice": {"en": "Take two random directions, scaled filter by filter like the weights, and map the loss "
-                          "on that plane.",
-                    "zh": "取两个随机方向，逐个滤波器缩放到与权重相同的大小，在这个平面上画出损失。"},
-        "n_maps": {"en": "With skips the slice is one smooth bowl; without them it grows rugged as the net deepens.",
-                   "zh": "有跳跃连接时切片是一个光滑的碗；没有时，网络越深，地形越崎岖。"},
-        "n_curv": {"en": "Purple marks where the surface curves downward: the slice is not convex there.",
-                   "zh": "紫色标出曲面向下弯曲的地方：那里的切片不是凸的。"},
-        "n_verdict": {"en": "Here is what the runs measured, and on how many seeds.",
-                      "zh": "这是这些运行测得的结果，以及在多少个种子上成立。"},
-    }
 
     def construct(self) -> None:
         depths = slice_depths(self.traces)

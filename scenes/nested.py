@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 from manim import LEFT, RIGHT, Create, DashedLine, Ellipse, FadeIn, MathTex, Star, Transform, Write
 
-from scenes.base import LectureScene
-from scenes.layout import line_width
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, value_to_color
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import line_width
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, value_to_color
 
 __all__ = ["NestedFunctionClasses", "get_function_classes", "ellipse_points", "nearest_point", "contains",
            "TRUTH"]
@@ -71,19 +71,6 @@ def nearest_point(centre: np.ndarray, semi: np.ndarray, target: np.ndarray) -> t
 
 class NestedFunctionClasses(LectureScene):
     """D2L Fig. 8.6.1: non-nested classes F1...F6 drift away from f*, nested ones close in."""
-
-    strings = {
-        "title": {"en": "Bigger helps only when nested", "zh": "函数类嵌套，变大才有用"},
-        "non_nested": {"en": "non-nested function classes", "zh": "非嵌套函数类"},
-        "nested": {"en": "nested function classes", "zh": "嵌套函数类"},
-        "closest": {"en": "dashed: the best function of the newest class", "zh": "虚线：最新函数类里最好的函数"},
-        "n_intro": {"en": "Think of a network architecture as the set of functions it can express.",
-                    "zh": "把一种网络结构看作它能表示的函数集合。"},
-        "n_grow": {"en": "Bigger classes that drift can end farther from the truth; nested ones only get closer.",
-                   "zh": "会漂移的更大函数类可能离真相更远；嵌套的只会越来越近。"},
-        "n_residual": {"en": "A residual block can learn F equals zero, so the deeper net contains the shallower one.",
-                       "zh": "残差块可以学成 F = 0，所以更深的网络包含了更浅的网络。"},
-    }
 
     def construct(self) -> None:
         # 1. Title and the two panels with their truth f*.

@@ -25,12 +25,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, W
 
 from simulation.config import RunConfig
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing, steps_run
-from scenes.layout import EDGE_BUFF
-from scenes.seeds import SEED_STRINGS, SeedSpread
-from scenes.style import PALETTE, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, LogAxes, make_dashed_polyline, safe_log10, spread_labels
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing, steps_run
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, LogAxes, make_dashed_polyline, safe_log10, spread_labels
 
 __all__ = ["NormFree", "forward_growth", "growth_per_block", "steps_to_loss", "norm_free_summary",
            "norm_free_verdicts", "count_norm_free", "LOSS_LEVEL", "EXPLODED", "FLAT"]
@@ -125,47 +125,6 @@ class NormFree(SeedSpread, LectureScene):
 
     experiment = "norm_free"
     required_arrays = ("act_norm", "input_norm", "loss_curve")
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "Deep nets without normalisation", "zh": "不用归一化训练深层网络"},
-        "subtitle": {"en": "residual ReLU MLPs, {depth} blocks, no BatchNorm or LayerNorm, He init; digits, {steps} "
-                           "steps; {seeds} seeds",
-                     "zh": "残差 ReLU MLP，{depth} 个块，没有 BatchNorm 或 LayerNorm，He 初始化；手写数字，{steps} 步；"
-                           "{seeds} 个种子"},
-        "standard": {"en": "standard", "zh": "标准初始化"},
-        "rezero": {"en": "ReZero", "zh": "ReZero"},
-        "fixup": {"en": "Fixup", "zh": "Fixup"},
-        "growth_axis": {"en": "‖hₗ‖ / ‖h₀‖ at step 0, per block", "zh": "第 0 步每块的 ‖hₗ‖ / ‖h₀‖"},
-        "block_axis": {"en": "block l", "zh": "第 l 块"},
-        "loss_axis": {"en": "training loss", "zh": "训练损失"},
-        "step_axis": {"en": "step", "zh": "训练步"},
-        "closed": {"en": "dashed: √(1 + g⁴/18)ˡ = {per}ˡ", "zh": "虚线：√(1 + g⁴/18)ˡ = {per}ˡ"},
-        "level": {"en": "loss {level}", "zh": "损失 {level}"},
-        "diverged_at": {"en": "standard: diverged at step {step}", "zh": "标准初始化：第 {step} 步发散"},
-        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the growth per
-        # block and the papers' figures are narrated (n_per_block, paper: subtitles and speaker notes).
-        "forward": {"en": "At init, top ‖h‖ / ‖h₀‖: standard {std}, ReZero {rz}, Fixup {fx}",
-                    "zh": "初始化时，顶端 ‖h‖ / ‖h₀‖：标准 {std}，ReZero {rz}，Fixup {fx}"},
-        "n_per_block": {"en": "At standard init each block multiplied the signal by {per}.",
-                        "zh": "标准初始化下，每个块把信号放大 {per} 倍。"},
-        "trains": {"en": "Below loss {level}: ReZero {rz}, Fixup {fx}; standard: {std}",
-                   "zh": "损失低于 {level}：ReZero {rz}，Fixup {fx}；标准初始化：{std}"},
-        "at_step": {"en": "at step {step}", "zh": "在第 {step} 步"},
-        "never": {"en": "never", "zh": "从未达到"},
-        "diverged": {"en": "diverged", "zh": "发散"},
-        "first": {"en": "ReZero got there first in {k} of {n} seeds", "zh": "{n} 个种子中有 {k} 个 ReZero 先达到"},
-        "paper": {"en": "Papers: Fixup trains 10 000-layer nets without normalisation; ReZero: 32% faster to 85% on "
-                        "CIFAR-10 (ResNet-56)",
-                  "zh": "论文：Fixup 无需归一化即可训练 10000 层网络；ReZero：ResNet-56 在 CIFAR-10 上达到 85% 快 32%"},
-        "n_intro": {"en": "Take away the normalisation and stack a hundred residual blocks.",
-                    "zh": "去掉归一化，堆叠一百个残差块。"},
-        "n_growth": {"en": "At He's init every block adds a branch as large as its input: the signal explodes.",
-                     "zh": "在 He 初始化下，每个块都加上一个和输入一样大的分支：信号爆炸。"},
-        "n_loss": {"en": "Starting every branch at zero keeps the identity, and the net trains.",
-                   "zh": "让每个分支从零开始，就保住了恒等映射，网络也就能训练。"},
-        "n_verdict": {"en": "Counted over the seeds, this is what the runs show.",
-                      "zh": "把所有种子数一遍，实测结果是这样的。"},
-    }
 
     def when_below(self, name: str, summary: dict) -> str:
         """"at step k", "never", "diverged" (a run that stopped before reaching the level) or "missing"."""
@@ -298,4 +257,3 @@ class NormFree(SeedSpread, LectureScene):
         self.narrate("paper", 4)
         self.cite("Zhang et al. 2019 (Fixup), §2-3; Bachlechner et al. 2020 (ReZero), eq. 3")
         self.wait(5)
-

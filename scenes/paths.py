@@ -20,12 +20,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, 
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF, inside_margin, line_width
-from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.helpers import compare, finite_max, is_missing, strict_mean
-from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_max, is_missing, strict_mean
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["PathEnsemble", "mean_path_length"]
 
@@ -49,38 +49,6 @@ class PathEnsemble(SeedSpread, LectureScene):
     """Residual nets as ensembles of paths: path-length shares and a one-block lesion test (Veit 2016)."""
 
     experiment = "paths"
-    strings = {
-        "title": {"en": "A residual net is an ensemble of paths", "zh": "残差网络是许多路径的集合"},
-        "count_blocks": {"en": "{depth} blocks:", "zh": "{depth} 个块："},
-        "count_paths": {"en": "paths from input to output", "zh": "条从输入到输出的路径"},
-        "lengths_title": {"en": "share of paths through k residual branches", "zh": "经过 k 个残差分支的路径占比"},
-        "axis_k": {"en": "k (path length)", "zh": "k（路径长度）"},
-        "mean_length": {"en": "mean length {mean} of {depth}: most paths are of middle length",
-                        "zh": "平均长度 {mean}（共 {depth} 块）：大多数路径长度居中"},
-        "lesion_title": {"en": "test error with block l deleted", "zh": "删除第 l 块后的测试误差"},
-        "axis_block": {"en": "deleted block l", "zh": "被删除的块 l"},
-        "legend_plain": {"en": "plain (dashed: intact, {error})", "zh": "普通网络（虚线：完整时 {error}）"},
-        "legend_residual": {"en": "residual (dashed: intact, {error})", "zh": "残差网络（虚线：完整时 {error}）"},
-        # at the house's small size (the legibility floor, scenes/layout.py)
-        "robust": {"en": "Deleting one block changes test error by {residual} points (residual), {plain} (plain)",
-                   "zh": "实测：删除一个块后，测试误差平均变化：残差网络 {residual} 个百分点，普通网络 {plain} 个。"},
-        "robust_agrees": {"en": "No single path is essential, as in Veit et al. Fig. 3.",
-                          "zh": "没有哪条路径是必不可少的，与 Veit 等人图 3 一致。"},
-        "robust_differs": {"en": "Here the residual net is not the more robust one, unlike Veit et al. Fig. 3.",
-                           "zh": "这里残差网络并不更稳健，与 Veit 等人图 3 不同。"},
-        "n_intro": {"en": "Unroll the blocks: each one is either taken or skipped.",
-                    "zh": "把残差块展开：每一块要么经过，要么跳过。"},
-        "n_count": {"en": "So n blocks give two to the n paths.", "zh": "所以 n 个块给出 2 的 n 次方条路径。"},
-        "n_lengths": {"en": "Counting paths by length gives a binomial: most are of middle length.",
-                      "zh": "按长度数路径得到二项分布：大多数路径长度居中。"},
-        "n_lesion": {"en": "Now delete one block at test time, in a trained plain and a trained residual net.",
-                     "zh": "现在在测试时删除一个块，分别对训练好的普通网络和残差网络。"},
-        "n_verdict": {"en": "Half of the paths survive, and the residual net barely notices.",
-                      "zh": "一半的路径仍然完好，残差网络几乎察觉不到。"},
-        "n_verdict_differs": {"en": "Half of the paths survive, yet here the residual net suffers as much.",
-                              "zh": "一半的路径仍然完好，但这里残差网络受到的影响同样大。"},
-        **SEED_STRINGS,
-    }
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]

@@ -17,12 +17,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, 
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.chain_rule import running_product
-from scenes.layout import inside_margin
+from scenes.kit.layout import inside_margin
 from scenes.sigmoid import geometric_mean_factor
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
 
 __all__ = ["GradientPlusOne"]
 
@@ -31,25 +31,6 @@ class GradientPlusOne(LectureScene):
     """The +1 of the identity in the backward pass; measured per-block gradient norms, plain vs residual."""
 
     experiment = "chain_rule"
-    strings = {
-        "title": {"en": "The +1 in the gradient", "zh": "梯度里的 +1"},
-        "plain_rule": {"en": "plain: y = F(x)", "zh": "普通网络：y = F(x)"},
-        "residual_rule": {"en": "residual: y = x + F(x)", "zh": "残差网络：y = x + F(x)"},
-        "axis_x": {"en": "block l (input side on the left)", "zh": "第 l 块（左边靠近输入）"},
-        "axis_y": {"en": "‖∂L/∂W_l‖ at step 0", "zh": "第 0 步的 ‖∂L/∂W_l‖"},
-        "plain": {"en": "plain sigmoid net", "zh": "普通 sigmoid 网络"},
-        "residual": {"en": "residual sigmoid net", "zh": "残差 sigmoid 网络"},
-        "factor_head": {"en": "backward factor per block", "zh": "每块的反向因子"},
-        "factor_sub": {"en": "(geometric mean of ‖∂L/∂x‖ / ‖∂L/∂y‖)", "zh": "（‖∂L/∂x‖ / ‖∂L/∂y‖ 的几何平均）"},
-        "factor_plain": {"en": "plain × {value}", "zh": "普通 × {value}"},
-        "factor_residual": {"en": "residual × {value}", "zh": "残差 × {value}"},
-        "n_rule": {"en": "Differentiate y equals x plus F of x: the identity contributes a one.",
-                   "zh": "对 y = x + F(x) 求导：恒等路径贡献了一个 1。"},
-        "n_bars": {"en": "Measured at initialisation: the plain net's early blocks get almost no gradient.",
-                   "zh": "初始化时实测：普通网络靠前的块几乎拿不到梯度。"},
-        "n_residual": {"en": "The residual net's blocks all get about the same: each factor is one plus a little.",
-                       "zh": "残差网络每块拿到的梯度差不多：每个因子都是 1 加一点点。"},
-    }
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]

@@ -26,11 +26,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup
 
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing, log_range
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
-from scenes.widgets import LogAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing, log_range
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
+from scenes.kit.widgets import LogAxes, make_legend
 
 __all__ = ["RankCollapse", "RUNS", "RUN_COLORS", "FLOOR", "COLLAPSED", "STAYS_UP", "DOUBLY", "rank_residual",
            "drop_ratios", "drop_ratio", "rank_verdicts", "CLAIMS", "both"]
@@ -114,43 +114,6 @@ class RankCollapse(SeedSpread, LectureScene):
 
     experiment = "rank_collapse"
     experiment_defaults = {"seeds": "0,1,2"}  # four small encoders per seed (~5 s each): three keep the lecture fast
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "Attention alone loses rank", "zh": "只有注意力，秩会塌缩"},
-        "what": {"en": "x̄: the mean token. res = 0: every token carries the same vector (rank 1)",
-                 "zh": "x̄：所有词元的平均。res = 0：每个词元都是同一个向量（秩为 1）"},
-        "axis_layer": {"en": "layer (0 = input of the stack)", "zh": "层（0 = 输入）"},
-        "san": {"en": "attention only", "zh": "只有注意力"},
-        "san_mlp": {"en": "attention + MLP", "zh": "注意力 + MLP"},
-        "san_skip": {"en": "attention + skip", "zh": "注意力 + 跳连"},
-        "san_mlp_skip": {"en": "attention + MLP + skip", "zh": "注意力 + MLP + 跳连"},
-        "thin": {"en": "thin: at initialisation", "zh": "细线：初始化时"},
-        "thick": {"en": "thick: after {step} steps", "zh": "粗线：训练 {step} 步后"},
-        # The verdicts on screen are short enough for the legibility floor (scenes/layout.py); the theory they are
-        # held against (3x per layer, MLPs can slow the collapse) the verdict's narration says.
-        "v_collapse": {"en": "Attention only: res {start} → {top} in {layers} layers, drops {ratio}× per layer",
-                       "zh": "只有注意力：res 经 {layers} 层从 {start} 降到 {top}，降幅每层 {ratio} 倍"},
-        "v_collapse_no": {"en": "Attention only: res {start} → {top}, drops {ratio}× per layer, theory 3×",
-                          "zh": "只有注意力：res 从 {start} 降到 {top}，降幅每层 {ratio} 倍，理论 3 倍"},
-        "v_skip": {"en": "With skips res stays up: {skip}, and {both} with MLPs",
-                   "zh": "有跳连时 res 保持住了：{skip}，加 MLP 时 {both}"},
-        "v_mlp": {"en": "MLPs without skips did not stop it here: {top}",
-                  "zh": "没有跳连时 MLP 在这里没能阻止塌缩：{top}"},
-        "v_mlp_no": {"en": "MLPs without skips kept it up here: {top}",
-                     "zh": "没有跳连时 MLP 在这里保持住了：{top}"},
-        "n_intro": {"en": "What does attention do to the tokens if nothing carries them past it?",
-                    "zh": "如果没有东西把词元绕过注意力送上去，注意力会把它们变成什么样？"},
-        "n_measure": {"en": "We measure how far the tokens are from all being the same vector, after every layer.",
-                      "zh": "我们在每一层之后测量：这些词元离“全都是同一个向量”还有多远。"},
-        "n_collapse": {"en": "Attention alone averages the tokens together: the residual is cubed layer after layer.",
-                       "zh": "只有注意力时，词元被一再平均：残差一层接一层地被立方。"},
-        "n_skip": {"en": "The skip connection carries each token's own vector past the averaging.",
-                   "zh": "跳连把每个词元自己的向量绕过平均直接送上去。"},
-        "n_verdict": {"en": "What these runs measured, at the top after training. The theory: each layer's drop in "
-                            "log res is three times the last, doubly exponential, and MLPs can slow the collapse.",
-                      "zh": "这些运行的实测结果（训练后的顶层）。理论：每层 log res 的降幅是上一层的三倍，即双指数下降；"
-                            "MLP 可以减缓塌缩。"},
-    }
 
     def construct(self) -> None:
         res = {run: (rank_residual(t, 0), rank_residual(t, -1)) for run, t in self.traces.items() if run in RUNS}

@@ -19,12 +19,12 @@ from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex,
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF, line_width
-from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.helpers import compare, finite_max, strict_mean
-from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_max, strict_mean
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["ResidualResponse", "response_ratio"]
 
@@ -39,38 +39,6 @@ class ResidualResponse(SeedSpread, LectureScene):
 
     _source = "He et al. 2015, Fig. 7"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "residual_response"
-    strings = {
-        "title": {"en": "Residual responses are small", "zh": "残差分支的响应很小"},
-        "legend_plain": {"en": "plain: training error {error}", "zh": "普通网络：训练误差 {error}"},
-        "legend_residual": {"en": "residual: training error {error}", "zh": "残差网络：训练误差 {error}"},
-        "ratio_init": {"en": "‖F(x)‖ / ‖x‖ per block at step 0", "zh": "每块的 ‖F(x)‖ / ‖x‖（第 0 步）"},
-        "ratio_trained": {"en": "‖F(x)‖ / ‖x‖ per block at step {step}", "zh": "每块的 ‖F(x)‖ / ‖x‖（第 {step} 步）"},
-        "std_title": {"en": "std of F(x) per block at step {step}", "zh": "每块 F(x) 的标准差（第 {step} 步）"},
-        "same_size": {"en": "‖F(x)‖ = ‖x‖", "zh": "‖F(x)‖ = ‖x‖"},
-        "axis_block": {"en": "block", "zh": "块"},
-        "ratio_small": {"en": "Measured: mean ‖F(x)‖ / ‖x‖ is {residual} with a shortcut, {plain} without: "
-                              "F only corrects x.",
-                        "zh": "实测：有捷径时平均 ‖F(x)‖ / ‖x‖ 为 {residual}，没有时为 {plain}：F 只是修正 x。"},
-        "ratio_not_small": {"en": "Measured: mean ‖F(x)‖ / ‖x‖ is {residual} with a shortcut, {plain} without: "
-                                  "not smaller here.",
-                            "zh": "实测：有捷径时平均 ‖F(x)‖ / ‖x‖ 为 {residual}，没有时为 {plain}：这里并不更小。"},
-        "std_agrees": {"en": "Std of F(x): residual {residual} < plain {plain}, as in He et al. Fig. 7.",
-                       "zh": "F(x) 的标准差：残差 {residual} < 普通 {plain}，与 He 等人图 7 一致。"},
-        "std_differs": {"en": "Std of F(x): residual {residual}, plain {plain}: larger here, unlike Fig. 7{why}.",
-                        "zh": "F(x) 的标准差：残差 {residual}，普通 {plain}：这里更大，与图 7 不同{why}。"},
-        "no_bn": {"en": " (no BatchNorm here; the paper measures after BN)", "zh": "（这里没有 BatchNorm，论文在 BN 之后测量）"},
-        "n_intro": {"en": "How big is the branch F(x) next to the input x it is added to?",
-                    "zh": "分支 F(x) 和它要加上的输入 x 相比有多大？"},
-        "n_init": {"en": "At initialisation, before any training step.", "zh": "先看初始化时，还没有任何训练。"},
-        "n_trained": {"en": "After training, the residual branches stay small: each block only fine-tunes x.",
-                      "zh": "训练之后，残差分支依然很小：每一块只是在微调 x。"},
-        "n_trained_large": {"en": "After training, in this run, the residual branches are not the smaller ones.",
-                            "zh": "训练之后，在这次运行中，残差分支并不比普通网络的小。"},
-        "n_std": {"en": "He et al. measured the standard deviation of each layer's response.",
-                  "zh": "He 等人测量的是每层响应的标准差。"},
-        "n_verdict": {"en": "Here is what our runs measured.", "zh": "这是我们的实测结果。"},
-        **SEED_STRINGS,
-    }
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]

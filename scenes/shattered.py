@@ -18,12 +18,12 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, VMobject, Write
 
-from scenes.base import LectureScene
-from scenes.layout import EDGE_BUFF, inside_margin, line_width
-from scenes.seeds import SEED_STRINGS, SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.helpers import compare
-from scenes.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
 
 __all__ = ["ShatteredGradients", "scaled_sweep"]
 
@@ -55,32 +55,6 @@ class ShatteredGradients(SeedSpread, LectureScene):
     """d(output)/d(input) over a swept scalar input at init, and its autocorrelation (Balduzzi 2017)."""
 
     experiment = "shattered"
-    strings = {
-        "title": {"en": "Shattered gradients", "zh": "破碎的梯度"},
-        "depth": {"en": "{depth} blocks", "zh": "{depth} 块"},
-        "r1": {"en": "r(1) = {value}", "zh": "r(1) = {value}"},
-        "scaled": {"en": "at initialisation; each curve minus its mean, scaled to fill its box",
-                   "zh": "初始化时；每条曲线减去均值，并缩放到填满方框"},
-        "autocorr_title": {"en": "autocorrelation of g at {depth} blocks", "zh": "{depth} 块时 g 的自相关"},
-        "axis_lag": {"en": "lag (sweep points)", "zh": "滞后（扫描点数）"},
-        # at the house's small size (the legibility floor, scenes/layout.py)
-        "measured": {"en": "At {depth} blocks: lag-1 autocorrelation r(1) = {residual} with shortcuts, {plain} without",
-                     "zh": "实测（{depth} 块）：有捷径时一阶自相关 r(1) = {residual}，没有时为 {plain}。"},
-        "agrees": {"en": "The plain gradient is close to white noise; the residual one stays correlated, as in the paper",
-                   "zh": "普通网络的梯度接近白噪声；残差网络的梯度相关性更强，与论文一致。"},
-        "differs": {"en": "Here the residual gradient is not the smoother one, unlike the paper.",
-                    "zh": "这里残差网络的梯度并不更平滑，与论文不同。"},
-        "n_intro": {"en": "Feed the network one number t and ask how its output changes with t.",
-                    "zh": "给网络输入一个数 t，看输出随 t 怎样变化。"},
-        "n_plain": {"en": "First the plain nets, from shallow to deep.", "zh": "先看普通网络，从浅到深。"},
-        "n_residual": {"en": "With shortcuts, the deep network's gradient keeps more of its shape.",
-                       "zh": "有了捷径，深网络的梯度保留了更多形状。"},
-        "n_residual_differs": {"en": "With shortcuts: in this run the deep gradient is no smoother.",
-                               "zh": "有了捷径：在这次运行中，深网络的梯度并不更平滑。"},
-        "n_autocorr": {"en": "Autocorrelation measures it: neighbours of white noise are unrelated.",
-                       "zh": "自相关可以度量这一点：白噪声相邻的点彼此无关。"},
-        **SEED_STRINGS,
-    }
 
     def construct(self) -> None:
         runs = {arch: sorted((t.run_config.depth, name) for name, t in self.traces.items() if t.run_config.arch == arch)

@@ -26,13 +26,13 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
 from simulation.config import RunConfig
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
-from scenes.helpers import compare, is_missing, tail_mean
-from scenes.layout import EDGE_BUFF
-from scenes.seeds import SEED_STRINGS, SeedSpread, bar_seed_dots
-from scenes.style import PALETTE, SIZE_SMALL, make_text
-from scenes.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
+from scenes.kit.helpers import compare, is_missing, tail_mean
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread, bar_seed_dots
+from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
+from scenes.kit.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
 
 __all__ = ["ShortcutScale", "gradient_ratios", "branch_gain_sq", "expected_ratio", "run_summary", "seed_verdicts",
            "count_seeds", "FOLLOW_FACTOR"]
@@ -140,41 +140,6 @@ class ShortcutScale(SeedSpread, LectureScene):
 
     experiment = "shortcut_scale"
     required_arrays = ("out_grad_norm", "error_curve")
-    strings = {
-        **SEED_STRINGS,
-        "title": {"en": "The shortcut must be the identity", "zh": "捷径必须是恒等映射"},
-        "subtitle": {"en": "residual ReLU MLPs, {depth} blocks, no normalisation, digits, {steps} steps; {seeds} seeds",
-                     "zh": "残差 ReLU MLP，{depth} 个块，无归一化，手写数字，{steps} 步；{seeds} 个种子"},
-        "ratio_axis": {"en": "‖∂L/∂h‖ k blocks down / at the last block, step 0",
-                       "zh": "第 0 步：往下 k 个块处的 ‖∂L/∂h‖ / 最后一块处的"},
-        "k_axis": {"en": "k (blocks below the last)", "zh": "k（最后一块往下的块数）"},
-        "error_axis": {"en": "final training error", "zh": "最终训练误差"},
-        "lines": {"en": "solid: measured   dashed: λᵏ   faint: √(λ² + s²)ᵏ, s² = {s2}",
-                  "zh": "实线：实测   虚线：λᵏ   淡线：√(λ² + s²)ᵏ，s² = {s2}"},
-        "gates": {"en": "g1: (1 − g)·x + g·F(x)   g2: (1 − g)·x + F(x)   g = σ(W_g x + b_g), b_g = {bias}",
-                  "zh": "g1：(1 − g)·x + g·F(x)   g2：(1 − g)·x + F(x)   g = σ(W_g x + b_g)，b_g = {bias}"},
-        "diverged": {"en": "diverged", "zh": "发散"},
-        # On screen only what fits at the house's small size (the legibility floor, scenes/layout.py); the paper's
-        # figures are narrated (paper: subtitles and speaker notes).
-        "follows": {"en": "Over {k} blocks the gradient follows √(λ² + s²)ᵏ within ×{factor}, not λᵏ alone",
-                    "zh": "跨越 {k} 个块，梯度按 √(λ² + s²)ᵏ 缩放（{factor} 倍内），不只是 λᵏ"},
-        "not_follows": {"en": "Across {k} blocks the gradient does not stay within ×{factor} of √(λ² + s²)ᵏ",
-                        "zh": "跨越 {k} 个块，梯度没有保持在 √(λ² + s²)ᵏ 的 {factor} 倍以内"},
-        "identity_best": {"en": "Training error is lowest at λ = 1 ({best}) and worse away from it",
-                          "zh": "λ = 1 时训练误差最低（{best}），偏离 1 就更差"},
-        "not_identity_best": {"en": "Measured: training error is not lowest at λ = 1 ({best})",
-                              "zh": "实测：λ = 1 时训练误差并不是最低（{best}）"},
-        "paper": {"en": "Paper (ResNet-110, CIFAR-10): λ = 1: 6.61%; λ = 0.5: fails; gates at b_g = 0: fail / 12.86%",
-                  "zh": "论文（ResNet-110，CIFAR-10）：λ = 1：6.61%；λ = 0.5：无法训练；b_g = 0 的门控：无法训练 / 12.86%"},
-        "n_intro": {"en": "What if the shortcut is not exactly the identity, but λ times x?",
-                    "zh": "如果捷径不是恰好的恒等映射，而是 λ 乘以 x，会怎样？"},
-        "n_ratio": {"en": "Backwards, every block multiplies the gradient by λ plus the branch's own derivative.",
-                    "zh": "反向传播时，每个块都把梯度乘以 λ 再加上分支自己的导数。"},
-        "n_error": {"en": "Then the same nets are trained for the same number of steps.",
-                    "zh": "然后用相同的步数训练这些网络。"},
-        "n_verdict": {"en": "Counted over the seeds, this is what the runs show.",
-                      "zh": "把所有种子数一遍，实测结果是这样的。"},
-    }
 
     def run_color(self, name: str, summary: dict, index: int):
         roles = _SCALE_ROLES if not math.isnan(summary["scale"]) else _GATE_ROLES
@@ -308,4 +273,3 @@ class ShortcutScale(SeedSpread, LectureScene):
         self.narrate("paper", 4)
         self.cite("He et al. 2016, Identity Mappings, §3, eq. 7-8, Table 1")
         self.wait(5)
-

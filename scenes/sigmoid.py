@@ -18,10 +18,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Axes, Create, Dot, FadeIn, MathTex, VG
 
 from simulation.experiments import PLAIN
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.chain_rule import running_product
-from scenes.style import PALETTE, SIZE_SMALL
-from scenes.widgets import LogAxes, log_floor_exponent, make_dashed_polyline, make_legend
+from scenes.kit.style import PALETTE, SIZE_SMALL
+from scenes.kit.widgets import LogAxes, log_floor_exponent, make_dashed_polyline, make_legend
 
 __all__ = ["SigmoidDerivative", "sigmoid", "sigmoid_prime", "derivative_bound", "geometric_mean_factor"]
 
@@ -58,28 +58,6 @@ class SigmoidDerivative(LectureScene):
 
     _source = "D2L §5.4; He et al. 2015, §1"  # the paper cited on screen (and by the explorer, cli/explore.py)
     experiment = "chain_rule"
-    strings = {
-        "title": {"en": "Why sigmoid shrinks gradients", "zh": "sigmoid 为何让梯度变小"},
-        "max": {"en": "max σ′ = {value} at z = {at}", "zh": "σ′ 的最大值 = {value}（z = {at}）"},
-        "axis_k": {"en": "k = blocks passed backwards", "zh": "k = 反向经过的块数"},
-        "axis_y": {"en": "gradient left after k blocks", "zh": "经过 k 块后剩下的梯度"},
-        "bound": {"en": "σ′ alone, at most: ({value})^k", "zh": "仅 σ′ 的上限：({value})^k"},
-        "measured": {"en": "measured: plain sigmoid net, {depth} blocks", "zh": "实测：普通 sigmoid 网络（{depth} 块）"},
-        "mean": {"en": "measured shrink per block (geometric mean): × {value}",
-                 "zh": "实测每块的缩小倍数（几何平均）：× {value}"},
-        "after": {"en": "after {k} blocks:  bound {bound}   measured {measured}",
-                  "zh": "经过 {k} 块：上限 {bound}   实测 {measured}"},
-        "n_formula": {"en": "The sigmoid's slope is sigma times one minus sigma.",
-                      "zh": "sigmoid 的导数等于 σ 乘以 1 − σ。"},
-        "n_plot": {"en": "It peaks at z equals zero, at one quarter, and is smaller everywhere else.",
-                   "zh": "它在 z = 0 处最大，只有四分之一，其余地方更小。"},
-        "n_stack": {"en": "Backpropagation multiplies one such slope per layer: at most a quarter to the k.",
-                    "zh": "反向传播每层乘一个这样的斜率：最多是四分之一的 k 次方。"},
-        "n_faster": {"en": "The real network shrinks even faster: its weights multiply in as well.",
-                     "zh": "真实网络缩小得更快：各层权重也乘了进来。"},
-        "n_slower": {"en": "The real network shrinks more slowly: its weights are large enough to offset part of it.",
-                     "zh": "真实网络缩小得慢一些：各层权重足够大，抵消了一部分。"},
-    }
 
     def construct(self) -> None:
         plain = self.traces[PLAIN]

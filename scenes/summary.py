@@ -17,9 +17,9 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, FadeOut, Line, Mat
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import make_highway_icon
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import make_highway_icon
 
 __all__ = ["Summary"]
 
@@ -28,28 +28,6 @@ class Summary(LectureScene):
     """One line: a residual connection is an identity fast lane plus a learnable side road."""
 
     experiment = "chain_rule"
-    strings = {
-        "title": {"en": "In one line", "zh": "一句话总结"},
-        "lead": {"en": "A residual connection =", "zh": "残差连接 ="},
-        "lane": {"en": "an identity fast lane", "zh": "恒等快车道"},
-        "plus": {"en": "+", "zh": "+"},
-        "road": {"en": "a learnable side road", "zh": "可学习的辅路"},
-        "lane_label": {"en": "x passes unchanged; gradients come back on it", "zh": "x 原样通过；梯度也沿它返回"},
-        "road_label": {"en": "F(x) learns only the correction", "zh": "F(x) 只学修正量"},
-        "facts": {"en": "measured ({depth} sigmoid blocks, digits):", "zh": "实测（{depth} 个 sigmoid 块，digits 数据）："},
-        "grad": {"en": "gradient, first / last block at step 0:   plain {plain}   residual {residual}",
-                 "zh": "第 0 步第一块 / 最后一块的梯度：普通 {plain}   残差 {residual}"},
-        "loss": {"en": "training loss at step {steps}:   plain {plain}   residual {residual}",
-                 "zh": "第 {steps} 步的训练损失：普通 {plain}   残差 {residual}"},
-        "n_line": {"en": "In one line: a residual connection is an identity fast lane plus a learnable side road.",
-                   "zh": "一句话：残差连接就是一条恒等快车道，加上一条可学习的辅路。"},
-        "n_forward": {"en": "Forward, the input stays on the fast lane, and the side road adds what it learned.",
-                      "zh": "前向时，输入留在快车道上，辅路只把学到的东西加上去。"},
-        "n_backward": {"en": "Backward, the gradient comes home on the same lane.",
-                       "zh": "反向时，梯度沿着同一条快车道回来。"},
-        "n_facts": {"en": "That is what our runs measured: the gradient survives, and the deep net trains.",
-                    "zh": "这正是我们的实验测到的：梯度保留下来，深网络训练得动。"},
-    }
 
     def construct(self) -> None:
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]

@@ -11,7 +11,7 @@ ordinary trace whose per-block arrays follow the model's residual additions in f
 ``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
 variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene
 offers): it reads the number of blocks and their names from the trace, never from the built-in experiments'
-depths, and labels the blocks with :class:`scenes.block_labels.BlockLabels` (shared prefix as a heading,
+depths, and labels the blocks with :class:`scenes.kit.block_labels.BlockLabels` (shared prefix as a heading,
 groups by stage or layer, thinned and ellipsized labels), so 2 to 100+ blocks lay out without overlapping
 text. :data:`MODEL_VARIANTS` maps each lecture scene to its variant (``render.py render SCENE --model``).
 Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2016, eq. 4-5.
@@ -20,26 +20,26 @@ Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2
 from __future__ import annotations
 
 import math
-from pathlib import PurePath
 
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
 
+from simulation.config import spec_title
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
+from scenes.kit.base import LectureScene
+from scenes.kit.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
 from scenes.chain_rule import ChainRuleProduct
 from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
-from scenes.helpers import compare, finite_max
-from scenes.layout import EDGE_BUFF, line_width
+from scenes.kit.helpers import compare, finite_max
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import LinearAxes, make_legend
 from scenes.plus_one import GradientPlusOne
 from scenes.residual_response import ResidualResponse
-from scenes.seeds import count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.widgets import LinearAxes, make_legend
 
 __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRuleProduct", "ModelGradientPlusOne",
            "ModelResidualResponse", "ModelDoesItOnlyCopy", "ModelDegradation", "MODEL_SCENES", "MODEL_VARIANTS",
@@ -48,30 +48,15 @@ __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRulePro
 MODEL_EXPERIMENT = "model"  # the experiment of a user's model: runs "residual" (the model) and "plain" (its twin)
 MAX_PEN_STEPS = 12  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
 
-# Strings every variant shares; {model} is filled in by UserModelScene.t.
-MODEL_STRINGS = {
-    "plain": {"en": "plain twin (no shortcuts)", "zh": "普通孪生网络（去掉捷径）"},
-    "residual": {"en": "{model} (with shortcuts)", "zh": "{model}（有捷径）"},
-    "your_model": {"en": "your model", "zh": "你的模型"},
-    "blocks_heading": {"en": "residual additions: {heading}", "zh": "残差相加处：{heading}"},
-    "blocks_plain": {"en": "residual additions, in forward order", "zh": "残差相加处，按前向顺序"},
-}
-
-
-_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
-
 
 def model_title(trace) -> str | None:
-    """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
-    ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
-    from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
-    spec = getattr(trace.run_config, "spec", None)  # only a user model's config has one
-    if not isinstance(spec, str) or not spec:
-        return None
-    where, _, factory = spec.rpartition(":")
-    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
-        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
-    return middle_ellipsis(factory or spec, 24)
+    """A short name of the user's model: the factory of its config's ``spec`` (``resnet18`` from
+    ``torchvision.models:resnet18``; the file or module where the factory's name says nothing: ``my_resnet`` from
+    ``examples/my_resnet.py:build``: :func:`simulation.config.spec_title`), or the ``title`` of a run read from a
+    trace file (the watched model's class); None for a built-in run."""
+    config = trace.run_config
+    title = getattr(config, "title", None) or spec_title(getattr(config, "spec", None))
+    return middle_ellipsis(title, 24) if title else None
 
 
 class UserModelScene(LectureScene):
@@ -81,6 +66,11 @@ class UserModelScene(LectureScene):
 
     experiment = MODEL_EXPERIMENT
     experiment_defaults: dict = {}  # one seed: training a user's network twice per seed costs the most
+    # The runs the scene draws, and (required_arrays) their arrays: where the runs are read from trace files
+    # (--trace: a watched run records no test error; without --twin there is no plain twin) the render planner
+    # refuses a scene whose files lack one (cli.plan.undrawable).
+    needs_runs: tuple[str, ...] = (PLAIN, RESIDUAL)
+    required_arrays: tuple[str, ...] = ("step", "out_grad_norm")
 
     def setup(self) -> None:
         super().setup()
@@ -91,12 +81,9 @@ class UserModelScene(LectureScene):
         for name in (PLAIN,):
             if name in self.traces and block_names(self.traces[name]) != self.block_names:
                 raise ValueError(f"{type(self).__name__}: the runs {RESIDUAL!r} and {name!r} have different blocks")
-        self.model_name = model_title(residual) or self.strings_entry("your_model")
+        self.model_name = model_title(residual) or self.string("your_model", self.lang, self.text_overrides)
         self.numbers["blocks"] = list(self.block_names)
         self.numbers["model"] = self.model_name
-
-    def strings_entry(self, key: str) -> str:
-        return (self.strings.get(key) or MODEL_STRINGS[key])[self.lang]
 
     def t(self, key: str, **fmt) -> str:
         return super().t(key, **{"model": getattr(self, "model_name", ""), **fmt})
@@ -129,28 +116,7 @@ class UserModelScene(LectureScene):
 class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
     """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
 
-    strings = {
-        **GradientFlowOverTraining.strings, **MODEL_STRINGS,
-        "subtitle": {"en": "{model}: {depth} residual additions; brightness and width: measured ‖∂L/∂h‖",
-                     "zh": "{model}：{depth} 个残差相加处；亮度与宽度：实测的 ‖∂L/∂h‖"},
-        "plain_row": {"en": "plain twin: h = F(x)", "zh": "普通孪生网络：h = F(x)"},
-        "residual_row": {"en": "{model}: h = x + F(x)", "zh": "{model}：h = x + F(x)"},
-        "n_intro": {"en": "Your network and its plain twin, drawn block by block; the original has the shortcuts.",
-                    "zh": "你的网络和它的普通孪生网络，一块一块画出来；原网络带着捷径。"},
-        "n_plain_fades": {"en": "At step zero the gradient leaves the loss. Without shortcuts it fades on the way back.",
-                          "zh": "第 0 步，梯度从损失出发。没有捷径，它在回传的路上逐渐消失。"},
-        "n_plain_survives": {"en": "At step zero the gradient leaves the loss. In the plain twin it still reaches the "
-                                   "input.",
-                             "zh": "第 0 步，梯度从损失出发。在普通孪生网络里，它仍然到达了输入端。"},
-        "n_residual_runs": {"en": "With the shortcuts it runs the whole way back.",
-                            "zh": "有了捷径，它一路跑回输入端。"},
-        "n_residual_fades": {"en": "With the shortcuts the signal fades too: see the measured ratio.",
-                             "zh": "有捷径时信号也变弱了：请看实测的比值。"},
-        "n_plain_stays_dark": {"en": "Training never lights the twin's early blocks; the shortcuts stay lit.",
-                               "zh": "训练始终照不亮孪生网络靠前的块；带捷径的网络一直亮着。"},
-        "n_plain_lights_up": {"en": "By the end of training the twin's early blocks receive a gradient too.",
-                              "zh": "训练到最后，孪生网络靠前的块也收到了梯度。"},
-    }
+    required_arrays = ("step", "out_grad_norm", "loss_curve")
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
     _lane_drop = 0.7
@@ -166,15 +132,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
 class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
     """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
 
-    strings = {
-        **ChainRuleProduct.strings, **MODEL_STRINGS,
-        "axis_x": {"en": "the gradient flows right to left", "zh": "梯度从右向左传"},
-        "factor": {"en": "{a} → {b}: × {value}", "zh": "{a} → {b}：× {value}"},
-        "n_plain": {"en": "Without the shortcuts, the factors multiply freely.",
-                    "zh": "去掉捷径后，这些因子直接连乘。"},
-        "n_residual": {"en": "With the shortcuts, each factor is 1 + something.",
-                       "zh": "有了捷径，每个因子是 1 加上一点。"},
-    }
+    required_arrays = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
@@ -209,16 +167,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
 class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
     """The +1 of the shortcut in the backward pass; measured per-block gradient norms of your model and its twin."""
 
-    strings = {
-        **GradientPlusOne.strings, **MODEL_STRINGS,
-        "plain_rule": {"en": "plain twin: y = F(x)", "zh": "普通孪生网络：y = F(x)"},
-        "residual_rule": {"en": "{model}: y = x + F(x)", "zh": "{model}：y = x + F(x)"},
-        "axis_x": {"en": "input side on the left", "zh": "左边靠近输入"},
-        "n_bars": {"en": "Measured at initialisation: the gradient reaching each block of the plain twin.",
-                   "zh": "初始化时实测：普通孪生网络每一块收到的梯度。"},
-        "n_residual": {"en": "And each block of your model, with its shortcuts.",
-                       "zh": "再看带捷径的你的模型的每一块。"},
-    }
+    required_arrays = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.85, 2.4)
 
     def block_axis(self, axes, depth: int):
@@ -230,15 +179,7 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
 class ModelResidualResponse(UserModelScene, ResidualResponse):
     """||F(x)|| / ||x|| and the std of F(x) per residual addition of your model and its twin (He 2015, Fig. 7)."""
 
-    strings = {
-        **ResidualResponse.strings, **MODEL_STRINGS,
-        "legend_plain": {"en": "plain twin: training error {error}", "zh": "普通孪生网络：训练误差 {error}"},
-        "legend_residual": {"en": "{model}: training error {error}", "zh": "{model}：训练误差 {error}"},
-        "n_trained": {"en": "After training, your model's branches stay small: each block only fine-tunes x.",
-                      "zh": "训练之后，你的模型的分支依然很小：每一块只是在微调 x。"},
-        "n_trained_large": {"en": "After training, your model's branches are not the smaller ones.",
-                            "zh": "训练之后，你的模型的分支并不比孪生网络的小。"},
-    }
+    required_arrays = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
     _chart_y = 0.0
 
     def bar_labels(self, depth: int) -> list[str]:
@@ -258,12 +199,8 @@ class ModelResidualResponse(UserModelScene, ResidualResponse):
 class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     """||F(x)|| / ||x|| of every residual addition of your model over training, beside the loss."""
 
-    strings = {
-        **DoesItOnlyCopy.strings, **MODEL_STRINGS,
-        "title": {"en": "Does {model} only learn to copy?", "zh": "{model} 只会学“复制”吗？"},
-        "first_block": {"en": "{name} (first)", "zh": "{name}（第一个）"},
-        "last_block": {"en": "{name} (last)", "zh": "{name}（最后一个）"},
-    }
+    needs_runs = (RESIDUAL,)
+    required_arrays = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
@@ -272,28 +209,7 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
 class ModelDegradation(UserModelScene, Degradation):
     """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""
 
-    strings = {
-        **MODEL_STRINGS, **{k: v for k, v in Degradation.strings.items() if k in ("axis_step", "seed_band")},
-        "title": {"en": "{model} with and without its shortcuts", "zh": "{model}：有捷径与没有捷径"},
-        "subtitle": {"en": "same data, optimiser, seed and step budget; {blocks} residual additions removed in the twin",
-                     "zh": "相同的数据、优化器、种子和训练步数；孪生网络去掉了 {blocks} 个残差相加"},
-        "panel_train": {"en": "training error (mean of the last {window} steps)",
-                        "zh": "训练误差（最近 {window} 步的均值）"},
-        "panel_test": {"en": "test error at each record", "zh": "每个记录点的测试误差"},
-        "curve": {"en": "{run}: {error}", "zh": "{run}：{error}"},
-        "twin_worse": {"en": "Measured: the twin ends at {plain} training error, {model} at {residual}: "
-                             "without shortcuts it trains worse.",
-                       "zh": "实测：孪生网络最终训练误差 {plain}，{model} 为 {residual}：没有捷径训练得更差。"},
-        "twin_not_worse": {"en": "Measured: the twin ends at {plain} training error, {model} at {residual}: "
-                                 "no degradation without shortcuts here.",
-                           "zh": "实测：孪生网络最终训练误差 {plain}，{model} 为 {residual}：这里去掉捷径没有变差。"},
-        "seed_count": {"en": "twin worse in {k} of {n} seeds", "zh": "{n} 个种子中 {k} 个孪生网络更差"},
-        "n_intro": {"en": "Your network, and the same network with every shortcut removed, trained alike.",
-                    "zh": "你的网络，以及去掉全部捷径的同一个网络，用同样的方式训练。"},
-        "n_train": {"en": "Their training error, step by step.", "zh": "它们的训练误差，一步一步。"},
-        "n_test": {"en": "And their error on held-out data.", "zh": "以及它们在留出数据上的误差。"},
-        "n_verdict": {"en": "Here is what these runs measured.", "zh": "这是这些运行的实测结果。"},
-    }
+    required_arrays = ("step", "out_grad_norm", "error_curve", "test_error")
 
     def construct(self) -> None:
         runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]

@@ -12,7 +12,7 @@ constants and functions exported here (``PLAIN``, ``POST_LN``, ``depth_run("plai
 look their traces up.
 
 Every experiment also takes ``seeds`` (``--set seeds=0,1,2``): every run once per seed, in the order of ``seeds``
-(keys ``RunKey(name, s)``; their text form in docs/sweep.md). ``model=conv`` switches the experiments
+(keys ``RunKey(name, s)``; their text form in docs/how-to/sweeps.md). ``model=conv`` switches the experiments
 marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill what the user did not set).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
-                     shown)
+                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, NO_MODEL, Range, RunConfig, TransformerConfig,
+                     UserModelConfig, conv_depth_error, shown)
 from .runkeys import RunKey
 from .values import convert_value
 
@@ -468,7 +468,7 @@ def _depth_sweep(base: RunConfig, params: DepthSweepParams) -> dict[str, RunConf
     return runs
 
 
-# The full sweep of README / docs/sweep.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
+# The full sweep of README / docs/how-to/sweeps.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
 FULL_SWEEP = {"mlp_depths": "2,4,6,8,12,16,20,32,44,56,80,110",
               "conv_depths": "8,14,20,26,32,44,56,74,92,110", "seeds": "0,1,2,3,4"}
 
@@ -685,13 +685,23 @@ _register(Experiment(
 
 # -- a user's own network (issue 20) -----------------------------------------------------------------
 
-NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
-            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
+@dataclass(frozen=True)
+class ModelParams(ExperimentParams):
+    """Runs recorded elsewhere, read from their trace files in place of training (simulation.recorded)."""
+
+    trace: str = ""  # --trace FILE: a trace of your network (residual_lecture.watch); "": train --model's
+    twin: str = ""  # --twin FILE: a trace of its plain twin (residual_lecture.plain_twin), recorded alike
 
 
-def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
+def _user_model(base: UserModelConfig, params: ModelParams) -> dict[str, Any]:
     """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
-    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`."""
+    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`. With ``trace``
+    (``--trace FILE``): the runs read from files (:func:`simulation.recorded.recorded_runs`), ``plain`` only
+    with ``twin``."""
+    if params.trace or params.twin:
+        from .recorded import recorded_runs
+
+        return recorded_runs(base, params.trace, params.twin)
     return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
 
 
@@ -702,6 +712,7 @@ _register(Experiment(
     source="He et al. 2015, eq. 1 and 2 (h = x + F(x); W_s x where the shapes differ); the user's model",
     base=UserModelConfig(),
     build=_user_model,
+    params_type=ModelParams,
     open_args="args",
 ))
 

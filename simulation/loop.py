@@ -2,8 +2,8 @@
 
 Example::
 
-    python -m simulation.train --set arch=residual --set depth=20
-    python -m simulation.transformer --set norm=pre_ln
+    python -m simulation.kinds.mlp --set arch=residual --set depth=20
+    python -m simulation.kinds.transformer --set norm=pre_ln
 
 :func:`train` owns what every run shares: torch's thread count, the memory guard, the record schedule
 (:func:`record_steps`), the recorder's arm/collect cycle, divergence handling (a non-finite step is recorded,
@@ -24,19 +24,19 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .config import BaseConfig, ConfigError, config_from_sets
-from .record import HookRecorder
-from .runs import check_memory
+from .core.record import HookRecorder
+from .memory import MemoryEstimate, check_budget
 from .trace import Trace, TraceMeta
 
 __all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread", "minibatch_step",
-           "RunLog"]
+           "RunLog", "check_fits"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,10 @@ class Task(Generic[C]):
     config: C
     model: torch.nn.Module
     label: str = ""  # progress-bar label
+    # What training a config needs (simulation.memory's estimate of this task's kind, the one simulation.runs
+    # lists for it): train() refuses a run over the budget with it before any work (check_fits). The loop gets
+    # the check from its task, so it never imports the table of kinds (which names the trainers above it).
+    memory: ClassVar[Callable[[Any], MemoryEstimate]]
 
     def __init__(self, config: C) -> None:
         self.config = config
@@ -102,7 +106,7 @@ class Task(Generic[C]):
 
     def unrecorded(self) -> contextlib.AbstractContextManager:
         """The context of a step the recorder does not see (its forward and backward pass and its update):
-        none by default; :class:`simulation.train.MLPTask` flushes denormal floats to zero there."""
+        none by default; :class:`simulation.kinds.mlp.MLPTask` flushes denormal floats to zero there."""
         return contextlib.nullcontext()
 
     def evaluates(self, step: int) -> bool:
@@ -130,7 +134,7 @@ def minibatch_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.
     """One plain classification step: ``batch_size`` rows of ``x`` [n, ...] drawn with ``generator``, mean
     cross-entropy against ``y`` [n] (class indices), and, when that loss is finite, backward and ``opt.step()``.
     Returns the loss (nats; inf or NaN when it diverged, and then nothing was updated). For the kinds that train
-    without a recorder (:mod:`simulation.hyper`, :mod:`simulation.landscape`)."""
+    without a recorder (:mod:`simulation.kinds.hyper`, :mod:`simulation.kinds.landscape`)."""
     idx = torch.randint(len(x), (batch_size,), generator=generator)
     opt.zero_grad(set_to_none=True)
     loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
@@ -157,12 +161,19 @@ def train(task_class: type[Task[C]], config: C, progress: bool | None = None) ->
     recorder on if it was not a recorded step) to find where the value first became non-finite, training
     stops and the trace keeps what it recorded (``meta.diverged``, ``diverged_step``, ``diverged_layer``,
     ``diverged_pass``). Raises :class:`~simulation.config.ConfigError` before any work when the run would
-    not fit in memory (:func:`simulation.runs.check_memory`). ``progress=None`` shows a bar only on a
-    terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
+    not fit in memory (:func:`check_fits`, with the task's :attr:`Task.memory`). ``progress=None`` shows a bar
+    only on a terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
     """
-    check_memory(config)
+    check_fits(task_class, config)
     with one_thread():
         return _train(task_class, config, progress)
+
+
+def check_fits(task_class: type[Task[C]], config: C, budget: int | None = None) -> MemoryEstimate:
+    """``task_class.memory(config)``, the estimate of what training ``config`` needs; raises ConfigError (one line,
+    with the estimate) when it exceeds ``budget`` bytes (default :func:`simulation.memory.budget_bytes`): the
+    check :func:`simulation.runs.check_memory` makes for any config, made here from the task."""
+    return check_budget(config.digest(), task_class.memory(config), budget)
 
 
 @contextmanager
@@ -207,7 +218,7 @@ def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace
 
 class RunLog:
     """What one run records while it trains, and its :class:`Trace` at the end: the part of :func:`train` that a
-    trainer of several runs at once (:func:`simulation.train.run_together`) repeats per run.
+    trainer of several runs at once (:func:`simulation.kinds.mlp.run_together`) repeats per run.
 
     Per step: :meth:`records_step` says whether the recorder is armed; after the step (recorder collected or not)
     :meth:`after_step` keeps the record row and the held-out error, or notes the divergence and says to stop."""
@@ -279,7 +290,7 @@ def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | Non
     args = parser.parse_args(argv)
     try:
         config = config_from_sets(config_class, args.sets)
-        check_memory(config)
+        check_fits(task_class, config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -7,7 +7,7 @@ Example::
 :func:`simulation.experiments.build_runs` returns ``{RunKey: config}``; scenes, the command line and the
 explorer keep the key typed. Where a key must be text (a scene's numbers JSON, ``render.py train --json``, a
 render job, the explorer's data) it is written by :func:`key_texts` and read back by :func:`read_key_text`,
-the only two functions that know the text form (docs/sweep.md): ``NAME`` for a run of the first seed of an
+the only two functions that know the text form (docs/how-to/sweeps.md): ``NAME`` for a run of the first seed of an
 experiment's ``seeds``, ``NAME@seed{s}`` for the others. No other code takes a run name apart.
 """
 

@@ -12,12 +12,12 @@ log lines for the label, :func:`config_from_dict` for the class of a ``to_dict()
 so choosing another trainer for a kind gives its traces new cache keys.
 
 Adding a kind is one entry here, after its config class, trainer and memory estimate exist (the steps and files:
-docs/simulation.md, "Adding a kind of run"; the worked example is ``highway``)::
+docs/developers/adding-a-kind-of-run.md; the worked example is ``highway``)::
 
     register_kind(RunKind(
         name="user_model",                          # the config's ``kind`` field (to_dict()["kind"])
         config=UserModelConfig,                     # a frozen dataclass deriving simulation.config.BaseConfig
-        trainer="simulation.user_model:run",        # run(config, progress) -> Trace; imported when first used
+        trainer="simulation.kinds.user_model:run",        # run(config, progress) -> Trace; imported when first used
         memory=user_model_memory,                   # config -> simulation.memory.MemoryEstimate (bytes)
         work=lambda c: c.steps * c.depth,           # config -> MLP block-steps (~0.2 ms of one core each)
         label="a user's nn.Module and its plain twin",
@@ -34,22 +34,23 @@ import contextlib
 import importlib
 import json
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
-                     RunConfig, TransformerConfig, UserModelConfig)
+from .config import (CONFIG_CLASSES, DEFAULT_KIND, BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig,
+                     LandscapeConfig, RecordedConfig, RunConfig, TransformerConfig, UserModelConfig, config_from_dict,
+                     differ_only_in_seed, seed_free_key, trace_files)
 from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
-                     transformer_memory, user_model_memory)
+                     probe_in_subprocess, transformer_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS", "signals_held"]
 
-DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
 LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
 
 
@@ -71,9 +72,14 @@ class RunKind:
 
     def load_trainer(self, together: bool = False) -> Callable[..., Any]:
         """The trainer function (``together``: :attr:`together`'s); imports its module (and torch) now."""
-        module, _, function = (self.together if together else self.trainer).partition(":")
-        with signals_held():  # torch's import calls back into Python from C++ (see signals_held)
-            return getattr(importlib.import_module(module), function)
+        return load(self.together if together else self.trainer)
+
+
+def load(name: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names (a trainer of the table below it); imports its module now."""
+    module, _, function = name.partition(":")
+    with signals_held():  # torch's import calls back into Python from C++ (see signals_held)
+        return getattr(importlib.import_module(module), function)
 
 
 @contextlib.contextmanager
@@ -118,6 +124,7 @@ def register_kind(kind: RunKind) -> RunKind:
         if other.config is kind.config and other.name != kind.name:
             raise ConfigError(f"{kind.config.__name__} is already the config of run kind {other.name!r}")
     KINDS[kind.name] = kind
+    CONFIG_CLASSES[kind.name] = kind.config  # what config_from_dict (simulation.config) reads a dict back with
     kind.config.run_kind = kind
     return kind
 
@@ -146,16 +153,6 @@ def train(config: BaseConfig, progress: bool | None = None) -> Any:
 # cannot share the memory with a second trainer (cli/pipeline.py, RunQueue), so grouping changes no schedule.
 GROUP_BYTES = 64 * 2**20
 GROUP_RUNS = 5  # at most this many seeds in one group
-
-
-def seed_free_key(config: BaseConfig) -> str:
-    """``config``'s kind and fields as JSON with the seed left out: equal for runs that differ only in their seed."""
-    return json.dumps({"kind": kind_of(config).name, **config.to_dict(), "seed": None}, sort_keys=True)
-
-
-def differ_only_in_seed(configs: list[BaseConfig]) -> bool:
-    """Whether ``configs`` are runs of one config with distinct seeds (what a together trainer accepts)."""
-    return len(set(map(seed_free_key, configs))) == 1 and len({c.seed for c in configs}) == len(configs)
 
 
 def seed_groups(configs: list[BaseConfig], max_bytes: int = GROUP_BYTES, max_runs: int = GROUP_RUNS
@@ -198,18 +195,6 @@ def describe(config: BaseConfig) -> str:
     return " ".join(f"{k}={getattr(config, k)}" for k in LOG_FIELDS if hasattr(config, k))
 
 
-def config_from_dict(data: dict[str, Any]) -> BaseConfig:
-    """The config written by ``to_dict``, of the class registered for ``data["kind"]`` (default
-    :data:`DEFAULT_KIND`). Raises ConfigError for an unknown kind, key or value."""
-    name = data.get("kind", DEFAULT_KIND)
-    if name not in KINDS:
-        raise ConfigError(f"unknown config kind {name!r}; known: {', '.join(KINDS)}")
-    cls = KINDS[name].config
-    if "kind" not in cls.field_types():
-        data = {k: v for k, v in data.items() if k != "kind"}
-    return cls.from_dict(data)
-
-
 def estimate(config: BaseConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see :mod:`simulation.memory` for what is counted)."""
     return kind_of(config).memory(config)
@@ -226,6 +211,16 @@ def work(config: BaseConfig) -> int:
     return kind_of(config).work(config)
 
 
+def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model is built and probed (:func:`simulation.kinds.user_model.estimate_memory`: parameters x optimiser
+    state, activations measured by the probe forward): in this process when it has torch already, else in a
+    subprocess (:func:`simulation.memory.probe_in_subprocess`), so that a torch-free caller (a scene) stays
+    torch-free. Raises ConfigError (one line) when the model cannot be built or run."""
+    if "torch" in sys.modules:
+        return load("simulation.kinds.user_model:estimate_memory")(config)
+    return probe_in_subprocess(config)
+
+
 def _run_config_memory(config: RunConfig) -> MemoryEstimate:
     return conv_memory(config) if config.model == "conv" else mlp_memory(config)
 
@@ -239,18 +234,18 @@ def _run_config_work(config: RunConfig) -> int:
 
 # The table. A new kind is one more entry (see the module docstring).
 register_kind(RunKind(
-    name="mlp", config=RunConfig, trainer="simulation.train:run", memory=_run_config_memory, work=_run_config_work,
+    name="mlp", config=RunConfig, trainer="simulation.kinds.mlp:run", memory=_run_config_memory, work=_run_config_work,
     label="plain or residual MLP / conv net on digits or bands (He et al. 2015)",
-    together="simulation.train:run_together", together_if=lambda c: c.model == "mlp"))
+    together="simulation.kinds.mlp:run_together", together_if=lambda c: c.model == "mlp"))
 register_kind(RunKind(
-    name="transformer", config=TransformerConfig, trainer="simulation.transformer:run", memory=transformer_memory,
+    name="transformer", config=TransformerConfig, trainer="simulation.kinds.transformer:run", memory=transformer_memory,
     work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task",
-    together="simulation.transformer:run_together"))
+    together="simulation.kinds.transformer:run_together"))
 register_kind(RunKind(
-    name="identity_fit", config=IdentityFitConfig, trainer="simulation.identity_fit:run",
+    name="identity_fit", config=IdentityFitConfig, trainer="simulation.kinds.identity_fit:run",
     memory=identity_fit_memory, work=lambda c: c.steps, label="one block fitting the identity on digits"))
 register_kind(RunKind(
-    name="user_model", config=UserModelConfig, trainer="simulation.user_model:run", memory=user_model_memory,
+    name="user_model", config=UserModelConfig, trainer="simulation.kinds.user_model:run", memory=user_model_memory,
     work=lambda c: c.steps * 200,  # blocks unknown until the model is built: counted as a conv net of 10 blocks
     label="a user's nn.Module (--model FILE.py:FACTORY) or its plain twin"))
 
@@ -262,7 +257,7 @@ def _landscape_work(config: LandscapeConfig) -> int:
 
 
 register_kind(RunKind(
-    name="landscape", config=LandscapeConfig, trainer="simulation.landscape:run",
+    name="landscape", config=LandscapeConfig, trainer="simulation.kinds.landscape:run",
     memory=lambda c: conv_memory(c.run_config()),  # the slice runs without autograd: training is the peak
     work=_landscape_work, label="a conv net trained on digits and its loss on a random 2-D slice (Li et al. 2018)"))
 
@@ -276,10 +271,25 @@ def _hyper_memory(config: HyperConfig) -> MemoryEstimate:
 
 
 register_kind(RunKind(
-    name="hyper", config=HyperConfig, trainer="simulation.hyper:run", memory=_hyper_memory,
+    name="hyper", config=HyperConfig, trainer="simulation.kinds.hyper:run", memory=_hyper_memory,
     work=lambda c: c.steps * c.depth * c.streams,
     label="n residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC)"))
 register_kind(RunKind(
-    name="highway", config=HighwayConfig, trainer="simulation.highway:run", memory=highway_memory,
+    name="highway", config=HighwayConfig, trainer="simulation.kinds.highway:run", memory=highway_memory,
     work=lambda c: c.steps * c.depth // 2,  # a one-layer block: half an MLP block (two Linears)
     label="plain, residual or highway (gated) one-layer blocks on digits (Srivastava et al. 2015)"))
+
+
+def _recorded_memory(config: RecordedConfig) -> MemoryEstimate:
+    """Reading a trace file holds its arrays (about its size: .npz is not compressed) and the cache's copy."""
+    try:
+        size = sum(p.stat().st_size for p in trace_files(config.path))
+    except OSError:
+        size = 0
+    return MemoryEstimate(0, 0, 0, 2 * size)
+
+
+register_kind(RunKind(
+    name="recorded", config=RecordedConfig, trainer="simulation.recorded:run", memory=_recorded_memory,
+    work=lambda c: 1, label="a run recorded elsewhere (residual_lecture.watch), read from its trace file (--trace)"))
+

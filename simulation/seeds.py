@@ -1,4 +1,4 @@
-"""Runs across seeds and the depth sweep, as plain JSON-able tables (torch-free; format in docs/sweep.md).
+"""Runs across seeds and the depth sweep, as plain JSON-able tables (torch-free; format in docs/how-to/sweeps.md).
 
 Example::
 
@@ -52,7 +52,7 @@ def _log10_ratio(trace: Trace) -> tuple[float | None, bool]:
 
 
 def depth_sweep_summary(traces: dict[RunKey, Trace]) -> dict[str, dict[str, dict[str, Any]]]:
-    """The ``depth_sweep`` experiment's traces as ``{model: {arch: table}}`` (docs/sweep.md): ``table``
+    """The ``depth_sweep`` experiment's traces as ``{model: {arch: table}}`` (docs/how-to/sweeps.md): ``table``
     has ``depths`` (ascending), ``seeds``, and per depth a list over seeds of ``log10_grad_ratio_step0``
     (first over last block, step 0; None where it underflowed or diverged), ``grad_underflow`` (bool) and
     ``final_train_error`` (mean error over the last 10 % of steps, a fraction; None after a divergence).

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .config import IdentityFitConfig, LandscapeConfig
+from .config import HyperConfig, IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
+__all__ = ["inspect_trace", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
            "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -164,7 +164,7 @@ def local_minima(loss: Any) -> np.ndarray:
 
 def slice_figures(trace: Any) -> dict[str, float]:
     """The non-convexity figures of a loss-landscape trace (``coords`` [G], ``loss_grid`` [G, G]; see
-    :func:`simulation.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
+    :func:`simulation.kinds.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
     ``mean_curvature_ratio`` (mean of :func:`curvature_ratio` over its finite points; NaN if none) and
     ``local_minima`` (:func:`local_minima`, a count as a float; NaN when a grid value is missing, since a
     minimum may hide there)."""
@@ -264,6 +264,8 @@ class RunSummary:
     nonconvex_fraction: float | None = _only("loss landscape")  # of the slice's interior points (slice_figures)
     mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
     local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
+    composite_row_gain_final: float | None = _only("hyper-connections")  # H_res^L ... H_res^1's, last record
+    composite_col_gain_final: float | None = _only("hyper-connections")  # (simulation.kinds.hyper.composite_gains)
     initial_loss: float | None = _only("classifier")  # the loss of step 0's batch (loss_curve[0])
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,12 +322,19 @@ def summarize(trace: Trace) -> RunSummary:
     A loss-landscape run (a :class:`~simulation.config.LandscapeConfig`): ``final_loss`` / ``final_train_loss_avg`` of its training
     curve, ``final_test_error``, and the slice's ``nonconvex_fraction``, ``mean_curvature_ratio`` and
     ``local_minima`` (:func:`slice_figures`).
+
+    A hyper-connections run (a :class:`~simulation.config.HyperConfig`; it records no per-block gradient or branch
+    norms): the loss and error figures of its curves, and the composite mapping's ``composite_row_gain_final`` and
+    ``composite_col_gain_final`` after the last block at the last record (DeepSeek 2025, mHC: 1 when doubly
+    stochastic); the per-block figures are empty.
     """
     a, config = trace.arrays, trace.run_config
     if isinstance(config, IdentityFitConfig):
         return _identity_fit_summary(trace)
     if isinstance(config, LandscapeConfig):
         return _landscape_summary(trace)
+    if isinstance(config, HyperConfig):
+        return _hyper_summary(trace)
     grad = trace["grad_norm"]
     finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
     final_test = a.get("final_test_error")
@@ -386,15 +395,43 @@ def _identity_fit_summary(trace: Trace) -> RunSummary:
         tolerance_step=int(a["tolerance_step"]))
 
 
-def _landscape_summary(trace: Trace) -> RunSummary:
-    a, figures = trace.arrays, slice_figures(trace)
-    minima = figures["local_minima"]
+def _curve_summary(trace: Trace, **figures: Any) -> RunSummary:
+    """The summary of a run that records a per-step ``loss_curve`` and a ``final_test_error`` but no per-block
+    norms (the loss landscape's nets, hyper-connections), with that kind's own ``figures``."""
+    a = trace.arrays
     return RunSummary(
         config=trace.meta.config, final_step=int(len(a["loss_curve"]) - 1), final_loss=_f(a["loss_curve"][-1]),
         final_error=None, final_train_loss_avg=_f(tail_mean(a["loss_curve"])), final_train_error_avg=None,
         final_test_error=_f(a["final_test_error"]), grad_norm_step0=[], grad_norm_final=[], log10_grad_norm_step0=[],
         grad_underflow_blocks_step0=0, grad_ratio_step0=None, grad_ratio_final=None, branch_ratio_final=[],
         branch_std_final=[], diverged=bool(trace.meta.diverged), diverged_step=None, diverged_layer=None,
-        diverged_pass=None, nonfinite_per_layer=[], nonconvex_fraction=_f(figures["nonconvex_fraction"]),
-        mean_curvature_ratio=_f(figures["mean_curvature_ratio"]),
-        local_minima=int(minima) if math.isfinite(minima) else None)
+        diverged_pass=None, nonfinite_per_layer=[], **figures)
+
+
+def _landscape_summary(trace: Trace) -> RunSummary:
+    figures = slice_figures(trace)
+    minima = figures["local_minima"]
+    return _curve_summary(trace, nonconvex_fraction=_f(figures["nonconvex_fraction"]),
+                          mean_curvature_ratio=_f(figures["mean_curvature_ratio"]),
+                          local_minima=int(minima) if math.isfinite(minima) else None)
+
+
+def _hyper_summary(trace: Trace) -> RunSummary:
+    a = trace.arrays
+    return _curve_summary(trace, initial_loss=_f(a["loss_curve"][0]),
+                          composite_row_gain_final=_f(a["composite_row_gain"][-1, -1]),
+                          composite_col_gain_final=_f(a["composite_col_gain"][-1, -1]))
+
+
+def inspect_trace(path: str) -> dict[str, Any]:
+    """What ``render.py inspect FILE`` prints: ``{"meta", "arrays": {key: shape}, "summary"}``. Raises TraceError
+    (one line) for a file that cannot be read or lacks what a summary needs."""
+    from .trace import TraceError
+
+    trace = Trace.load(path)
+    try:
+        summary = summarize(trace)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise TraceError(f"trace {path} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
+    return {"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
+            "summary": summary.to_dict()}

@@ -6,6 +6,12 @@ Example::
 
 A trace is never unpickled: arrays are read with ``np.load(..., allow_pickle=False)`` and the
 metadata is a JSON string stored as a unicode array under the key ``__meta__``.
+
+A trace written while training runs (``residual_lecture.watch``: :class:`TraceWriter`) grows as parts in the folder
+``<path>.parts/`` beside it: ``meta.json`` and one ``.npz`` per flush, each renamed into place atomically. Closing
+the writer consolidates them into ``<path>`` (atomically) and removes the folder; a run killed before that (SIGKILL,
+out of memory) leaves the parts, and :meth:`Trace.load` of ``<path>`` then reads them as a partial trace
+(``meta.watch["complete"]`` false) holding every record flushed before the kill.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -22,7 +29,8 @@ import numpy as np
 
 from simulation.atomic_io import atomic_write, input_file
 
-__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ARRAY_AXES"]
+__all__ = ["Trace", "TraceMeta", "TraceError", "SCHEMA_VERSION", "atomic_write", "ARRAY_AXES", "TraceWriter",
+           "parts_dir", "load_parts"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta__"
@@ -34,7 +42,7 @@ _META_KEY = "__meta__"
 # the residual streams of a hyper-connection run) or a fixed size. Trace.blank fills one a trace lacks from this table.
 _PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
               "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos",
-              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.highway; NaN without a gate)
+              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.kinds.highway; NaN without a gate)
 _PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
 ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     **{key: ("records",) for key in ("step", "loss", "error", "test_error", "test_loss", "branch_ratio")},
@@ -53,6 +61,12 @@ ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     "coords": ("grid",), "loss_grid": ("grid", "grid"), "error_grid": ("grid", "grid"), "direction_norm": (2,),
     **{key: ("records", "layers") for key in ("composite_row_gain", "composite_col_gain", "composite_sigma")},
     "res_matrices": ("records", "layers", "streams", "streams"),  # hyper-connections: every block's H_res
+    # residual_lecture.watch (a user's own loop): per record
+    **{key: ("records",) for key in ("total_grad_norm", "total_grad_norm_before_clip", "scale", "skipped",
+                                     "micro_batches")},
+    **{key: ("records", "layers") for key in ("grad_norm_before_clip", "update_ratio")},
+    "lr": ("records", "param_groups"),
+    "scale_curve": ("steps",),
 }
 
 
@@ -81,9 +95,13 @@ class TraceMeta:
     diverged_step: int | None = None  # the step where it did (null for a finite run)
     diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss
     diverged_pass: str | None = None  # "forward" | "backward" | "stem_or_head" (MLP, conv); null otherwise
-    # The seeds of the runs trained together with this one as one stacked model (simulation.stacked), this one's
+    # The seeds of the runs trained together with this one as one stacked model (simulation.kinds.stacked), this one's
     # included; null: trained alone. Either way the arrays are the same, bit for bit (tests/test_stacked.py).
     trained_with_seeds: list[int] | None = None
+    # A run recorded in the user's own loop by residual_lecture.watch: its own schema version ("schema"), "complete"
+    # (false: a partial trace read from parts), "world_size", "accumulation", "dtype", "every", "scaler", "model",
+    # "param_groups", "steps_recorded", "reduction" (see docs/watch.md). Null for every other run.
+    watch: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,7 +120,7 @@ class TraceMeta:
 class Trace:
     """One run's recorded statistics.
 
-    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train` (T records,
+    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.kinds.mlp` (T records,
     ``steps`` optimiser steps, ``depth`` blocks (3n for a conv net), P = 256 sweep points):
 
     - ``step``: int64 [T], the optimiser step of each record (step 0 = before any update).
@@ -135,7 +153,7 @@ class Trace:
 
     ``meta`` is a :class:`TraceMeta` (a dict given here is converted). A trace holds at least one record:
     :meth:`load` refuses one whose ``step`` array is missing or empty. A conv net of ``depth`` = 6n + 2 layers
-    has ``meta.blocks`` = 3n, the length of its per-block arrays (docs/sweep.md).
+    has ``meta.blocks`` = 3n, the length of its per-block arrays (docs/how-to/sweeps.md).
     """
 
     meta: TraceMeta
@@ -154,8 +172,8 @@ class Trace:
     @property
     def run_config(self) -> Any:
         """The config that made this trace, typed (RunConfig, TransformerConfig, ... by its kind:
-        :func:`simulation.runs.config_from_dict`). Raises ConfigError for a config this version cannot read."""
-        from simulation.runs import config_from_dict
+        :func:`simulation.config.config_from_dict`). Raises ConfigError for a config this version cannot read."""
+        from simulation.config import config_from_dict
 
         return config_from_dict(dict(self.meta.config))
 
@@ -167,6 +185,8 @@ class Trace:
         config, meta = self.meta.config, self.meta
         out = {key: config[key] for key in ("steps", "init_batches", "grid", "streams")
                if isinstance(config.get(key), int)}
+        if meta.watch and isinstance(meta.watch.get("param_groups"), int):
+            out["param_groups"] = meta.watch["param_groups"]
         if isinstance(config.get("depth"), int):
             out["depth+1"] = config["depth"] + 1
         if "step" in self.arrays:
@@ -204,7 +224,10 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
-        """Read a trace; raises :class:`TraceError` with a one-line reason on any defect."""
+        """Read a trace; raises :class:`TraceError` with a one-line reason on any defect. A missing ``path`` whose
+        :func:`parts_dir` holds parts (a watched run not closed: running, or killed) is read as a partial trace."""
+        if not os.path.lexists(path) and parts_dir(path).is_dir():
+            return load_parts(path)
         path = input_file(path, "trace", TraceError)
         if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else
             raise TraceError(f"trace {path} is corrupt or truncated (not an .npz archive)")
@@ -233,3 +256,154 @@ class Trace:
             return cls(meta=TraceMeta.from_dict(meta), arrays=arrays)
         except (TypeError, TraceError) as exc:
             raise TraceError(f"trace {path} has unreadable metadata ({exc})") from None
+
+
+# -- a trace written while training runs ---------------------------------------------------------------
+
+_PART_META = "meta.json"
+MERGE_PARTS = 64  # a writer merges its parts into one when it holds this many (a long run keeps few files)
+
+
+def parts_dir(path: str | os.PathLike) -> Path:
+    """The folder of the parts of a trace being written to ``path``: ``<path>.parts``."""
+    return Path(f"{os.fspath(path)}.parts")
+
+
+def _is_curve(key: str) -> bool:
+    return ARRAY_AXES.get(key) == ("steps",)
+
+
+def _read_part(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+def _assemble(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One set of arrays from parts in write order: per-record arrays joined along records (a record step held
+    twice, by a merged part and a part it merged, kept once), curves (``*_curve``, indexed by each part's
+    ``curve_step``) placed at their steps, NaN at steps no part holds."""
+    records: dict[str, list[np.ndarray]] = {}
+    curves: dict[str, dict[int, float]] = {}
+    for part in parts:
+        steps = part.get("curve_step", np.zeros(0, np.int64))
+        for key, value in part.items():
+            if key == "curve_step":
+                continue
+            if _is_curve(key):
+                curves.setdefault(key, {}).update(zip(steps.tolist(), value.tolist()))
+            else:
+                records.setdefault(key, []).append(value)
+    out: dict[str, np.ndarray] = {}
+    if records.get("step"):
+        step = np.concatenate(records["step"])
+        _, first = np.unique(step, return_index=True)  # sorted by step, each step once
+        for key, values in records.items():
+            joined = np.concatenate(values)
+            out[key] = joined[first] if len(joined) == len(step) else joined
+    last = max((max(c) for c in curves.values() if c), default=-1)
+    for key, by_step in curves.items():
+        dtype = np.float64 if key == "grad_norm_curve" else np.float32
+        curve = np.full(last + 1, np.nan, dtype=dtype)
+        for step, value in by_step.items():
+            curve[step] = value
+        out[key] = curve
+    return out
+
+
+def load_parts(path: str | os.PathLike) -> Trace:
+    """The partial trace in :func:`parts_dir` of ``path``: every record flushed so far, ``meta.watch["complete"]``
+    false. Raises :class:`TraceError` (one line) when the folder has no metadata, an unreadable part, or no
+    record yet."""
+    folder = parts_dir(path)
+    try:
+        meta = json.loads((folder / _PART_META).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TraceError(f"trace {path} is being written and its parts have no readable metadata "
+                         f"({type(exc).__name__})") from None
+    files = sorted(folder.glob("part-*.npz"))
+    try:
+        parts = [_read_part(f) for f in files]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+        raise TraceError(f"trace {path}: part {files and files[-1].name} is corrupt ({type(exc).__name__})") from None
+    arrays = _assemble(parts)
+    if "step" not in arrays or not len(arrays["step"]):
+        raise TraceError(f"trace {path} is being written and holds no record yet")
+    watch = dict(meta.get("watch") or {}, complete=False, steps_recorded=len(arrays["step"]))
+    meta["watch"] = watch
+    steps = max(len(arrays.get("loss_curve", ())), int(arrays["step"][-1]) + 1)
+    meta["config"] = {**meta.get("config", {}), "steps": steps}
+    try:
+        return Trace(meta=TraceMeta.from_dict(meta), arrays=arrays)
+    except (TypeError, TraceError) as exc:
+        raise TraceError(f"trace {path} has unreadable metadata ({exc})") from None
+
+
+class TraceWriter:
+    """Writes a trace while it is recorded: each :meth:`append` is one part file, renamed into place atomically,
+    so that a run killed at any moment keeps every record appended before; :meth:`close` consolidates the parts
+    into ``path`` (one atomic rename) and removes them.
+
+    ``meta``: the :class:`TraceMeta` fields as a dict (JSON). Opening removes a trace already at ``path`` and any
+    parts left there by a killed run: the path now names this run. Every :data:`MERGE_PARTS` parts are merged
+    into one (written before the merged ones are removed; a reader keeps each record once)."""
+
+    def __init__(self, path: str | os.PathLike, meta: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.folder = parts_dir(path)
+        if self.folder.exists():
+            shutil.rmtree(self.folder)
+        self.path.unlink(missing_ok=True)
+        self.folder.mkdir(parents=True)
+        self.count = 0
+        self.set_meta(meta)
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        """Replace the metadata (atomically)."""
+        TraceMeta.from_dict(meta)  # an unknown key fails here, not when the trace is read
+        self.meta = meta
+        with atomic_write(self.folder / _PART_META) as tmp:
+            tmp.write_text(json.dumps(meta, sort_keys=True))
+
+    def append(self, arrays: dict[str, np.ndarray]) -> None:
+        """One part: per-record arrays with a leading axis of records (``step`` among them, possibly empty) and
+        curves (``*_curve`` keys of :data:`ARRAY_AXES`) with their steps in ``curve_step``."""
+        for key, value in arrays.items():
+            if np.asarray(value).dtype == object:
+                raise TraceError(f"array {key!r} has dtype object, which would need pickle")
+        self.count += 1
+        with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+        files = sorted(self.folder.glob("part-*.npz"))
+        if len(files) >= MERGE_PARTS:
+            merged = _assemble([_read_part(f) for f in files])
+            curve_steps = None
+            for key in [k for k in merged if _is_curve(k)]:
+                held = np.flatnonzero(~np.isnan(merged[key]))
+                curve_steps = held if curve_steps is None else np.union1d(curve_steps, held)
+            if curve_steps is not None:
+                for key in [k for k in merged if _is_curve(k)]:
+                    merged[key] = merged[key][curve_steps]
+                merged["curve_step"] = curve_steps.astype(np.int64)
+            self.count += 1
+            with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
+                with open(tmp, "wb") as fh:
+                    np.savez(fh, **merged)
+            for f in files:
+                f.unlink()
+
+    def close(self, meta: dict[str, Any] | None = None) -> Path | None:
+        """Consolidate into ``path`` with ``meta`` (default: the last one set), ``watch.complete`` true; remove the
+        parts. Returns the path, or None (and removes the parts) when no record was appended."""
+        if meta is not None:
+            self.set_meta(meta)
+        try:
+            trace = load_parts(self.path)
+        except TraceError:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return None
+        watch = dict(trace.meta.watch or {}, complete=True)
+        trace.meta = dataclasses.replace(trace.meta, watch=watch)
+        trace.save(self.path)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return self.path

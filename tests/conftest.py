@@ -1,5 +1,6 @@
-"""Shared fixtures: every test gets its own trace cache, so nothing leaks between tests or runs; the claim tests
-share one more, read-only to them (tests/support.py: shared_traces), for the whole session."""
+"""Shared fixtures: every test gets its own trace cache and its own current folder, so nothing leaks between tests
+or runs and nothing reaches the user's checkout (the guard at the end checks: tests/checkout_guard.py); the claim
+tests share one more cache, read-only to them (tests/support.py: shared_traces), for the whole session."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import gc
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+import checkout_guard
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (support.ROOT)
 
 SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV (conftest is not imported by name)
 
@@ -26,7 +32,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 # - OMP_NUM_THREADS: torch gives each worker as many threads as the machine has cores, so two workers on two cores
 #   ran four threads, and every small op's parallel region waited for a core: the conv autograd test took 0.03 s
 #   alone and 4.8 s beside the other worker. One thread each, as the trainer uses (simulation/loop.py). Default run,
-#   warm checkout, interleaved: 77.9 / 85.3 s with torch's threads, 69.9 / 71.8 s with one (docs/speed.md).
+#   warm checkout, interleaved: 77.9 / 85.3 s with torch's threads, 69.9 / 71.8 s with one (docs/developers/speed.md).
 # - glibc hands freed blocks of 128 KiB+ back to the kernel at once (mmap / heap trim), and the next frame or tensor
 #   faults them in again page by page: the slow set spent 26 % of its CPU in the kernel (590 of 2230 s, 262 million
 #   page faults). Larger thresholds keep them: a -q l render of ChainRuleProduct 5.7-5.9 -> 5.0-5.4 s, sys 0.9-1.2
@@ -55,7 +61,7 @@ def pytest_configure(config):
 # young ones: ~6 CPU s a worker, 10 % of the run. Collecting the young generation every 50,000 allocations rather
 # than 700, and the old ones rarely, leaves the same garbage for later passes (cycles only: reference counting
 # frees the rest at once); the workers' peak RSS went from 1.11 to 1.17 GB. Default run, warm checkout, three
-# interleaved rounds: 85.5 / 91.2 / 77.9 s with Python's thresholds, 76.9 / 70.6 / 72.4 s with these (docs/speed.md).
+# interleaved rounds: 85.5 / 91.2 / 77.9 s with Python's thresholds, 76.9 / 70.6 / 72.4 s with these (docs/developers/speed.md).
 GC_THRESHOLDS = (50_000, 20, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
@@ -88,6 +94,55 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("trace-cache")
     monkeypatch.setenv("RESIDUAL_CACHE", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def outside_the_checkout(tmp_path_factory, monkeypatch):
+    """Run each test in a fresh empty current folder: what the commands write or read by default (``media/``,
+    ``media/explore``, Manim's ``./media``) is there, never the user's checkout, which a render has filled (README's
+    command 1 before command 2; issue 34). A test that needs a file of the checkout names it from ROOT."""
+    path = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(path)
+    return path
+
+
+# -- the checkout guard: the session fails if a file of the checkout appeared, changed or disappeared ------------
+
+def _guard_skips(config) -> tuple[Path, ...]:
+    """Folders of the checkout the tests may write: a --basetemp there, and the control data with --set_test."""
+    skips = [Path(config.option.basetemp).resolve()] if getattr(config.option, "basetemp", None) else []
+    if config.getoption("--set_test", default=False):
+        skips.append(ROOT / "tests" / "control_data")
+    return tuple(skips)
+
+
+def pytest_sessionstart(session):
+    """The checkout's files before any test module is imported; on the controller only under pytest-xdist (its
+    session spans every worker's)."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    skips = _guard_skips(config)
+    config._checkout_before = (skips, checkout_guard.snapshot(ROOT, skips))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_checkout_before", None)
+    if before is None:
+        return
+    skips, files = before
+    changed = checkout_guard.differences(files, checkout_guard.snapshot(ROOT, skips))
+    if changed:
+        session.config._checkout_changed = changed
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    changed = getattr(config, "_checkout_changed", None)
+    if changed:
+        terminalreporter.section("checkout guard", sep="=", red=True, bold=True)
+        terminalreporter.line(checkout_guard.message(ROOT, changed), red=True)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The literature's claims as behaviour tests: each must hold on at least 4 of 5 seeds.
 
-The figures these tests measure are listed in docs/claims.md. Where a claim does not reproduce at
+The figures these tests measure are listed in docs/reference/claims.md. Where a claim does not reproduce at
 CPU size, the test pins what was measured instead (and says so). The default run checks the two
 cheapest (vanishing at initialisation, exploding) on seed 0 (the same check, one seed); every claim on its 5
 seeds is marked slow (``pytest -m slow tests/test_claims.py``; CI runs it, reading seed 0's runs from the
@@ -16,7 +16,7 @@ import pytest
 
 from simulation.summary import tail_mean
 from simulation.trace import Trace
-from simulation.train import run
+from simulation.kinds.mlp import run
 from support import holds_on_most_seeds, trained_at_seed
 
 

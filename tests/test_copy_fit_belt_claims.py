@@ -5,7 +5,7 @@ Example::
     pytest -m slow tests/test_copy_fit_belt_claims.py
 
 Each test states what it measures; where the run disagrees with the note, the test pins what was measured
-(and says so), as the scene does. The figures are listed in docs/claims.md. Slow: the five seeds of
+(and says so), as the scene does. The figures are listed in docs/reference/claims.md. Slow: the five seeds of
 ``does_it_copy`` train in ~20 s, ``identity_fit`` in ~1 min, ``conveyor_belt`` (10 Transformers) in ~4 min.
 """
 

@@ -28,6 +28,7 @@ from simulation.trace import Trace
 
 from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
 from data.make_traces import tiny_trace_files_with_seeds
+from support import ROOT
 
 EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm")
 PHONE = {"viewport": {"width": 390, "height": 844}}
@@ -349,9 +350,9 @@ def test_the_untrained_check_catches_a_page_that_fills_the_gap(browser, untraine
 
 def look_problems(page, lang: str, theme: str) -> list[str]:
     """Every control's words in ``lang`` (the explorer's table), the view's title and caption from the scene's
-    string table, and the theme's background and run colours (scenes/theme.py)."""
+    string table, and the theme's background and run colours (scenes/kit/theme.py)."""
     from cli.explore import CAPTIONS, scene_strings
-    from scenes.theme import THEMES
+    from scenes.kit.theme import THEMES
 
     problems = []
     if not page.evaluate("document.documentElement.lang").startswith(lang):
@@ -678,7 +679,8 @@ def test_explore_model_draws_your_own_network(tmp_path):
 
     from render import cli
 
-    result = CliRunner().invoke(cli, ["explore", "--model", "examples/my_resnet.py:build", "--set", "data=digits-image",
+    model = f"{ROOT / 'examples' / 'my_resnet.py'}:build"
+    result = CliRunner().invoke(cli, ["explore", "--model", model, "--set", "data=digits-image",
                                       "--set", "model.steps=4", "-o", str(tmp_path / "explore")])
     assert result.exit_code == 0, result.output
     (family,) = read_data(tmp_path / "explore")["views"]["flow"]["families"]

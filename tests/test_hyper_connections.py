@@ -5,8 +5,8 @@ Example::
     pytest tests/test_hyper_connections.py            # fast: against direct computations
     pytest tests/test_hyper_connections.py -m slow    # DeepSeek 2025's motivation on 5 seeds and a held-out one
 
-- :func:`simulation.hyper.sinkhorn`: every row and column sums to 1 (Hypothesis over hostile logits);
-- :func:`simulation.hyper.composite_gains` against a product written out here, and 1 for doubly stochastic ones;
+- :func:`simulation.kinds.hyper.sinkhorn`: every row and column sums to 1 (Hypothesis over hostile logits);
+- :func:`simulation.kinds.hyper.composite_gains` against a product written out here, and 1 for doubly stochastic ones;
 - the block's forward pass against the update rule written out with loops;
 - the config, the experiment, the scene's verdict function and its numbers (with a tamper twin).
 """
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from simulation.config import ConfigError, HyperConfig
 from simulation.experiments import build_runs
-from simulation.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
+from simulation.kinds.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
 from simulation.runkeys import RunKey
 from simulation.runs import config_from_dict
 from simulation.trace import Trace
@@ -199,3 +199,24 @@ def test_free_mixing_grows_and_doubly_stochastic_stays_on_4_of_5_seeds_and_the_h
     verdicts = [claim_on_seed(seed) for seed in CLAIM_SEEDS]
     assert sum(bool(v) for v in verdicts) >= 4, verdicts
     assert claim_on_seed(HELD_OUT) is True
+
+
+def test_the_run_summary_reads_only_what_the_kind_records():
+    """`render.py train hyper_connections` (issue 34): the summary of a hyper-connections trace, which records no
+    per-block norms: the composite gains of the last record are those of the written-out product of its H_res,
+    the loss and error figures those of its curves; no gradient figure is made up."""
+    from simulation.summary import summarize
+
+    for key, path in tiny_files().items():
+        trace = Trace.load(path)
+        summary = summarize(trace).to_dict()
+        product = np.eye(trace["res_matrices"].shape[-1])
+        for h in trace["res_matrices"][-1]:  # H_res^1 first
+            product = h @ product
+        assert summary["composite_row_gain_final"] == pytest.approx(np.abs(product).sum(1).max(), rel=1e-12), key
+        assert summary["composite_col_gain_final"] == pytest.approx(np.abs(product).sum(0).max(), rel=1e-12), key
+        assert summary["final_loss"] == pytest.approx(float(trace["loss_curve"][-1]), rel=1e-7)
+        assert summary["initial_loss"] == pytest.approx(float(trace["loss_curve"][0]), rel=1e-7)
+        assert summary["final_test_error"] == pytest.approx(float(trace["final_test_error"]), rel=1e-7)
+        assert summary["grad_norm_step0"] == [] and summary["grad_ratio_step0"] is None
+        assert summary["final_step"] == trace.run_config.steps - 1

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOT_INSTALLED = {"tests", "benchmarks", "residual_lecture", "notebooks", "docs", "web"}  # folders, not code
+NOT_INSTALLED = {"tests", "benchmarks", "residual_lecture", "notebooks", "docs", "web", "locale"}  # folders, not code
+DATA = {"residual_lecture.web", "residual_lecture.locale"}  # data folders shipped as packages (page assets, catalogs)
 
 
 def _pyproject() -> dict:
@@ -37,7 +38,7 @@ def test_the_wheel_holds_every_package_of_the_checkout_under_one_name():
     assert all(p == "residual_lecture" or p.startswith("residual_lecture.") for p in packages)
     assert "py-modules" not in tool  # a top-level module (render) would land beside residual_lecture
     top = {d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file() and d.name not in NOT_INSTALLED}
-    assert {f"residual_lecture.{name}" for name in top} | {"residual_lecture.web"} == {
+    assert {f"residual_lecture.{name}" for name in top} | DATA == {
         p for p in packages if p.count(".") == 1}
     assert all(dirs[f"residual_lecture.{name}"] == name for name in top)
     assert set(residual_lecture.ALIASES) == top | {"render"}
@@ -213,4 +214,10 @@ def test_the_wheel_installs_and_renders_from_another_folder(tmp_path):
                                                  "print(' '.join(p.name for p in WEB_DIR.iterdir()))"],
                              capture_output=True, text=True, env=env, cwd=elsewhere)
     assert explore.returncode == 0, explore.stderr
+    # the catalogs travel too: the installed copy says its Chinese title from them
+    words = subprocess.run([str(python), "-c", "import residual_lecture; from narration import i18n; "
+                                               "print(i18n.coverage('zh')[0], i18n.LOCALE_DIR)"],
+                           capture_output=True, text=True, env=env, cwd=elsewhere)
+    assert words.returncode == 0 and int(words.stdout.split()[0]) > 400, words.stderr
+    assert Path(words.stdout.split()[1]).is_relative_to(site)
     assert {"index.html", "explore.js", "explore.css"} <= set(explore.stdout.split()), explore.stdout

@@ -18,10 +18,10 @@ from __future__ import annotations
 import pytest
 from manim import DOWN, RIGHT, UP, MathTex, Text, Transform, VGroup, config
 
-from scenes import layout
-from scenes.base import LectureScene
-from scenes.layout import CAP_FLOOR, MARGIN, cap_height, layout_problems
-from scenes.style import FONTS, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, SIZE_TITLE, make_text, make_wrapped_text, set_language
+from scenes.kit import layout
+from scenes.kit.base import LectureScene
+from scenes.kit.layout import CAP_FLOOR, MARGIN, cap_height, layout_problems
+from scenes.kit.style import FONTS, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, SIZE_TITLE, make_text, make_wrapped_text, set_language
 
 from dry_run import dry_run
 

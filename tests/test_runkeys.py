@@ -4,7 +4,7 @@ Example::
 
     pytest tests/test_runkeys.py -q -n 0
 
-The text form (``NAME`` for the first seed of ``seeds``, ``NAME@seed{s}`` for the others; docs/sweep.md) is only
+The text form (``NAME`` for the first seed of ``seeds``, ``NAME@seed{s}`` for the others; docs/how-to/sweeps.md) is only
 known to :func:`simulation.runkeys.key_texts` and :func:`simulation.runkeys.read_key_text`: a round trip with
 Hypothesis, and an ``ast`` check of every source file that no other code spells the text form or takes a run name
 apart (prefix, suffix, split, partition, slicing, ``in``, a regular expression), with planted twins it must catch.
@@ -44,7 +44,7 @@ def test_every_key_reads_back_from_its_text(run_keys):
 
 def test_the_text_form_is_the_documented_one():
     texts = key_texts([RunKey("plain_d56", 0), RunKey("plain_d56", 3)])
-    assert list(texts.values()) == ["plain_d56", "plain_d56@seed3"]  # docs/sweep.md
+    assert list(texts.values()) == ["plain_d56", "plain_d56@seed3"]  # docs/how-to/sweeps.md
     assert read_key_text("conv_residual_d110@seed4", 0) == RunKey("conv_residual_d110", 4)
     assert read_key_text("plain", 7) == RunKey("plain", 7)
     assert key_texts([]) == {}
@@ -177,7 +177,7 @@ def _source_files() -> list[Path]:
 
 def test_no_code_but_the_run_keys_module_knows_the_text_form_or_takes_a_run_name_apart():
     files = _source_files()
-    assert len(files) > 100 and ROOT / "scenes" / "base.py" in files
+    assert len(files) > 100 and ROOT / "scenes" / "kit" / "base.py" in files
     found = []
     for path in files:
         relative = path.relative_to(ROOT).as_posix()

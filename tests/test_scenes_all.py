@@ -23,10 +23,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from manim import DOWN, RIGHT, UP, Dot, Text, VGroup, VMobject
 
+from narration import i18n
 from scenes import SCENES_IN_ORDER
-from scenes import layout
-from scenes.base import LectureScene
-from scenes.style import LANGS
+from scenes.kit import layout
+from scenes.kit.base import LectureScene
+from scenes.kit.style import LANGS
 
 from simulation.runkeys import RunKey
 
@@ -95,9 +96,9 @@ def test_the_default_run_checks_a_representative_subset():
 def test_scene_strings_and_docstring(scene):
     doc = (scene.__doc__ or "").strip()
     assert doc and doc.splitlines()[0].strip(), f"{scene.__name__} needs a one-line docstring"
-    for key, entry in scene.strings.items():
-        assert set(entry) >= set(LANGS), f"{scene.__name__}.strings[{key!r}] lacks {set(LANGS) - set(entry)}"
-        assert all(entry[lang].strip() for lang in LANGS), f"{scene.__name__}.strings[{key!r}] is empty"
+    for lang in LANGS:
+        said = {key: scene.string(key, lang) for key in i18n.texts_of("en", i18n.owner_chain(scene))}
+        assert said and all(text.strip() for text in said.values()), f"{scene.__name__} has an empty {lang} string"
 
 
 def test_scene_names_are_unique():

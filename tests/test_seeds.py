@@ -1,5 +1,5 @@
 """``seeds`` on every experiment, run keys across seeds, per-seed summaries and the depth-sweep table
-(formats of docs/sweep.md)."""
+(formats of docs/how-to/sweeps.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scenes of a user's own network (scenes/user_model.py) and their block labels (scenes/block_labels.py).
+"""The scenes of a user's own network (scenes/user_model.py) and their block labels (scenes/kit/block_labels.py).
 
 Example::
 
@@ -26,12 +26,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from manim import VGroup
 
 import scenes
+from narration import i18n
 from scenes import user_model
-from scenes.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
+from scenes.kit.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
                                  split_prefix, unique_names)
 from scenes.chain_rule import running_product
-from scenes.layout import layout_problems
-from scenes.style import LANGS
+from scenes.kit.layout import layout_problems
+from scenes.kit.style import LANGS
 from simulation.config import RunConfig, UserModelConfig
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
@@ -39,7 +40,7 @@ from simulation.trace import Trace
 from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
-from support import examples
+from support import ROOT, examples
 from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
 FRAME_W, FRAME_H = 14.222222222222221, 8.0
@@ -310,8 +311,9 @@ def test_registered_and_chosen_by_model():
 
 @pytest.mark.parametrize("scene", scenes.MODEL_SCENES, ids=lambda s: s.__name__)
 def test_strings_in_both_languages(scene):
-    for key, entry in scene.strings.items():
-        assert set(entry) >= set(LANGS) and all(entry[lang].strip() for lang in LANGS), key
+    for lang in LANGS:
+        said = {key: scene.string(key, lang) for key in i18n.texts_of("en", i18n.owner_chain(scene))}
+        assert said and all(text.strip() for text in said.values()), (lang, said)
 
 
 def test_list_shows_the_model_scenes():
@@ -369,7 +371,7 @@ def test_every_model_scene_draws_a_real_user_model(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RESIDUAL_CACHE", str(tmp_path / "cache"))
     files = {key: str(path) for key, path in record_model(
-        "examples/my_resnet.py:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
+        f"{ROOT / 'examples' / 'my_resnet.py'}:build", {"data": "digits-image", "steps": 6, "record_every": 3}).items()}
     assert set(files) == {RunKey("residual", 0), RunKey("plain", 0)}
     files = {key.name: path for key, path in files.items()}
     layers = Trace.load(files["residual"]).meta.layers

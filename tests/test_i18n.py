@@ -1,0 +1,189 @@
+"""The lecture's words live in catalogs (locale/, narration.i18n), not in the scene files.
+
+Example::
+
+    pytest -n 0 tests/test_i18n.py
+
+The scene files are read as syntax trees: no sentence, no Chinese character and no ``{key: {lang: text}}`` table
+left in them; every key a scene asks for has a catalog entry; every catalog agrees with the template. Each check
+has a twin that feeds it a tampered input and sees it fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from narration import i18n
+
+ROOT = Path(__file__).resolve().parent.parent
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+# Text that is on screen but not a sentence of one language: the papers' references (authors, year, "Fig. 2").
+REFERENCE_CALLS = {"cite", "MathTex", "Tex"}
+REFERENCE_NAMES = {"_source"}
+# Modules of the scenes package whose strings never reach the screen, and why.
+NOT_ON_SCREEN = {
+    "scenes/__init__.py": "CHAPTERS: the chapters' descriptions for `render.py list`",
+    "scenes/kit/theme.py": "what each colour role is for: `render.py themes` and the docs",
+    "scenes/kit/layout.py": "the layout check's findings: messages for developers",
+    "scenes/kit/frame_cost.py": "Manim's own exception text, matched to be re-raised",
+}
+
+
+def _sentence(text: str) -> bool:
+    """Natural language: a Chinese character, or two words of three letters or more apart."""
+    return bool(CJK.search(text)) or sum(1 for w in text.split() if re.fullmatch(r"[A-Za-z]{3,}[,.:;!?]?", w)) >= 2
+
+
+def display_strings(source: str, filename: str = "<scene>") -> list[str]:
+    """``"line: text"`` of every natural-language string in a scene file's code: not docstrings, not the
+    messages of ``raise`` / ``assert``, not references (``self.cite(...)``, ``_source``), not LaTeX; and every
+    ``{key: {"en": ..., ...}}`` table (an inline ``strings``)."""
+    tree = ast.parse(source, filename=filename)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skip.add(id(body[0].value))  # a docstring
+        called = isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None))
+        named = isinstance(node, ast.Assign) and any(getattr(t, "id", None) in REFERENCE_NAMES for t in node.targets)
+        if isinstance(node, (ast.Raise, ast.Assert)) or called in REFERENCE_CALLS or named:
+            skip.update(id(sub) for sub in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict) and any(isinstance(v, ast.Dict) and any(
+                isinstance(k, ast.Constant) and k.value == "en" for k in v.keys) for v in node.values):
+            found.append(f"{node.lineno}: a {{key: {{lang: text}}}} table")
+            skip.update(id(sub) for sub in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip \
+                and _sentence(node.value):
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def scene_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "scenes").rglob("*.py")
+                  if str(p.relative_to(ROOT)) not in NOT_ON_SCREEN)
+
+
+def test_no_natural_language_string_is_left_in_a_scene_file():
+    found = {str(p.relative_to(ROOT)): display_strings(p.read_text(encoding="utf-8"), str(p)) for p in scene_files()}
+    assert len(found) > 25
+    left = {name: lines for name, lines in found.items() if lines}
+    assert left == {}, "move these into locale/lecture.pot (render.py i18n add Owner.key TEXT): " + repr(left)
+
+
+def test_the_scene_file_scan_can_fail():
+    source = '''
+class Scene(LectureScene):
+    """A docstring with many words in it is fine."""
+    strings = {"title": {"en": "A title", "zh": "标题"}}
+
+    def construct(self):
+        self.cite("He et al. 2015, Fig. 2")
+        MathTex(r"\\text{not a sentence here}")
+        make_text("the residual branch is small")
+        make_box("残差")
+        if False:
+            raise ValueError("a message for the user in English")
+        self.text("title")
+'''
+    found = display_strings(source)
+    assert [line.split(":")[0] for line in found] == ["4", "9", "10"], found
+
+
+def test_every_key_a_scene_uses_has_a_catalog_entry():
+    assert i18n.missing_keys() == []
+    used = i18n.used_keys()
+    assert "IdentityHighway.title" in used and "IdentityHighway.n_intro" in used  # the scan does see the calls
+
+
+def test_a_key_without_an_entry_is_reported(tmp_path):
+    shutil.copytree(ROOT / "locale", tmp_path / "locale")
+    (tmp_path / "scenes").mkdir()
+    (tmp_path / "scenes" / "fresh.py").write_text(
+        "class FreshScene(LectureScene):\n    def construct(self):\n        self.narrate('n_new', 2)\n"
+        "        self.title('title')\n")
+    i18n.clear_caches()
+    try:
+        found = i18n.missing_keys(tmp_path)
+    finally:
+        i18n.clear_caches()
+    assert found == ["scenes/fresh.py:3: FreshScene uses the string 'n_new', which locale/lecture.pot lacks",
+                     "scenes/fresh.py:4: FreshScene uses the string 'title', which locale/lecture.pot lacks"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_catalogs_agree_with_the_template(lang):
+    assert i18n.catalog_problems(lang) == []
+    assert i18n.coverage(lang)[0] == i18n.coverage(lang)[1] > 400  # English and Chinese: every string
+
+
+def test_a_translation_that_drops_a_number_is_reported(tmp_path):
+    shutil.copytree(ROOT / "locale", tmp_path / "locale")
+    po = i18n.catalog_path("zh", tmp_path / "locale")
+    text = po.read_text(encoding="utf-8")
+    assert 'msgstr "平均 ‖F(x)‖ / ‖x‖ = {ratio}：保留 x，F 只做微调"' in text
+    po.write_text(text.replace("= {ratio}：保留 x", "= 0.1：保留 x"), encoding="utf-8")
+    found = i18n.catalog_problems("zh", tmp_path / "locale")
+    assert found == ["zh: IdentityHighway.ratio uses the fields [], the English ['ratio']"]
+
+
+def test_the_move_kept_every_string():
+    """Spot checks of the catalogs against the tables the scenes held before the move (commit dc6f6d6)."""
+    from scenes.chain_rule import ChainRuleExploding
+    from scenes.highway import IdentityHighway
+    from scenes.user_model import ModelDegradation
+
+    assert IdentityHighway.string("title", "zh") == "恒等高速路"
+    assert IdentityHighway.string("measured", "en") == ("trained residual net, {depth} blocks, digits: per-block "
+                                                        "mean norms")  # its own, over LectureScene.measured
+    assert IdentityHighway.string("missing", "zh") == "缺失"  # from LectureScene
+    assert ChainRuleExploding.string("seed_of", "zh") == "{n} 个种子中 {k} 个"  # from SeedSpread, via the MRO
+    assert ModelDegradation.string("plain", "en") == "plain twin (no shortcuts)"  # UserModelScene's, not Degradation's
+
+
+def test_a_missing_translation_falls_back_to_english_string_by_string(tmp_path):
+    locale = tmp_path / "locale"
+    shutil.copytree(ROOT / "locale", locale)
+    path = i18n.init_catalog("es", locale)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('msgid "The identity highway"\nmsgstr ""', 'msgid "The identity highway"\n'
+                                 'msgstr "La autopista de la identidad"'), encoding="utf-8")
+    i18n.clear_caches()
+    chain = ["IdentityHighway", "LectureScene"]
+    assert i18n.text("es", chain, "title", root=locale) == "La autopista de la identidad"
+    assert i18n.text("es", chain, "act", root=locale) == "act"  # not translated: the English
+    done, total = i18n.coverage("es", locale)
+    assert (done, total) == (1, len(i18n.template(locale)))
+    assert "es" in i18n.languages(locale)
+    with pytest.raises(i18n.I18nError, match="exists already"):
+        i18n.init_catalog("es", locale)
+    with pytest.raises(i18n.I18nError, match="not a language code"):
+        i18n.init_catalog("xx-nonsense", locale)
+
+
+def test_an_override_wins_for_its_owner_only():
+    from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
+
+    mine = {"ChainRuleProduct.title": "My own title"}
+    assert ChainRuleProduct.string("title", "en", mine) == "My own title"
+    assert ChainRuleExploding.string("title", "en", mine) == ChainRuleExploding.string("title", "en")  # its own title
+    with pytest.raises(i18n.I18nError, match="has no string 'titel'"):
+        i18n.check_overrides({"ChainRuleProduct.titel": "x"}, ["ChainRuleProduct"])
+    with pytest.raises(i18n.I18nError, match="fields"):
+        i18n.check_overrides({"IdentityHighway.ratio": "no number"}, ["IdentityHighway"])
+
+
+def test_the_pseudo_locale_is_longer_accented_and_keeps_the_fields():
+    english = "mean ‖F(x)‖ / ‖x‖ = {ratio}: keep x as is, F fine-tunes it"
+    shown = i18n.pseudo(english)
+    assert shown.startswith("[") and shown.endswith("]") and "{ratio}" in shown
+    assert i18n.fields(shown) == {"ratio"}
+    assert len(shown) >= 1.35 * len(english)
+    assert not re.search(r"[aeiou]", shown.split("{ratio}")[0].lower().replace("‖", ""))  # every vowel accented

@@ -1,0 +1,409 @@
+"""residual_lecture.watch in a user's own loop: the recorded numbers against autograd, the hooks' lifetime, partial traces.
+
+Example::
+
+    pytest -n 0 tests/test_watch.py -q
+
+Every loop here is written as a user would write it (autocast, gradient accumulation, a GradScaler, clipping), and
+the reference numbers are computed beside it by the test itself: ``torch.autograd.grad`` of each micro-batch's
+(unscaled) loss with respect to each block's output, the gradients in ``.grad`` read directly, the weights kept
+before each update. Tolerances are stated where they are used.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from residual_lecture import plain_twin, watch
+from simulation.core import watch as watch_module
+from simulation.core.watch import WatchError
+from simulation.core.residual_adds import Interceptor
+from simulation.trace import Trace, parts_dir
+
+from watch_models import Net, batches
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Recorded norms are float32 reductions of the same tensors the reference reduces in float64: relative 1e-5.
+RTOL = 1e-5
+
+
+def all_hooks(model: nn.Module) -> int:
+    """Every hook of every module of ``model`` (forward, pre-forward, backward, with-kwargs and always-call tables)."""
+    tables = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+              "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+    return sum(len(getattr(m, t)) for m in model.modules() for t in tables)
+
+
+def user_loop(model, path, *, steps=5, every=2, accumulation=4, autocast=None, scaler=None, unscale=True,
+              clip=None, before_clip=False, eval_pass=False, lr=0.05):
+    """A user's loop, recorded by watch, with the reference numbers of every recorded step computed beside it."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.5)
+    blocks = list(model.blocks)
+    weights = [[p for p in b.parameters() if p.ndim >= 2] for b in blocks]
+    refs, previous = {}, None
+    with watch(model, path, every=every) as rec:
+        for step, micro in enumerate(batches(steps, accumulation)):
+            recorded = step % every == 0
+            outputs, grad_sq, act_rows = [], np.zeros(len(blocks)), [[] for _ in blocks]
+            if eval_pass:  # an evaluation pass inside a recorded step records nothing
+                model.eval()
+                with torch.no_grad():
+                    model(micro[0][0])
+                model.train()
+            if recorded:  # the reference: an unwatched copy with the same weights (its tensors carry no hook of ours)
+                reference = copy.deepcopy(model)
+                for m in reference.modules():
+                    m._forward_hooks.clear()
+                    m._forward_pre_hooks.clear()
+                handles = [b.register_forward_hook(lambda m, i, o: outputs.append(o)) for b in reference.blocks]
+            losses = []
+            for x, y in micro:
+                with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+                    loss = F.cross_entropy(model(x), y) / accumulation
+                losses.append(float(loss.detach()))
+                if recorded:  # dL/dh of this micro-batch's (unscaled) loss, by autograd
+                    outputs.clear()
+                    with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+                        ref_loss = F.cross_entropy(reference(x), y) / accumulation
+                    grads = torch.autograd.grad(ref_loss, outputs)
+                    grad_sq += [float(torch.linalg.vector_norm(g.double())) ** 2 for g in grads]
+                    for rows, h in zip(act_rows, outputs):
+                        rows.append(torch.linalg.vector_norm(h.detach().double().flatten(1), dim=1))
+                (scaler.scale(loss) if scaler is not None else loss).backward()
+            if recorded:
+                for handle in handles:
+                    handle.remove()
+            if scaler is not None and unscale:
+                scaler.unscale_(opt)
+            pre = [math.sqrt(sum(float(w.grad.double().norm()) ** 2 for w in ws)) for ws in weights]
+            if clip is not None:
+                if before_clip:
+                    rec.before_clip()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            rec.step(opt, scaler=scaler, loss=loss)
+            if recorded:
+                unscale_by = scaler.get_scale() if scaler is not None and not unscale else 1.0
+                refs[step] = {
+                    "out_grad_norm": np.sqrt(grad_sq),
+                    "act_norm": np.array([float(torch.cat(rows).mean()) for rows in act_rows]),
+                    "grad_norm": np.array([math.sqrt(sum(float(w.grad.double().norm()) ** 2 for w in ws))
+                                           for ws in weights]) / unscale_by,
+                    "grad_norm_before_clip": np.array(pre) / unscale_by,
+                    "loss": losses[-1],
+                    "update_ratio": (np.array([math.sqrt(sum(float((w.detach().double() - p.double()).norm()) ** 2
+                                                             for w, p in zip(ws, ps)))
+                                               / math.sqrt(sum(float(p.double().norm()) ** 2 for p in ps))
+                                               for ws, ps in zip(weights, previous)]) if previous else None),
+                }
+            previous = [[w.detach().clone() for w in ws] for ws in weights]
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad()
+    return refs
+
+
+def check_against(trace: Trace, refs: dict, before_clip: bool = False) -> None:
+    assert trace["step"].tolist() == sorted(refs)
+    for row, (step, ref) in enumerate(sorted(refs.items())):
+        for key in ("out_grad_norm", "act_norm", "grad_norm"):
+            np.testing.assert_allclose(trace[key][row], ref[key], rtol=RTOL, err_msg=f"{key} at step {step}")
+        if before_clip:
+            np.testing.assert_allclose(trace["grad_norm_before_clip"][row], ref["grad_norm_before_clip"], rtol=RTOL)
+        assert trace["loss"][row] == pytest.approx(ref["loss"], rel=1e-6)
+        if ref["update_ratio"] is None:
+            assert np.isnan(trace["update_ratio"][row]).all()
+        else:  # the update of the step before the record
+            np.testing.assert_allclose(trace["update_ratio"][row], ref["update_ratio"], rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def bf16_run(tmp_path_factory):
+    """bf16 autocast, 4 micro-batches per step, clip_grad_norm_ (rec.before_clip before it, rec.step after)."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("bf16") / "run.npz"
+    refs = user_loop(Net(), path, autocast=torch.bfloat16, clip=0.05, before_clip=True)
+    return Trace.load(path), refs
+
+
+def test_bf16_accumulation_clipping_matches_autograd(bf16_run):
+    """The recorded dL/dh is the norm of the accumulated step's gradient (sqrt of the micro-batches' summed
+    squares), equal to torch.autograd.grad's; weight gradients before and after the clip equal .grad's."""
+    trace, refs = bf16_run
+    check_against(trace, refs, before_clip=True)
+    assert trace["micro_batches"].tolist() == [4, 4, 4]
+    assert trace.meta.watch["accumulation"] == 4 and trace.meta.watch["dtype"] == "bfloat16"
+    assert trace.meta.watch["complete"] and trace.meta.layers == ["blocks.0", "blocks.1", "blocks.2"]
+    assert (trace["grad_norm"] < trace["grad_norm_before_clip"]).all()  # the clip bit
+    assert len(trace["loss_curve"]) == 5 and trace.meta.config["steps"] == 5
+
+
+@pytest.mark.parametrize("unscale", [True, False], ids=["unscaled", "scaled"])
+def test_grad_scaler_read_unscaled(tmp_path, unscale):
+    """A GradScaler: gradients are recorded unscaled whether or not unscale_ ran before rec.step (the scaled ones
+    divided by the scale, .grad left as it is); the scale is recorded."""
+    torch.manual_seed(0)
+    model = Net()
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+    refs = user_loop(model, tmp_path / "run.npz", scaler=scaler, unscale=unscale, accumulation=2, steps=3)
+    trace = Trace.load(tmp_path / "run.npz")
+    check_against(trace, refs)
+    assert trace["scale"].tolist() == [2.0 ** 12] * 2 and trace["skipped"].tolist() == [0, 0]
+    assert trace.meta.watch["scaler"]["init_scale"] == 2.0 ** 12
+
+
+@pytest.mark.parametrize("key, factor", [("out_grad_norm", 2 ** 0.5), ("act_norm", 1.001), ("grad_norm", 0.999),
+                                         ("grad_norm_before_clip", 1.001), ("update_ratio", 1.001)])
+def test_numbers_tamper_twin(bf16_run, key, factor):
+    """The comparison can fail: a reference off by a micro-batch counted twice (sqrt 2) or by 0.1 % does not match."""
+    trace, refs = bf16_run
+    bad = {s: {**r, key: None if r[key] is None else r[key] * factor} for s, r in refs.items()}
+    with pytest.raises(AssertionError):
+        check_against(trace, bad, before_clip=True)
+
+
+def test_watching_changes_nothing_and_close_restores(tmp_path):
+    """Training under watch (its probe forward included: dropout's RNG, BatchNorm-free LayerNorm, buffers) gives
+    the very same weights as without; no hook is left after close, none between recorded steps, and a second watch
+    of the same model replaces the first instead of adding hooks."""
+    def train(watched: bool):
+        torch.manual_seed(0)
+        model = Net(dropout=0.3)
+        before = all_hooks(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen = []
+        rec = watch(model, tmp_path / "a.npz", every=3) if watched else None
+        for step, micro in enumerate(batches(7, 1)):
+            x, y = micro[0]
+            F.cross_entropy(model(x), y).backward()
+            if rec:
+                rec.step(opt)
+                seen.append(all_hooks(model))
+            opt.step()
+            opt.zero_grad()
+        if rec:
+            rec.close()
+            rec.close()  # idempotent
+        assert all_hooks(model) == before
+        return model.state_dict(), seen
+
+    plain, _ = train(False)
+    watched, seen = train(True)
+    assert all(torch.equal(plain[k], watched[k]) for k in plain)
+    # hooks exist only from the rec.step before a recorded step (2, 5) to the recorded step's rec.step (3, 6)
+    assert [n > 0 for n in seen] == [False, False, True, False, False, True, False]
+
+    torch.manual_seed(0)
+    model = Net()
+    first = watch(model, tmp_path / "1.npz", every=1)
+    once = all_hooks(model)
+    second = watch(model, tmp_path / "2.npz", every=1)
+    assert first.closed and all_hooks(model) == once
+    second.close()
+    assert all_hooks(model) == 0
+
+
+def test_eval_and_no_grad_passes_record_nothing(tmp_path):
+    """An eval() / no_grad forward inside a recorded step changes no recorded number and counts no micro-batch."""
+    torch.manual_seed(0)
+    refs = user_loop(Net(), tmp_path / "a.npz", accumulation=2, steps=3, eval_pass=True)
+    trace = Trace.load(tmp_path / "a.npz")
+    check_against(trace, refs)
+    assert trace["micro_batches"].tolist() == [2, 2]
+
+
+def test_example_input_and_errors(tmp_path):
+    """``example_input`` finds the blocks at once; a model with no residual addition is refused in one line."""
+    torch.manual_seed(0)
+    model = Net()
+    with watch(model, tmp_path / "a.npz", every=1, example_input=torch.randn(2, 12)) as rec:
+        assert rec.names == ["blocks.0", "blocks.1", "blocks.2"]
+    plain = nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 5))
+    rec = watch(plain, tmp_path / "b.npz")
+    with pytest.raises(WatchError, match="no residual addition") as caught:
+        plain(torch.randn(4, 12))
+    assert "\n" not in str(caught.value)
+    rec.close()
+    assert not (tmp_path / "b.npz").exists() and not parts_dir(tmp_path / "b.npz").exists()
+    with pytest.raises(WatchError, match="every"):
+        watch(model, tmp_path / "c.npz", every=0)
+
+
+def test_plain_twin(tmp_path):
+    """plain_twin: a copy whose blocks return F(x) alone (computed here by hand), the original untouched; watched,
+    its shortcut norms are 0."""
+    torch.manual_seed(0)
+    model = Net()
+    twin = plain_twin(model)
+    x = torch.randn(4, 12)
+    expected = model.stem(x)
+    for block in model.blocks:
+        expected = block.mlp(block.norm(expected))
+    expected = model.head(expected)
+    torch.testing.assert_close(twin(x), expected)
+    assert not torch.allclose(model(x), expected)  # the original keeps its shortcuts
+    opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    with watch(twin, tmp_path / "twin.npz", every=1) as rec:
+        F.cross_entropy(twin(x), torch.zeros(4, dtype=torch.long)).backward()
+        rec.step(opt)
+    trace = Trace.load(tmp_path / "twin.npz")
+    assert trace.meta.watch["arch"] == "plain" and (trace["shortcut_norm"] == 0).all()
+    assert np.isfinite(trace["out_grad_norm"]).all()
+
+
+KILLED = """
+import os, signal, sys, torch
+sys.path.insert(0, {tests!r})
+from watch_models import Net, batches
+from residual_lecture import watch
+import torch.nn.functional as F
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rec = watch(model, {path!r}, every=2)
+for step, micro in enumerate(batches(9, 1)):
+    F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
+    rec.step(opt)
+    opt.step(); opt.zero_grad()
+    if step == 6:
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_sigkill_keeps_every_recorded_step(tmp_path):
+    """A run killed by SIGKILL after step 6 (records at 0, 2, 4, 6) leaves parts that Trace.load reads as a
+    partial trace with all four records."""
+    path = tmp_path / "killed.npz"
+    done = subprocess.run([sys.executable, "-c", KILLED.format(tests=str(ROOT / "tests"), path=str(path))],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert not path.exists()
+    trace = Trace.load(path)
+    assert trace["step"].tolist() == [0, 2, 4, 6]
+    assert trace.meta.watch["complete"] is False and trace.meta.watch["steps_recorded"] == 4
+    assert np.isfinite(trace["out_grad_norm"]).all() and trace["out_grad_norm"].shape == (4, 3)
+
+
+class CheckpointedNet(Net):
+    """Net whose blocks run under torch.utils.checkpoint (``reentrant`` True / False), or plainly (None)."""
+
+    def __init__(self, reentrant: bool | None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.reentrant = reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h) if self.reentrant is None else checkpoint(block, h, use_reentrant=self.reentrant)
+        return self.head(self.drop(h))
+
+
+def checkpointed_trace(path: Path, reentrant: bool | None) -> Trace:
+    torch.manual_seed(0)
+    model = CheckpointedNet(reentrant)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, path, every=1) as rec:
+        for micro in batches(2, 2):
+            for x, y in micro:
+                F.cross_entropy(model(x), y).backward()
+            rec.step(opt)
+            opt.step()
+            opt.zero_grad()
+    return Trace.load(path)
+
+
+CHECKPOINT_KEYS = ("act_norm", "act_std", "input_norm", "branch_norm", "out_grad_norm", "in_grad_norm", "grad_norm",
+                   "micro_batches")
+
+
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non-reentrant"])
+def test_activation_checkpointing(tmp_path, reentrant, monkeypatch):
+    """Under activation checkpointing every number is the one recorded without it (the recomputed forward during
+    backward is neither counted twice nor missed: reentrant checkpointing's gradients exist only there). Tamper
+    twin: without the interceptor's recompute numbering, reentrant checkpointing loses the gradients."""
+    plain = checkpointed_trace(tmp_path / "plain.npz", None)
+    trace = checkpointed_trace(tmp_path / "ckpt.npz", reentrant)
+    for key in CHECKPOINT_KEYS:
+        np.testing.assert_allclose(trace[key], plain[key], rtol=1e-6, err_msg=key)
+    if reentrant:
+        monkeypatch.setattr(watch_module._Interceptor, "_pre", Interceptor._pre)
+        broken = checkpointed_trace(tmp_path / "broken.npz", reentrant)
+        assert not np.allclose(broken["out_grad_norm"], plain["out_grad_norm"], rtol=1e-6, equal_nan=True)
+
+
+DDP_RTOL = 1e-5  # float32 sums over 4 + 4 rows against 8: the reduction order differs
+
+
+@pytest.mark.slow  # two processes that each import torch: ~10 s on an idle machine
+def test_ddp_two_processes_match_one(tmp_path):
+    """DistributedDataParallel on 2 CPU processes (gloo), each with half of every batch: one trace, written by rank
+    0, equal to one process training on the whole batch (mean loss) within DDP_RTOL. dL/dh is that of the mean of
+    the ranks' losses (sum of squares over ranks / world size squared), as DDP's averaged gradients define it."""
+    import torch.multiprocessing as mp
+
+    from watch_models import ddp_worker, train_steps
+
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "one.npz", [m[0] for m in batches(3, 1, batch=8)])
+    mp.spawn(ddp_worker, args=(2, str(tmp_path / "ddp.npz"), str(tmp_path / "rendezvous")), nprocs=2, join=True)
+    one, ddp = Trace.load(tmp_path / "one.npz"), Trace.load(tmp_path / "ddp.npz")
+    assert ddp.meta.watch["world_size"] == 2 and ddp.meta.watch["wrappers"] == ["DistributedDataParallel"]
+    for key in ("act_norm", "act_mean", "act_std", "input_norm", "branch_norm", "out_grad_norm", "in_grad_norm",
+                "grad_norm", "update_ratio", "loss", "loss_curve", "total_grad_norm"):
+        np.testing.assert_allclose(ddp[key], one[key], rtol=DDP_RTOL, err_msg=key)
+    # tamper twin: the per-rank dL/dh (what one rank alone would record) is off by far more than the tolerance
+    assert not np.allclose(ddp["out_grad_norm"] * 2 ** 0.5, one["out_grad_norm"], rtol=DDP_RTOL)
+
+
+def test_data_parallel_is_unwrapped(tmp_path):
+    """nn.DataParallel (on CPU it calls its module): the same trace as the bare module."""
+    from watch_models import train_steps
+
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "bare.npz", [m[0] for m in batches(2, 1)])
+    torch.manual_seed(0)
+    train_steps(nn.DataParallel(Net()), tmp_path / "dp.npz", [m[0] for m in batches(2, 1)])
+    bare, dp = Trace.load(tmp_path / "bare.npz"), Trace.load(tmp_path / "dp.npz")
+    assert dp.meta.watch["wrappers"] == ["DataParallel"]
+    for key in ("act_norm", "out_grad_norm", "grad_norm"):
+        np.testing.assert_array_equal(dp[key], bare[key])
+
+
+@pytest.mark.slow  # torch.compile: tens of seconds of compiling
+def test_torch_compile(tmp_path):
+    """A torch.compile'd model: recorded steps run eagerly (torch.compiler.set_stance("force_eager") while armed), so
+    the numbers are eager's and the compiled graph is compiled once and never sees a hook (no recompilation);
+    the stance is restored after."""
+    from torch._dynamo.eval_frame import _stance
+    from torch._dynamo.utils import counters
+
+    from watch_models import train_steps
+
+    micro = [m[0] for m in batches(5, 1)]
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "eager.npz", micro, every=2)
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    train_steps(torch.compile(Net()), tmp_path / "compiled.npz", micro, every=2)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert torch._dynamo.eval_frame._stance.stance == "default" and _stance is not None
+    eager, compiled = Trace.load(tmp_path / "eager.npz"), Trace.load(tmp_path / "compiled.npz")
+    assert compiled.meta.watch["wrappers"] == ["torch.compile"]
+    for key in ("act_norm", "out_grad_norm", "grad_norm", "update_ratio", "loss"):
+        np.testing.assert_allclose(compiled[key], eager[key], rtol=1e-5, err_msg=key)
