@@ -21,7 +21,8 @@ from manim import DOWN, RIGHT, UP, MathTex, Text, Transform, VGroup, config
 from scenes.kit import layout
 from scenes.kit.base import LectureScene
 from scenes.kit.layout import CAP_FLOOR, MARGIN, cap_height, layout_problems
-from scenes.kit.style import FONTS, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, SIZE_TITLE, make_text, make_wrapped_text, set_language
+from scenes.kit.style import (FONTS, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, SIZE_TITLE, make_text, make_wrapped_text,
+                              set_language)
 
 from dry_run import dry_run
 
@@ -86,7 +87,8 @@ def test_wrapped_text_keeps_its_size_and_fits_the_width(lang):
     try:
         content = ("Measured: the deepest plain net ends at 20.6%, the shallowest at 3.1%: deeper trains worse "
                    "here, in 3 of 3 seeds" if lang == "en" else
-                   "训练后，顶层以下没有一层与最终预测的一致比例达到 90%：这里答案只在顶层出现（3 个种子中 2 个）")
+                   "训练后，顶层以下没有一层与最终预测的一致比例达到 90%："
+                   "这里答案只在顶层出现（3 个种子中 2 个）")
         lines = make_wrapped_text(content, 5.0, size=SIZE_SMALL)
         assert len(lines) >= 2
         assert all(line.width <= 5.0 for line in lines)

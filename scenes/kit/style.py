@@ -126,9 +126,11 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
 
 
 # A CJK character (ideographs, CJK and full-width punctuation) is a place to break a line; other text breaks at spaces.
-_CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+_CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in ((0x2E80, 0x9FFF), (0x3000, 0x303F), (0xFF00, 0xFFEF)))
 _TOKENS = re.compile(f"[{_CJK}]|[^{_CJK}\\s]+\\s*|\\s+")
-_NO_LINE_START = set("，。、；：！？）》」』,.;:!?)%")  # closing punctuation stays at the end of the line before
+# closing punctuation (full-width: ，。、；：！？）》」』) stays at the end of the line before
+_NO_LINE_START = (set(map(chr, (0xFF0C, 0x3002, 0x3001, 0xFF1B, 0xFF1A, 0xFF01, 0xFF1F, 0xFF09, 0x300B, 0x300D, 0x300F)))
+                  | set(",.;:!?)%"))
 
 
 def make_wrapped_text(content: str, width: float, size: float = SIZE_BODY, color: ManimColor | None = None,
