@@ -60,9 +60,9 @@ def model_experiment(experiment: str | None, model: str | None) -> str:
 
 
 def refuse_untrainable(runs: dict[str, dict[Any, Any]]) -> None:
-    """ConfigError (:data:`simulation.experiments.NO_MODEL`) where experiment ``model`` is to run without a model:
+    """ConfigError (:data:`simulation.config.NO_MODEL`) where experiment ``model`` is to run without a model:
     neither --model (a spec to train) nor --trace (a file to read)."""
-    from simulation.experiments import NO_MODEL
+    from simulation.config import NO_MODEL
 
     if "model" in runs and not all(getattr(c, "spec", None) or getattr(c, "path", None) for c in runs["model"].values()):
         raise ConfigError(NO_MODEL)
