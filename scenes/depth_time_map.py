@@ -35,7 +35,7 @@ from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import LinearAxes, nice_ticks
 from scenes.user_model import UserModelScene
 
-__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "MAX_COLUMNS", "MAX_ROWS", "MAX_LABELS",
+__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_line", "MAX_COLUMNS", "MAX_ROWS", "MAX_LABELS",
            "VIRIDIS"]
 
 MAX_COLUMNS = 600  # columns of the map image: recorded steps beyond this are averaged (log10) in equal step bins
@@ -94,7 +94,7 @@ def _log_mean(values: np.ndarray, axis: int) -> np.ndarray:
 
 
 def depth_time_grid(values: np.ndarray, steps: np.ndarray, max_columns: int = MAX_COLUMNS,
-                    max_rows: int = MAX_ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    max_rows: int = MAX_ROWS, expand: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The map: ``(grid, column_edges, row_edges)``. ``values`` float [T, B] (T records, B blocks), ``steps`` [T]
     (increasing).
 
@@ -102,7 +102,9 @@ def depth_time_grid(values: np.ndarray, steps: np.ndarray, max_columns: int = MA
     log10) and C = max_columns columns of equal width from steps[0] to steps[-1] (``column_edges`` [C + 1], in
     steps; one column for a single record). A column shows the record nearest its centre when there are at most
     half as many records as columns, else the mean log10 of the records inside it. Cells are log10 values
-    (:func:`_log_mean`: -inf all 0, +inf one not finite, NaN no record)."""
+    (:func:`_log_mean`: -inf all 0, +inf one not finite, NaN no record). ``expand=False`` (the explorer, which
+    places columns by their edges): at most ``max_columns`` records are one column each, their edges half-way
+    between records (the first and last at the records)."""
     values = np.asarray(values, np.float64)
     steps = np.asarray(steps, np.float64)
     if values.ndim != 2 or values.shape[0] != len(steps) or not values.size:
@@ -113,6 +115,8 @@ def depth_time_grid(values: np.ndarray, steps: np.ndarray, max_columns: int = MA
     first, last = float(steps[0]), float(steps[-1])
     if last <= first:  # one record (or one step recorded several times): one column
         return _log_mean_logs(by_row)[:, None], np.array([first, first + 1.0]), rows
+    if not expand and len(steps) <= max_columns:
+        return by_row.T, np.concatenate([[first], (steps[:-1] + steps[1:]) / 2, [last]]), rows
     edges = np.linspace(first, last, max_columns + 1)
     if 2 * len(steps) <= max_columns:
         centres = (edges[:-1] + edges[1:]) / 2
@@ -162,7 +166,16 @@ def label_rows(blocks: int, limit: int = MAX_LABELS) -> list[int]:
     return sorted(set(np.linspace(0, blocks - 1, min(blocks, limit)).round().astype(int).tolist()))
 
 
-def _loss_line(steps: np.ndarray, loss: np.ndarray, limit: int = MAX_LOSS_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def color_scale(grid: np.ndarray, decades: int) -> tuple[int, int]:
+    """(low, high): the whole decades the colours span, ``high`` the ceiling of the largest finite cell, ``low`` the
+    floor of the smallest but at most ``decades`` below ``high`` (and at least one)."""
+    finite = grid[np.isfinite(grid)]
+    high = math.ceil(float(finite.max())) if finite.size else 0
+    low = max(math.floor(float(finite.min())) if finite.size else high - 1, high - int(decades))
+    return min(low, high - 1), high
+
+
+def loss_line(steps: np.ndarray, loss: np.ndarray, limit: int = MAX_LOSS_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of the loss line: every step, or the mean of equal step bins (NaN bins stay NaN: a gap)."""
     if len(loss) <= limit:
         return steps.astype(np.float64), loss.astype(np.float64)
@@ -181,6 +194,7 @@ class DepthTimeMap(UserModelScene):
     required_arrays = ("step", "out_grad_norm", "loss_curve")
     decades = 12  # the colour scale spans at most this many powers of ten below the largest value
     param_limits = {"decades": (1, 40)}
+    _source = "He et al. 2016, eq. 4-5"  # the gradient through the blocks' additions (the explorer cites it)
     _map_box = (-3.9, 4.5, 2.15, -0.95)  # left, right, top, bottom of the map (scene units)
 
     def setup(self) -> None:
@@ -193,10 +207,7 @@ class DepthTimeMap(UserModelScene):
         steps = np.asarray(trace["step"], np.float64)
         records, blocks = values.shape
         grid, edges, rows = depth_time_grid(values, steps)
-        finite = grid[np.isfinite(grid)]
-        high = math.ceil(float(finite.max())) if finite.size else 0
-        low = max(math.floor(float(finite.min())) if finite.size else high - 1, high - int(self.decades))
-        low = min(low, high - 1)
+        low, high = color_scale(grid, self.decades)
         self.number("blocks", blocks, 6)
         self.number("records", records, 6)
         self.number("scale.low_exponent", low, 6)
@@ -230,7 +241,7 @@ class DepthTimeMap(UserModelScene):
         self.play(FadeIn(image), Create(frame), FadeIn(names), FadeIn(bar), run_time=1.5)
 
         # 3. The loss beneath, on the same step axis.
-        xs, ys = _loss_line(np.arange(len(curve), dtype=np.float64), curve)
+        xs, ys = loss_line(np.arange(len(curve), dtype=np.float64), curve)
         for x, y in zip(xs, ys):
             self.number(f"loss.step.{x:g}", y)
         finite_loss = ys[np.isfinite(ys)]
