@@ -110,7 +110,7 @@ UI_STRINGS = {
     "error": {"en": "training error", "zh": "训练误差"},
     "curve_label": {"en": "{net}, {curve}", "zh": "{net}，{curve}"},  # a degradation curve's end label
     "smoothed": {"en": "training error, mean of the last {window} steps", "zh": "训练误差（最近 {window} 步的均值）"},
-    "seed_spread": {"en": "seed spread: lowest – highest of {n} seeds", "zh": "种子范围：{n} 个种子的最小值 – 最大值"},
+    "seed_spread": {"en": "seed spread: lowest – highest of {n} {n:plural:one=seed|other=seeds}", "zh": "种子范围：{n} 个种子的最小值 – 最大值"},
     "thin_lines": {"en": "thin lines: the other seeds", "zh": "细线：其余种子"},
     "dots": {"en": "dots: the other seeds", "zh": "圆点：其余种子"},
     "input": {"en": "input", "zh": "输入"},

@@ -92,3 +92,28 @@ def test_train_summarizes_every_run_of_every_experiment(name, settings, isolated
     for text in expected.values():
         assert sum(line.split()[:1] == [text] for line in lines) == 1, (text, shown.stdout)
     assert f"traces: 0 trained, {len(expected)} from the cache" in shown.stderr
+
+
+def test_train_and_inspect_summarize_a_run_watched_in_its_own_loop(tmp_path, isolated_cache):
+    """A run recorded by `watch` in a user's loop has no test error, no error curve and a config of kind "watch":
+    `render.py train model --set trace=FILE` (the recorded kind) and `render.py inspect FILE` summarize what it
+    recorded, the rest null, no traceback. Numbers against the file as numpy reads it."""
+    import numpy as np
+    import torch
+
+    from watch_models import Net, batches, train_steps
+
+    torch.manual_seed(0)
+    path = tmp_path / "watched.npz"
+    train_steps(Net(), path, [micro[0] for micro in batches(4, 1)], every=2)
+    with np.load(path, allow_pickle=False) as data:
+        assert "test_error" not in data.files and "error" not in data.files
+        loss, grad = data["loss"].astype(np.float64), data["grad_norm"].astype(np.float64)
+    for args in (["--json"], []):
+        result = invoke("train", "model", "--set", f"trace={path}", *args)
+        assert result.exit_code == 0 and result.exception is None and "Traceback" not in result.output, result.output
+    summary = json.loads(invoke("train", "model", "--set", f"trace={path}", "--json").stdout)["runs"]["residual"]
+    inspected = json.loads(invoke("inspect", str(path)).stdout)["summary"]
+    for s in (summary, inspected):
+        assert s["final_loss"] == pytest.approx(loss[-1], rel=1e-6) and s["final_test_error"] is None
+        assert s["final_error"] is None and s["grad_ratio_step0"] == pytest.approx(grad[0, 0] / grad[0, -1], rel=1e-6)
