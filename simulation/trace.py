@@ -100,7 +100,7 @@ class TraceMeta:
     trained_with_seeds: list[int] | None = None
     # A run recorded in the user's own loop by residual_lecture.watch: its own schema version ("schema"), "complete"
     # (false: a partial trace read from parts), "world_size", "accumulation", "dtype", "every", "scaler", "model",
-    # "param_groups", "steps_recorded", "reduction" (see docs/watch.md). Null for every other run.
+    # "param_groups", "steps_recorded", "update_ratio" ... (docs/how-to/watch.md). Null for every other run.
     watch: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
 
@@ -226,7 +226,7 @@ class Trace:
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace; raises :class:`TraceError` with a one-line reason on any defect. A missing ``path`` whose
         :func:`parts_dir` holds parts (a watched run not closed: running, or killed) is read as a partial trace."""
-        if not os.path.lexists(path) and parts_dir(path).is_dir():
+        if not os.path.lexists(path) and os.path.isdir(parts_dir(path)):
             return load_parts(path)
         path = input_file(path, "trace", TraceError)
         if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else
