@@ -180,8 +180,14 @@ class _Found:
         self.adds: list[ResidualAdd] | None = None
         self.interceptor: _Interceptor | None = None
 
+    finding = False  # the probe forward is running (the root pre-hooks of that nested forward stand aside)
+
     def find(self, args: tuple, kwargs: dict) -> None:
-        self.adds = discover(self.module, args, kwargs, self.blocks)
+        self.finding = True
+        try:
+            self.adds = discover(self.module, args, kwargs, self.blocks)
+        finally:
+            self.finding = False
         self.interceptor = _Interceptor(self.module, self.adds, plain=self.plain)
         if self.plain:
             self.interceptor.acquire()
@@ -226,7 +232,9 @@ def plain_twin(model: nn.Module, example_input: Any = None, *, blocks: str = "")
     else:
         handle = None
 
-        def first_forward(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        def first_forward(module: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
+            if found.finding or found.adds is not None:
+                return
             handle.remove()
             found.find(args, kwargs)
             found.enter_forward(module, args, kwargs)
@@ -392,11 +400,15 @@ class Watch:
             interceptor.on_operands = interceptor.on_output = None
             interceptor.release()
 
-    def _first_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    def _first_forward(self, module: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
         """Root pre-hook until the additions are found: the first training forward finds them (a probe forward
-        of its own on two of its examples) and is then recorded like any other."""
-        if self._probing or not self._is_training_forward(module):
+        of its own on two of its examples) and is then recorded like any other. Inside a probe forward (ours, or a
+        plain twin's finding its additions) it stands aside. (``kwargs`` may be missing: torch calls a hook
+        without them when its handle was removed during the forward that is calling it.)"""
+        if (self._probing or self.found.finding or self._discover_handle is None
+                or not self._is_training_forward(module)):
             return
+        kwargs = kwargs or {}
         self._discover_handle.remove()
         self._discover_handle = None
         if self.found.adds is None:
