@@ -593,3 +593,20 @@ def test_per_step_curves_far_between_records(tmp_path):
     trace = Trace.load(tmp_path / "a.npz")
     assert trace["step"].tolist() == [0] and trace["loss_curve"].tolist() == list(range(2500))
     assert trace.meta.config["steps"] == 2500 and (trace["lr_curve"] == np.float32(0.1)).all()
+
+
+def test_twin_of_a_watched_model(tmp_path):
+    """plain_twin of a model whose watch is armed: the twin carries none of the watch's hooks (nor a copy of the
+    watch), the original's recording goes on."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = batches(1, 1)[0][0]
+    with watch(model, tmp_path / "a.npz", every=1, example_input=x[:2]) as rec:
+        twin = plain_twin(model)
+        assert all_hooks(twin) == 2  # its own first-forward hook (a pre-hook with keyword arguments) alone
+        F.cross_entropy(model(x), y).backward()
+        rec.step(opt)
+        F.cross_entropy(twin(x), y)
+    assert Trace.load(tmp_path / "a.npz")["step"].tolist() == [0]
+    assert all_hooks(model) == 0 and all_hooks(twin) > 0  # the twin's interceptor, for its lifetime
