@@ -576,3 +576,20 @@ def test_watch_a_twin_before_its_first_forward(tmp_path):
     trace = Trace.load(tmp_path / "twin.npz")
     assert trace.meta.layers == ["blocks.0", "blocks.1", "blocks.2"] and trace["step"].tolist() == [0, 1]
     assert (trace["shortcut_norm"] == 0).all() and np.isfinite(trace["out_grad_norm"]).all()
+
+
+def test_per_step_curves_far_between_records(tmp_path):
+    """every far beyond the run's length allocates nothing in proportion to every; the loss curve of 2,500 steps
+    (three buffer chunks of 1,024) comes back whole: step 0 recorded, the rest written at close."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, tmp_path / "a.npz", every=10 ** 12) as rec:
+        x, y = batches(1, 1)[0][0]
+        F.cross_entropy(model(x), y).backward()
+        rec.step(opt, loss=torch.tensor(0.0))
+        for step in range(1, 2500):
+            rec.step(opt, loss=torch.tensor(float(step)) if step % 2 else float(step))  # a tensor or a number
+    trace = Trace.load(tmp_path / "a.npz")
+    assert trace["step"].tolist() == [0] and trace["loss_curve"].tolist() == list(range(2500))
+    assert trace.meta.config["steps"] == 2500 and (trace["lr_curve"] == np.float32(0.1)).all()
