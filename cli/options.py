@@ -208,6 +208,13 @@ def model_option(func):
                              "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
 
 
+def text_option(func):
+    """``--text Scene.key=TEXT``: your own words for one string in this render (repeatable)."""
+    return click.option("--text", "texts", multiple=True, metavar="SCENE.KEY=TEXT",
+                        help="Your own words for one string, in the language rendered (IdentityHighway.title=...; "
+                             "keys: locale/lecture.pot). Repeatable; wins over [text.SCENE] in --config.")(func)
+
+
 def param_options(func):
     func = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                         help="Set a parameter: name (every experiment that has it), experiment.name or "
@@ -221,6 +228,7 @@ def scene_options(func):
     """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
     --set/--config, --quality, --lang and --theme."""
     func = param_options(func)
+    func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
                         help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)

@@ -6,7 +6,7 @@ Example::
 
 Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every experiment being run that has
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
-A TOML file has up to five tables::
+A TOML file has up to six tables::
 
     [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat, voice
     quality = "m"
@@ -17,6 +17,8 @@ A TOML file has up to five tables::
     [scenes.IdentityHighway]    # like --set IdentityHighway.name=value
     [model]                     # your own network: like --model SPEC (spec = "...") and --set model.name=value
     spec = "examples/my_resnet.py:build"
+    [text.IdentityHighway]      # your own words, in the language rendered: like --text IdentityHighway.title=...
+    title = "The skip connection"
 
 Every error is a :class:`simulation.config.ConfigError` with a one-line message. Imports neither torch
 nor manim.
@@ -30,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from cli import i18n
 from simulation.atomic_io import input_file
 from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
 
 __all__ = [
-    "Layer", "parse_sets", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
+    "Layer", "parse_sets", "parse_texts", "merged_texts", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value",
@@ -44,7 +47,9 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-LANGS = ("en", "zh")  # the same as scenes.style.LANGS (a test checks); kept here so --help needs no manim
+# en, zh, each language with a catalog under locale/ (cli.i18n), and the pseudo-locale en-XA; the same as
+# scenes.style.LANGS (a test checks); kept here so --help needs no manim
+LANGS = i18n.languages()
 THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
@@ -54,6 +59,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 MODEL_EXPERIMENT = "model"  # the experiment of a user's own network (simulation.experiments)
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
+                                  "text_overrides",
                                   "voice", "param_limits", "chapter"})
 
 
@@ -66,6 +72,7 @@ class Layer:
     experiments: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiment -> {name: value}
     scenes: dict[str, dict[str, Any]] = field(default_factory=dict)  # scene class name -> {attribute: value}
     render: dict[str, Any] = field(default_factory=dict)  # render options (files only; see RENDER_DEFAULTS)
+    texts: dict[str, str] = field(default_factory=dict)  # "Owner.key" -> the words shown instead ([text.Owner], --text)
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -112,7 +119,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    tables = ("render", "params", "experiments", "scenes", "model")
+    tables = ("render", "params", "experiments", "scenes", "model", "text")
     for key, value in data.items():
         if key not in tables:
             raise ConfigError(f"{path}: unknown entry {key!r}; use the tables [{'], ['.join(tables)}]")
@@ -122,7 +129,30 @@ def read_config(path: str | Path) -> dict[str, Any]:
         if key not in RENDER_DEFAULTS:
             raise ConfigError(f"{path}: unknown render option {key!r}; known: {', '.join(RENDER_DEFAULTS)}")
     check_render_options(data.get("render", {}), origin=str(path))
+    for owner, words in data.get("text", {}).items():
+        if not isinstance(words, dict) or not all(isinstance(v, str) for v in words.values()):
+            raise ConfigError(f"{path}: [text.{owner}] must be a table of key = \"text\"")
     return data
+
+
+def parse_texts(pairs: Iterable[str]) -> Layer:
+    """``("IdentityHighway.title=The skip connection",)`` -> a :class:`Layer` of texts; ConfigError for a pair
+    that is not ``Owner.key=TEXT``. Whether the string exists is checked with the scenes (:func:`cli.i18n.check_overrides`)."""
+    layer = Layer("--text")
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*", name.strip()):
+            raise ConfigError(f"--text expects Scene.key=TEXT (IdentityHighway.title=...), got {pair[:60]!r}")
+        layer.texts[name.strip()] = value
+    return layer
+
+
+def merged_texts(layers: Iterable[Layer]) -> dict[str, str]:
+    """``{"Owner.key": text}`` of every layer, later ones winning."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        out.update(layer.texts)
+    return out
 
 
 def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterable[str],
@@ -133,7 +163,9 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
     Raises ConfigError for an unknown experiment or scene, or a scoped entry that is not a table.
     """
     experiments = list(experiments)
-    layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})))
+    layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})),
+                  texts={f"{owner}.{key}": text for owner, words in data.get("text", {}).items()
+                         for key, text in words.items()})
     if data.get("model"):  # [model] is [experiments.model]; a key in both is taken from [experiments.model]
         layer.experiments[MODEL_EXPERIMENT] = dict(data["model"])
     scenes = None if scenes is None else list(scenes)

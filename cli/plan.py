@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli.params import Layer, config_layer, model_layer, parse_sets
+from cli import i18n
+from cli.params import Layer, config_layer, merged_texts, model_layer, parse_sets, parse_texts
 from simulation.config import ConfigError
 
-__all__ = ["RenderPlan", "plan_render", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
+__all__ = ["RenderPlan", "plan_render", "scene_texts", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
            "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
            "experiment_runs", "run_digests", "lecture_with", "CHAPTER_HELP"]
 
@@ -32,15 +33,16 @@ def all_params() -> dict[str, list[str]]:
 
 
 def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
-                     scene_names: list[str] | None, model: str | None = None) -> list[Layer]:
+                     scene_names: list[str] | None, model: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
     """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
-    experiment model), then --set."""
+    experiment model), then --set (and --text: your own words)."""
     from simulation.experiments import EXPERIMENTS
 
     layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
     if model:
         layers.append(model_layer(model))
-    return layers + [parse_sets(tuple(sets), EXPERIMENTS, scene_names or [])]
+    layers.append(parse_sets(tuple(sets), EXPERIMENTS, scene_names or []))
+    return layers + ([parse_texts(tuple(texts))] if texts else [])
 
 
 def model_experiment(experiment: str | None, model: str | None) -> str:
@@ -238,6 +240,18 @@ class RenderPlan:
                 f"{len(self.fresh)} of {len(self.configs)} traces trained")
 
 
+def scene_texts(scene: type, lang: str, overrides: dict[str, str]) -> dict[str, str]:
+    """``{key: text}`` of every string ``scene`` can say in ``lang`` with the ``overrides`` ("Owner.key"): part
+    of its render key (a changed catalog entry or override re-renders the scenes that say it, and only those)
+    and of its record. Empty for a scene that is no LectureScene."""
+    if not hasattr(scene, "string"):
+        return {}
+    chain = i18n.owner_chain(scene)
+    keys = set(i18n.texts_of("en", chain)) | {k.rpartition(".")[2] for k in overrides if k.rpartition(".")[0] in chain}
+    keys |= {key for owner in scene.__mro__ for key in (vars(owner).get("strings") or {})}
+    return {key: scene.string(key, lang, overrides) for key in sorted(keys)}
+
+
 def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any], verbose: bool = False,
                 concat_allowed: bool = False, scheduler: str | None = None) -> RenderPlan:
     """Check every input and plan the render of ``scenes`` (classes, lecture order) with the parameter
@@ -262,6 +276,11 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
     check_common_keys(layers, active, all_params(), scenes)
     validate_scoped(layers, by_name)
     refuse_unused_sets(layers, set(active), {s.__name__ for s in scenes})
+    words = merged_texts(layers)  # your own words: "Owner.key" -> text
+    try:
+        i18n.check_overrides(words, {owner for s in scenes for owner in i18n.owner_chain(s)})
+    except i18n.I18nError as exc:
+        raise ConfigError(str(exc)) from None
     # 2. The voice and the output folder (what this machine has: the command's preflight, cli/doctor.py).
     options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
     output = Path(options["output"]).expanduser().absolute()
@@ -280,7 +299,10 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
                         attrs=scene_overrides(layers, scene), traces=run_digests(runs),
                         source=source_digest(scene), quality=options["quality"], lang=options["lang"],
                         theme=options["theme"], format=options["format"], voice=options["voice"],
-                        transparent=options["transparent"], output=str(output), verbose=verbose)
+                        transparent=options["transparent"], output=str(output), verbose=verbose,
+                        texts=scene_texts(scene, options["lang"], words),
+                        text_overrides={k: v for k, v in words.items()
+                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)})
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []

@@ -35,7 +35,7 @@ from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
 from cli import i18n
-from cli.beats import jsonable
+from cli.beats import BEAT_LANGS, jsonable
 from scenes.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
@@ -116,6 +116,8 @@ class LectureScene(Scene):
         # values: key -> the number shown (null when missing); missing: keys shown as a gap, in order.
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {},
                                         "missing": []}
+        if self.text_overrides:  # your own words (--text, [text.Owner]): the numbers JSON says which were shown
+            self.numbers["texts"] = dict(sorted(self.text_overrides.items()))
         self.runs: dict[RunKey, Trace] = {}
         self.layout_log: list[str] = []
         self.beats = BeatLog(self)
@@ -184,13 +186,13 @@ class LectureScene(Scene):
         ``duration`` seconds.
 
         With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
-        as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese).
+        as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese ...).
         The line before is waited out first, so lines never overlap and never run faster than speech.
         Each call also starts a beat (a slide stop; see :mod:`scenes.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
         self.beats.begin(key, {lang: self.string(key, lang, self.text_overrides if lang == self.lang else None)
-                               .format(**fmt) for lang in ("en", "zh")})
+                               .format(**fmt) for lang in dict.fromkeys((*BEAT_LANGS, self.lang))})
         if self.voice:
             audio = speech.speak(text, self.voice)
             shown = len(audio) / speech.SAMPLE_RATE
