@@ -53,8 +53,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
     """The parameter layers of this command: its --config file's tables, --model, then --set (cli/plan.py)."""
     return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
-                            texts=ctx.params.get("texts", ()),
-                            model=ctx.params.get("model"))
+                            texts=ctx.params.get("texts", ()), model=ctx.params.get("model"))
 
 
 # -- list, train, inspect ---------------------------------------------------------------------

@@ -333,7 +333,7 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 lines, numbers = beat_notes(beat, lang)
                 notes = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
                 if numbers:
-                    notes += f"<p>{i18n.text(lang, ["Deck"], "numbers_shown")}</p><ul>" + "".join(
+                    notes += f"<p>{i18n.text(lang, ['Deck'], 'numbers_shown')}</p><ul>" + "".join(
                         f"<li><code>{html.escape(k)}</code> = {html.escape(v)}</li>" for k, v in numbers) + "</ul>"
                 notes += (f"<p><small>{html.escape(clip.heading(lang))} · {beat.index + 1} / "
                           f"{len(clip.beats.beats)}</small></p>")
@@ -391,7 +391,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
                 lines, numbers = beat_notes(beat, lang)
                 notes = "\n".join(lines) or f"({clip.heading(lang)})"
                 if numbers:
-                    notes += f"\n\n{i18n.text(lang, ["Deck"], "numbers_shown")}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
+                    notes += f"\n\n{i18n.text(lang, ['Deck'], 'numbers_shown')}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
                 slide.notes_slide.notes_text_frame.text = notes
         with atomic_write(target, suffix=".pptx") as out:
             prs.save(str(out))

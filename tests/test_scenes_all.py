@@ -23,7 +23,7 @@ from cli import i18n
 from scenes import SCENES_IN_ORDER
 from scenes import layout
 from scenes.base import LectureScene
-from scenes.style import LANGS
+from support import FULL_LANGS as LANGS
 
 from simulation.runkeys import RunKey
 
