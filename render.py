@@ -32,10 +32,11 @@ from cli.doctor import doctor_command
 from cli.i18n import i18n_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
-                         train_summary, user_errors, voices)
+                         recorded, trace_option, train_summary, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
 from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
-                      parameter_layers, plan_render, resolve_scenes, scenes_or_lecture)
+                      parameter_layers, plan_render, recorded_scenes, refuse_untrainable, resolve_scenes,
+                      scenes_or_lecture)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -51,9 +52,10 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    """The parameter layers of this command: its --config file's tables, --model, then --set (cli/plan.py)."""
+    """The parameter layers of this command: its --config file, --model, --trace, then --set (cli/plan.py)."""
     return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
-                            texts=ctx.params.get("texts", ()), model=ctx.params.get("model"))
+                            model=ctx.params.get("model"), trace=ctx.params.get("trace"), twin=ctx.params.get("twin"),
+                            texts=ctx.params.get("texts", ()))
 
 
 # -- list, train, inspect ---------------------------------------------------------------------
@@ -91,14 +93,13 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
     from simulation.cache import get_traces, is_cached, trace_path
-    from simulation.experiments import NO_MODEL, get_experiment
+    from simulation.experiments import get_experiment
 
     with user_errors():
         experiment = model_experiment(experiment, model)
         params = {experiment: list(get_experiment(experiment).params())}
         runs = experiment_runs(_layers(ctx, sets, None), params, seed=seed)[experiment]
-        if experiment == "model" and not all(cfg.spec for cfg in runs.values()):
-            raise ConfigError(NO_MODEL)
+        refuse_untrainable({experiment: runs})
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
         traces = get_traces(list(runs.values()), scheduler=scheduler)
@@ -119,18 +120,12 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
 @cli.command()
 @click.argument("trace_file", type=PathType(dir_okay=False))
 def inspect(trace_file: str) -> None:
-    """Print a trace's metadata, array shapes and summary as JSON."""
-    from simulation.summary import summarize
-    from simulation.trace import Trace, TraceError
+    """Print a trace's metadata, array shapes and summary as JSON (a watched run: what it recorded, in "watch")."""
+    from simulation.summary import inspect_trace
 
     with user_errors():
-        trace = Trace.load(trace_file)
-        try:
-            summary = summarize(trace)
-        except (KeyError, IndexError, ValueError, TypeError) as exc:
-            raise TraceError(f"trace {trace_file} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
-    click.echo(json.dumps({"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
-                           "summary": summary.to_dict()}, indent=2))
+        payload = inspect_trace(trace_file)
+    click.echo(json.dumps(payload, indent=2))
 
 
 # -- render -----------------------------------------------------------------------------------
@@ -143,10 +138,11 @@ def inspect(trace_file: str) -> None:
 def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """Render SCENE... (names from `render.py list`, or module:Class for a scene of your own).
 
-    With --model FILE.py:FACTORY: the scenes drawn from your own network and its plain twin."""
+    With --model FILE.py:FACTORY: drawn from your own network and its plain twin; with --trace FILE [--twin FILE]:
+    from a run recorded in your own loop (residual_lecture.watch)."""
     with user_errors():
         scenes = resolve_scenes(scene_names)
-        if ctx.params.get("model"):
+        if ctx.params.get("model") or recorded(ctx):
             scenes = model_scenes(scenes)
     _render(ctx, scenes, concat_allowed=False)
 
@@ -157,9 +153,11 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.option("--chapter", "chapters", multiple=True, metavar="NAME", help=CHAPTER_HELP)
 @click.pass_context
 def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
-    """Render the whole lecture in order (optional chapters only with --chapter)."""
+    """Render the whole lecture in order (chapters with --chapter; with --trace: every scene that can draw it)."""
     with user_errors():  # an unknown chapter: one line, nothing rendered
-        _render(ctx, lecture_with(chapters), concat_allowed=True)
+        scenes = (recorded_scenes((), _layers(ctx, ctx.params["sets"], None), chapters, say=note) if recorded(ctx)
+                  else lecture_with(chapters))
+    _render(ctx, scenes, concat_allowed=not recorded(ctx))
 
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
@@ -183,7 +181,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
             click.echo(f"check: the input is valid; {plan.summary()}")
             return None
         if plan.configs:
-            note(f"traces: {len(plan.fresh)} to train, {len(plan.configs) - len(plan.fresh)} from the cache")
+            note(f"traces: {plan.traces_summary()}")
         note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")
         # Train in lecture order and render each scene as soon as its traces are cached; then join.
         written, unchanged = [], list(plan.unchanged)
@@ -222,7 +220,8 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     from cli.media import scene_title
 
     with user_errors():
-        scenes = scenes_or_lecture(scene_names)
+        scenes = (recorded_scenes(scene_names, _layers(ctx, ctx.params["sets"], None), say=note) if recorded(ctx)
+                  else scenes_or_lecture(scene_names))
     rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report_files=False)
     if rendered is None:
         return None
@@ -235,7 +234,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(render_options, formats=DECK_FORMATS, default_format="html",
+@functools.partial(render_options, formats=DECK_FORMATS, default_format="html", transparent=False,
                    format_help="html: reveal.js deck (offline); pptx: slides with video and notes; pdf: handout.")
 @click.pass_context
 def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
@@ -257,14 +256,14 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 
 @cli.command()
 @click.argument("scene_names", nargs=-1, metavar="[SCENE...]")
-@functools.partial(render_options, formats=("html",), default_format="html", format_help="The page is HTML.")
+@functools.partial(render_options, formats=("html",), default_format="html", format_help="HTML.", transparent=False)
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
     English and Chinese, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
-    links to the explorer at OUTPUT/explore (`render.py explore -o OUTPUT/explore`)."""
+    links to the explorer at OUTPUT/explore if one is there (`render.py explore -o OUTPUT/explore` first)."""
     from cli.page import write_page
 
     rendered = _render_clips(ctx, scene_names)
@@ -286,25 +285,27 @@ def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.option("--quality", type=click.Choice(tuple(QUALITIES)), default=RENDER_DEFAULTS["quality"], show_default=True,
               help="Each view links to its clip on the lecture page of this quality (render.py page -o OUTPUT/..).")
 @model_option
+@trace_option
 @scheduler_option
 @click.pass_context
 def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str | None, sets: tuple[str, ...],
-            output: str, quality: str, model: str | None, scheduler: str | None) -> None:
+            output: str, quality: str, model: str | None, scheduler: str | None, **_: Any) -> None:
     """An offline page where students drive the recorded runs of EXPERIMENT... (default: the lecture's; cli/explore.py).
 
-    With --model FILE.py:FACTORY: your own network and its plain twin too (alone when no EXPERIMENT is named).
-    Trains what is missing, like `train`; writes OUTPUT/index.html and its files, which open from file://."""
+    With --model FILE.py:FACTORY (or --trace FILE [--twin FILE], recorded in your own loop): your own network and
+    its plain twin too (alone when no EXPERIMENT is named). Trains what is missing, like `train`; writes
+    OUTPUT/index.html and its files, which open from file://."""
     from cli.explore import explored_experiments, lecture_params, page_link, write_explorer
     from cli.media import check_cache_dir, check_output_dir
     from simulation.cache import get_traces
-    from simulation.experiments import NO_MODEL, get_experiment
+    from simulation.experiments import get_experiment
 
     with user_errors():
-        params = {name: list(get_experiment(name).params()) for name in explored_experiments(experiments, model)}
+        params = {name: list(get_experiment(name).params())
+                  for name in explored_experiments(experiments, model or recorded(ctx))}
         runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in params},
                                validate=False)
-        if "model" in runs and not all(cfg.spec for cfg in runs["model"].values()):
-            raise ConfigError(NO_MODEL)
+        refuse_untrainable(runs)
         check_cache_dir()
         check_output_dir(Path(output), "explorer folder", videos=False)  # before any training
         traces = iter(get_traces([c for r in runs.values() for c in r.values()], scheduler=scheduler))

@@ -1,4 +1,4 @@
-"""CPU time of held 1080p60 frames through Manim 0.22's segment encoder vs scenes/encoder.py's write_frame.
+"""CPU time of held 1080p60 frames through Manim 0.22's segment encoder vs scenes/kit/encoder.py's write_frame.
 
 Example::
 
@@ -23,7 +23,7 @@ import numpy as np
 from manim._config.video_encoder import VideoEncoderSpec
 from manim.scene import video_segment_encoder as segment
 
-from scenes import encoder
+from scenes.kit import encoder
 
 SPEC = VideoEncoderSpec("mp4", "libx264", "yuv420p", 1920, 1080, Fraction(60), (("crf", "23"),))
 

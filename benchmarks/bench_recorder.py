@@ -44,10 +44,10 @@ import torch.nn.functional as F
 from benchmarks.measure import Figure, Target, compare, format_table
 from simulation.config import RunConfig, TransformerConfig
 from simulation.loop import record_steps, train
-from simulation.train import ConvTask, MLPTask
-from simulation.transformer import TransformerTask
+from simulation.kinds.mlp import ConvTask, MLPTask
+from simulation.kinds.transformer import TransformerTask
 from simulation.config import UserModelConfig
-from simulation.user_model import UserTask, logits_of, loss_and_error
+from simulation.kinds.user_model import UserTask, logits_of, loss_and_error
 
 TARGET = Target("<=", 1.05)
 USER_TARGET = Target("<=", 1.10)  # a user's own network (issue 20): found additions, a TorchFunctionMode while recording
@@ -65,7 +65,7 @@ MODELS = {
 }
 QUICK_STEPS = {"mlp": 10, "conv": 4, "transformer": 6, "resnet18": 4, "gpt2": 6}
 # A user's own network (issue 20): torchvision's ResNet-18 on the digits upsampled to 3x32x32, and a 2-layer Hugging
-# Face GPT-2 (width 32) on the reverse task; both recorded at every residual addition (simulation.user_model).
+# Face GPT-2 (width 32) on the reverse task; both recorded at every residual addition (simulation.kinds.user_model).
 USER_MODELS = {
     "resnet18": (UserTask, UserModelConfig(spec="torchvision.models:resnet18", args='{"num_classes": 10}',
                                            data="digits-image32", batch_size=16, steps=40, record_every=10)),

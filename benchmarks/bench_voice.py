@@ -31,7 +31,7 @@ def _cpu() -> float:
 
 def lecture_lines(lang: str, count: int) -> list[str]:
     """The first ``count`` narration lines of the lecture in ``lang`` whose text needs no formatting."""
-    from cli.i18n import messages
+    from narration.i18n import messages
 
     said = messages(lang)
     lines = [said[f"{scene.__name__}.{key}"] for scene in SCENES_IN_ORDER

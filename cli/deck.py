@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from cli import INSTALLED, i18n
-from cli.beats import Beat, BeatRecord, BeatRecordError
+from cli import INSTALLED
+from narration import i18n
+from narration.beats import Beat, BeatRecord, BeatRecordError
 from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
 
@@ -44,7 +45,7 @@ class Clip:
 
     scene: str
     video: Path  # <Scene>.mp4, the whole scene
-    beats: BeatRecord  # <Scene>.beats.json (see cli.beats)
+    beats: BeatRecord  # <Scene>.beats.json (see narration.beats)
     numbers: dict[str, Any]  # <Scene>.numbers.json
     record: dict[str, Any]  # <Scene>.mp4.render.json: the key and the inputs that made the video
     subtitles: Path | None  # <Scene>.srt, if the scene narrates

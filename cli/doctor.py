@@ -44,7 +44,7 @@ LATEX_FILES = ("standalone.cls", "babel.sty", "english.ldf", "amsmath.sty", "ams
 # PyAV encoders a render can ask for: mp4 (libx264), webm (libvpx-vp9), gif, png stills; the narration's sound
 # in mp4 (aac) and webm (libopus) (narration/mux.py).
 ENCODERS = ("libx264", "libvpx-vp9", "gif", "png", "aac", "libopus")
-CJK_FONT = "Noto Sans CJK SC"  # scenes/style.py FONTS["zh"] (Debian fonts-noto-cjk)
+CJK_FONT = "Noto Sans CJK SC"  # scenes/kit/style.py FONTS["zh"] (Debian fonts-noto-cjk)
 # Free disk a lecture needs (render.py all -q l), measured: IdentityHighway and ChainRuleProduct at -q l (48.9 s of
 # video) wrote 2.27 MB of clips, beat clips, subtitles and records (46 KB per video-second) and 5.0 MB into Manim's
 # shared cache (102 KB per video-second); the trace cache holds ~50 KB per run. For the 475 s lecture: ~22 MB + ~49 MB

@@ -10,7 +10,7 @@ number the page shows, exported here from the traces (``.npz``, read with ``allo
 JSON (a float's repr reads back as the same double in JavaScript); non-finite values as the strings "nan", "inf",
 "-inf". The page computes no number of its own: it only places, colours and formats these. It opens from
 ``file://`` with no network request, in English and Chinese (captions from the scenes' own string tables), in
-the scenes' dark and light themes (:mod:`scenes.theme`).
+the scenes' dark and light themes (:mod:`scenes.kit.theme`).
 
 Views are driven by what the traces hold, not by run names: any run with ``out_grad_norm`` and an ``arch`` of
 plain or residual (config, else its run name) feeds the gradient-flow and chain-rule views; with ``error_curve``
@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cli import i18n
+from narration import i18n
 from cli.deck import staged_dir
 from cli.media import RenderError
 from simulation.runkeys import RunKey, key_texts
@@ -55,7 +55,7 @@ _PREFERRED = {"flow": ("vanishing",), "chain": ("chain_rule", "vanishing"), "deg
 PAGE_LANGS = tuple(lang for lang in i18n.languages() if lang != i18n.PSEUDO)  # the explorer's language menu
 DECADES = 6  # the flow view's log scale spans this many powers of ten (as GradientFlowOverTraining.decades)
 
-# The explorer's own words (controls, states) are the catalogs' "Explorer.<key>" (locale/, cli.i18n); captions
+# The explorer's own words (controls, states) are the catalogs' "Explorer.<key>" (locale/, narration.i18n); captions
 # and titles are the scenes' strings.
 def ui_strings(lang: str) -> dict[str, str]:
     """``{key: text}`` of the explorer's own words in ``lang`` (English where the catalog lacks one)."""
@@ -63,7 +63,7 @@ def ui_strings(lang: str) -> dict[str, str]:
 
 
 def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
-    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (cli.i18n)."""
+    """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (narration.i18n)."""
     owners = {"common": "LectureScene", "flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct",
               "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
               "layernorm": "PostLNvsPreLN"}
@@ -230,7 +230,7 @@ def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any
 def _degradation_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
     """The smoothed training-error curve of every step run (scenes.degradation.error_curve, its window)."""
     from scenes.degradation import error_curve, smoothing_window
-    from scenes.helpers import steps_run
+    from scenes.kit.helpers import steps_run
 
     if "error_curve" not in trace.arrays or _arch(key, trace.run_config) is None:
         return None
@@ -328,7 +328,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
 # -- the folder -----------------------------------------------------------------------------------
 
 def _themes() -> dict[str, dict[str, str]]:
-    from scenes.theme import ROLES, THEMES
+    from scenes.kit.theme import ROLES, THEMES
 
     return {name: {role: theme[role].to_hex().upper() for role in ROLES} for name, theme in THEMES.items()}
 

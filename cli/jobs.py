@@ -13,8 +13,8 @@ with a look-ahead of 3 frames, 432-453 with 5; the three scenes above peaked at 
 Manim's encoder settings a ``-q h``
 worker peaked at 730-780 MiB: libx264's look-ahead of 40 frames held ~8 MiB per frame and up to 8 frames
 (7.9 MiB each) waited for the encoder; at ``-q m/h/k`` the look-ahead is 3 frames and the queue 2
-(:func:`scenes.encoder.video_options`, :func:`scenes.encoder.queue_size`), and each segment's freed encoder
-buffers go back to the system (:func:`scenes.encoder.finish`); docs/developers/speed.md. ``-q m`` and ``-q k`` follow the
+(:func:`scenes.kit.encoder.video_options`, :func:`scenes.kit.encoder.queue_size`), and each segment's freed encoder
+buffers go back to the system (:func:`scenes.kit.encoder.finish`); docs/developers/speed.md. ``-q m`` and ``-q k`` follow the
 line through the two points (about 255 MiB + 94 MiB per megapixel; not measured). The command itself (click,
 Manim and the scenes imported, no torch) peaks at about 140 MiB, and a trainer process (``python -m
 simulation.cache``: torch, the data, one run) at about 400 MiB plus the run's own estimate

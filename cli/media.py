@@ -149,7 +149,7 @@ def _interpreter_prefixes() -> frozenset[Path]:
 
 def source_digest(scene: type) -> str:
     """16 hex chars of SHA-256 over the source files of the scene's modules and of every project module
-    they reference (transitively: ``scenes/base.py``, ``scenes/style.py``, ``simulation/...``)."""
+    they reference (transitively: ``scenes/kit/base.py``, ``scenes/kit/style.py``, ``simulation/...``)."""
     stack = [sys.modules[k.__module__] for k in scene.__mro__ if _is_project_module(sys.modules.get(k.__module__))]
     seen: dict[str, ModuleType] = {}
     while stack:
@@ -195,12 +195,12 @@ class RenderJob:
     traces: dict[str, str]  # run name -> config digest of every trace the scene reads
     source: str  # source_digest of the scene class
     quality: str  # l | m | h | k
-    lang: str  # en | zh | es ... (cli.i18n.languages())
+    lang: str  # en | zh | es ... (narration.i18n.languages())
     format: str  # mp4 | webm | gif | png
     transparent: bool
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
-    theme: str = "dark"  # dark | light (scenes/theme.py): the colours and the background
+    theme: str = "dark"  # dark | light (scenes/kit/theme.py): the colours and the background
     voice: str | None = None  # a name from narration.VOICES: the narration is spoken and muxed in
     texts: dict[str, str] = field(default_factory=dict)  # {key: text} the scene can say in lang (cli.plan.scene_texts)
     text_overrides: dict[str, str] = field(default_factory=dict)  # {"Owner.key": text} of --text / [text.Owner]
@@ -449,9 +449,9 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
             "disable_caching": False, "max_files_cached": -1, "write_all": False,
             "verbosity": "INFO" if job.verbose else "WARNING", "progress_bar": "display" if progress else "none",
         }
-        from scenes.encoder import REDUCED, queue_size, video_options
+        from scenes.kit.encoder import REDUCED, queue_size, video_options
 
-        if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/encoder.py)
+        if _segment_kind(job) == "mp4":  # libx264: a shorter look-ahead at 720p and up (scenes/kit/encoder.py)
             # The same options for every render of a quality, pooled or alone: Manim 0.22 keys its segment cache
             # on them, so a lone render and the same scene in a pool share segments. From 720p up one x264 thread
             # (the encode still runs beside the drawing, in Manim's encoder thread); at -q l Manim's own.
@@ -539,7 +539,7 @@ def beat_video_name(scene: str, index: int, fmt: str = "mp4") -> str:
 def _theme_background(theme: str) -> str:
     """The theme's background for Manim's ``background_color``: scenes of your own (module:Class) that
     do not derive from LectureScene get it too."""
-    from scenes.theme import get_theme
+    from scenes.kit.theme import get_theme
 
     return get_theme(theme).background
 

@@ -208,6 +208,22 @@ def model_option(func):
                              "factory arguments with --set model.NAME=VALUE, data with --set data=...")(func)
 
 
+def trace_option(func):
+    """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
+    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/recorded.py)."""
+    func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
+                        help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
+                             "the scenes that compare the two need it.")(func)
+    return click.option("--trace", type=PathType(dir_okay=False), default=None, metavar="FILE",
+                        help="Draw a run recorded in your own training loop (residual_lecture.watch) or by "
+                             "`render.py train --model`: nothing is trained.")(func)
+
+
+def recorded(ctx: click.Context) -> bool:
+    """Whether the command draws runs read from trace files (--trace, --twin)."""
+    return bool(ctx.params.get("trace") or ctx.params.get("twin"))
+
+
 def text_option(func):
     """``--text Scene.key=TEXT``: your own words for one string in this render (repeatable)."""
     return click.option("--text", "texts", multiple=True, metavar="SCENE.KEY=TEXT",
@@ -230,7 +246,7 @@ def scene_options(func):
     func = param_options(func)
     func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
-                        help="dark, or light for projectors in bright halls (scenes/theme.py).")(func)
+                        help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
                         show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
@@ -258,8 +274,10 @@ def voice_option(func):
 
 
 def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str = RENDER_DEFAULTS["format"],
-                    format_help: str = "png = a still of the last frame."):
-    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format)."""
+                    format_help: str = "png = a still of the last frame.", transparent: bool = True):
+    """The options every rendering command takes (``slides`` and ``page`` too, with their own --format, and without
+    --transparent: ``transparent=False``, for commands that play opaque mp4 clips whatever it says)."""
+    func = trace_option(func)
     func = voice_option(func)
     func = scheduler_option(func)
     func = click.option("--check", is_flag=True,
@@ -268,8 +286,9 @@ def render_options(func, formats: tuple[str, ...] = FORMATS, default_format: str
                         help="Scenes rendered at once, each in its own process. " + describe_cap())(func)
     func = click.option("--output", "-o", type=PathType(file_okay=False), default=RENDER_DEFAULTS["output"],
                         show_default=True, help="Folder for the files; they land in OUTPUT/<480p15>/<lang>/.")(func)
-    func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
-                        help="Transparent background (webm, gif, png).")(func)
+    if transparent:
+        func = click.option("--transparent/--opaque", default=RENDER_DEFAULTS["transparent"],
+                            help="Transparent background (webm, gif, png).")(func)
     func = click.option("--format", "fmt", type=click.Choice(formats), default=default_format,
                         show_default=True, help=format_help)(func)
     return scene_options(func)

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cli import i18n
+from narration import i18n
 from cli.deck import Clip, format_value, staged_dir, web_ready
 from cli.media import RenderError
 
@@ -146,14 +146,15 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
     for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
     ``traces/<Scene>.json``. ``light``: dark text on white (for clips rendered with the light theme).
     ``explorer``: the explorer's index.html (``render.py explore``), linked relative to ``target`` from the top
-    and from each clip a view of it shows. Returns the files written."""
+    and from each clip a view of it shows, if that file is there (no link to a folder nobody wrote). Returns the
+    files written."""
     from cli.explore import VIEW_SCENES
 
     if not clips:
         raise RenderError("no clips for the page")
     views = {scene: view for view, scene in VIEW_SCENES.items()}
     explore = (Path(os.path.relpath(Path(explorer).resolve(), Path(target).resolve())).as_posix()
-               if explorer is not None else None)
+               if explorer is not None and Path(explorer).is_file() else None)
     nav, sections = [], []
     L = {key: html.escape(words) for key, words in labels(lang).items()}
     with staged_dir(target) as stage:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from cli import i18n
+from narration import i18n
 from simulation.atomic_io import input_file
 from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
@@ -47,10 +47,10 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-# en, zh, each language with a catalog under locale/ (cli.i18n), and the pseudo-locale en-XA; the same as
-# scenes.style.LANGS (a test checks); kept here so --help needs no manim
+# en, zh, each language with a catalog under locale/ (narration.i18n), and the pseudo-locale en-XA; the same as
+# narration.text.LANGS (a test checks); read here so --help needs no numpy
 LANGS = i18n.languages()
-THEMES = ("dark", "light")  # the same as scenes.theme.THEME_NAMES (a test checks); dark is the default
+THEMES = ("dark", "light")  # the same as scenes.kit.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
     "quality": "l", "lang": "en", "format": "mp4", "transparent": False, "output": "media", "jobs": None,
@@ -137,7 +137,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 def parse_texts(pairs: Iterable[str]) -> Layer:
     """``("IdentityHighway.title=The skip connection",)`` -> a :class:`Layer` of texts; ConfigError for a pair
-    that is not ``Owner.key=TEXT``. Whether the string exists is checked with the scenes (:func:`cli.i18n.check_overrides`)."""
+    that is not ``Owner.key=TEXT``. Whether the string exists is checked with the scenes (:func:`narration.i18n.check_overrides`)."""
     layer = Layer("--text")
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -183,6 +183,15 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
 def model_layer(spec: str) -> Layer:
     """``--model SPEC`` as a layer: the spec of experiment ``model``."""
     return Layer("--model", experiments={MODEL_EXPERIMENT: {"spec": spec}})
+
+
+def trace_layer(trace: str | None, twin: str | None) -> Layer:
+    """``--trace FILE`` / ``--twin FILE`` as a layer: the parameters ``trace`` and ``twin`` of experiment ``model``
+    (paths made absolute: a render job runs in another process)."""
+    import os
+
+    values = {key: os.path.abspath(os.path.expanduser(path)) for key, path in (("trace", trace), ("twin", twin)) if path}
+    return Layer("--trace", experiments={MODEL_EXPERIMENT: values})
 
 
 def load_config(path: str | Path, experiments: Iterable[str], scenes: Iterable[str] | None) -> Layer:

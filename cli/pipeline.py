@@ -8,7 +8,7 @@ Example::
 The missing runs train in lecture order, one after the other, in a trainer process (``python -m
 simulation.cache --stream``, so torch's memory goes back when it ends) or, with a scheduler, on the
 cluster. Locally, runs that differ only in their seed go to the trainer as one group and train together as one
-stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.stacked`: the same traces, bit for bit). As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
+stacked model (:func:`simulation.runs.seed_groups`, :mod:`simulation.kinds.stacked`: the same traces, bit for bit). As soon as the last run a scene reads is in the cache, the scene is handed to the pool, while
 the next runs train. Locally, the render slot beside the trainer is idle whenever no scene has all of its
 traces yet; a :class:`TrainingHelper` then trains the last runs of the queue in a second trainer process
 on that slot, as long as two trainers fit in memory (:class:`RunQueue`), and gives the slot back as soon
@@ -229,9 +229,11 @@ class ClusterPool:
             return self._scattered[digest]
 
     def render(self, job: RenderJob) -> list[Path]:
+        from simulation.sweep import submit_by_name
+
         traces = {digest: self._trace(digest) for digest in dict.fromkeys(job.traces.values())}
-        future = self.client.submit(render_task, job.to_json(), traces, module_root(job.module),
-                                    key=f"render-{job.scene}-{job.key()[:16]}", pure=False, retries=0)
+        future = submit_by_name(self.client, render_task, job.to_json(), traces, module_root(job.module),
+                                key=f"render-{job.scene}-{job.key()[:16]}", pure=False, retries=0)
         self.futures.append(future)
         try:
             blobs = future.result()

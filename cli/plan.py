@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli import i18n
-from cli.params import Layer, config_layer, merged_texts, model_layer, parse_sets, parse_texts
+from cli.params import Layer, config_layer, merged_texts, model_layer, parse_sets, parse_texts, trace_layer
+from narration import i18n
 from simulation.config import ConfigError
 
 __all__ = ["RenderPlan", "plan_render", "scene_texts", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
-           "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes",
+           "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
+           "drawable_scenes", "recorded_scenes",
            "experiment_runs", "run_digests", "lecture_with", "CHAPTER_HELP"]
 
 
@@ -33,14 +34,18 @@ def all_params() -> dict[str, list[str]]:
 
 
 def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
-                     scene_names: list[str] | None, model: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
+                     scene_names: list[str] | None, model: str | None = None, trace: str | None = None,
+                     twin: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
     """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
-    experiment model), then --set (and --text: your own words)."""
+    experiment model), ``--trace FILE`` / ``--twin FILE`` (its trace and twin), then --set (and --text: your own
+    words)."""
     from simulation.experiments import EXPERIMENTS
 
     layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
     if model:
         layers.append(model_layer(model))
+    if trace or twin:
+        layers.append(trace_layer(trace, twin))
     layers.append(parse_sets(tuple(sets), EXPERIMENTS, scene_names or []))
     return layers + ([parse_texts(tuple(texts))] if texts else [])
 
@@ -57,6 +62,15 @@ def model_experiment(experiment: str | None, model: str | None) -> str:
     return "model"
 
 
+def refuse_untrainable(runs: dict[str, dict[Any, Any]]) -> None:
+    """ConfigError (:data:`simulation.experiments.NO_MODEL`) where experiment ``model`` is to run without a model:
+    neither --model (a spec to train) nor --trace (a file to read)."""
+    from simulation.experiments import NO_MODEL
+
+    if "model" in runs and not all(getattr(c, "spec", None) or getattr(c, "path", None) for c in runs["model"].values()):
+        raise ConfigError(NO_MODEL)
+
+
 def model_scenes(scenes: list[type]) -> list[type]:
     """Each scene's variant that draws a user's model (experiment ``model``; scenes.model_variant)."""
     import scenes as scene_package
@@ -68,6 +82,51 @@ def model_scenes(scenes: list[type]) -> list[type]:
         return [variant(scene) for scene in scenes]
     except KeyError as exc:
         raise ConfigError(str(exc.args[0])) from None
+
+
+def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
+    """Why ``scene`` cannot draw ``runs`` (``{RunKey: config}``) where some are read from trace files
+    (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``trace_keys``); None
+    when it can, or when every run is trained here."""
+    from simulation.recorded import missing
+
+    return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "trace_keys", ()))
+
+
+def drawable_scenes(scenes: list[type], layers: list[Layer], say=None) -> list[type]:
+    """Those of ``scenes`` (variants drawing experiment ``model``) that can draw its runs under ``layers`` (runs read
+    from trace files may lack what a scene draws); each one left out is said through ``say`` (one line). Raises
+    ConfigError when none is left."""
+    from cli.params import experiment_overrides
+    from simulation.experiments import get_experiment, scene_runs
+
+    out, why = [], {}
+    for scene in scenes:
+        experiment = getattr(scene, "experiment", None)
+        overrides = experiment_overrides(layers, experiment, list(get_experiment(experiment).params())) if experiment else {}
+        _, runs = scene_runs(experiment, getattr(scene, "experiment_defaults", {}), overrides)
+        why[scene.__name__] = undrawable(scene, runs)
+        if why[scene.__name__] is None:
+            out.append(scene)
+        elif say is not None:
+            say(f"{scene.__name__} left out: {why[scene.__name__]}")
+    if not out:
+        raise ConfigError("no scene can draw this trace: " + "; ".join(f"{k}: {v}" for k, v in why.items()))
+    return out
+
+
+def recorded_scenes(scene_names: Iterable[str], layers: list[Layer], chapters: Iterable[str] = (), say=None
+                    ) -> list[type]:
+    """The scenes a command draws with --trace: the variants of SCENE... that draw experiment model, or with no
+    SCENE every scene that can draw the trace, in lecture order (:func:`drawable_scenes`; ``say`` names the others).
+    Raises ConfigError for --chapter (the lecture's scenes)."""
+    import scenes
+
+    if tuple(chapters):
+        raise ConfigError("--chapter picks the lecture's scenes; with --trace every scene that can draw the trace is "
+                          "rendered: leave --chapter out")
+    names = tuple(scene_names)
+    return model_scenes(resolve_scenes(names)) if names else drawable_scenes(list(scenes.MODEL_SCENES), layers, say)
 
 
 def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
@@ -234,10 +293,25 @@ class RenderPlan:
         """Train and render at once (on a cluster, or several scenes in several processes)."""
         return self.cluster or (self.n_jobs > 1 and len(self.todo) > 1)
 
+    @property
+    def read(self) -> list:
+        """Those of ``fresh`` read from trace files (--trace), not trained."""
+        from simulation.config import RecordedConfig
+
+        return [c for c in self.fresh if isinstance(c, RecordedConfig)]
+
+    def traces_summary(self) -> str:
+        """What becomes of the traces: "1 to train, 2 from the cache" (", 1 read from its file" with --trace)."""
+        read = len(self.read)
+        return (f"{len(self.fresh) - read} to train, {len(self.configs) - len(self.fresh)} from the cache"
+                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
+
     def summary(self) -> str:
         where = f"on {self.scheduler}" if self.cluster else f"{min(self.n_jobs, max(len(self.todo), 1))} at once"
+        read = len(self.read)
         return (f"{len(self.todo)} of {len(self.jobs)} scenes would be rendered ({where}), "
-                f"{len(self.fresh)} of {len(self.configs)} traces trained")
+                f"{len(self.fresh) - read} of {len(self.configs)} traces trained"
+                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
 
 
 def scene_texts(scene: type, lang: str, overrides: dict[str, str]) -> dict[str, str]:
@@ -295,6 +369,9 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
             params, runs = scene_runs(experiment, getattr(scene, "experiment_defaults", {}), overrides)
         except ConfigError as exc:
             raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
+        why = undrawable(scene, runs)
+        if why is not None:
+            raise ConfigError(f"{scene.__name__} cannot draw this trace: {why}")
         job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
                         attrs=scene_overrides(layers, scene), traces=run_digests(runs),
                         source=source_digest(scene), quality=options["quality"], lang=options["lang"],

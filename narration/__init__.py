@@ -10,6 +10,10 @@ Torch-free and manim-free: the command line, the scenes (``LectureScene.narrate`
 :mod:`narration.engines` (voices), :mod:`narration.cache` (each line once), :mod:`narration.mux` (PyAV). The
 scene records when each line starts (Manim's clock, which also runs through cached segments), and the track is
 muxed into the finished video. Every public name of those modules is importable from here.
+
+Two more modules, imported by name, hold what the scenes, the deck and the page share below cli/:
+:mod:`narration.i18n` (the lecture's words: the gettext catalogs under locale/, the table of languages) and
+:mod:`narration.beats` (the beat record ``<Scene>.beats.json``: a narration point per slide).
 """
 
 from narration.audio import (LINE_GAP, PEAK_CEILING_DB, SAMPLE_RATE, TARGET_LUFS, VoiceError, alignment_problems,

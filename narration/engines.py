@@ -14,7 +14,7 @@ Three kinds ship:
   Latin words and formulas (``ResNet``, ``y = x + F(x)``) are split out and spoken by the English voice.
   espeak-ng's plain ``cmn`` voice reads tone digits as English numbers, so it is not used.
 * ``<lang>-espeak`` (``es-espeak``, ``de-espeak`` ...): espeak-ng's own voice of each language of the table
-  :data:`cli.i18n.LANGUAGES` that names one; it reads the line as written, numbers and symbols in its language.
+  :data:`narration.i18n.LANGUAGES` that names one; it reads the line as written, numbers and symbols in its language.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cli.i18n import LANGUAGES
+from narration.i18n import LANGUAGES
 from narration.audio import SAMPLE_RATE, VoiceError, level, read_wav, trim
 from narration.text import split_zh, spoken_formula, to_pinyin
 
@@ -151,7 +151,7 @@ class EspeakPinyinEngine(SpeechEngine):
 
 class EspeakEngine(SpeechEngine):
     """espeak-ng reading a language it speaks itself (numbers included): the voice of the table of languages
-    (:data:`cli.i18n.LANGUAGES`, ``espeak``): ``es-espeak`` is espeak-ng's ``es`` (Spanish, Spain)."""
+    (:data:`narration.i18n.LANGUAGES`, ``espeak``): ``es-espeak`` is espeak-ng's ``es`` (Spanish, Spain)."""
 
     licence = "espeak-ng GPL-3.0-or-later"
     install = "apt-get install -y --no-install-recommends espeak-ng"

@@ -13,11 +13,14 @@ import re
 
 import numpy as np
 
-from cli.i18n import LANGUAGES, language
+from narration.i18n import LANGUAGES, language, languages
 
-__all__ = ["READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
+__all__ = ["LANGS", "READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
            "spoken_formula", "CJK_PUNCT"]
 
+# the lecture's languages: en, zh, each language with a catalog under locale/, and the pseudo-locale en-XA
+# (cli/params.py reads them the same way so that --help loads no numpy; tests/test_cli.py checks that the two agree)
+LANGS = languages()
 # characters per second a subtitle reader keeps up with: 17 in English (and other alphabets), 9 in Chinese
 READING_RATE = {code: language.reading_rate for code, language in LANGUAGES.items()}
 

@@ -19,9 +19,9 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, Indicate, 
 
 from simulation.experiments import POST_LN_WARMUP
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_box
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_box
 
 __all__ = ["TransformerAddNorm", "make_layer_column", "sublayer_readout"]
 

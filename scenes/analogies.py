@@ -20,9 +20,9 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Arrow, ArcBetweenPoints, Circle, Create, Dot, FadeIn, FadeOut, Line,
                    MathTex, MoveAlongPath, Polygon, Rectangle, Square, VGroup, Write)
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import make_highway_icon
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import make_highway_icon
 
 __all__ = ["Analogies"]
 

@@ -21,11 +21,11 @@ from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, Replacem
 
 from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import log_range
-from scenes.widgets import LogAxes
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import log_range
+from scenes.kit.widgets import LogAxes
 
 __all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
 

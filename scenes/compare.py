@@ -24,9 +24,9 @@ from manim import DOWN, LEFT, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 
 from simulation.experiments import RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_bar_row
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_bar_row
 
 __all__ = ["HighwayDenseNetResidual", "connection_costs", "linear_params", "branch_params", "KINDS"]
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write
 
-from scenes.base import LectureScene
-from scenes.helpers import compare, finite_runs
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
-from scenes.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import compare, finite_runs
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
+from scenes.kit.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
 
 __all__ = ["ConveyorBelt", "encoder_cos", "NORM_COLORS"]
 

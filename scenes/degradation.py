@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import compare, finite_max, running_mean, steps_run
-from scenes.widgets import LinearAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import compare, finite_max, running_mean, steps_run
+from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
 
@@ -45,7 +45,7 @@ def error_curve(trace, points: int = 100) -> tuple[np.ndarray, np.ndarray]:
 
     ``error_curve`` holds every step's batch error; steps never run (NaN after a divergence, which
     the metadata records) are dropped; any other NaN is a missing value and stays NaN (a gap). The
-    smoothing is :func:`scenes.helpers.running_mean` over :func:`smoothing_window` steps.
+    smoothing is :func:`scenes.kit.helpers.running_mean` over :func:`smoothing_window` steps.
     """
     curve = np.asarray(trace["error_curve"], dtype=np.float64)
     done = steps_run(trace, len(curve))

@@ -26,12 +26,12 @@ import math
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, Line, Transform, VGroup, VMobject
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
-from scenes.seeds import SeedSpread, count_true, seed_range
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import compare, is_missing, steps_run
-from scenes.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
+from scenes.kit.seeds import SeedSpread, count_true, seed_range
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import compare, is_missing, steps_run
+from scenes.kit.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
                             safe_log10)
 from simulation.summary import tail_mean
 
@@ -146,7 +146,7 @@ def ratio_decades(ratios) -> tuple[int, int]:
 
 def depth_spread(cells: dict[int, dict], key: str) -> tuple[list[float], list[int], tuple[float, float, float]]:
     """One architecture and depth of :func:`sweep_points` (``{seed: cell}``): the seeds' ``key`` values in seed
-    order, the seeds lacking it, and (lowest, median, highest) by :func:`scenes.seeds.seed_range`; the median is
+    order, the seeds lacking it, and (lowest, median, highest) by :func:`scenes.kit.seeds.seed_range`; the median is
     NaN when a seed lacks its value (a median over the seeds without one of them is not shown)."""
     order = sorted(cells)
     values = [cells[s][key] for s in order]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, LogAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, LogAxes, make_legend
 from simulation.summary import ratio_course
 
 __all__ = ["DoesItOnlyCopy", "branch_ratios", "NEAR_ZERO"]

@@ -22,11 +22,11 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, Line, Rectangle, RoundedRectangle,
                    Transform, ValueTracker, VGroup, VMobject, linear)
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import is_missing
-from scenes.frame_cost import Restyle, draw_first
-from scenes.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import is_missing
+from scenes.kit.frame_cost import Restyle, draw_first
+from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
 __all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
@@ -149,7 +149,7 @@ class GradientFlowOverTraining(LectureScene):
         history = self._make_history(ratios, steps, records)
         self.narrate("n_training", 3)
         self.play(FadeIn(counter), FadeIn(history["frame"]), run_time=0.5)
-        # the still parts are drawn once per play, not at every frame (scenes/frame_cost.py: no pixel changes)
+        # the still parts are drawn once per play, not at every frame (scenes/kit/frame_cost.py: no pixel changes)
         draw_first(self, title, subtitle, scale_bar, history["frame"], *names_drawn,
                    *[m for arch in rows for m in rows[arch]["still"]])
         per_record = min(0.45, 9.0 / max(records - 1, 1))

@@ -19,9 +19,9 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 
 from simulation.experiments import RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import make_add_node, make_bar_pairs, make_box
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import make_add_node, make_bar_pairs, make_box
 
 __all__ = ["IdentityHighway", "projection_params"]
 

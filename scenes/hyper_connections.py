@@ -8,7 +8,7 @@ Hyper-Connections (Zhu et al. 2025) widen the single residual stream to n stream
 H_res in every block; over L blocks the streams are multiplied by H_res^L ... H_res^1. DeepSeek's mHC (2025)
 found that product's gain growing to thousands in HC and projects each H_res onto the doubly stochastic
 matrices (Sinkhorn-Knopp), whose products keep every row and column sum at 1: the identity mapping's stability
-comes back. The ``hyper_connections`` experiment trains both at a small size (:mod:`simulation.hyper`); the
+comes back. The ``hyper_connections`` experiment trains both at a small size (:mod:`simulation.kinds.hyper`); the
 scene draws the gain of the product after each block, at step 0 and after training, and says on how many seeds
 the free product grew while the projected one stayed at 1.
 """
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing
-from scenes.seeds import SeedSpread
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
 
 __all__ = ["HyperConnections", "hyper_claim", "final_gain", "GROWN", "HELD"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write, linear
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LogAxes, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
 
 __all__ = ["IdentityFit", "error_points"]
 

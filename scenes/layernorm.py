@@ -23,11 +23,11 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, bar_seed_dots, with_seed_count
-from scenes.helpers import compare, finite_max, running_mean, steps_run, tail_mean
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
-from scenes.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.helpers import compare, finite_max, running_mean, steps_run, tail_mean
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
+from scenes.kit.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
                             nice_ticks)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
@@ -77,7 +77,7 @@ def seed_verdicts(by_run: dict[str, dict[int, float]], verdict) -> list[bool | N
 
 
 def smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
-    """Trailing moving average of a per-step curve (display only): :func:`scenes.helpers.running_mean`,
+    """Trailing moving average of a per-step curve (display only): :func:`scenes.kit.helpers.running_mean`,
     so a missing value leaves a gap ``window`` steps wide instead of being averaged away."""
     return running_mean(curve, window)
 
@@ -102,7 +102,7 @@ def seed_stack_ratios(seed_traces: dict[int, dict], seed_grads: dict[str, dict[i
 
 
 def trained_curve(trace) -> tuple[int, np.ndarray]:
-    """``(steps, curve)``: the steps the run took before any divergence (:func:`scenes.helpers.steps_run`) and
+    """``(steps, curve)``: the steps the run took before any divergence (:func:`scenes.kit.helpers.steps_run`) and
     its :func:`smooth` loss curve over those steps, float64 [steps]."""
     ran = steps_run(trace, len(trace["loss_curve"]))
     return ran, smooth(trace["loss_curve"][:ran])
@@ -110,7 +110,7 @@ def trained_curve(trace) -> tuple[int, np.ndarray]:
 
 def loss_ticks(curves, chance: float) -> list[float]:
     """Loss-axis ticks from 0 to above both the highest finite value of ``curves`` (iterable of 1-D arrays)
-    and ``chance`` (ln vocab): :func:`scenes.widgets.nice_ticks`, one more step when they stop below the top."""
+    and ``chance`` (ln vocab): :func:`scenes.kit.widgets.nice_ticks`, one more step when they stop below the top."""
     top = max(finite_max(np.concatenate(list(curves)), default=chance), chance)
     ticks = nice_ticks(0, top, 4)
     if ticks[-1] < top:

@@ -23,11 +23,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup
 from simulation.experiments import GPT
 from simulation.runkeys import RunKey
 
-from scenes.base import LectureScene
-from scenes.helpers import finite_max, is_missing
-from scenes.seeds import SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, nice_ticks
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import finite_max, is_missing
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, nice_ticks
 
 __all__ = ["LogitLens", "AGREE", "KL_DROP", "lens_row", "answer_layer", "lens_verdicts", "CLAIMS"]
 

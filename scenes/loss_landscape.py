@@ -8,7 +8,7 @@ Li, Xu, Taylor, Studer & Goldstein 2018 (Fig. 1, Fig. 5) drew the loss of ResNet
 without shortcuts on a random 2-D slice through the trained weights, each direction filter-normalised: the
 slices with skips stay one smooth bowl as depth grows, those without turn chaotic, and (Fig. 7) the chaotic
 ones curve downwards (large |lambda_min / lambda_max|) over much of the slice. The ``loss_landscape``
-experiment repeats this on digits (:mod:`simulation.landscape`). The scene draws each slice as a map of the
+experiment repeats this on digits (:mod:`simulation.kinds.landscape`). The scene draws each slice as a map of the
 loss with contour lines, then as a map of how strongly the surface curves down (the slice's own 2-D Hessian,
 :func:`simulation.summary.curvature_ratio`), and says per net what fraction of the slice is non-convex, how
 many local minima the grid holds, and on how many seeds the deepest net without skips is the less convex.
@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, VMobject, interpolate_color
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing
-from scenes.seeds import SeedSpread
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import GapMark
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import GapMark
 from simulation.experiments import depth_run
 from simulation.summary import curvature_ratio, slice_figures
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from manim import RIGHT, Create, DashedLine, Ellipse, FadeIn, MathTex, Star, Transform, Write
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, value_to_color
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, value_to_color
 
 __all__ = ["NestedFunctionClasses", "get_function_classes", "ellipse_points", "nearest_point", "contains",
            "TRUTH"]

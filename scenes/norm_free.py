@@ -25,11 +25,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, W
 
 from simulation.config import RunConfig
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing, steps_run
-from scenes.seeds import SeedSpread
-from scenes.style import PALETTE, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, LogAxes, make_dashed_polyline, safe_log10, spread_labels
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing, steps_run
+from scenes.kit.seeds import SeedSpread
+from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, LogAxes, make_dashed_polyline, safe_log10, spread_labels
 
 __all__ = ["NormFree", "forward_growth", "growth_per_block", "steps_to_loss", "norm_free_summary",
            "norm_free_verdicts", "count_norm_free", "LOSS_LEVEL", "EXPLODED", "FLAT"]

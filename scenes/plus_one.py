@@ -17,11 +17,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, 
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.chain_rule import running_product
 from scenes.sigmoid import geometric_mean_factor
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
 
 __all__ = ["GradientPlusOne"]
 

@@ -26,11 +26,11 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup
 
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP
 
-from scenes.base import LectureScene
-from scenes.helpers import is_missing, log_range
-from scenes.seeds import SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
-from scenes.widgets import LogAxes, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.helpers import is_missing, log_range
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
+from scenes.kit.widgets import LogAxes, make_legend
 
 __all__ = ["RankCollapse", "RUNS", "RUN_COLORS", "FLOOR", "COLLAPSED", "STAYS_UP", "DOUBLY", "rank_residual",
            "drop_ratios", "drop_ratio", "rank_verdicts", "CLAIMS", "both"]

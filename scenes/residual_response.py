@@ -19,11 +19,11 @@ from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex,
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, bar_seed_dots, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import compare, finite_max, strict_mean
-from scenes.widgets import GroupedBars, make_dashed_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import compare, finite_max, strict_mean
+from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["ResidualResponse", "response_ratio"]
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, VMobject, Write
 
-from scenes.base import LectureScene
-from scenes.seeds import SeedSpread, with_seed_count
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.helpers import compare
-from scenes.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
+from scenes.kit.base import LectureScene
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.helpers import compare
+from scenes.kit.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
 
 __all__ = ["ShatteredGradients", "scaled_sweep"]
 

@@ -26,12 +26,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
 from simulation.config import RunConfig
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
-from scenes.helpers import compare, is_missing, tail_mean
-from scenes.seeds import SeedSpread, bar_seed_dots
-from scenes.style import PALETTE, SIZE_SMALL, make_text
-from scenes.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
+from scenes.kit.helpers import compare, is_missing, tail_mean
+from scenes.kit.seeds import SeedSpread, bar_seed_dots
+from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
+from scenes.kit.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
 
 __all__ = ["ShortcutScale", "gradient_ratios", "branch_gain_sq", "expected_ratio", "run_summary", "seed_verdicts",
            "count_seeds", "FOLLOW_FACTOR"]

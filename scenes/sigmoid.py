@@ -18,10 +18,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Axes, Create, Dot, FadeIn, MathTex, VG
 
 from simulation.experiments import PLAIN
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.chain_rule import running_product
-from scenes.style import PALETTE, SIZE_SMALL
-from scenes.widgets import LogAxes, log_floor_exponent, make_dashed_polyline, make_legend
+from scenes.kit.style import PALETTE, SIZE_SMALL
+from scenes.kit.widgets import LogAxes, log_floor_exponent, make_dashed_polyline, make_legend
 
 __all__ = ["SigmoidDerivative", "sigmoid", "sigmoid_prime", "derivative_bound", "geometric_mean_factor"]
 

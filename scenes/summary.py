@@ -17,9 +17,9 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, FadeOut, Line, Mat
 
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
-from scenes.widgets import make_highway_icon
+from scenes.kit.base import LectureScene
+from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL
+from scenes.kit.widgets import make_highway_icon
 
 __all__ = ["Summary"]
 

@@ -11,7 +11,7 @@ ordinary trace whose per-block arrays follow the model's residual additions in f
 ``meta.layers`` are the user's module paths (``layer2.0``, ``transformer.h.11.mlp``). Each scene here is a
 variant of a lecture scene (a subclass that overrides class attributes and the few hooks the lecture scene
 offers): it reads the number of blocks and their names from the trace, never from the built-in experiments'
-depths, and labels the blocks with :class:`scenes.block_labels.BlockLabels` (shared prefix as a heading,
+depths, and labels the blocks with :class:`scenes.kit.block_labels.BlockLabels` (shared prefix as a heading,
 groups by stage or layer, thinned and ellipsized labels), so 2 to 100+ blocks lay out without overlapping
 text. :data:`MODEL_VARIANTS` maps each lecture scene to its variant (``render.py render SCENE --model``).
 Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2016, eq. 4-5.
@@ -20,25 +20,25 @@ Sources as in the lecture scenes: He et al. 2015, §1, Fig. 1, 6, 7; He et al. 2
 from __future__ import annotations
 
 import math
-from pathlib import PurePath
 
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
 
+from simulation.config import spec_title
 from simulation.experiments import PLAIN, RESIDUAL
 
-from scenes.base import LectureScene
-from scenes.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
+from scenes.kit.base import LectureScene
+from scenes.kit.block_labels import BlockLabels, block_names, middle_ellipsis, short_name
 from scenes.chain_rule import ChainRuleProduct
 from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
-from scenes.helpers import compare, finite_max
+from scenes.kit.helpers import compare, finite_max
 from scenes.plus_one import GradientPlusOne
 from scenes.residual_response import ResidualResponse
-from scenes.seeds import count_true
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.widgets import LinearAxes, make_legend
+from scenes.kit.seeds import count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRuleProduct", "ModelGradientPlusOne",
            "ModelResidualResponse", "ModelDoesItOnlyCopy", "ModelDegradation", "MODEL_SCENES", "MODEL_VARIANTS",
@@ -48,20 +48,14 @@ MODEL_EXPERIMENT = "model"  # the experiment of a user's model: runs "residual" 
 MAX_PEN_STEPS = 12  # ChainRuleProduct's pen moves at most this many times per run (a block group per move)
 
 
-_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
-
-
 def model_title(trace) -> str | None:
-    """A short name of the user's model from its trace's config ``spec``: the factory (``resnet18`` from
-    ``torchvision.models:resnet18``), or the file or module when the factory's name says nothing (``my_resnet``
-    from ``examples/my_resnet.py:build``); None when the config names no model (a built-in run)."""
-    spec = getattr(trace.run_config, "spec", None)  # only a user model's config has one
-    if not isinstance(spec, str) or not spec:
-        return None
-    where, _, factory = spec.rpartition(":")
-    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
-        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
-    return middle_ellipsis(factory or spec, 24)
+    """A short name of the user's model: the factory of its config's ``spec`` (``resnet18`` from
+    ``torchvision.models:resnet18``; the file or module where the factory's name says nothing: ``my_resnet`` from
+    ``examples/my_resnet.py:build``: :func:`simulation.config.spec_title`), or the ``title`` of a run read from a
+    trace file (the watched model's class); None for a built-in run."""
+    config = trace.run_config
+    title = getattr(config, "title", None) or spec_title(getattr(config, "spec", None))
+    return middle_ellipsis(title, 24) if title else None
 
 
 class UserModelScene(LectureScene):
@@ -71,6 +65,10 @@ class UserModelScene(LectureScene):
 
     experiment = MODEL_EXPERIMENT
     experiment_defaults: dict = {}  # one seed: training a user's network twice per seed costs the most
+    # What the scene reads, checked before a render where the runs are read from trace files (--trace: a watched
+    # run records no test error; without --twin there is no plain twin): its runs and their arrays.
+    needs_runs: tuple[str, ...] = (PLAIN, RESIDUAL)
+    trace_keys: tuple[str, ...] = ("step", "out_grad_norm")
 
     def setup(self) -> None:
         super().setup()
@@ -116,6 +114,7 @@ class UserModelScene(LectureScene):
 class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
     """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
 
+    trace_keys = ("step", "out_grad_norm", "loss_curve")
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
     _lane_drop = 0.7
@@ -131,6 +130,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
 class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
     """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
 
+    trace_keys = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
@@ -165,6 +165,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
 class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
     """The +1 of the shortcut in the backward pass; measured per-block gradient norms of your model and its twin."""
 
+    trace_keys = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.85, 2.4)
 
     def block_axis(self, axes, depth: int):
@@ -176,6 +177,7 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
 class ModelResidualResponse(UserModelScene, ResidualResponse):
     """||F(x)|| / ||x|| and the std of F(x) per residual addition of your model and its twin (He 2015, Fig. 7)."""
 
+    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
     _chart_y = 0.0
 
     def bar_labels(self, depth: int) -> list[str]:
@@ -195,12 +197,17 @@ class ModelResidualResponse(UserModelScene, ResidualResponse):
 class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     """||F(x)|| / ||x|| of every residual addition of your model over training, beside the loss."""
 
+    needs_runs = (RESIDUAL,)
+    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
+
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
 
 
 class ModelDegradation(UserModelScene, Degradation):
     """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""
+
+    trace_keys = ("step", "out_grad_norm", "error_curve", "test_error")
 
     def construct(self) -> None:
         runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]

@@ -1,6 +1,6 @@
 """Training and recording of real plain and residual networks.
 
-Only ``simulation.train``, ``simulation.models``, ``simulation.record`` and ``simulation.data``
+Only ``simulation.kinds.mlp``, ``simulation.models``, ``simulation.core.record`` and ``simulation.data``
 import torch; ``config``, ``experiments``, ``trace`` and ``cache`` stay torch-free so that
 scenes can read traces without loading torch.
 """

@@ -286,7 +286,7 @@ def config_from_sets(cls: type[BaseConfig], pairs: list[str]) -> BaseConfig:
     return cls().replace(**changes)
 
 
-# -- Transformer runs (experiment "layernorm"; trained by simulation.transformer) ----------------
+# -- Transformer runs (experiment "layernorm"; trained by simulation.kinds.transformer) ----------------
 
 TRANSFORMER_ARCHS = ("encoder", "encoder_decoder", "decoder_only")
 LN_PLACEMENTS = ("post_ln", "pre_ln", "none")
@@ -338,7 +338,7 @@ def conv_depth_error(depth: int) -> str | None:
     return None
 
 
-# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.identity_fit) ------------
+# -- Identity-fit runs (experiment "identity_fit"; trained by simulation.kinds.identity_fit) ------------
 
 @dataclass(frozen=True)
 class IdentityFitConfig(BaseConfig):
@@ -360,7 +360,7 @@ class IdentityFitConfig(BaseConfig):
             raise ConfigError(f"momentum must be in [0, 1); got {self.momentum}")
 
 
-# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.landscape) ---------
+# -- Loss-landscape runs (experiment "loss_landscape"; trained by simulation.kinds.landscape) ---------
 
 MAX_GRID = 201
 
@@ -393,7 +393,7 @@ class LandscapeConfig(BaseConfig):
                          lr=self.lr, weight_decay=self.weight_decay, seed=self.seed)
 
 
-# -- Hyper-connection runs (experiment "hyper_connections"; trained by simulation.hyper) ---------
+# -- Hyper-connection runs (experiment "hyper_connections"; trained by simulation.kinds.hyper) ---------
 
 MIXINGS = ("hc", "mhc")
 MAX_STREAMS = 16
@@ -425,7 +425,7 @@ __all__ += ["TransformerConfig", "IdentityFitConfig", "BaseConfig", "LandscapeCo
             "TASKS", "INITS"]
 
 
-# -- Highway networks (experiment "highway"; trained by simulation.highway) ---------------------------
+# -- Highway networks (experiment "highway"; trained by simulation.kinds.highway) ---------------------------
 # The worked example of docs/developers/adding-a-kind-of-run.md.
 
 HIGHWAY_ARCHS = ("plain", "residual", "highway")
@@ -454,7 +454,7 @@ class HighwayConfig(BaseConfig):
     lesion: bool = _flag(False)  # after training, as RunConfig.lesion: test error with each block deleted
     input_sweep: bool = _flag(False)  # as RunConfig.input_sweep: the input gradient sweep at init and trained
 
-    dataset: ClassVar[str] = "digits"  # what simulation.train.MLPTask and simulation.memory read; not a parameter
+    dataset: ClassVar[str] = "digits"  # what simulation.kinds.mlp.MLPTask and simulation.memory read; not a parameter
 
     def _check(self) -> None:
         if self.momentum >= 1:
@@ -468,7 +468,7 @@ class HighwayConfig(BaseConfig):
 __all__ += ["HighwayConfig", "HIGHWAY_ARCHS"]
 
 
-# -- a user's own network (experiment "model"; trained by simulation.user_model) ---------------------
+# -- a user's own network (experiment "model"; trained by simulation.kinds.user_model) ---------------------
 
 USER_DATA = ("digits", "digits-image", "digits-image32", "copy", "reverse", "sort")  # or a path to a .npz
 USER_OPTIMIZERS = OPTIMIZERS
@@ -617,3 +617,95 @@ def data_source(path: str) -> str:
 
 
 __all__ += ["UserModelConfig", "USER_DATA", "parse_spec", "model_source", "data_source"]
+
+
+@dataclass(frozen=True)
+class RecordedConfig(BaseConfig):
+    """A run recorded elsewhere, read from its trace file: ``render.py render SCENE --trace FILE [--twin FILE]``
+    (a watched run of ``residual_lecture.watch``, or a trace this tool wrote). Nothing is trained: the run's
+    "trainer" (:mod:`simulation.recorded`) reads the file. ``source`` is filled from the file when left empty
+    (:func:`trace_source`), so a file that changed (a run still being recorded) is read again."""
+
+    not_parameters: ClassVar[tuple[str, ...]] = ("kind", "source", "title")
+
+    kind: str = _one_of("recorded", ("recorded",))  # which trainer runs this config (see config_from_dict)
+    path: str = ""  # the trace file, absolute (a watched run not yet closed: its parts folder <path>.parts beside it)
+    source: str = ""  # 16 hex of SHA-256 of the file's bytes (of the parts' names and bytes for a partial trace)
+    arch: str = _one_of("residual", ARCHS)  # "residual": the user's network (--trace); "plain": its twin (--twin)
+    title: str = ""  # the model's name the scenes show: the watched model's class, or spec_title of the trace's spec
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.path:
+            import os
+
+            object.__setattr__(self, "path", os.path.abspath(os.path.expanduser(self.path)))
+            if not self.source:
+                object.__setattr__(self, "source", trace_source(self.path))
+
+
+_GENERIC_FACTORIES = ("build", "make", "create", "get", "model", "factory", "main", "net", "network")
+
+
+def spec_title(spec: Any) -> str | None:
+    """A short name of a model from its ``spec``: the factory (``resnet18`` from ``torchvision.models:resnet18``),
+    or the file or module when the factory's name says nothing (``my_resnet`` from ``examples/my_resnet.py:build``);
+    None for no spec."""
+    from pathlib import PurePath
+
+    if not isinstance(spec, str) or not spec:
+        return None
+    where, _, factory = spec.rpartition(":")
+    if factory.lower().split("_")[0] in _GENERIC_FACTORIES and where:
+        factory = PurePath(where).stem if where.endswith(".py") else where.rpartition(".")[2]
+    return factory or spec
+
+
+def trace_files(path: str) -> list:
+    """The file of a trace, or the parts of one still being written (``<path>.parts/``, simulation.trace)."""
+    import os
+    from pathlib import Path
+
+    parts = f"{path}.parts"
+    if os.path.lexists(path) or not os.path.isdir(parts):  # (both False for a name the OS refuses: too long ...)
+        return [Path(path)]
+    return sorted(p for p in Path(parts).iterdir())
+
+
+def file_stamp(path: str) -> tuple:
+    """(name, size, mtime in ns) of the trace's file or parts: what changes when they do."""
+    out = []
+    for file in trace_files(path):
+        try:
+            st = file.stat()
+            out.append((file.name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((file.name, None, None))
+    return tuple(out)
+
+
+def trace_source(path: str) -> str:
+    """16 hex of SHA-256 of a trace file's bytes, or of the names and bytes of the parts of a trace still being
+    written; "" when neither can be read (loading it then says why). Read once per :func:`file_stamp`."""
+    return _trace_source(path, file_stamp(path))
+
+
+@functools.lru_cache(maxsize=32)
+def _trace_source(path: str, stamp: tuple) -> str:
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    files = trace_files(path)
+    try:
+        for file in files:
+            if file.parent != Path(path).parent:  # the parts of a trace being written: their names too
+                h.update(file.name.encode() + b"\0")
+            with open(input_file(file, "trace"), "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    except (OSError, ValueError):
+        return ""
+    return h.hexdigest()[:16]
+
+
+__all__ += ["RecordedConfig", "trace_source", "file_stamp", "trace_files", "spec_title"]

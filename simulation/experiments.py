@@ -689,9 +689,23 @@ NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or 
             "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
 
 
-def _user_model(base: UserModelConfig, params: NoParams) -> dict[str, UserModelConfig]:
+@dataclass(frozen=True)
+class ModelParams(ExperimentParams):
+    """Runs recorded elsewhere, read from their trace files in place of training (simulation.recorded)."""
+
+    trace: str = ""  # --trace FILE: a trace of your network (residual_lecture.watch); "": train --model's
+    twin: str = ""  # --twin FILE: a trace of its plain twin (residual_lecture.plain_twin), recorded alike
+
+
+def _user_model(base: UserModelConfig, params: ModelParams) -> dict[str, Any]:
     """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
-    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`."""
+    Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`. With ``trace``
+    (``--trace FILE``): the runs read from files (:func:`simulation.recorded.recorded_runs`), ``plain`` only
+    with ``twin``."""
+    if params.trace or params.twin:
+        from .recorded import recorded_runs
+
+        return recorded_runs(base, params.trace, params.twin)
     return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}
 
 
@@ -702,6 +716,7 @@ _register(Experiment(
     source="He et al. 2015, eq. 1 and 2 (h = x + F(x); W_s x where the shapes differ); the user's model",
     base=UserModelConfig(),
     build=_user_model,
+    params_type=ModelParams,
     open_args="args",
 ))
 

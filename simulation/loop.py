@@ -2,8 +2,8 @@
 
 Example::
 
-    python -m simulation.train --set arch=residual --set depth=20
-    python -m simulation.transformer --set norm=pre_ln
+    python -m simulation.kinds.mlp --set arch=residual --set depth=20
+    python -m simulation.kinds.transformer --set norm=pre_ln
 
 :func:`train` owns what every run shares: torch's thread count, the memory guard, the record schedule
 (:func:`record_steps`), the recorder's arm/collect cycle, divergence handling (a non-finite step is recorded,
@@ -31,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .config import BaseConfig, ConfigError, config_from_sets
-from .record import HookRecorder
+from .core.record import HookRecorder
 from .runs import check_memory
 from .trace import Trace, TraceMeta
 
@@ -102,7 +102,7 @@ class Task(Generic[C]):
 
     def unrecorded(self) -> contextlib.AbstractContextManager:
         """The context of a step the recorder does not see (its forward and backward pass and its update):
-        none by default; :class:`simulation.train.MLPTask` flushes denormal floats to zero there."""
+        none by default; :class:`simulation.kinds.mlp.MLPTask` flushes denormal floats to zero there."""
         return contextlib.nullcontext()
 
     def evaluates(self, step: int) -> bool:
@@ -130,7 +130,7 @@ def minibatch_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.
     """One plain classification step: ``batch_size`` rows of ``x`` [n, ...] drawn with ``generator``, mean
     cross-entropy against ``y`` [n] (class indices), and, when that loss is finite, backward and ``opt.step()``.
     Returns the loss (nats; inf or NaN when it diverged, and then nothing was updated). For the kinds that train
-    without a recorder (:mod:`simulation.hyper`, :mod:`simulation.landscape`)."""
+    without a recorder (:mod:`simulation.kinds.hyper`, :mod:`simulation.kinds.landscape`)."""
     idx = torch.randint(len(x), (batch_size,), generator=generator)
     opt.zero_grad(set_to_none=True)
     loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
@@ -207,7 +207,7 @@ def _train(task_class: type[Task[C]], config: C, progress: bool | None) -> Trace
 
 class RunLog:
     """What one run records while it trains, and its :class:`Trace` at the end: the part of :func:`train` that a
-    trainer of several runs at once (:func:`simulation.train.run_together`) repeats per run.
+    trainer of several runs at once (:func:`simulation.kinds.mlp.run_together`) repeats per run.
 
     Per step: :meth:`records_step` says whether the recorder is armed; after the step (recorder collected or not)
     :meth:`after_step` keeps the record row and the held-out error, or notes the divergence and says to stop."""

@@ -36,7 +36,7 @@ BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
 DEFAULT_FRACTION = 0.5
 FLOAT = 4  # bytes of a float32
 TEST_SEQUENCES = 512  # the Transformer's held-out set (TransformerTask.test_set; a test keeps the two equal)
-SWEEP_POINTS = 256  # the MLP's input sweep (simulation.train.SWEEP_POINTS; a test keeps the two equal)
+SWEEP_POINTS = 256  # the MLP's input sweep (simulation.kinds.mlp.SWEEP_POINTS; a test keeps the two equal)
 # (features, classes) of each data set (simulation.data; a test keeps them equal).
 DATA_SHAPES = {"digits": (64, 10), "bands": (1, 2)}
 
@@ -94,7 +94,7 @@ def mlp_memory(config: RunConfig) -> MemoryEstimate:
 
 
 def highway_memory(config: HighwayConfig) -> MemoryEstimate:
-    """simulation.highway's nets: blocks of one w x w Linear (H), and for highway blocks a second one (the gate T).
+    """simulation.kinds.highway's nets: blocks of one w x w Linear (H), and for highway blocks a second one (the gate T).
     Per example and block kept for backward: H's pre-activation and output and the recorder's dL/dh; the residual
     sum; for a highway block the gate's pre-activation, T, T H, 1 - T, (1 - T) x and the sum."""
     n_in, n_out = DATA_SHAPES["digits"]
@@ -108,7 +108,7 @@ def highway_memory(config: HighwayConfig) -> MemoryEstimate:
 
 
 def conv_memory(config: RunConfig) -> MemoryEstimate:
-    """He et al. 2015 §4.2 nets (simulation.conv): 3x3 convs on 8x8, 4x4, 2x2 maps of w, 2w, 4w channels."""
+    """He et al. 2015 §4.2 nets (simulation.kinds.conv): 3x3 convs on 8x8, 4x4, 2x2 maps of w, 2w, 4w channels."""
     n_in, n_out = DATA_SHAPES[config.dataset]
     bn = config.norm == "batchnorm"
     side = int(round(n_in ** 0.5))  # 8x8 digits
@@ -155,7 +155,7 @@ def identity_fit_memory(config: IdentityFitConfig) -> MemoryEstimate:
 
 
 def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
-    """A user's model is built and probed (:func:`simulation.user_model.estimate_memory`: parameters x optimiser
+    """A user's model is built and probed (:func:`simulation.kinds.user_model.estimate_memory`: parameters x optimiser
     state, activations measured by the probe forward): in this process when it has torch already, else in a
     subprocess, so that a torch-free caller (a scene) stays torch-free. Raises ConfigError (one line) when the
     model cannot be built or run."""
@@ -165,7 +165,7 @@ def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
     if "torch" in sys.modules:  # by name, as simulation.runs loads trainers: the user model imports this module
         import importlib
 
-        return importlib.import_module("simulation.user_model").estimate_memory(config)
+        return importlib.import_module("simulation.kinds.user_model").estimate_memory(config)
     # The model and its twin have the same parameters and activations: one probe for both.
     return _probe_in_subprocess(json.dumps(config.replace(arch="residual").to_dict(), sort_keys=True))
 
@@ -178,7 +178,7 @@ def _probe_in_subprocess(config_json: str) -> MemoryEstimate:
     from pathlib import Path
 
     # __package__: simulation, or residual_lecture.simulation in an installed copy (residual_lecture/__init__.py)
-    done = subprocess.run([sys.executable, "-m", f"{__package__}.user_model", "--estimate", config_json],
+    done = subprocess.run([sys.executable, "-m", f"{__package__}.kinds.user_model", "--estimate", config_json],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:  # no line: the user's code ended the probe itself

@@ -10,7 +10,7 @@ listed in :data:`NOT_RUN_SHAPING`, which cannot change a recorded number (the ca
 configs are digested field by field, file I/O, the memory guard, the sweep driver, the run events, which only say
 when a run started and ended, the run keys, the table of run kinds, whose one run-shaping entry, the trainer of
 each kind, every digest hashes by itself); the imports of a listed module are not followed. So a new kind's module
-re-keys only its own traces, editing ``train.py`` re-keys the kinds whose trainers import it, and a module no
+re-keys only its own traces, editing ``kinds/mlp.py`` re-keys the kinds whose trainers import it, and a module no
 trainer imports with an ``import`` statement (one loaded by a string, say) is not hashed: a trainer imports what
 shapes its runs. A new module a trainer imports counts by default, so forgetting to list it can only cost a
 retrain, never a stale trace.
@@ -31,19 +31,33 @@ from pathlib import Path
 __all__ = ["source_hash", "run_sources", "package_imports", "trainer_root", "NOT_RUN_SHAPING", "code_fingerprint"]
 
 PACKAGE = Path(__file__).resolve().parent
+# Files (paths relative to the package) that cannot change a recorded number; every __init__.py and __main__.py too.
 NOT_RUN_SHAPING = frozenset({"__init__.py", "__main__.py", "atomic_io.py", "cache.py", "events.py", "experiments.py",
                              "memory.py", "runkeys.py", "runs.py", "seeds.py", "sweep.py"})
 
 
+def _module_name(path: Path, package: Path) -> str:
+    """``kinds/mlp.py`` -> ``"kinds.mlp"``: a module's dotted name inside ``package``."""
+    return ".".join(path.relative_to(package).with_suffix("").parts)
+
+
+def _hashed_modules(package: Path) -> dict[str, Path]:
+    """``{dotted name inside package: file}`` of every module of ``package`` (its subpackages too) not in
+    :data:`NOT_RUN_SHAPING`."""
+    return {_module_name(p, package): p for p in sorted(package.rglob("*.py"))
+            if "__pycache__" not in p.parts and p.name not in ("__init__.py", "__main__.py")
+            and p.relative_to(package).as_posix() not in NOT_RUN_SHAPING}
+
+
 def run_sources(package: Path = PACKAGE, root: str | None = None) -> list[Path]:
-    """The modules whose code shapes a run, sorted by name: every module of ``package`` not in
-    :data:`NOT_RUN_SHAPING`, or with ``root`` (a module name of the package, ``"train"``) the part of them that
-    ``root`` imports, directly or not (:func:`package_imports`), ``root`` included. ValueError for a ``root`` that
-    is no module of the package."""
-    hashed = {p.stem: p for p in package.glob("*.py") if p.name not in NOT_RUN_SHAPING}
+    """The modules whose code shapes a run, sorted by path: every module of ``package`` (subpackages included) not
+    in :data:`NOT_RUN_SHAPING`, or with ``root`` (a dotted module name inside the package, ``"kinds.mlp"``) the part
+    of them that ``root`` imports, directly or not (:func:`package_imports`), ``root`` included. ValueError for a
+    ``root`` that is no module of the package."""
+    hashed = _hashed_modules(package)
     if root is None:
         return sorted(hashed.values())
-    if not (package / f"{root}.py").is_file():
+    if not package.joinpath(*root.split(".")).with_suffix(".py").is_file():
         raise ValueError(f"no module {root!r} in {package}")
     seen, todo = set(), [root]
     while todo:
@@ -51,35 +65,48 @@ def run_sources(package: Path = PACKAGE, root: str | None = None) -> list[Path]:
         if name in seen or name not in hashed:
             continue
         seen.add(name)
-        todo.extend(package_imports(hashed[name].read_text(encoding="utf-8"), package.name))
+        todo.extend(package_imports(hashed[name].read_text(encoding="utf-8"), package.name, name, set(hashed)))
     return sorted(hashed[name] for name in seen)
 
 
-def package_imports(text: str, package: str = PACKAGE.name) -> set[str]:
-    """Names of the modules of ``package`` that the module ``text`` imports anywhere (module or function level):
-    ``from .x import y``, ``from . import x``, ``from package.x import y``, ``import package.x``."""
+def package_imports(text: str, package: str = PACKAGE.name, module: str = "", modules: set[str] | None = None
+                    ) -> set[str]:
+    """Dotted names (inside ``package``) of the modules that the module ``text`` imports anywhere (module or
+    function level): ``from .x import y``, ``from . import x``, ``from ..core.x import y`` (relative to ``module``,
+    the importing module's dotted name inside the package, ``"kinds.mlp"``), ``from package.x import y``,
+    ``import package.x``. ``from P import name`` counts ``P.name`` when that is one of ``modules`` (or, without
+    ``modules``, when ``P`` is the package itself)."""
+    here = module.split(".")[:-1] if module else []  # the importing module's subpackage, inside the package
     names = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 1 or (node.level == 0 and module.split(".")[0] == package):
-                parts = module.split(".")[1:] if node.level == 0 else ([module] if module else [])
-                if parts:
-                    names.add(parts[0])
-                else:  # from . import x, y
-                    names.update(alias.name for alias in node.names)
+            if node.level:
+                if node.level - 1 > len(here):  # above the package
+                    continue
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+            elif (node.module or "").split(".")[0] == package:
+                target = ".".join(node.module.split(".")[1:])
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                if (modules is not None and sub in modules) or (modules is None and not target):
+                    names.add(sub)
+                elif target:
+                    names.add(target)
         elif isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[1] for alias in node.names
+            names.update(alias.name.split(".", 1)[1] for alias in node.names
                          if alias.name.startswith(f"{package}."))
     return names
 
 
 def trainer_root(trainer: str, package: str = PACKAGE.name) -> str | None:
-    """The module of ``package`` holding ``trainer`` (``"simulation.train:run"`` -> ``"train"``), whose imports
-    :func:`source_hash` follows; None for a trainer elsewhere (then every run-shaping module is hashed)."""
+    """The module of ``package`` holding ``trainer`` (``"simulation.kinds.mlp:run"`` -> ``"kinds.mlp"``), whose
+    imports :func:`source_hash` follows; None for a trainer elsewhere (then every run-shaping module is hashed)."""
     module = trainer.partition(":")[0]
     head, _, rest = module.partition(".")
-    return rest if head == package and rest and "." not in rest else None
+    return rest if head == package and rest else None
 
 
 def code_fingerprint(text: str) -> str:
@@ -100,5 +127,6 @@ def source_hash(package: Path = PACKAGE, root: str | None = None) -> str:
     ``root``'s imports when given)."""
     h = hashlib.sha256()
     for path in run_sources(package, root):
-        h.update(path.name.encode() + b"\0" + code_fingerprint(path.read_text(encoding="utf-8")).encode() + b"\0")
+        name = path.relative_to(package).as_posix()
+        h.update(name.encode() + b"\0" + code_fingerprint(path.read_text(encoding="utf-8")).encode() + b"\0")
     return h.hexdigest()[:16]

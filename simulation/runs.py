@@ -17,7 +17,7 @@ docs/developers/adding-a-kind-of-run.md; the worked example is ``highway``)::
     register_kind(RunKind(
         name="user_model",                          # the config's ``kind`` field (to_dict()["kind"])
         config=UserModelConfig,                     # a frozen dataclass deriving simulation.config.BaseConfig
-        trainer="simulation.user_model:run",        # run(config, progress) -> Trace; imported when first used
+        trainer="simulation.kinds.user_model:run",        # run(config, progress) -> Trace; imported when first used
         memory=user_model_memory,                   # config -> simulation.memory.MemoryEstimate (bytes)
         work=lambda c: c.steps * c.depth,           # config -> MLP block-steps (~0.2 ms of one core each)
         label="a user's nn.Module and its plain twin",
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
-                     RunConfig, TransformerConfig, UserModelConfig)
+                     RecordedConfig, RunConfig, TransformerConfig, UserModelConfig, trace_files)
 from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
                      transformer_memory, user_model_memory)
@@ -239,18 +239,18 @@ def _run_config_work(config: RunConfig) -> int:
 
 # The table. A new kind is one more entry (see the module docstring).
 register_kind(RunKind(
-    name="mlp", config=RunConfig, trainer="simulation.train:run", memory=_run_config_memory, work=_run_config_work,
+    name="mlp", config=RunConfig, trainer="simulation.kinds.mlp:run", memory=_run_config_memory, work=_run_config_work,
     label="plain or residual MLP / conv net on digits or bands (He et al. 2015)",
-    together="simulation.train:run_together", together_if=lambda c: c.model == "mlp"))
+    together="simulation.kinds.mlp:run_together", together_if=lambda c: c.model == "mlp"))
 register_kind(RunKind(
-    name="transformer", config=TransformerConfig, trainer="simulation.transformer:run", memory=transformer_memory,
+    name="transformer", config=TransformerConfig, trainer="simulation.kinds.transformer:run", memory=transformer_memory,
     work=lambda c: c.steps * c.depth, label="small Post-LN / Pre-LN Transformer on a toy sequence task",
-    together="simulation.transformer:run_together"))
+    together="simulation.kinds.transformer:run_together"))
 register_kind(RunKind(
-    name="identity_fit", config=IdentityFitConfig, trainer="simulation.identity_fit:run",
+    name="identity_fit", config=IdentityFitConfig, trainer="simulation.kinds.identity_fit:run",
     memory=identity_fit_memory, work=lambda c: c.steps, label="one block fitting the identity on digits"))
 register_kind(RunKind(
-    name="user_model", config=UserModelConfig, trainer="simulation.user_model:run", memory=user_model_memory,
+    name="user_model", config=UserModelConfig, trainer="simulation.kinds.user_model:run", memory=user_model_memory,
     work=lambda c: c.steps * 200,  # blocks unknown until the model is built: counted as a conv net of 10 blocks
     label="a user's nn.Module (--model FILE.py:FACTORY) or its plain twin"))
 
@@ -262,7 +262,7 @@ def _landscape_work(config: LandscapeConfig) -> int:
 
 
 register_kind(RunKind(
-    name="landscape", config=LandscapeConfig, trainer="simulation.landscape:run",
+    name="landscape", config=LandscapeConfig, trainer="simulation.kinds.landscape:run",
     memory=lambda c: conv_memory(c.run_config()),  # the slice runs without autograd: training is the peak
     work=_landscape_work, label="a conv net trained on digits and its loss on a random 2-D slice (Li et al. 2018)"))
 
@@ -276,10 +276,25 @@ def _hyper_memory(config: HyperConfig) -> MemoryEstimate:
 
 
 register_kind(RunKind(
-    name="hyper", config=HyperConfig, trainer="simulation.hyper:run", memory=_hyper_memory,
+    name="hyper", config=HyperConfig, trainer="simulation.kinds.hyper:run", memory=_hyper_memory,
     work=lambda c: c.steps * c.depth * c.streams,
     label="n residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC)"))
 register_kind(RunKind(
-    name="highway", config=HighwayConfig, trainer="simulation.highway:run", memory=highway_memory,
+    name="highway", config=HighwayConfig, trainer="simulation.kinds.highway:run", memory=highway_memory,
     work=lambda c: c.steps * c.depth // 2,  # a one-layer block: half an MLP block (two Linears)
     label="plain, residual or highway (gated) one-layer blocks on digits (Srivastava et al. 2015)"))
+
+
+def _recorded_memory(config: RecordedConfig) -> MemoryEstimate:
+    """Reading a trace file holds its arrays (about its size: .npz is not compressed) and the cache's copy."""
+    try:
+        size = sum(p.stat().st_size for p in trace_files(config.path))
+    except OSError:
+        size = 0
+    return MemoryEstimate(0, 0, 0, 2 * size)
+
+
+register_kind(RunKind(
+    name="recorded", config=RecordedConfig, trainer="simulation.recorded:run", memory=_recorded_memory,
+    work=lambda c: 1, label="a run recorded elsewhere (residual_lecture.watch), read from its trace file (--trace)"))
+

@@ -18,7 +18,7 @@ import numpy as np
 from .config import HyperConfig, IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
+__all__ = ["inspect_trace", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
            "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -164,7 +164,7 @@ def local_minima(loss: Any) -> np.ndarray:
 
 def slice_figures(trace: Any) -> dict[str, float]:
     """The non-convexity figures of a loss-landscape trace (``coords`` [G], ``loss_grid`` [G, G]; see
-    :func:`simulation.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
+    :func:`simulation.kinds.landscape.run`): ``nonconvex_fraction`` (:func:`nonconvex_fraction`),
     ``mean_curvature_ratio`` (mean of :func:`curvature_ratio` over its finite points; NaN if none) and
     ``local_minima`` (:func:`local_minima`, a count as a float; NaN when a grid value is missing, since a
     minimum may hide there)."""
@@ -265,7 +265,7 @@ class RunSummary:
     mean_curvature_ratio: float | None = _only("loss landscape")  # mean max(-lambda_min, 0) / max|lambda|
     local_minima: int | None = _only("loss landscape")  # interior grid points below all 8 neighbours
     composite_row_gain_final: float | None = _only("hyper-connections")  # H_res^L ... H_res^1's, last record
-    composite_col_gain_final: float | None = _only("hyper-connections")  # (simulation.hyper.composite_gains)
+    composite_col_gain_final: float | None = _only("hyper-connections")  # (simulation.kinds.hyper.composite_gains)
     initial_loss: float | None = _only("classifier")  # the loss of step 0's batch (loss_curve[0])
 
     def to_dict(self) -> dict[str, Any]:
@@ -421,3 +421,17 @@ def _hyper_summary(trace: Trace) -> RunSummary:
     return _curve_summary(trace, initial_loss=_f(a["loss_curve"][0]),
                           composite_row_gain_final=_f(a["composite_row_gain"][-1, -1]),
                           composite_col_gain_final=_f(a["composite_col_gain"][-1, -1]))
+
+
+def inspect_trace(path: str) -> dict[str, Any]:
+    """What ``render.py inspect FILE`` prints: ``{"meta", "arrays": {key: shape}, "summary"}``. Raises TraceError
+    (one line) for a file that cannot be read or lacks what a summary needs."""
+    from .trace import TraceError
+
+    trace = Trace.load(path)
+    try:
+        summary = summarize(trace)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise TraceError(f"trace {path} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
+    return {"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
+            "summary": summary.to_dict()}

@@ -19,6 +19,9 @@ sweep keeps every finished run. A run that diverges comes back as a diverged tra
 it does locally. A worker that dies mid-run has its runs rescheduled by Dask (``retries`` covers runs that
 raise).
 
+The tasks name their function (:func:`submit_by_name`) instead of pickling it: the scheduler unpickles every task
+graph it receives, and it may run on a machine with Dask and nothing of this project (docs/how-to/cluster.md).
+
 A local cluster starts its workers with multiprocessing's "spawn": a script that sweeps needs the usual
 ``if __name__ == "__main__":`` guard (render.py and ``python -m simulation.experiments`` have it).
 """
@@ -26,19 +29,21 @@ A local cluster starts its workers with multiprocessing's "spawn": a script that
 from __future__ import annotations
 
 import logging
+import operator
 import os
+import pkgutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from .atomic_io import shown_path
 from .config import BaseConfig, ConfigError
 from .runs import config_from_dict, describe, seed_groups, train, train_group, work
 
-__all__ = ["run_to_bytes", "group_to_bytes", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
+__all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,30 @@ def run_to_bytes(config: dict[str, Any]) -> bytes:
     with tempfile.TemporaryDirectory(prefix="residual-run-") as folder:
         path = trace.save(Path(folder) / "trace.npz")
         return path.read_bytes()
+
+
+def submit_by_name(client, func: Callable[..., Any], *args: Any, **options: Any):
+    """``Client.submit`` of ``func`` on ``args`` (``options``: its keywords, ``key``, ``pure``, ``retries`` ...) with
+    ``func`` sent by name: the task is
+    ``operator.call(pkgutil.resolve_name("module:function"), *args)``, the name resolved inside the task, on the
+    worker (a nested :class:`dask.task_spec.Task`, Dask's documented task specification).
+
+    The scheduler unpickles every graph it receives (distributed >= 2023.4); a function pickled by reference would
+    make it import this project (``ModuleNotFoundError: No module named 'simulation'`` on a scheduler without the
+    checkout). Named, the graph holds only the standard library, Dask and ``args``, which must be plain data
+    (str, bytes, numbers, lists, dicts) or futures: the workers alone import ``func``. ``func``: a module-level
+    function (its ``__module__`` and ``__qualname__`` must name it again, which a lambda or a nested function does
+    not: ValueError). Returns the Future."""
+    from dask.task_spec import Task
+
+    name = f"{func.__module__}:{func.__qualname__}"
+    try:
+        found = pkgutil.resolve_name(name)
+    except (ImportError, AttributeError, ValueError):
+        found = None
+    if found is not func:
+        raise ValueError(f"{name} does not name {func!r}: only a module-level function can be sent by name")
+    return client.submit(operator.call, Task(None, pkgutil.resolve_name, name), *args, **options)
 
 
 def group_to_bytes(configs: list[dict[str, Any]]) -> list[bytes]:
@@ -208,8 +237,8 @@ def _on_dask(configs: list[Config], address: str | None, show: bool, retries: in
         # Heaviest first, so that the last runs to finish are short ones (less idle time at the end); in the
         # given order when the caller uses each run as it comes (Dask runs tasks roughly as submitted).
         for config in (configs if in_order else sorted(configs, key=sweep_work, reverse=True)):
-            future = client.submit(run_to_bytes, config.to_dict(), key=f"trace-{config.digest()}",
-                                   pure=False, retries=retries)
+            future = submit_by_name(client, run_to_bytes, config.to_dict(), key=f"trace-{config.digest()}",
+                                    pure=False, retries=retries)
             futures[future] = config
         with _bar(len(futures), show) as bar:
             for future in as_completed(futures):

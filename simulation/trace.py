@@ -42,7 +42,7 @@ _META_KEY = "__meta__"
 # the residual streams of a hyper-connection run) or a fixed size. Trace.blank fills one a trace lacks from this table.
 _PER_LAYER = ("act_mean", "act_std", "act_norm", "grad_norm", "out_grad_norm", "in_grad_norm", "nonfinite",
               "nonfinite_act", "nonfinite_grad", "ffn_grad_norm", "input_cos",
-              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.highway; NaN without a gate)
+              "gate_mean")  # gate_mean: a highway block's mean T(x) (simulation.kinds.highway; NaN without a gate)
 _PER_BRANCH = ("input_norm", "branch_norm", "branch_std", "shortcut_norm", "sum_norm", "out_norm")
 ARRAY_AXES: dict[str, tuple[str | int, ...]] = {
     **{key: ("records",) for key in ("step", "loss", "error", "test_error", "test_loss", "branch_ratio")},
@@ -95,7 +95,7 @@ class TraceMeta:
     diverged_step: int | None = None  # the step where it did (null for a finite run)
     diverged_layer: int | None = None  # first layer with a non-finite value; -1: stem, head or loss
     diverged_pass: str | None = None  # "forward" | "backward" | "stem_or_head" (MLP, conv); null otherwise
-    # The seeds of the runs trained together with this one as one stacked model (simulation.stacked), this one's
+    # The seeds of the runs trained together with this one as one stacked model (simulation.kinds.stacked), this one's
     # included; null: trained alone. Either way the arrays are the same, bit for bit (tests/test_stacked.py).
     trained_with_seeds: list[int] | None = None
     # A run recorded in the user's own loop by residual_lecture.watch: its own schema version ("schema"), "complete"
@@ -120,7 +120,7 @@ class TraceMeta:
 class Trace:
     """One run's recorded statistics.
 
-    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.train` (T records,
+    ``arrays`` maps flat keys to numpy arrays. Keys written by :mod:`simulation.kinds.mlp` (T records,
     ``steps`` optimiser steps, ``depth`` blocks (3n for a conv net), P = 256 sweep points):
 
     - ``step``: int64 [T], the optimiser step of each record (step 0 = before any update).

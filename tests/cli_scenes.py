@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from manim import Circle, Create, FadeOut, Square
 
-from scenes.base import LectureScene
-from scenes.style import make_text
+from scenes.kit.base import LectureScene
+from scenes.kit.style import make_text
 
 __all__ = ["TinySquare", "TinyTrace", "TinySlow", "TinyStill", "TinyCircle"]
 

@@ -30,7 +30,7 @@ import pytest
 from manim import config, tempconfig
 from manim.utils.testing.frames_comparison import _config_test
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 
 from theme_checks import colour_checked
 

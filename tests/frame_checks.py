@@ -20,7 +20,7 @@ import pytest
 from manim.utils.testing import frames_comparison as manim_frames
 from manim.utils.testing._frames_testers import _ControlDataWriter, _FramesTester
 
-from scenes.seeds import SeedSpread
+from scenes.kit.seeds import SeedSpread
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from manim import Circle, Create, FadeIn, FadeOut, Square, Triangle
 
-from scenes.base import LectureScene
-from scenes.style import make_text
+from scenes.kit.base import LectureScene
+from scenes.kit.style import make_text
 
 __all__ = ["TinyBeats", "TinyBeatsTwo", "TinySilent", "TinyVoiced"]
 

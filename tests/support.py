@@ -208,7 +208,7 @@ def cross_entropy(logits, tgt):
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
 
 
-# -- seeds trained together (simulation.stacked, simulation.stacked_transformer) -------------------
+# -- seeds trained together (simulation.kinds.stacked, simulation.kinds.stacked_transformer) -------------------
 
 def assert_same_trace(alone: Trace, together: Trace, seeds: tuple[int, ...]) -> None:
     """``together`` (trained with ``seeds`` as one stacked model) is ``alone`` (the same config trained alone):

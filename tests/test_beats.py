@@ -1,4 +1,4 @@
-"""The beat record (cli/beats.py): one type written by the scenes and read by the deck and the page.
+"""The beat record (narration/beats.py): one type written by the scenes and read by the deck and the page.
 
 A real record of main's render (tests/data/beats/IdentityHighway.beats.json, rendered at 2e5c8ad) reads and writes
 back byte for byte; any record survives the round trip (Hypothesis); hostile JSON is refused with
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli.beats import BEATS_VERSION, Beat, BeatRecord, BeatRecordError
+from narration.beats import BEATS_VERSION, Beat, BeatRecord, BeatRecordError
 
 from support import tiny_frames, write_clip
 

@@ -208,7 +208,7 @@ def test_instruction_counts_cover_the_training_steps_and_leave_out_the_test_pass
     after the last (before the trace's after-training measurements), and off around each held-out test pass of
     the recorded loop; every step runs while it is on."""
     from benchmarks import bench_instructions
-    from simulation.train import MLPTask
+    from simulation.kinds.mlp import MLPTask
 
     events, state = [], {"on": False}
 

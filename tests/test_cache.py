@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-import simulation.train
+import simulation.kinds.mlp
 from simulation.cache import get_trace, get_traces, trace_path
 from simulation.config import ConfigError, RunConfig
 
@@ -23,7 +23,7 @@ def test_second_run_trains_nothing(monkeypatch, caplog):
     def forbidden(*args, **kwargs):
         raise AssertionError("a cached config was trained again")
 
-    monkeypatch.setattr(simulation.train, "run", forbidden)
+    monkeypatch.setattr(simulation.kinds.mlp, "run", forbidden)
     caplog.clear()
     second = get_trace(TINY)
     assert "cache hit" in caplog.text and "nothing trained" in caplog.text
@@ -57,8 +57,8 @@ def test_corrupt_cache_entry_is_trained_again(caplog):
 
 
 def test_same_config_gives_bit_identical_trace():
-    a = simulation.train.run(TINY)
-    b = simulation.train.run(TINY)
+    a = simulation.kinds.mlp.run(TINY)
+    b = simulation.kinds.mlp.run(TINY)
     assert a.meta == b.meta
     for key in a.arrays:
         assert a[key].tobytes() == b[key].tobytes(), key

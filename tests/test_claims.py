@@ -16,7 +16,7 @@ import pytest
 
 from simulation.summary import tail_mean
 from simulation.trace import Trace
-from simulation.train import run
+from simulation.kinds.mlp import run
 from support import holds_on_most_seeds, trained_at_seed
 
 

@@ -232,10 +232,14 @@ def test_render_options_from_file_yield_to_the_command_line(tmp_path, isolated_c
     assert str(still) in result.stdout and still.is_file()
 
 
-def test_langs_match_the_scenes():
-    from scenes.style import LANGS
+def test_langs_and_themes_match_the_scenes():
+    """cli/params.py repeats the languages and the theme names so that --help loads neither numpy nor manim."""
+    from narration.text import LANGS as NARRATION_LANGS
+    from scenes.kit.style import LANGS
+    from scenes.kit.theme import THEME_NAMES
 
-    assert tuple(LANGS) == cli_params.LANGS
+    assert tuple(LANGS) == tuple(NARRATION_LANGS) == cli_params.LANGS
+    assert THEME_NAMES == cli_params.THEMES
 
 
 # -- incremental --------------------------------------------------------------------------------
@@ -499,3 +503,15 @@ def test_a_bad_memory_budget_is_one_line_and_list_still_works(budget, tmp_path):
     lines = check["stderr"].strip().splitlines()
     assert check["code"] == 1 and check["exception"] == "SystemExit" and len(lines) == 1, check
     assert lines[0].startswith("Error: RESIDUAL_MEMORY_BUDGET") and lines[0].endswith(f"got {budget!r}"), lines
+
+
+@pytest.mark.parametrize("command", ["page", "slides"])
+def test_page_and_slides_offer_no_option_they_ignore(command):
+    """The page and the deck play opaque mp4 clips whatever --transparent says, so they do not offer it (issue 34);
+    `render` and `all`, whose clips it changes, do."""
+    assert "--transparent" not in invoke(command, "--help").stdout
+    refused = invoke(command, "cli_scenes:TinyTrace", "--transparent", "--check")
+    assert refused.exit_code == 2 and "No such option '--transparent'" in refused.output, refused.output
+    for renders in ("render", "all"):
+        assert "--transparent" in invoke(renders, "--help").stdout
+    assert invoke("render", "cli_scenes:TinyTrace", "--transparent", "--format", "webm", "--check").exit_code == 0

@@ -8,12 +8,12 @@ import torch
 from torch import nn
 
 from simulation.config import ConfigError, RunConfig
-from simulation.conv import (ConvResidualBlock, OptionA, build_conv_net, conv_blocks_per_stage, conv_param_count,
+from simulation.kinds.conv import (ConvResidualBlock, OptionA, build_conv_net, conv_blocks_per_stage, conv_param_count,
                              conv_stage_widths)
 from simulation.experiments import build_runs
-from simulation.record import Recorder
+from simulation.core.record import Recorder
 from simulation.runkeys import one_seed
-from simulation.train import run
+from simulation.kinds.mlp import run
 
 from autograd_ref import manual_forward as _manual_forward
 

@@ -22,10 +22,10 @@ from simulation.config import ConfigError, IdentityFitConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs
 from simulation.runkeys import RunKey, by_name, one_seed
-from simulation.identity_fit import build_block, relative_error, run as fit_identity
+from simulation.kinds.identity_fit import build_block, relative_error, run as fit_identity
 from simulation.summary import COURSES, first_step_below, ratio_course, summarize
 from simulation.trace import Trace
-from simulation.transformer import TransformerRecorder, build_transformer, make_task
+from simulation.kinds.transformer import TransformerRecorder, build_transformer, make_task
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
@@ -35,7 +35,7 @@ from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios
 from scenes.identity_fit import IdentityFit, error_points
-from scenes.seeds import SeedSpread
+from scenes.kit.seeds import SeedSpread
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: the trainer's one torch thread
 
@@ -65,7 +65,7 @@ def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
 
 
 def test_input_cos_is_in_the_trace_per_record_and_layer():
-    from simulation.transformer import run
+    from simulation.kinds.transformer import run
 
     trace = run(TransformerConfig(**TRANSFORMER_TINY), progress=False)
     assert trace["input_cos"].shape == (len(trace["step"]), len(trace.meta.layers))

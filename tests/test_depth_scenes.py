@@ -1,4 +1,4 @@
-"""Issue 10's scenes: GradientFlowOverTraining, DepthSweep and the seed spread (scenes/seeds.py).
+"""Issue 10's scenes: GradientFlowOverTraining, DepthSweep and the seed spread (scenes/kit/seeds.py).
 
 Example::
 
@@ -21,7 +21,7 @@ import pytest
 from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
                                 trains_worse)
 from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
-from scenes.seeds import count_true, seed_range
+from scenes.kit.seeds import count_true, seed_range
 from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey, by_seed, one_seed
 from simulation.summary import tail_mean

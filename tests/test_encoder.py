@@ -1,4 +1,4 @@
-"""scenes/encoder.py: a repeated frame converted once gives the very same video file as Manim's encoder."""
+"""scenes/kit/encoder.py: a repeated frame converted once gives the very same video file as Manim's encoder."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from manim._config.video_encoder import _DEFAULT_OPTIONS, VideoEncoderSpec
 from manim.scene import video_segment_encoder as segment
 
-from scenes import encoder
+from scenes.kit import encoder
 
 PROFILES = [("mp4", "libx264", "yuv420p"), ("mov", "qtrle", "argb"), ("webm", "libvpx-vp9", "yuva420p")]
 

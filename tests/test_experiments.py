@@ -23,10 +23,10 @@ from simulation.data import load_dataset
 from simulation.experiments import EXPERIMENTS, build_runs
 from simulation.runkeys import RunKey, one_seed
 from simulation.models import ResidualBlock, build_model
-from simulation.record import STAT_KEYS, Recorder
+from simulation.core.record import STAT_KEYS, Recorder
 from simulation.summary import autocorrelation, path_length_fraction, safe_log10, summarize, tail_mean
 from simulation.trace import Trace
-from simulation.train import input_gradient, lesion_test_errors, run
+from simulation.kinds.mlp import input_gradient, lesion_test_errors, run
 
 TINY = RunConfig(depth=4, width=8, steps=12, record_every=4)
 

@@ -350,9 +350,9 @@ def test_the_untrained_check_catches_a_page_that_fills_the_gap(browser, untraine
 
 def look_problems(page, lang: str, theme: str) -> list[str]:
     """Every control's words in ``lang`` (the explorer's table), the view's title and caption from the scene's
-    string table, and the theme's background and run colours (scenes/theme.py)."""
+    string table, and the theme's background and run colours (scenes/kit/theme.py)."""
     from cli.explore import CAPTIONS, scene_strings
-    from scenes.theme import THEMES
+    from scenes.kit.theme import THEMES
 
     problems = []
     if not page.evaluate("document.documentElement.lang").startswith(lang):

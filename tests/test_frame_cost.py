@@ -1,4 +1,4 @@
-"""scenes.frame_cost: cheaper frames must be the same frames.
+"""scenes.kit.frame_cost: cheaper frames must be the same frames.
 
 Example::
 
@@ -20,8 +20,8 @@ from manim import BLUE, RED, Circle, FadeIn, Rectangle, Scene, Square, Text, VGr
 
 from manim.constants import RendererType
 
-from scenes import frame_cost
-from scenes.frame_cost import Restyle, boxes_overlap, draw_first
+from scenes.kit import frame_cost
+from scenes.kit.frame_cost import Restyle, boxes_overlap, draw_first
 
 from support import examples
 
@@ -122,7 +122,7 @@ def test_draw_first_moves_disjoint_parts_and_keeps_overlapping_ones():
 def test_drop_svg_paths_keeps_the_frame_and_copies_transform():
     from manim import Transform
 
-    from scenes.frame_cost import drop_svg_paths
+    from scenes.kit.frame_cost import drop_svg_paths
 
     with tempconfig(SMALL):
         scene = Scene()
@@ -160,7 +160,7 @@ def _glyphs(mob) -> list[tuple]:
 @settings(max_examples=examples(12), deadline=None)
 @given(content=TEXTS, font=st.sampled_from(FONTS), size=st.sampled_from([18, 24.5, 38]))
 def test_glyph_text_is_manims_text_without_the_groups(content, font, size):
-    from scenes.frame_cost import GlyphText
+    from scenes.kit.frame_cost import GlyphText
 
     with tempconfig(SMALL):
         ours, manims = (cls(content, font=font, font_size=size, color=RED) for cls in (GlyphText, Text))
@@ -173,7 +173,7 @@ def _built_twice(parse, make):
     """``make()`` with svgelements' Path.parse set to ``parse``, twice (the second one parses from the memo)."""
     import svgelements as se
 
-    from scenes import frame_cost
+    from scenes.kit import frame_cost
 
     saved, se.Path.parse = se.Path.parse, parse
     frame_cost._PARSED.clear()
@@ -191,7 +191,7 @@ def test_each_path_parsed_once_gives_the_points_of_parsing_it_again(content, fon
     (dvisvgm's paths)."""
     from manim import MathTex
 
-    from scenes.frame_cost import _PARSE, _parse_once
+    from scenes.kit.frame_cost import _PARSE, _parse_once
 
     def make():
         # two formulas that share glyphs: Manim keeps each formula's SVG, but the second one's paths come from the memo
@@ -207,7 +207,7 @@ def test_each_path_parsed_once_gives_the_points_of_parsing_it_again(content, fon
 def test_a_memo_that_shares_segments_would_be_caught():
     """The twin: handing the same segment objects to every path (no copies) moves them once per use, so the
     comparison above sees other points."""
-    from scenes import frame_cost
+    from scenes.kit import frame_cost
 
     def sharing(path, pathdef):
         if path._segments or not isinstance(pathdef, str):

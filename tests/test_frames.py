@@ -277,7 +277,7 @@ def test_light_frame_fails_on_tampered_trace(request, tmp_path, scene, name, run
 def test_light_and_dark_control_frames_differ():
     """The themes really are applied: each light control frame has the light background in its corner,
     each dark one the dark background, and no pair of frames is equal."""
-    from scenes.theme import THEMES
+    from scenes.kit.theme import THEMES
 
     folder = Path(__file__).parent / "control_data" / "scenes"
     for _, name, *_ in FRAME_SCENES:

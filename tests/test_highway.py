@@ -1,4 +1,4 @@
-"""The highway run kind (simulation.highway; docs/developers/adding-a-kind-of-run.md), the worked example.
+"""The highway run kind (simulation.kinds.highway; docs/developers/adding-a-kind-of-run.md), the worked example.
 
 - the blocks against Srivastava et al. 2015's formulas written out here (eq. 1 and 3), b_T at ``gate_bias``;
 - the recorder's ``gate_mean`` and ``out_grad_norm`` against a forward pass written here and ``torch.autograd.grad``;
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from simulation.config import HIGHWAY_ARCHS, ConfigError, HighwayConfig
-from simulation.highway import HighwayBlock, HighwayNet, HighwayRecorder, run
+from simulation.kinds.highway import HighwayBlock, HighwayNet, HighwayRecorder, run
 from simulation.runs import KINDS, config_from_dict, estimate, kind_of, register_kind
 from simulation.trace import ARRAY_AXES
 
@@ -74,11 +74,11 @@ def test_plain_and_residual_blocks_record_no_gate(one_thread):
 def test_the_kind_is_one_entry_of_the_table_and_its_trainer_is_in_the_digest():
     config = HighwayConfig(depth=7, arch="residual")
     kind = kind_of(config)
-    assert kind is KINDS["highway"] and kind.trainer == "simulation.highway:run"
+    assert kind is KINDS["highway"] and kind.trainer == "simulation.kinds.highway:run"
     assert config_from_dict(config.to_dict()) == config
     before = config.digest()
     try:
-        register_kind(dataclasses.replace(kind, trainer="simulation.highway:main"))
+        register_kind(dataclasses.replace(kind, trainer="simulation.kinds.highway:main"))
         assert config.digest() != before
     finally:
         register_kind(kind)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import scenes
-from cli import i18n
+from narration import i18n
 from support import FULL_LANGS as LANGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,24 +45,24 @@ def test_importing_never_loads_torch():
 
 
 def test_the_torch_check_can_fail():
-    done = subprocess.run([sys.executable, "-c", "import sys, simulation.train; print('torch' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, simulation.kinds.mlp; print('torch' in sys.modules)"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT)})
     assert done.stdout.strip() == "True"  # the trainer does import torch: the probe above would see it
 
 
 def _string_tables():
     """Every ``{key: {lang: text}}`` table in the scenes package: each scene's ``strings`` and every
-    module-level dict of such entries, and the catalogs (locale/, cli.i18n) as one table ``"Owner.key"``."""
+    module-level dict of such entries, and the catalogs (locale/, narration.i18n) as one table ``"Owner.key"``."""
     english, chinese = i18n.english(), i18n.messages("zh")
     tables = {"locale": {name: {"en": text, "zh": chinese.get(name, text)} for name, text in english.items()}}
-    for info in pkgutil.iter_modules(scenes.__path__):
-        module = importlib.import_module(f"scenes.{info.name}")
+    for info in pkgutil.walk_packages(scenes.__path__, "scenes."):  # scenes.kit's modules too
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, dict) and value and all(isinstance(v, dict) and set(LANGS) <= set(v)
                                                          for v in value.values()):
-                tables[f"scenes.{info.name}.{name}"] = value
+                tables[f"{info.name}.{name}"] = value
             elif isinstance(value, dict) and set(value) == set(LANGS) and all(isinstance(v, str) for v in value.values()):
-                tables[f"scenes.{info.name}.{name}"] = {name: value}
+                tables[f"{info.name}.{name}"] = {name: value}
             elif isinstance(value, type) and isinstance(getattr(value, "strings", None), dict) and value.strings:
                 tables[f"{value.__module__}.{value.__name__}.strings"] = value.strings
     return tables

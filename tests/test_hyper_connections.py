@@ -5,8 +5,8 @@ Example::
     pytest tests/test_hyper_connections.py            # fast: against direct computations
     pytest tests/test_hyper_connections.py -m slow    # DeepSeek 2025's motivation on 5 seeds and a held-out one
 
-- :func:`simulation.hyper.sinkhorn`: every row and column sums to 1 (Hypothesis over hostile logits);
-- :func:`simulation.hyper.composite_gains` against a product written out here, and 1 for doubly stochastic ones;
+- :func:`simulation.kinds.hyper.sinkhorn`: every row and column sums to 1 (Hypothesis over hostile logits);
+- :func:`simulation.kinds.hyper.composite_gains` against a product written out here, and 1 for doubly stochastic ones;
 - the block's forward pass against the update rule written out with loops;
 - the config, the experiment, the scene's verdict function and its numbers (with a tamper twin).
 """
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from simulation.config import ConfigError, HyperConfig
 from simulation.experiments import build_runs
-from simulation.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
+from simulation.kinds.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
 from simulation.runkeys import RunKey
 from simulation.runs import config_from_dict
 from simulation.trace import Trace

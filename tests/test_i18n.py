@@ -1,4 +1,4 @@
-"""The lecture's words live in catalogs (locale/, cli.i18n), not in the scene files.
+"""The lecture's words live in catalogs (locale/, narration.i18n), not in the scene files.
 
 Example::
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import i18n
+from narration import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
@@ -28,9 +28,9 @@ REFERENCE_NAMES = {"_source"}
 # Modules of the scenes package whose strings never reach the screen, and why.
 NOT_ON_SCREEN = {
     "scenes/__init__.py": "CHAPTERS: the chapters' descriptions for `render.py list`",
-    "scenes/theme.py": "what each colour role is for: `render.py themes` and the docs",
-    "scenes/layout.py": "the layout check's findings: messages for developers",
-    "scenes/frame_cost.py": "Manim's own exception text, matched to be re-raised",
+    "scenes/kit/theme.py": "what each colour role is for: `render.py themes` and the docs",
+    "scenes/kit/layout.py": "the layout check's findings: messages for developers",
+    "scenes/kit/frame_cost.py": "Manim's own exception text, matched to be re-raised",
 }
 
 

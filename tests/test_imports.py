@@ -74,7 +74,7 @@ def cycles(graph: nx.DiGraph) -> list[list[str]]:
 
 def test_no_import_cycle_and_no_private_import_across_modules():
     graph, private = import_graph(ROOT)
-    assert {"simulation.runs", "simulation.cache", "scenes.base", "cli.media", "render"} <= set(graph)
+    assert {"simulation.runs", "simulation.cache", "scenes.kit.base", "cli.media", "render"} <= set(graph)
     assert graph.has_edge("simulation.cache", "simulation.sweep")  # the graph does see relative imports
     assert cycles(graph) == []
     assert private == []
@@ -119,3 +119,58 @@ def test_no_test_file_imports_another():
                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.name} imports {t}" for t in targets if t.split(".")[0] in names]
     assert found == []
+
+
+def _layer_imports(graph: nx.DiGraph, source: str, target: str) -> list[str]:
+    """Edges from a module of package ``source`` to one of package ``target``, as ``"A -> B"``."""
+    return sorted(f"{a} -> {b}" for a, b in graph.edges
+                  if a.split(".")[0] == source and b.split(".")[0] == target)
+
+
+def test_no_module_of_scenes_imports_cli():
+    """The drawing layer never reaches up to the command line's: the beat record lives in narration/, the
+    languages in narration.text, the theme names in scenes.kit.theme (cli/params.py repeats both for --help)."""
+    graph, _ = import_graph(ROOT)
+    assert graph.has_edge("scenes.kit.beats", "narration.beats")  # the graph sees the scenes' imports
+    assert _layer_imports(graph, "scenes", "cli") == []
+
+
+def test_the_layer_check_finds_a_scene_that_imports_cli(tmp_path):
+    _write(tmp_path, {"scenes/__init__.py": "", "scenes/kit/__init__.py": "",
+                      "scenes/kit/style.py": "def f():\n    from cli.params import LANGS\n",
+                      "cli/__init__.py": "", "cli/params.py": "LANGS = ()\n", "simulation/__init__.py": ""})
+    assert _layer_imports(import_graph(tmp_path)[0], "scenes", "cli") == ["scenes.kit.style -> cli.params"]
+
+
+CORE_PROBE = """
+import sys
+import simulation.core, simulation.core.record, simulation.core.residual_adds
+top = {name.split(".")[0] for name in sys.modules}
+print(sorted(top & {"manim", "click", "cli", "scenes", "narration", "render", "dask", "distributed"}))
+"""
+
+
+def test_the_core_imports_only_torch_numpy_and_the_standard_library():
+    """simulation.core (the recorder, the residual-addition finder, watch): its modules import only torch, numpy,
+    the standard library, each other and the torch-free trace file (read with ``ast``), and a fresh interpreter that imports it loads neither
+    Manim, click, Dask nor anything of cli/, scenes/ or narration/ (the package simulation/ above it loads its
+    torch-free table of kinds). The twin: the probe does see a module that the import pulls in."""
+    import subprocess
+    import sys
+
+    allowed = {"torch", "numpy", "__future__"} | set(sys.stdlib_module_names)
+    graph, _ = import_graph(ROOT)
+    core = [m for m in graph if m.startswith("simulation.core")]
+    outside = {b for a in core for b in graph[a] if not b.startswith("simulation.core")}
+    assert "simulation.core.record" in core and outside <= {"simulation.trace"}, outside  # the torch-free trace file
+    for path in (ROOT / "simulation" / "core").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            assert {n.split(".")[0] for n in names} <= allowed | {"simulation"}, f"{path.name} imports {names}"
+    out = subprocess.run([sys.executable, "-c", CORE_PROBE], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]"], out.stdout
+    twin = subprocess.run([sys.executable, "-c", CORE_PROBE.replace("import simulation.core, simulation.core.record, simulation.core.residual_adds",
+                                                          "import cli.params")],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert twin.stdout.splitlines() == ["['cli']"]

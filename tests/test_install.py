@@ -215,7 +215,7 @@ def test_the_wheel_installs_and_renders_from_another_folder(tmp_path):
                              capture_output=True, text=True, env=env, cwd=elsewhere)
     assert explore.returncode == 0, explore.stderr
     # the catalogs travel too: the installed copy says its Chinese title from them
-    words = subprocess.run([str(python), "-c", "import residual_lecture; from cli import i18n; "
+    words = subprocess.run([str(python), "-c", "import residual_lecture; from narration import i18n; "
                                                "print(i18n.coverage('zh')[0], i18n.LOCALE_DIR)"],
                            capture_output=True, text=True, env=env, cwd=elsewhere)
     assert words.returncode == 0 and int(words.stdout.split()[0]) > 400, words.stderr

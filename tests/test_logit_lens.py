@@ -27,7 +27,7 @@ from scenes.logit_lens import AGREE, CLAIMS, LogitLens, answer_layer, lens_row, 
 from simulation.config import TransformerConfig
 from simulation.experiments import GPT, build_runs
 from simulation.runkeys import RunKey, one_seed
-from simulation.transformer import build_transformer, lens_kl, logit_lens, make_task
+from simulation.kinds.transformer import build_transformer, lens_kl, logit_lens, make_task
 
 from support import NEEDED, SEEDS, at_seed, cached_traces
 from frame_matrix import frame_matrix

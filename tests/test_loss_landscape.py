@@ -5,8 +5,8 @@ Example::
     pytest tests/test_loss_landscape.py            # fast: against direct computations
     pytest tests/test_loss_landscape.py -m slow    # Li et al. 2018's claim on 5 seeds and a held-out one
 
-- :func:`simulation.landscape.filter_normalize` against a per-filter loop in numpy (Li et al. 2018, §4, eq. 1);
-- :func:`simulation.landscape.slice_loss` against a copy of the net with the moved weights loaded by hand;
+- :func:`simulation.kinds.landscape.filter_normalize` against a per-filter loop in numpy (Li et al. 2018, §4, eq. 1);
+- :func:`simulation.kinds.landscape.slice_loss` against a copy of the net with the moved weights loaded by hand;
 - :func:`simulation.summary.slice_hessians` / ``curvature_ratio`` against the closed-form Hessian and
   eigenvalues of quadratics (Hypothesis), ``local_minima`` against a brute-force search;
 - the config's errors, the experiment's runs, the scene's plain verdict functions and its numbers;
@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 
 from simulation.config import ConfigError, LandscapeConfig
 from simulation.runs import config_from_dict
-from simulation.conv import build_conv_net
+from simulation.kinds.conv import build_conv_net
 from simulation.experiments import build_runs, depth_run
 from simulation.runkeys import RunKey, by_seed
-from simulation.landscape import filter_normalize, random_direction, run as run_landscape, slice_loss
+from simulation.kinds.landscape import filter_normalize, random_direction, run as run_landscape, slice_loss
 from simulation.summary import (curvature_ratio, local_minima, nonconvex_fraction, slice_eigenvalues, slice_figures,
                                 slice_hessians, summarize)
 from simulation.trace import Trace
@@ -226,7 +226,7 @@ def test_landscape_config_round_trips_and_every_field_is_in_the_digest():
 
 
 def test_a_depth_that_is_not_6n_plus_2_is_refused_before_any_work(capsys):
-    from simulation.landscape import main
+    from simulation.kinds.landscape import main
 
     assert main(["--set", "depth=21"]) == 2
     err = capsys.readouterr().err

@@ -45,7 +45,7 @@ def test_a_network_far_too_large_is_refused_before_anything_starts(tmp_path, mon
     monkeypatch.delenv(BUDGET_ENV, raising=False)
     huge = RunConfig(depth=1000, width=4096)
     assert estimate(huge).total > 100e9  # 33.5e9 parameters in float32, times four
-    from simulation.train import run
+    from simulation.kinds.mlp import run
 
     started = time.perf_counter()
     with pytest.raises(ConfigError, match="over the memory budget") as info:
@@ -102,11 +102,11 @@ def test_an_explicit_budget_wins_and_the_estimate_grows_with_every_size_paramete
 
 def test_the_estimate_knows_the_data_sets_and_the_sweep():
     from simulation.data import load_dataset
-    from simulation.train import SWEEP_POINTS
+    from simulation.kinds.mlp import SWEEP_POINTS
 
     assert memory.SWEEP_POINTS == SWEEP_POINTS
     from simulation.config import TransformerConfig
-    from simulation.transformer import TransformerTask
+    from simulation.kinds.transformer import TransformerTask
 
     task = TransformerTask(TransformerConfig(depth=1, width=8, ffn_width=16, steps=1))
     assert len(task.test_set[0]) == memory.TEST_SEQUENCES  # the held-out pass the Transformer estimate counts

@@ -7,7 +7,7 @@ Example::
 
 Every trace-driven scene is built (Manim dry run) from the tiny committed traces with one value set
 to NaN, and again with one array deleted from one run's file. Each must build, show at least one
-:class:`scenes.widgets.GapMark`, and its numbers JSON must mark what was missing (``missing`` lists
+:class:`scenes.kit.widgets.GapMark`, and its numbers JSON must mark what was missing (``missing`` lists
 the keys shown as "missing", their values are null; ``missing_arrays`` names the deleted array).
 """
 

@@ -125,9 +125,9 @@ class FakeScene:
 
 
 def test_beat_rules_on_a_fake_scene():
-    """The rules of scenes/beats.py, one by one: a lead-in joins beat 0, lines with no frames between them are
+    """The rules of scenes/kit/beats.py, one by one: a lead-in joins beat 0, lines with no frames between them are
     one beat, a last line after the last frame joins the beat before, numbers go to the beat they are shown in."""
-    from scenes.beats import BeatLog
+    from scenes.kit.beats import BeatLog
 
     scene = FakeScene()
     log = BeatLog(scene)
@@ -202,12 +202,15 @@ def test_beat_videos_in_the_deck_carry_their_stretch_of_the_sound(tmp_path):
 
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_the_page_and_the_explorer_link_to_each_other(rendered):
-    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`), whose views link back
-    to their clips on that page."""
+    """`render.py page -o OUT` links to OUT/explore (`render.py explore -o OUT/explore`) once one is there, whose
+    views link back to their clips on that page."""
     out = rendered.parent.parent
+    page = rendered / "page" / "lecture.html"
+    assert 'class="explore"' not in page.read_text(encoding="utf-8")  # no explorer yet: no link to it
     result = invoke("explore", "chain_rule", *TINY, "--set", "seeds=0", "-o", out / "explore")
     assert result.exit_code == 0, result.output
-    page = rendered / "page" / "lecture.html"
+    again = invoke("page", *SCENES, "cli_scenes:TinyTrace", *TINY, "-o", out)  # the clips are up to date
+    assert again.exit_code == 0, again.output
     hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
     assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {(out / "explore" / "index.html").resolve()}
     data = (out / "explore" / "data.js").read_text(encoding="utf-8")
@@ -386,7 +389,7 @@ def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
 
     import srt
 
-    from cli.beats import Beat, BeatRecord
+    from narration.beats import Beat, BeatRecord
     from cli.deck import Clip
     from cli.page import subtitles_vtt
 
@@ -485,7 +488,7 @@ LONG_KEY = "residual_sigmoid_d20.step.199.first_over_last_out_grad_norm"  # Grad
 def long_keyed_page(folder: Path) -> Path:
     """The page of one tiny clip (PyAV frames, no render) whose number has a key as long as the lecture's longest:
     one unbroken word of 59 characters, wider than a phone's window in the table's monospace."""
-    from cli.beats import Beat, BeatRecord
+    from narration.beats import Beat, BeatRecord
     from cli.deck import load_clip
     from cli.page import write_page
 
@@ -500,6 +503,24 @@ def long_keyed_page(folder: Path) -> Path:
                                                 encoding="utf-8")
     write_page([load_clip(clips / "Tiny.mp4", {"en": "Tiny", "zh": "小"})], folder / "page", "en")
     return folder / "page" / "lecture.html"
+
+
+def test_the_page_links_to_the_explorer_only_when_there_is_one(tmp_path):
+    """`render.py page -o OUT` links to OUT/explore/index.html only once `render.py explore` has written it: never
+    to a folder nobody wrote (issue 34)."""
+    from cli.deck import load_clip
+    from cli.page import write_page
+
+    page = long_keyed_page(tmp_path)
+    clip = load_clip(tmp_path / "clips" / "Tiny.mp4", {"en": "Tiny", "zh": "小"})
+    explorer = tmp_path / "explore" / "index.html"
+    write_page([clip], tmp_path / "page", "en", explorer=explorer)
+    assert 'class="explore"' not in page.read_text(encoding="utf-8")
+    explorer.parent.mkdir()
+    explorer.write_text("<!doctype html>", encoding="utf-8")
+    write_page([clip], tmp_path / "page", "en", explorer=explorer)
+    hrefs = re.findall(r'<a class="explore" href="([^"#]+)#lang=en">', page.read_text(encoding="utf-8"))
+    assert hrefs and {(page.parent / h).resolve() for h in hrefs} == {explorer.resolve()}
 
 
 def sideways(browser, page_file: Path) -> int:

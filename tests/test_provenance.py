@@ -50,14 +50,14 @@ def test_an_unedited_copy_gives_the_same_digests(tmp_path):
 
 # (file, edit, whether the MLP digest changes, whether the Transformer's does): a digest hashes what its trainer imports.
 @pytest.mark.parametrize("name, edit, mlp_changes, transformer_changes", [
-    ("train.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255"), True, False),  # a constant of the MLP trainer
-    ("record.py", _replace("low.item() > 1e-15", "low.item() > 1e-14"), True, True),  # the recorders' float64 fallback
+    ("kinds/mlp.py", _replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255"), True, False),  # a constant of the MLP trainer
+    ("core/record.py", _replace("low.item() > 1e-15", "low.item() > 1e-14"), True, True),  # the recorders' float64 fallback
     pytest.param("models.py", _replace("nn.Linear(width_out, width_out)]", "nn.Linear(width_out, width_out, bias=False)]"),
                  True, False, marks=pytest.mark.slow),
     pytest.param("loop.py", _replace("if record or not result.finite:", "if record or not result.finite or step == 1:"),
                  True, True, marks=pytest.mark.slow),
-    ("transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)"), False, True),
-    ("conv.py", lambda _: "WIDTHS = (16, 32, 64)\n", True, False),  # imported in a function of train.py: counts
+    ("kinds/transformer.py", _replace("betas=(0.9, 0.98)", "betas=(0.9, 0.99)"), False, True),
+    ("kinds/conv.py", lambda _: "WIDTHS = (16, 32, 64)\n", True, False),  # imported in a function of kinds/mlp.py
     pytest.param("config.py", lambda text: text + "\nEXTRA = 1\n", True, True,  # every trainer imports the configs
                  marks=pytest.mark.slow),
 ])
@@ -69,9 +69,9 @@ def test_editing_code_that_shapes_a_run_changes_the_digests_of_the_kinds_whose_t
 
 
 @pytest.mark.parametrize("name, edit", [
-    pytest.param("highway.py", _replace("return t * self.branch(x) + (1 - t) * x", "return t * self.branch(x) + (1 - t) * x * 2"),
+    pytest.param("kinds/highway.py", _replace("return t * self.branch(x) + (1 - t) * x", "return t * self.branch(x) + (1 - t) * x * 2"),
                  marks=pytest.mark.slow),
-    ("new_kind.py", lambda _: "from .train import MLPTask\nSCALE = 2\n"),  # a new kind's module, imported by no trainer
+    ("kinds/new_kind.py", lambda _: "from .mlp import MLPTask\nSCALE = 2\n"),  # a new kind's module, imported by no trainer
 ])
 def test_a_kinds_own_module_keys_only_its_own_traces(tmp_path, name, edit):
     assert _digests(_edited_copy(tmp_path, name, edit)) == (RunConfig().digest(), TransformerConfig().digest())
@@ -81,8 +81,9 @@ def test_editing_a_kinds_own_module_re_keys_that_kind():
     from simulation.config import HighwayConfig
     from simulation.provenance import run_sources
 
-    assert PACKAGE / "highway.py" in run_sources(root="highway") and PACKAGE / "train.py" in run_sources(root="highway")
-    assert PACKAGE / "highway.py" not in run_sources(root="train")
+    highway, mlp = PACKAGE / "kinds" / "highway.py", PACKAGE / "kinds" / "mlp.py"
+    assert highway in run_sources(root="kinds.highway") and mlp in run_sources(root="kinds.highway")
+    assert highway not in run_sources(root="kinds.mlp") and PACKAGE / "core" / "record.py" in run_sources(root="kinds.mlp")
     assert HighwayConfig().digest() != RunConfig().digest()
 
 
@@ -93,6 +94,10 @@ def test_package_imports_finds_module_and_function_level_imports_in_every_form()
             "import os\nfrom torch import nn\nfrom ..other import z\n"
             "def f():\n    from .g import h\n    import simulation.k as kk\n")
     assert package_imports(text) == {"a", "b", "c", "d", "e", "g", "k"}
+    # from a subpackage: relative imports climb from it; "from P import m" counts P.m when that is a module
+    text = "from ..core.record import R\nfrom .stacked import s\nfrom ..kinds import conv\nfrom .. import loop\n"
+    assert package_imports(text, module="kinds.mlp", modules={"kinds.conv", "loop"}) == {
+        "core.record", "kinds.stacked", "kinds.conv", "loop"}
 
 
 def test_every_kind_has_its_trainer_in_the_package():
@@ -101,13 +106,13 @@ def test_every_kind_has_its_trainer_in_the_package():
 
     for kind in KINDS.values():
         root = trainer_root(kind.trainer)
-        assert root is not None and (PACKAGE / f"{root}.py").is_file(), kind.trainer
-    assert trainer_root("elsewhere.module:run") is None and trainer_root("simulation.a.b:run") is None
+        assert root is not None and PACKAGE.joinpath(*root.split(".")).with_suffix(".py").is_file(), kind.trainer
+    assert trainer_root("elsewhere.module:run") is None and trainer_root("simulation.a.b:run") == "a.b"
 
 
 @pytest.mark.parametrize("name, edit", [
-    ("train.py", _replace("SWEEP_POINTS = 256  #", "SWEEP_POINTS = 256  # (comment edited)")),
-    ("record.py", lambda text: text.replace('"""Recorder:', '"""The recorder:', 1)),  # the module docstring
+    ("kinds/mlp.py", _replace("SWEEP_POINTS = 256  #", "SWEEP_POINTS = 256  # (comment edited)")),
+    ("core/record.py", lambda text: text.replace('"""Recorder:', '"""The recorder:', 1)),  # the module docstring
     pytest.param("loop.py", lambda text: text + "\n\n# a trailing comment\n", marks=pytest.mark.slow),
     ("cache.py", _replace("def cache_dir() -> Path:", "def cache_dir() -> Path:  # where traces live\n    pass\n\n\ndef _cache_dir() -> Path:")),
     pytest.param("experiments.py", lambda text: text + "\nEXTRA = 1\n", marks=pytest.mark.slow),  # digested field by field
@@ -118,7 +123,7 @@ def test_comments_docstrings_and_modules_that_cannot_change_a_number_keep_the_di
 
 def test_changing_the_trainer_of_a_kind_changes_the_digests_of_that_kind_only(tmp_path):
     """The trainer is chosen in simulation/runs.py (not hashed as source): its id is hashed by itself."""
-    edit = _replace('trainer="simulation.train:run"', 'trainer="simulation.conv:run"')
+    edit = _replace('trainer="simulation.kinds.mlp:run"', 'trainer="simulation.kinds.conv:run"')
     mlp, transformer = _digests(_edited_copy(tmp_path, "runs.py", edit))
     assert mlp != RunConfig().digest() and transformer == TransformerConfig().digest()
 
@@ -131,7 +136,7 @@ def test_registering_another_trainer_for_a_kind_changes_its_digest():
     config, kind = RunConfig(), kind_of(RunConfig())
     before = config.digest()
     try:
-        register_kind(dataclasses.replace(kind, trainer="simulation.identity_fit:run"))
+        register_kind(dataclasses.replace(kind, trainer="simulation.kinds.identity_fit:run"))
         assert config.digest() != before and TransformerConfig().digest() == _digests(PACKAGE.parent)[1]
     finally:
         register_kind(kind)
@@ -139,7 +144,7 @@ def test_registering_another_trainer_for_a_kind_changes_its_digest():
 
 
 def test_every_module_is_either_hashed_or_listed_as_not_run_shaping():
-    names = {p.name for p in PACKAGE.glob("*.py")}
-    hashed = {p.name for p in run_sources()}
-    assert hashed == names - NOT_RUN_SHAPING and {"train.py", "record.py", "loop.py", "models.py"} <= hashed
+    names = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    hashed = {p.relative_to(PACKAGE).as_posix() for p in run_sources()}
+    assert hashed == names - NOT_RUN_SHAPING and {"kinds/mlp.py", "core/record.py", "loop.py", "models.py"} <= hashed
     assert code_fingerprint("x = 1  # one\n") == code_fingerprint('"""doc"""\nx = 1\n') != code_fingerprint("x = 2\n")

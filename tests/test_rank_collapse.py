@@ -27,7 +27,7 @@ from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, dro
 from simulation.config import ConfigError, TransformerConfig
 from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
 from simulation.runkeys import RunKey, one_seed
-from simulation.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
+from simulation.kinds.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
                                     token_residual)
 
 from support import NEEDED, SEEDS, at_seed, cached_traces

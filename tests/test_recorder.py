@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from simulation.models import build_model
-from simulation.record import Recorder
+from simulation.core.record import Recorder
 
 from autograd_ref import manual_forward as _manual_forward
 
@@ -102,8 +102,8 @@ def test_unarmed_steps_record_nothing():
 
 def test_hook_points_are_named_and_the_transformer_recorder_shares_the_base():
     from simulation.config import TransformerConfig
-    from simulation.record import HookRecorder
-    from simulation.transformer import TransformerRecorder, build_transformer
+    from simulation.core.record import HookRecorder
+    from simulation.kinds.transformer import TransformerRecorder, build_transformer
 
     model = build_model("residual", n_in=4, width=8, depth=3, n_out=2, activation="relu", stages=2)
     rec = Recorder(model)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenes.helpers import (compare, fill_missing_arrays, fill_required_arrays, finite_runs, log_range, missing_runs, running_mean,
+from scenes.kit.helpers import (compare, fill_missing_arrays, fill_required_arrays, finite_runs, log_range, missing_runs, running_mean,
                             steps_run, strict_mean, tail_mean)
 from simulation.trace import Trace
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from manim import DOWN, RIGHT, UP, Dot, Text, VGroup, VMobject
 
-from cli import i18n
+from narration import i18n
 from scenes import SCENES_IN_ORDER
-from scenes import layout
-from scenes.base import LectureScene
+from scenes.kit import layout
+from scenes.kit.base import LectureScene
 from support import FULL_LANGS as LANGS
 
 from simulation.runkeys import RunKey

@@ -23,14 +23,14 @@ import torch
 from torch import nn
 
 from scenes.analogies import Analogies
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 from scenes.chain_rule import ChainRuleExploding
 from scenes.compare import KINDS, HighwayDenseNetResidual, branch_params, connection_costs, linear_params
 from scenes.highway import IdentityHighway, projection_params
 from scenes.nested import TRUTH, NestedFunctionClasses, contains, get_function_classes, nearest_point
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative, derivative_bound, geometric_mean_factor, sigmoid, sigmoid_prime
-from scenes.style import format_number
+from scenes.kit.style import format_number
 from support import FULL_LANGS as LANGS
 from scenes.summary import Summary
 from simulation.cache import trace_path

@@ -1,4 +1,4 @@
-"""scenes/segment_key.py: the one-pass segment key tells apart every two plays Manim's key tells apart, and is the
+"""scenes/kit/segment_key.py: the one-pass segment key tells apart every two plays Manim's key tells apart, and is the
 same in every process."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from manim import (BLUE, RED, Circle, FadeIn, ImageMobject, Scene, Square, Text,
 from manim.renderer import cairo_renderer
 from manim.utils.hashing import get_hash_from_play_call as manim_key
 
-from scenes import segment_key
+from scenes.kit import segment_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FINGERPRINT = "test-encoder"

@@ -1,4 +1,4 @@
-"""Seeds trained together as one stacked model (simulation.stacked, simulation.train.run_together) give the
+"""Seeds trained together as one stacked model (simulation.kinds.stacked, simulation.kinds.mlp.run_together) give the
 traces of training each seed alone: every recorded array equal, bit for bit, for each kind of MLP the lecture
 trains, a run that diverges included; and the trainer's groups, stream and pipeline hand them out as one."""
 
@@ -16,9 +16,9 @@ from simulation.config import RunConfig
 from simulation.experiments import build_runs
 from simulation.models import build_model
 from simulation.runs import GROUP_RUNS, estimate, seed_groups
-from simulation.stacked import stack_models, stackable
+from simulation.kinds.stacked import stack_models, stackable
 from simulation.trace import Trace
-from simulation.train import run, run_together
+from simulation.kinds.mlp import run, run_together
 from support import (assert_diverged_between_records, assert_same_trace, seeds_diverging_between_records,
                      together_as_alone)
 
@@ -103,7 +103,7 @@ def test_groups_are_the_seeds_of_one_config_in_first_seen_order_within_the_limit
     size = estimate(many[0]).total
     assert [len(g) for g in seed_groups(many[:4], max_bytes=2 * size)] == [2, 2]
     transformers = list(build_runs("layernorm", {"seeds": "0,1"}).values())
-    assert [len(g) for g in seed_groups(transformers)] == [2, 2, 2]  # simulation.transformer.run_together's
+    assert [len(g) for g in seed_groups(transformers)] == [2, 2, 2]  # simulation.kinds.transformer.run_together's
 
 
 def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, monkeypatch):
@@ -119,7 +119,7 @@ def test_stream_trains_a_group_at_once_and_answers_one_line_per_run(tmp_path, mo
 
 
 # A deep plain sigmoid net: at step 0 the gradients of its first blocks are denormal floats (~1e-40), which the
-# steps no recorder sees flush to zero (simulation.train.denormals_flushed) and the recorded steps keep.
+# steps no recorder sees flush to zero (simulation.kinds.mlp.denormals_flushed) and the recorded steps keep.
 DENORMAL = dict(arch="plain", activation="sigmoid", depth=56, width=16, steps=4, record_every=3, batch_size=32,
                 lr=0.02)  # records steps 0 and 3
 
@@ -127,7 +127,7 @@ DENORMAL = dict(arch="plain", activation="sigmoid", depth=56, width=16, steps=4,
 def test_flushing_denormals_in_unrecorded_steps_changes_no_recorded_number(monkeypatch):
     import contextlib
 
-    from simulation import train as train_module
+    from simulation.kinds import mlp as train_module
 
     configs = [RunConfig(**DENORMAL, seed=s) for s in (0, 1)]
     flush = torch.set_flush_denormal

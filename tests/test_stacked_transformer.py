@@ -1,5 +1,5 @@
-"""Transformer seeds trained together as one stacked model (simulation.stacked_transformer,
-simulation.transformer.run_together) give the traces of training each seed alone: every recorded array equal, bit
+"""Transformer seeds trained together as one stacked model (simulation.kinds.stacked_transformer,
+simulation.kinds.transformer.run_together) give the traces of training each seed alone: every recorded array equal, bit
 for bit, for each kind of Transformer the lecture trains (encoder-decoder Post-LN and Pre-LN with warm-up, the
 GPT, the attention-only stacks of rank collapse), a run that diverges between records included."""
 
@@ -12,8 +12,8 @@ import torch
 from simulation.config import TransformerConfig
 from simulation.experiments import build_runs
 from simulation.runs import seed_groups
-from simulation.stacked_transformer import stack_transformers, transformer_stackable
-from simulation.transformer import build_transformer, make_task, run, run_together
+from simulation.kinds.stacked_transformer import stack_transformers, transformer_stackable
+from simulation.kinds.transformer import build_transformer, make_task, run, run_together
 from support import assert_diverged_between_records, seeds_diverging_between_records, together_as_alone
 
 TINY = dict(depth=2, width=16, heads=2, ffn_width=32, steps=8, record_every=4, batch_size=8, init_batches=2)

@@ -1,21 +1,25 @@
 """Sweeps on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on 127.0.0.1, started
-and stopped here) give the traces of the same sweep run locally; a lost worker and a diverging run. The cluster
-tests are slow (CI runs them); the default run checks the local sweep, the size rule and the error paths."""
+and stopped here with the commands of docs/how-to/sweeps.md, the scheduler without the checkout) give
+the traces of the same sweep run locally; a lost worker and a diverging run. The cluster tests are slow (CI runs
+them); the default run checks that every task graph the code sends unpickles without this project (as a scheduler
+on another machine unpickles it), the local sweep, the size rule and the error paths."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import psutil
 import pytest
 
-from dask_cluster import Cluster, free_port, wait_for
+from dask_cluster import PAGES, Cluster, free_port, unpickle_without_project, wait_for
 from simulation.config import RunConfig
 from simulation.cache import run_sweep
-from simulation.sweep import SweepError, run_to_bytes, scheduler_address
+from simulation.sweep import SweepError, run_to_bytes, scheduler_address, sweep
 from simulation.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One cluster for this file, its workers warmed up (torch imported). The test that kills a worker
-    runs last."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    """One cluster for this file, started as docs/how-to/sweeps.md says, its workers warmed up (torch imported).
+    The test that kills a worker runs last."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), page=PAGES[1])
     try:
         from distributed import Client
 
@@ -50,7 +54,7 @@ def _configs(steps: int = 30) -> list[RunConfig]:
 
 def _same(a: Trace, b: Trace) -> None:
     """Bit-identical: same metadata, same arrays (keys, dtypes, every bit). Only ``trained_with_seeds`` may differ:
-    a local sweep trains the seeds of one config together (simulation.stacked), a cluster each run alone."""
+    a local sweep trains the seeds of one config together (simulation.kinds.stacked), a cluster each run alone."""
     assert {**a.meta.to_dict(), "trained_with_seeds": None} == {**b.meta.to_dict(), "trained_with_seeds": None}
     assert sorted(a.arrays) == sorted(b.arrays)
     for key in a.arrays:
@@ -111,13 +115,44 @@ def test_scheduler_address_comes_from_the_option_or_the_environment(monkeypatch)
         scheduler_address("10.0.0.5")
 
 
+@pytest.mark.xdist_group("sweep-cluster")
+@pytest.mark.slow  # the documented sweep, on the cluster and here (~40 s on 2 busy cores)
+def test_the_documented_sweep_command_gives_the_traces_of_a_local_run(cluster, tmp_path):
+    """docs/how-to/sweeps.md's `render.py train ... --scheduler` line, run as the page shows it against the cluster
+    the page starts (the scheduler without the checkout: the fixture), then without ``--scheduler``: the same runs,
+    bit for bit. ``--set steps=40`` keeps the runs short."""
+    line = cluster.client_command + " --set steps=40"
+    assert "--scheduler tcp://127.0.0.1:" in line
+    local_line = re.sub(r" --scheduler \S+", "", line)
+    scheduler_python = subprocess.run(["/bin/bash", "-c", "python -c 'import simulation'"],
+                                      cwd=cluster.scheduler_folder, env=cluster.scheduler_env, capture_output=True,
+                                      text=True)
+    assert "No module named 'simulation'" in scheduler_python.stderr  # the scheduler's Python lacks this project
+    caches = {}
+    for name, command in (("remote", line), ("local", local_line)):
+        caches[name] = tmp_path / name
+        env = {**os.environ, "RESIDUAL_CACHE": str(caches[name])}
+        env.pop("PYTHONPATH", None)
+        env.pop("DASK_SCHEDULER_ADDRESS", None)
+        done = subprocess.run(["/bin/bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "traces: 8 trained, 0 from the cache" in done.stderr, done.stderr
+        assert (f"({cluster.address})" in done.stderr) == (name == "remote"), done.stderr  # where they trained
+    remote, local = (sorted(p.name for p in caches[n].glob("*.npz")) for n in ("remote", "local"))
+    assert remote == local and len(remote) == 8
+    for name in remote:
+        _same(Trace.load(caches["remote"] / name), Trace.load(caches["local"] / name))
+
+
 @pytest.mark.xdist_group("sweep-cluster")  # one worker builds the module fixture, not both
 @pytest.mark.slow  # a scheduler and two worker processes (the fixture: ~7 CPU s); CI runs it
 def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster, tmp_path, monkeypatch):
-    """Runs last: it leaves the module's cluster with one worker."""
+    """Runs last: it kills one of the module's workers (its nanny starts it again)."""
     configs = [RunConfig(arch="residual", depth=6, width=32, steps=60, seed=seed) for seed in range(6)]
     cache = tmp_path / "remote"
-    victim = cluster.workers[0]
+    victim = psutil.Process(cluster.worker_info()[0]["pid"])
+    killed = []
 
     def kill_after_first_result() -> None:
         try:
@@ -125,12 +160,13 @@ def test_killing_a_worker_mid_sweep_still_completes_with_the_same_traces(cluster
         except TimeoutError:
             return
         victim.kill()  # SIGKILL: the worker dies with whatever it is running
+        killed.append(victim.wait(timeout=10))
 
     killer = threading.Thread(target=kill_after_first_result, daemon=True)
     killer.start()
     remote = _sweep_in(cache, monkeypatch, configs, scheduler=cluster.address)
-    killer.join(timeout=5)
-    assert victim.poll() is not None, "the worker was not killed before the sweep ended"
+    killer.join(timeout=15)
+    assert killed, "the worker was not killed before the sweep ended"
     local = _sweep_in(tmp_path / "local", monkeypatch, configs, scheduler="local")
     for a, b in zip(local, remote):
         _same(a, b)
@@ -158,3 +194,82 @@ def test_the_sweep_command_refuses_bad_input_with_one_line(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
     assert not list(tmp_path.iterdir())
+
+
+# -- what the scheduler receives ----------------------------------------------------------------------------------
+
+
+class _Sent(Exception):
+    """Raised in place of sending a task graph to the scheduler: the test keeps the graph and sends nothing."""
+
+
+@pytest.fixture
+def sent_graphs(monkeypatch):
+    """(address of a scheduler in this process with no workers, the list of task graphs clients send it): each
+    ``update-graph`` message is kept (its ``expr_ser``, the pickled graph as the scheduler receives it) and raises
+    :class:`_Sent` instead of reaching the scheduler."""
+    from distributed import Client, LocalCluster
+
+    graphs = []
+    send = Client._send_to_scheduler
+
+    def keep(self, msg):
+        if msg.get("op") == "update-graph":
+            graphs.append(msg["expr_ser"])
+            raise _Sent
+        return send(self, msg)
+
+    monkeypatch.setattr(Client, "_send_to_scheduler", keep)
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=":0") as cluster:
+        yield cluster.scheduler_address, graphs
+
+
+def test_every_task_graph_a_sweep_or_a_render_sends_unpickles_without_this_project(sent_graphs, tmp_path):
+    """The scheduler unpickles each graph (distributed >= 2023.4) and may run where nothing of this project is
+    installed (docs/how-to/cluster.md): the graphs that a sweep and a cluster render send must name only the standard
+    library, Dask and plain data. The twin: a graph that pickles the task function by reference (as the code did
+    before, ``client.submit(run_to_bytes, ...)``) fails there with "No module named 'simulation'"."""
+    from distributed import Client
+
+    from cli.media import RenderJob
+    from cli.pipeline import ClusterPool
+
+    address, graphs = sent_graphs
+    configs = [RunConfig(depth=2, width=4, steps=2, seed=s) for s in (0, 1)]
+    with pytest.raises(_Sent):
+        list(sweep(configs, scheduler=address, progress=False))
+    pool = ClusterPool(address)
+    job = RenderJob("TinySquare", "cli_scenes", {}, {}, {}, "0" * 16, "l", "en", "mp4", False, str(tmp_path / "out"))
+    try:
+        with pytest.raises(_Sent):
+            pool.render(job)
+    finally:
+        pool.close()
+    with Client(address) as client, pytest.raises(_Sent):
+        client.submit(run_to_bytes, configs[0].to_dict(), pure=False)  # the twin: by reference
+    assert len(graphs) == 3
+    (tmp_path / "elsewhere").mkdir()
+    sweep_graph, render_graph, twin = unpickle_without_project(graphs, tmp_path / "elsewhere")
+    assert sweep_graph == "ok" and render_graph == "ok"
+    assert twin.startswith("ModuleNotFoundError: No module named 'simulation"), twin
+
+
+CLIENT_CALLS = re.compile(r"client\.(submit|map|compute|persist|run|run_on_scheduler|register_\w+|upload_file|get)\(")
+
+
+def test_the_code_sends_tasks_only_through_submit_by_name():
+    """Every task the project gives a Dask client goes through simulation.sweep.submit_by_name (which the test above
+    checks), and no code asks a scheduler to run or register a function of ours."""
+    hits = []
+    for folder in ("cli", "simulation", "scenes", "narration", "residual_lecture"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            hits += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in CLIENT_CALLS.finditer(path.read_text())]
+    hits += [f"render.py: {m.group(0)}" for m in CLIENT_CALLS.finditer((ROOT / "render.py").read_text())]
+    assert hits == ["simulation/sweep.py: client.submit("], hits
+
+
+def test_the_scheduler_is_installed_with_the_dask_version_the_project_pins():
+    """docs/how-to/cluster.md's install line for a scheduler without the checkout names pyproject.toml's pin."""
+    pin = re.search(r'"(dask\[distributed\]==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert f'pip install "{pin}"' in PAGES[0].read_text()

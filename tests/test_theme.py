@@ -5,9 +5,9 @@ Example::
     pytest tests/test_theme.py
 
 The WCAG 2.1 contrast ratio is computed here from its definition (sRGB -> linear -> relative luminance),
-independently of scenes/theme.py; each check has a twin fed a tampered palette that must fail it. The
+independently of scenes/kit/theme.py; each check has a twin fed a tampered palette that must fail it. The
 source scan finds colour literals (hex strings, Manim's colour constants) anywhere in scenes/ but
-scenes/theme.py; the dry-run check finds colours that no theme role gave (Manim's default white, a
+scenes/kit/theme.py; the dry-run check finds colours that no theme role gave (Manim's default white, a
 constant imported under another name) on screen after every step of every scene in the light theme.
 """
 
@@ -24,8 +24,8 @@ import pytest
 from manim import ManimColor
 
 from scenes import SCENES_IN_ORDER
-from scenes.style import PALETTE, RoleColors
-from scenes.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, THEMES, Theme, fit_contrast,
+from scenes.kit.style import PALETTE, RoleColors
+from scenes.kit.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, THEMES, Theme, fit_contrast,
                           set_theme)
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
@@ -198,7 +198,7 @@ def test_scenes_source_has_no_colour_literal_outside_the_theme():
     files = [p for p in sorted(SCENES_DIR.rglob("*.py")) if p.name != "theme.py"]
     assert len(files) > 10
     found = {str(p.relative_to(ROOT)): hits for p in files if (hits := colour_literals(p.read_text(encoding="utf-8")))}
-    assert found == {}, f"colour literals outside scenes/theme.py (use PALETTE[role]): {found}"
+    assert found == {}, f"colour literals outside scenes/kit/theme.py (use PALETTE[role]): {found}"
 
 
 def test_colour_scan_finds_hostile_literals():
@@ -261,7 +261,7 @@ def test_scene_draws_only_theme_colours_and_readable_text(scene, theme, tiny_tra
 def test_theme_colour_check_catches_a_default_white(tmp_path):
     """The twins: a MathTex left in Manim's default white is a foreign colour, and on the light
     background it is unreadable; a muted label faded on purpose is neither."""
-    from scenes.base import LectureScene
+    from scenes.kit.base import LectureScene
 
     class Tampered(LectureScene):
         def construct(self):

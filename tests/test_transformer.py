@@ -22,7 +22,7 @@ from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.runs import config_from_dict
 from simulation.experiments import build_runs, get_experiment
 from simulation.runkeys import one_seed
-from simulation.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
+from simulation.kinds.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
 from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers, trained_at_seed
 
 DATA = Path(__file__).resolve().parent / "data" / "layernorm"

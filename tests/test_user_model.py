@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulation.residual_adds import Interceptor, NoResidualError, find_residual_adds
-from simulation.user_model import UserRecorder
+from simulation.core.residual_adds import Interceptor, NoResidualError, find_residual_adds
+from simulation.kinds.user_model import UserRecorder
 
 import user_models as um
 

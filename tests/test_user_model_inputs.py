@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from simulation.config import ConfigError, UserModelConfig
 from simulation.runs import check_memory
-from simulation.user_model import UserModelError, estimate_memory, load_user_data, run
+from simulation.kinds.user_model import UserModelError, estimate_memory, load_user_data, run
 
 from support import examples, invoke
 
@@ -237,6 +237,34 @@ def test_npz_data_loaded_without_pickle(tmp_path):
         one_line(info.value)
 
 
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.one_of(st.binary(min_size=0, max_size=1), st.binary(max_size=4096),
+                         st.binary(max_size=64).map(lambda b: b"\x93NUMPY" + b)))  # an .npy's magic: not an .npz
+def test_a_data_file_that_is_no_npz_archive_says_so(garbage, tmp_path):
+    """Bytes that are no zip archive (one byte, random bytes, a torn .npy header): "not an .npz archive" in one
+    line, never numpy's "contains pickled (object) data" nor a traceback (issue 34)."""
+    import io
+    import zipfile
+
+    if zipfile.is_zipfile(io.BytesIO(garbage)):  # random bytes that happen to end a zip archive: not garbage
+        return
+    path = tmp_path / "data.npz"
+    path.write_bytes(garbage)
+    with pytest.raises(ConfigError, match="is not an .npz archive") as info:
+        load_user_data(UserModelConfig(data=str(path)))
+    assert "pickle" not in one_line(info.value)
+
+
+def test_an_npy_array_named_npz_is_no_npz_archive(tmp_path):
+    """np.load reads an .npy (here under an .npz name) as one bare array, without x and y: refused as not an .npz
+    archive, not a TypeError."""
+    path = tmp_path / "data.npz"
+    with open(path, "wb") as f:
+        np.save(f, np.zeros((4, 2)))
+    with pytest.raises(ConfigError, match="is not an .npz archive"):
+        load_user_data(UserModelConfig(data=str(path)))
+
+
 # -- the memory guard ---------------------------------------------------------------------------------
 
 def test_memory_guard_estimates_before_training_and_refuses(tmp_path):
@@ -285,7 +313,7 @@ def test_a_model_whose_parameters_are_over_the_budget_is_refused_before_it_is_bu
     one_line(info.value)
     params = 64 * width + width + width * width + width + width * 10 + 10
     assert f"parameters {params * 4 / 1e9:.3g} GB" in str(info.value)
-    from simulation.user_model import load_factory
+    from simulation.kinds.user_model import load_factory
     assert load_factory(config.spec, config.source).__globals__["DEVICES"] == ["meta"]
     # A model under the budget is built and probed as before: its activations are measured.
     small = UserModelConfig(spec=f"{path}:build")

@@ -1,4 +1,4 @@
-"""The scenes of a user's own network (scenes/user_model.py) and their block labels (scenes/block_labels.py).
+"""The scenes of a user's own network (scenes/user_model.py) and their block labels (scenes/kit/block_labels.py).
 
 Example::
 
@@ -26,12 +26,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from manim import VGroup
 
 import scenes
-from cli import i18n
+from narration import i18n
 from scenes import user_model
-from scenes.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
+from scenes.kit.block_labels import (BlockLabels, _spread, estimate_width, middle_ellipsis, plan_block_labels,
                                  split_prefix, unique_names)
 from scenes.chain_rule import running_product
-from scenes.layout import layout_problems
+from scenes.kit.layout import layout_problems
 from support import FULL_LANGS as LANGS
 from simulation.config import RunConfig, UserModelConfig
 from simulation.runkeys import RunKey

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simulation.experiments import build_runs
 from simulation.runkeys import one_seed
-from simulation.train import run
+from simulation.kinds.mlp import run
 
 
 def test_vanishing_gradient_at_step_zero():

@@ -27,7 +27,7 @@ import narration as voice
 import narration.cache
 import narration.engines
 import narration.mux
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 
 from dry_run import dry_run
 from subtitles import RATE, as_srt_cues, chars, too_fast

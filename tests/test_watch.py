@@ -24,9 +24,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from residual_lecture import plain_twin, watch
+from simulation.core import watch as watch_module
 from simulation.core.watch import WatchError
+from simulation.residual_adds import Interceptor
 from simulation.trace import Trace, parts_dir
 
 from watch_models import Net, batches
@@ -294,3 +297,113 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
     assert trace["step"].tolist() == [0, 2, 4, 6]
     assert trace.meta.watch["complete"] is False and trace.meta.watch["steps_recorded"] == 4
     assert np.isfinite(trace["out_grad_norm"]).all() and trace["out_grad_norm"].shape == (4, 3)
+
+
+class CheckpointedNet(Net):
+    """Net whose blocks run under torch.utils.checkpoint (``reentrant`` True / False), or plainly (None)."""
+
+    def __init__(self, reentrant: bool | None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.reentrant = reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h) if self.reentrant is None else checkpoint(block, h, use_reentrant=self.reentrant)
+        return self.head(self.drop(h))
+
+
+def checkpointed_trace(path: Path, reentrant: bool | None) -> Trace:
+    torch.manual_seed(0)
+    model = CheckpointedNet(reentrant)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, path, every=1) as rec:
+        for micro in batches(2, 2):
+            for x, y in micro:
+                F.cross_entropy(model(x), y).backward()
+            rec.step(opt)
+            opt.step()
+            opt.zero_grad()
+    return Trace.load(path)
+
+
+CHECKPOINT_KEYS = ("act_norm", "act_std", "input_norm", "branch_norm", "out_grad_norm", "in_grad_norm", "grad_norm",
+                   "micro_batches")
+
+
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non-reentrant"])
+def test_activation_checkpointing(tmp_path, reentrant, monkeypatch):
+    """Under activation checkpointing every number is the one recorded without it (the recomputed forward during
+    backward is neither counted twice nor missed: reentrant checkpointing's gradients exist only there). Tamper
+    twin: without the interceptor's recompute numbering, reentrant checkpointing loses the gradients."""
+    plain = checkpointed_trace(tmp_path / "plain.npz", None)
+    trace = checkpointed_trace(tmp_path / "ckpt.npz", reentrant)
+    for key in CHECKPOINT_KEYS:
+        np.testing.assert_allclose(trace[key], plain[key], rtol=1e-6, err_msg=key)
+    if reentrant:
+        monkeypatch.setattr(watch_module._Interceptor, "_pre", Interceptor._pre)
+        broken = checkpointed_trace(tmp_path / "broken.npz", reentrant)
+        assert not np.allclose(broken["out_grad_norm"], plain["out_grad_norm"], rtol=1e-6, equal_nan=True)
+
+
+DDP_RTOL = 1e-5  # float32 sums over 4 + 4 rows against 8: the reduction order differs
+
+
+@pytest.mark.slow  # two processes that each import torch: ~10 s on an idle machine
+def test_ddp_two_processes_match_one(tmp_path):
+    """DistributedDataParallel on 2 CPU processes (gloo), each with half of every batch: one trace, written by rank
+    0, equal to one process training on the whole batch (mean loss) within DDP_RTOL. dL/dh is that of the mean of
+    the ranks' losses (sum of squares over ranks / world size squared), as DDP's averaged gradients define it."""
+    import torch.multiprocessing as mp
+
+    from watch_models import ddp_worker, train_steps
+
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "one.npz", [m[0] for m in batches(3, 1, batch=8)])
+    mp.spawn(ddp_worker, args=(2, str(tmp_path / "ddp.npz"), str(tmp_path / "rendezvous")), nprocs=2, join=True)
+    one, ddp = Trace.load(tmp_path / "one.npz"), Trace.load(tmp_path / "ddp.npz")
+    assert ddp.meta.watch["world_size"] == 2 and ddp.meta.watch["wrappers"] == ["DistributedDataParallel"]
+    for key in ("act_norm", "act_mean", "act_std", "input_norm", "branch_norm", "out_grad_norm", "in_grad_norm",
+                "grad_norm", "update_ratio", "loss", "loss_curve", "total_grad_norm"):
+        np.testing.assert_allclose(ddp[key], one[key], rtol=DDP_RTOL, err_msg=key)
+    # tamper twin: the per-rank dL/dh (what one rank alone would record) is off by far more than the tolerance
+    assert not np.allclose(ddp["out_grad_norm"] * 2 ** 0.5, one["out_grad_norm"], rtol=DDP_RTOL)
+
+
+def test_data_parallel_is_unwrapped(tmp_path):
+    """nn.DataParallel (on CPU it calls its module): the same trace as the bare module."""
+    from watch_models import train_steps
+
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "bare.npz", [m[0] for m in batches(2, 1)])
+    torch.manual_seed(0)
+    train_steps(nn.DataParallel(Net()), tmp_path / "dp.npz", [m[0] for m in batches(2, 1)])
+    bare, dp = Trace.load(tmp_path / "bare.npz"), Trace.load(tmp_path / "dp.npz")
+    assert dp.meta.watch["wrappers"] == ["DataParallel"]
+    for key in ("act_norm", "out_grad_norm", "grad_norm"):
+        np.testing.assert_array_equal(dp[key], bare[key])
+
+
+@pytest.mark.slow  # torch.compile: tens of seconds of compiling
+def test_torch_compile(tmp_path):
+    """A torch.compile'd model: recorded steps run eagerly (torch.compiler.set_stance("force_eager") while armed), so
+    the numbers are eager's and the compiled graph is compiled once and never sees a hook (no recompilation);
+    the stance is restored after."""
+    from torch._dynamo.eval_frame import _stance
+    from torch._dynamo.utils import counters
+
+    from watch_models import train_steps
+
+    micro = [m[0] for m in batches(5, 1)]
+    torch.manual_seed(0)
+    train_steps(Net(), tmp_path / "eager.npz", micro, every=2)
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    train_steps(torch.compile(Net()), tmp_path / "compiled.npz", micro, every=2)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert torch._dynamo.eval_frame._stance.stance == "default" and _stance is not None
+    eager, compiled = Trace.load(tmp_path / "eager.npz"), Trace.load(tmp_path / "compiled.npz")
+    assert compiled.meta.watch["wrappers"] == ["torch.compile"]
+    for key in ("act_norm", "out_grad_norm", "grad_norm", "update_ratio", "loss"):
+        np.testing.assert_allclose(compiled[key], eager[key], rtol=1e-5, err_msg=key)

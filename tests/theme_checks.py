@@ -13,7 +13,7 @@ import manim
 import numpy as np
 from manim import ManimColor, VMobject
 
-from scenes.theme import ROLES, THEMES, Theme
+from scenes.kit.theme import ROLES, THEMES, Theme
 
 __all__ = ["wcag_luminance", "wcag_ratio", "foreign_colours", "TEXT_TYPES", "low_contrast_texts", "hex_of",
            "colour_checked"]

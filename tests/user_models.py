@@ -1,7 +1,7 @@
 """Small models for the user-model tests (issue 20): each one a way people write residual networks.
 
 The factories take ``seed``-free arguments; the tests seed torch themselves. torchvision is imported only
-through :func:`torchvision_models` (its CPU-less wheel needs simulation.user_model's import shim first).
+through :func:`torchvision_models` (its CPU-less wheel needs simulation.kinds.user_model's import shim first).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from torch import nn
 
 
 def torchvision_models():
-    from simulation.user_model import allow_torchvision_without_ops
+    from simulation.kinds.user_model import allow_torchvision_without_ops
 
     allow_torchvision_without_ops()
     import torchvision.models
@@ -21,7 +21,7 @@ def torchvision_models():
 
 def tiny_gpt2(layers: int = 2, vocab: int = 9, positions: int = 16, width: int = 16, dropout: float = 0.0):
     """A Hugging Face GPT-2 built from a small GPT2Config (no download)."""
-    from simulation.user_model import allow_torchvision_without_ops
+    from simulation.kinds.user_model import allow_torchvision_without_ops
 
     allow_torchvision_without_ops()
     from transformers import GPT2Config, GPT2LMHeadModel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from manim import Circle, Create, FadeOut, Square
 
-from scenes.base import LectureScene
+from scenes.kit.base import LectureScene
 
 __all__ = ["VoicedLines", "VoicedTail"]
 

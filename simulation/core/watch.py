@@ -12,15 +12,15 @@ Example::
 
 A *step* is one optimiser step: :meth:`Watch.step` is called once per step, after every micro-batch's backward.
 Steps 0, ``every``, 2 ``every`` ... are recorded. Hooks exist only around a recorded step: ``rec.step`` of the step
-before arms them (the block interceptor of :class:`simulation.residual_adds.Interceptor`, one forward pre-hook on
+before arms them (the block interceptor of :class:`simulation.core.residual_adds.Interceptor`, one forward pre-hook on
 the model) and ``rec.step`` of the recorded step removes them, so a step that is not recorded runs the model with no
 hook of ours and no device synchronisation (it writes the loss and the loss scale into a small buffer on the device).
 
-The residual additions are found as ``--model`` finds them (:func:`simulation.residual_adds.find_residual_adds`):
+The residual additions are found as ``--model`` finds them (:func:`simulation.core.residual_adds.find_residual_adds`):
 at the first training forward after ``watch`` (or at once with ``example_input=``), one extra forward of ours on the
 first two examples of that batch (the whole batch if that fails), in the model's mode, with its buffers and the RNG
 restored after. Statistics per block (what is read where, the reduction over micro-batches and ranks, units) are
-those of :class:`simulation.user_model.UserRecorder` plus the update size and the optimiser's state; docs/watch.md
+those of :class:`simulation.kinds.user_model.UserRecorder` plus the update size and the optimiser's state; docs/watch.md
 says each. All are computed on the tensors' own device (norms in ``norm_dtype``, float32 by default; sums in
 float64), stacked into one tensor and copied to the host once per recorded step.
 """
@@ -39,8 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from simulation.record import COUNT_KEYS
-from simulation.residual_adds import Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
+from simulation.core.record import COUNT_KEYS
+from simulation.core.residual_adds import Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from simulation.trace import TraceWriter
 
 __all__ = ["watch", "Watch", "plain_twin", "WatchError", "WATCH_SCHEMA", "PROBE_EXAMPLES", "unwrap"]
@@ -268,7 +268,7 @@ class Watch:
     ``micro_batches`` int64 [T] (training forwards of the step); ``lr`` float64 [T, G]; ``scale`` float32 [T] (the
     GradScaler's, NaN without one); ``skipped`` int64 [T] (1: non-finite gradients, a scaler skips the step);
     ``total_grad_norm``, ``total_grad_norm_before_clip`` float64 [T] (every parameter's gradient); per block
-    [T, B] the keys of :class:`simulation.user_model.UserRecorder` (``act_mean``, ``act_std``, ``act_norm``,
+    [T, B] the keys of :class:`simulation.kinds.user_model.UserRecorder` (``act_mean``, ``act_std``, ``act_norm``,
     ``input_norm``, ``branch_norm``, ``branch_std``, ``shortcut_norm``, ``grad_norm``, ``out_grad_norm``,
     ``in_grad_norm``, ``nonfinite``, ``nonfinite_act``, ``nonfinite_grad``) plus ``grad_norm_before_clip`` and
     ``update_ratio`` (||w_k - w_(k-1)|| / ||w_(k-1)|| over the block's weight matrices: the update of the step
@@ -293,6 +293,7 @@ class Watch:
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
+        self._stance = None  # torch.compile's stance to restore after a recorded step
         self._probing = False
         self._live = False
         self._clear_step()
@@ -357,6 +358,9 @@ class Watch:
             return
         self.armed = True
         self._clear_step()
+        if "torch.compile" in self.wrappers:  # a recorded step runs eagerly; the compiled graphs never see a hook
+            self._stance = torch._dynamo.eval_frame._stance
+            torch.compiler.set_stance("force_eager")
         if self.found.adds is None:
             self._discover_handle = self.module.register_forward_pre_hook(self._first_forward, with_kwargs=True)
             return
@@ -372,6 +376,10 @@ class Watch:
         if not self.armed:
             return
         self.armed = False
+        if self._stance is not None:
+            stance, self._stance = self._stance, None
+            torch.compiler.set_stance(stance.stance, skip_guard_eval_unsafe=stance.skip_guard_eval_unsafe,
+                                      force_backend=stance.backend)
         for handle in self._handles:
             handle.remove()
         self._handles.clear()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from manim import Line, VGroup
 
-from scenes.style import PALETTE, SIZE_SMALL, make_text
+from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
 
 __all__ = ["BlockLabels", "LabelPlan", "plan_block_labels", "block_names", "split_prefix", "middle_ellipsis",
            "unique_names", "short_name", "estimate_width", "STRIDES", "MIN_KEPT", "ELLIPSIS"]

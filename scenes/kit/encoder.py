@@ -68,7 +68,7 @@ def queue_size(quality: str) -> int | None:
 
 def function_fingerprint(func) -> str:
     """16 hex chars of SHA-256 over a function's bytecode and names: which version of a library function a patch of
-    ours was checked against (this module's, scenes/segment_key.py's)."""
+    ours was checked against (this module's, scenes/kit/segment_key.py's)."""
     code = func.__code__
     return hashlib.sha256(code.co_code + repr(code.co_names).encode()).hexdigest()[:16]
 

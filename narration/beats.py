@@ -5,7 +5,7 @@ Example::
     record = BeatRecord.load(Path("media/480p15/en/IdentityHighway.beats.json"))
     [(beat.index, beat.start, beat.end, beat.lines("en")) for beat in record.beats]
 
-A scene builds the record while it renders (:class:`scenes.beats.BeatLog`: a beat per narration point, one Manim
+A scene builds the record while it renders (:class:`scenes.kit.beats.BeatLog`: a beat per narration point, one Manim
 section each) and writes it with :meth:`BeatRecord.write`; the slide deck (:mod:`cli.deck`) and the lecture page
 (:mod:`cli.page`) read it with :meth:`BeatRecord.load`. Imports neither Manim nor torch, so that the deck and the
 page read it without either.
@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cli.params import LANGS
+from narration.text import LANGS
 from simulation.atomic_io import atomic_write
 from simulation.values import a_type
 

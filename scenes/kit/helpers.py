@@ -2,7 +2,7 @@
 
 Example::
 
-    from scenes.helpers import log_range, tail_mean
+    from scenes.kit.helpers import log_range, tail_mean
     exp_min, exp_max = log_range([1e-9, 0.3, float("nan")])     # (-10, 0)
 
 A value a trace should hold but does not (NaN in a recorded array, or an array the file lacks) is

@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.transformer --set norm=pre_ln --set warmup_steps=0
+    python -m simulation.kinds.transformer --set norm=pre_ln --set warmup_steps=0
 
 The layers follow Vaswani et al. 2017, Fig. 1: an encoder layer has two sublayers (self-attention, FFN), a
 decoder layer three (masked self-attention, cross-attention over the encoder output, FFN), each wrapped in a
@@ -31,14 +31,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .config import TransformerConfig
-from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
-from .loop import main as loop_main
-from .record import HookPoint, HookRecorder, by_shape
-from .runs import check_memory, differ_only_in_seed
+from ..config import TransformerConfig
+from ..loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
+from ..loop import main as loop_main
+from ..core.record import HookPoint, HookRecorder, by_shape
+from ..runs import check_memory, differ_only_in_seed
 from .stacked import column_grads, gradient_rows
 from .stacked_transformer import stack_transformers, transformer_stackable
-from .trace import Trace
+from ..trace import Trace
 
 __all__ = [
     "MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer", "build_transformer",
@@ -635,12 +635,12 @@ VECTOR_ROW = 32
 
 def run_together(configs: list[TransformerConfig], progress: bool | None = None) -> list[Trace]:
     """Train ``configs``, Transformer runs that differ only in their seed, as one stacked model
-    (:mod:`simulation.stacked_transformer`) and return their traces in order: each the trace :func:`run` gives for
+    (:mod:`simulation.kinds.stacked_transformer`) and return their traces in order: each the trace :func:`run` gives for
     its config alone, bit for bit, with ``meta.trained_with_seeds`` listing the seeds trained together. The
     gradients at initialisation, recorded steps, held-out passes and probes run each seed's own model (its
     parameters are rows of the stacked ones); only the steps between records run stacked. A run that diverges
     stops there as it would alone (its trace taken then); the others go on. Configs
-    :func:`~simulation.stacked_transformer.transformer_stackable` refuses train one after the other. Raises
+    :func:`~simulation.kinds.stacked_transformer.transformer_stackable` refuses train one after the other. Raises
     ConfigError before any work when a run would not fit in memory, ValueError for configs that differ in more
     than the seed."""
     configs = list(configs)
@@ -734,7 +734,7 @@ def _stacked_step(template: nn.Module, tasks: list[TransformerTask], grads: torc
     return {row: tasks[row].step_result(step, loss, error) for row, (loss, error) in losses.items()}
 
 
-main = functools.partial(loop_main, TransformerTask, TransformerConfig, prog="python -m simulation.transformer")
+main = functools.partial(loop_main, TransformerTask, TransformerConfig, prog="python -m simulation.kinds.transformer")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 Example::
 
-    python -m simulation.landscape --set arch=plain --set depth=56
+    python -m simulation.kinds.landscape --set arch=plain --set depth=56
 
-A conv net of He et al. 2015 §4.2 (:mod:`simulation.conv`: ReLU, BatchNorm, option-A shortcuts; ``plain``
+A conv net of He et al. 2015 §4.2 (:mod:`simulation.kinds.conv`: ReLU, BatchNorm, option-A shortcuts; ``plain``
 is Li et al.'s "noshort" twin) is trained on digits with SGD. Around the trained weights theta two random
 Gaussian directions delta and eta are drawn and *filter-normalised* as in Li et al. 2018, §4 (their
 ``net_plotter.normalize_directions_for_weights`` with ``norm='filter'``, ``ignore='biasbn'``): every filter of
@@ -28,12 +28,12 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from .config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_error
+from ..config import ConfigError, LandscapeConfig, config_from_argv, conv_depth_error
 from .conv import build_conv_net
-from .data import load_dataset
-from .summary import slice_figures
-from .loop import minibatch_step, one_thread
-from .trace import Trace
+from ..data import load_dataset
+from ..summary import slice_figures
+from ..loop import minibatch_step, one_thread
+from ..trace import Trace
 
 __all__ = ["run", "filter_normalize", "random_direction", "slice_loss", "DIRECTION_SEED_OFFSET"]
 
@@ -168,7 +168,7 @@ def _run(config: LandscapeConfig) -> Trace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.landscape --set key=value ...``: train, slice, print the non-convexity figures."""
+    """``python -m simulation.kinds.landscape --set key=value ...``: train, slice, print the non-convexity figures."""
     config = config_from_argv(LandscapeConfig, argv, __doc__.splitlines()[0], lambda c: conv_depth_error(c.depth))
     if config is None:
         return 2

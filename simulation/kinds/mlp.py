@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.train --set arch=residual --set depth=20
+    python -m simulation.kinds.mlp --set arch=residual --set depth=20
 
 ``run(config) -> Trace`` is :func:`simulation.loop.train` with :class:`MLPTask`: no globals, no side effects
 beyond torch's thread count, which it restores. The same config gives a bit-identical trace on CPU.
@@ -19,16 +19,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .config import RunConfig
-from .data import BANDS_RANGE, Dataset, load_dataset
-from .loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
-from .loop import main as loop_main
-from .models import MLP, build_model
-from .record import Recorder
-from .runs import check_memory, differ_only_in_seed
+from ..config import RunConfig
+from ..data import BANDS_RANGE, Dataset, load_dataset
+from ..loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
+from ..loop import main as loop_main
+from ..models import MLP, build_model
+from ..core.record import Recorder
+from ..runs import check_memory, differ_only_in_seed
 from .stacked import column_grads, gradient_rows, stack_models, stackable
-from .summary import autocorrelation, path_length_fraction
-from .trace import Trace
+from ..summary import autocorrelation, path_length_fraction
+from ..trace import Trace
 
 __all__ = ["run", "run_together", "MLPTask", "record_steps", "input_gradient", "lesion_test_errors", "make_optimizer", "SWEEP_POINTS",
            "AUTOCORR_LAGS", "diverged_where"]
@@ -128,11 +128,11 @@ def make_optimizer(config: RunConfig, params: list[nn.Parameter]) -> torch.optim
 
 class MLPTask(Task[RunConfig]):
     """The MLP's parts of a run (:func:`simulation.loop.train` does the rest): digits or bands data,
-    :func:`~simulation.models.build_model`, SGD/Adam, cross-entropy, the :class:`~simulation.record.Recorder`.
+    :func:`~simulation.models.build_model`, SGD/Adam, cross-entropy, the :class:`~simulation.core.record.Recorder`.
 
     A conv ResNet reuses it by overriding :meth:`build_model` (and :meth:`load_data`): its blocks have the
     same ``branch`` / ``shortcut`` shape, so the recorder, the lesion test and the input sweep apply as they are.
-    So does another kind of run (:mod:`simulation.highway`); its config then needs the fields read here: ``arch``,
+    So does another kind of run (:mod:`simulation.kinds.highway`); its config then needs the fields read here: ``arch``,
     ``depth``, ``steps``, ``batch_size``, ``record_every``, ``seed``, ``optimizer``, ``lr``, ``momentum``,
     ``weight_decay``, ``lesion``, ``input_sweep``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
     """
@@ -238,7 +238,7 @@ class MLPTask(Task[RunConfig]):
 
 
 class ConvTask(MLPTask):
-    """He et al. 2015 §4.2's conv nets (:mod:`simulation.conv`) on digits seen as 1x8x8 images (the net
+    """He et al. 2015 §4.2's conv nets (:mod:`simulation.kinds.conv`) on digits seen as 1x8x8 images (the net
     views its flat input as an image); data, optimiser, recorder, lesions and input sweep as for the MLP."""
 
     def build_model(self) -> nn.Module:
@@ -256,12 +256,12 @@ def run(config: RunConfig, progress: bool | None = None) -> Trace:
 
 
 def run_together(configs: list[RunConfig], progress: bool | None = None) -> list[Trace]:
-    """Train ``configs``, MLP runs that differ only in their seed, as one stacked model (:mod:`simulation.stacked`)
+    """Train ``configs``, MLP runs that differ only in their seed, as one stacked model (:mod:`simulation.kinds.stacked`)
     and return their traces in order: each the trace :func:`run` gives for its config alone, bit for bit, with
     ``meta.trained_with_seeds`` listing the seeds trained together. Recorded steps, held-out passes and the
     arrays after training run each seed's own model (its parameters are rows of the stacked ones); only the
     steps between records run stacked. A run that diverges stops there as it would alone; the others go on.
-    Models :func:`~simulation.stacked.stackable` refuses train one after the other. Raises ConfigError before
+    Models :func:`~simulation.kinds.stacked.stackable` refuses train one after the other. Raises ConfigError before
     any work when a run would not fit in memory, ValueError for configs that differ in more than the seed."""
     configs = list(configs)
     if not differ_only_in_seed(configs) or configs[0].model != "mlp":
@@ -374,7 +374,7 @@ def diverged_where(row: dict[str, np.ndarray]) -> tuple[int, str]:
     return -1, "stem_or_head"
 
 
-main = functools.partial(loop_main, MLPTask, RunConfig, prog="python -m simulation.train")
+main = functools.partial(loop_main, MLPTask, RunConfig, prog="python -m simulation.kinds.mlp")
 
 
 if __name__ == "__main__":

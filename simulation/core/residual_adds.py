@@ -2,7 +2,7 @@
 
 Example::
 
-    python -c "import torch, torchvision; from simulation.residual_adds import find_residual_adds; \
+    python -c "import torch, torchvision; from simulation.core.residual_adds import find_residual_adds; \
 print([a.name for a in find_residual_adds(torchvision.models.resnet18(num_classes=10), \
 (torch.randn(2, 3, 32, 32),)).adds])"
 

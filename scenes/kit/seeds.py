@@ -4,7 +4,7 @@ Example::
 
     python render.py render ChainRuleProduct --set seeds=0,1,2,3,4
 
-:class:`SeedSpread` goes before :class:`~scenes.base.LectureScene` in a scene's bases. The experiment's
+:class:`SeedSpread` goes before :class:`~scenes.kit.base.LectureScene` in a scene's bases. The experiment's
 ``seeds`` parameter (runs keyed ``RunKey(name, seed)``, :mod:`simulation.runkeys`) decides the seeds; its default
 here (``experiment_defaults``) is three seeds, so the default lecture shows a spread while staying fast. After ``setup`` the scene has ``self.seed_traces``: ``{seed: {NAME: Trace}}`` in the
 order of ``seeds``, and ``self.traces`` is the first seed's ``{NAME: Trace}``, so the code that draws one
@@ -23,7 +23,7 @@ __all__ = ["SeedSpread", "count_true", "seed_range", "bar_seed_dots", "with_seed
 
 
 class SeedSpread:
-    """Mixin for a :class:`~scenes.base.LectureScene`: ``self.seed_traces`` for every seed shown."""
+    """Mixin for a :class:`~scenes.kit.base.LectureScene`: ``self.seed_traces`` for every seed shown."""
 
     experiment_defaults = {"seeds": "0,1,2"}  # the experiment's seeds unless --set seeds=... says otherwise
 
@@ -78,12 +78,12 @@ def with_seed_count(scene, text: str, k: int, n: int) -> str:
 
 
 def bar_seed_dots(bars, series: int, by_seed: dict[int, np.ndarray], radius: float = 0.045):
-    """A dot per seed on the bars of ``bars`` (a :class:`scenes.widgets.GroupedBars`): for each seed's
+    """A dot per seed on the bars of ``bars`` (a :class:`scenes.kit.widgets.GroupedBars`): for each seed's
     values [n] of series ``series``, a dot at the x of bar i and the height of its value (clipped to the
     chart's top). A missing (NaN) value gets no dot: the seed's numbers JSON entry says it is missing."""
     from manim import Dot, VGroup
 
-    from scenes.style import PALETTE
+    from scenes.kit.style import PALETTE
 
     chart = bars.chart
     top = chart.axes.y_range[1]

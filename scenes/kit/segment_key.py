@@ -45,7 +45,7 @@ import numpy as np
 from manim.renderer import cairo_renderer as _renderer
 from manim.utils import hashing as _hashing
 
-from scenes.encoder import function_fingerprint
+from scenes.kit.encoder import function_fingerprint
 
 __all__ = ["play_key", "install", "installed", "KEY_VERSION"]
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.train --set model=conv --set arch=residual --set depth=20 --set width=16
+    python -m simulation.kinds.mlp --set model=conv --set arch=residual --set depth=20 --set width=16
 
 The net is a 3x3 conv stem (1 -> w channels, BatchNorm, activation), three stages of n blocks with
 w, 2w, 4w channels on 8x8, 4x4 and 2x2 maps (stride 2 at the first block of stages 2 and 3), global
@@ -14,7 +14,7 @@ with stride 2, new channels zero-padded: no parameters) or option B (1x1 conv wi
 
 The blocks have the attributes the MLP blocks have (``branch``, ``shortcut``, ``width_in``,
 ``width_out``) and the net has ``stem``, ``blocks``, ``head`` and ``forward(x, skip=None)``, so
-:class:`simulation.record.Recorder` and the training loop treat both alike. Inputs are float32
+:class:`simulation.core.record.Recorder` and the training loop treat both alike. Inputs are float32
 [B, 64] (flattened digits, as the MLP takes them) or [B, 1, 8, 8]; they are viewed as images.
 """
 

@@ -6,7 +6,7 @@ Example::
     RESIDUAL_LANG=zh RESIDUAL_THEME=light manim -ql scenes/highway.py IdentityHighway
 
 A subclass sets ``experiment`` (a name from :mod:`simulation.experiments`); its words are the catalog entries
-``"<Class>.<key>"`` (``locale/``, :mod:`cli.i18n`), read with :meth:`LectureScene.t`. ``setup`` loads the
+``"<Class>.<key>"`` (``locale/``, :mod:`narration.i18n`), read with :meth:`LectureScene.t`. ``setup`` loads the
 experiment's traces from the cache, training missing runs in a subprocess, so a scene never imports torch; a
 variant that sets ``trace_files`` (``{RunKey or run name: path}``) reads those files instead (tests use small
 committed traces). ``self.runs`` is
@@ -34,18 +34,18 @@ from simulation.runkeys import RunKey, by_seed, key_texts
 from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
-from cli import i18n
-from cli.beats import BEAT_LANGS, jsonable
-from scenes.beats import BeatLog
+from narration import i18n
+from narration.beats import BEAT_LANGS, jsonable
+from scenes.kit.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
 from narration.mux import mux_audio, video_duration
-from scenes import encoder, segment_key
-from scenes.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
-from scenes.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
-from scenes.layout import layout_problems
-from scenes.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
-from scenes.theme import set_theme
+from scenes.kit import encoder, segment_key
+from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
+from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
+from scenes.kit.layout import layout_problems
+from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
+from scenes.kit.theme import set_theme
 
 __all__ = ["LectureScene"]
 
@@ -92,21 +92,21 @@ class LectureScene(Scene):
     params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
     experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
-    theme: str | None = None  # "dark" | "light" (scenes/theme.py); None: $RESIDUAL_THEME or "dark"
+    theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
     text_overrides: dict[str, str] = {}  # {"Owner.key": text} for this render (--text, [text.Owner] in --config)
     chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     # RunKey -> .npz path, used instead of the cache (tests); a run name stands for that run at its trace's seed
     trace_files: dict[RunKey | str, str] | None = None
     # arrays every run must hold for this scene (names of simulation.trace.ARRAY_AXES, which gives their axes);
-    # one a trace lacks is filled with NaN and drawn as a gap (scenes.helpers.fill_required_arrays)
+    # one a trace lacks is filled with NaN and drawn as a gap (scenes.kit.helpers.fill_required_arrays)
     required_arrays: tuple[str, ...] = ()
     voice: str | None = None  # a name from narration.VOICES; None: $RESIDUAL_VOICE, or silent
 
     def setup(self) -> None:
-        encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/encoder.py)
-        segment_key.install()  # each play's segment key in one pass, not Manim's JSON (scenes/segment_key.py)
-        share_svg_paths()  # a copied glyph shares its parsed SVG path (scenes/frame_cost.py)
+        encoder.install()  # a held frame is converted to yuv420p once, not once per copy (scenes/kit/encoder.py)
+        segment_key.install()  # each play's segment key in one pass, not Manim's JSON (scenes/kit/segment_key.py)
+        share_svg_paths()  # a copied glyph shares its parsed SVG path (scenes/kit/frame_cost.py)
         parse_each_path_once()  # svgelements parses each glyph's path string once per process (same points)
         keep_renderer_bases()  # tempconfig's renderer, set again unchanged, leaves ~300 classes' bases alone
         self.lang = self.lang or os.environ.get("RESIDUAL_LANG", "en")
@@ -151,7 +151,7 @@ class LectureScene(Scene):
     def string(cls, key: str, lang: str = "en", overrides: Mapping[str, str] | None = None) -> str:
         """The unformatted text of ``key`` in ``lang``: looked up along the class's MRO (``Scene.key``, then its
         bases' ... ``LectureScene.key``), where an override ``"Owner.key"`` (``--text``), a class's own inline
-        ``strings`` (a scene outside the lecture: tests, a user's module) or the catalogs (:mod:`cli.i18n`: the
+        ``strings`` (a scene outside the lecture: tests, a user's module) or the catalogs (:mod:`narration.i18n`: the
         language's entry, else the English) answer first. KeyError if no owner has ``key``."""
         overrides = overrides or {}
         for owner in cls.__mro__:
@@ -188,7 +188,7 @@ class LectureScene(Scene):
         With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
         as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese ...).
         The line before is waited out first, so lines never overlap and never run faster than speech.
-        Each call also starts a beat (a slide stop; see :mod:`scenes.beats`)."""
+        Each call also starts a beat (a slide stop; see :mod:`scenes.kit.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
         self.beats.begin(key, {lang: self.string(key, lang, self.text_overrides if lang == self.lang else None)
@@ -235,7 +235,7 @@ class LectureScene(Scene):
         a number would be); the numbers JSON says how many were shown."""
         if not (self.numbers["missing"] or self.numbers.get("missing_arrays") or self._trace_has_nan):
             return  # nothing is missing: no gap can be on screen, and the walk is skipped
-        from scenes.widgets import GapMark
+        from scenes.kit.widgets import GapMark
 
         word = self.t("missing")
         seen = self.__dict__.setdefault("_gaps_seen", set())

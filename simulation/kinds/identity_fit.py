@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.identity_fit --set arch=residual
+    python -m simulation.kinds.identity_fit --set arch=residual
 
 The study note's question: a residual block keeps its input by learning F(x) = 0, a plain block must
 learn H(x) = x with its layers (He et al. 2015, §3.1: "if an identity mapping were optimal, it would be
@@ -23,12 +23,12 @@ import time
 import numpy as np
 import torch
 
-from .config import IdentityFitConfig, config_from_argv
-from .data import load_dataset
-from .models import PlainBlock, ResidualBlock
-from .summary import first_step_below
-from .loop import one_thread
-from .trace import Trace
+from ..config import IdentityFitConfig, config_from_argv
+from ..data import load_dataset
+from ..models import PlainBlock, ResidualBlock
+from ..summary import first_step_below
+from ..loop import one_thread
+from ..trace import Trace
 
 __all__ = ["run", "relative_error", "build_block"]
 
@@ -110,7 +110,7 @@ def _run(config: IdentityFitConfig) -> Trace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.identity_fit --set key=value ...``: train one block, print when it fit."""
+    """``python -m simulation.kinds.identity_fit --set key=value ...``: train one block, print when it fit."""
     config = config_from_argv(IdentityFitConfig, argv, __doc__.splitlines()[0])
     if config is None:
         return 2

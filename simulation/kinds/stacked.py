@@ -2,7 +2,7 @@
 
 Example::
 
-    python -c "from simulation.train import run_together; from simulation.config import RunConfig; \\
+    python -c "from simulation.kinds.mlp import run_together; from simulation.config import RunConfig; \\
                print([t.meta.seed for t in run_together([RunConfig(seed=s) for s in (0, 1, 2)])])"
 
 Runs that differ only in their seed build the same modules with other numbers. :func:`stack_models` puts the

@@ -10,7 +10,7 @@ movies as the whole video: no second render, no second copy of the scene code). 
 whatever was drawn before the first narration; a narration followed by no animation joins the next one (Manim
 drops empty sections). The record, ``<Scene>.beats.json`` beside the video, holds per beat its narration
 lines in English and Chinese, its start and end in seconds of the scene's video, and the numbers
-:meth:`LectureScene.number` recorded while it ran: a :class:`cli.beats.BeatRecord` of :class:`cli.beats.Beat`,
+:meth:`LectureScene.number` recorded while it ran: a :class:`narration.beats.BeatRecord` of :class:`narration.beats.Beat`,
 the one type the scenes write and the deck and the page read.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from cli.beats import Beat, BeatRecord
+from narration.beats import Beat, BeatRecord
 
 __all__ = ["BeatLog"]
 

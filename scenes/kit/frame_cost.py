@@ -132,7 +132,7 @@ def share_svg_paths() -> None:
     ``Brace``) share its svgelements ``path_obj`` with the original instead of copying it (~10 objects per
     curve). Manim reads the path only in ``__init__``, to make the points (and there, before any copy, makes
     its arcs quadratic); points and colours are still copied, so every frame is the same. Idempotent; installed
-    by :meth:`scenes.base.LectureScene.setup`. In the tests' dry builds, copies of glyphs were about a third of
+    by :meth:`scenes.kit.base.LectureScene.setup`. In the tests' dry builds, copies of glyphs were about a third of
     the deep-copying time."""
     from manim.mobject.svg.svg_mobject import VMobjectFromSVGPath
 
@@ -191,7 +191,7 @@ def parse_each_path_once() -> None:
     the path's transform then moves in place as before). Pango writes a glyph of one font at one size as the same
     string in every text, dvisvgm a TeX glyph likewise, so most paths of a lecture are parsed again and again.
     Only a path parsed while empty is served from the memo; points are the same as parsing
-    (tests/test_frame_cost.py). Idempotent; installed by :meth:`scenes.base.LectureScene.setup`."""
+    (tests/test_frame_cost.py). Idempotent; installed by :meth:`scenes.kit.base.LectureScene.setup`."""
     se.Path.parse = _parse_once
 
 
@@ -212,7 +212,7 @@ def keep_renderer_bases() -> None:
     """Make ``config.renderer = r`` (every ``tempconfig`` does it on entry and on exit, in every ManimConfig)
     switch the bases of Manim's ``ConvertToOpenGL`` classes only when ``r`` differs from the renderer they were
     last switched to; the first call after installing switches them as Manim does. Values and errors are Manim's
-    (a bad name raises its ValueError). Idempotent; installed by :meth:`scenes.base.LectureScene.setup`."""
+    (a bad name raises its ValueError). Idempotent; installed by :meth:`scenes.kit.base.LectureScene.setup`."""
     if ManimConfig.renderer.fset is not _set_renderer:
         ManimConfig.renderer = ManimConfig.renderer.setter(_set_renderer)
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    from scenes.style import PALETTE, make_text
+    from scenes.kit.style import PALETTE, make_text
     title = make_text("Residual", size=SIZE_TITLE, lang="zh")
 """
 
@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
-from cli.i18n import LANGUAGES, language
-from cli.params import LANGS  # defined once there, where --help reads it without manim
-from scenes.frame_cost import GlyphText, drop_svg_paths
-from scenes.theme import ROLES, current_theme
+from narration.i18n import LANGUAGES, language
+from narration.text import LANGS  # defined once for the scenes, the beat record and the narration
+from scenes.kit.frame_cost import GlyphText, drop_svg_paths
+from scenes.kit.theme import ROLES, current_theme
 
 __all__ = [
     "PALETTE", "RoleColors", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL",
@@ -27,7 +27,7 @@ __all__ = [
 
 
 class _ThemePalette(Mapping):
-    """``PALETTE[role]``: the role's colour in the current theme (:mod:`scenes.theme`), looked up on
+    """``PALETTE[role]``: the role's colour in the current theme (:mod:`scenes.kit.theme`), looked up on
     every access, so a scene drawn after ``set_theme("light")`` is light throughout."""
 
     def __getitem__(self, role: str) -> ManimColor:
@@ -68,7 +68,7 @@ class RoleColors(Mapping):
     def __len__(self) -> int:
         return len(self.roles)
 
-# One font per language, from the table of languages (cli.i18n.LANGUAGES): DejaVu Sans for Latin scripts,
+# One font per language, from the table of languages (narration.i18n.LANGUAGES): DejaVu Sans for Latin scripts,
 # Noto Sans CJK SC (Debian fonts-noto-cjk) for Chinese ...
 FONTS = {code: language.font for code, language in LANGUAGES.items()}
 _current = {"lang": "en"}
@@ -106,7 +106,7 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
     """A Pango ``Text`` in the current language's font. Never put Chinese into MathTex (no CJK font).
 
     In Chinese the norm bars ‖ come from the Latin font: the CJK font draws them full-width. The glyphs drop
-    their parsed SVG paths once drawn into points (scenes.frame_cost.drop_svg_paths): copies, which every
+    their parsed SVG paths once drawn into points (scenes.kit.frame_cost.drop_svg_paths): copies, which every
     Transform and FadeIn makes, then cost a sixth; the points, hence the frames, are the same.
 
     The same text (content, font, size, colour, options) asked for again in this process is a copy of the

@@ -5,7 +5,7 @@ Example::
     python render.py render IdentityHighway --theme light      # for a projector in a bright hall
     RESIDUAL_THEME=light manim -ql scenes/highway.py IdentityHighway
 
-Scenes never name a colour: they ask for a role (``PALETTE["plain"]`` in :mod:`scenes.style` reads the
+Scenes never name a colour: they ask for a role (``PALETTE["plain"]`` in :mod:`scenes.kit.style` reads the
 current theme). Both themes give every role the same Okabe–Ito hue (Okabe & Ito 2008, "Color Universal
 Design"; Wong 2011, Nature Methods 8:441): plain networks vermillion, residual networks blue, the
 identity path bluish green, the residual branch orange, gradients yellow, warnings reddish purple. Where
@@ -25,12 +25,14 @@ from typing import Mapping
 
 from manim import ManimColor
 
-from cli.params import THEMES as THEME_NAMES  # the names, defined once (--help reads them without manim)
 
 __all__ = [
     "OKABE_ITO", "HUES", "ROLES", "SHOWN_TOGETHER", "THEMES", "THEME_NAMES", "MIN_TEXT_CONTRAST", "Theme", "get_theme", "set_theme",
     "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast",
 ]
+
+THEME_NAMES = ("dark", "light")  # "dark" (the default) first; cli/params.py repeats them so that --help loads no
+# manim (tests/test_cli.py checks that the two agree)
 
 # Okabe & Ito (2008), as listed by Wong (2011), Nature Methods 8:441, Fig. 2.
 OKABE_ITO = MappingProxyType({
@@ -130,8 +132,8 @@ THEMES = MappingProxyType({
     # Light: for projectors in bright halls; an off-white that does not glare.
     "light": Theme("light", background="#FAFAF7", text="#1B1F27", muted="#5C6270"),
 })
-if tuple(THEMES) != THEME_NAMES:  # a palette for each name of cli/params.py, "dark" (the default) first
-    raise ImportError(f"scenes/theme.py has palettes {tuple(THEMES)}, cli/params.py names {THEME_NAMES}")
+if tuple(THEMES) != THEME_NAMES:  # a palette for each name, "dark" (the default) first
+    raise ImportError(f"scenes/kit/theme.py has palettes {tuple(THEMES)} for the names {THEME_NAMES}")
 _current = {"theme": THEMES["dark"]}
 
 

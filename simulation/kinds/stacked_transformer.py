@@ -2,11 +2,11 @@
 
 Example::
 
-    python -c "from simulation.transformer import run_together; from simulation.config import TransformerConfig; \\
+    python -c "from simulation.kinds.transformer import run_together; from simulation.config import TransformerConfig; \\
                print([t.meta.seed for t in run_together([TransformerConfig(seed=s, steps=20) for s in (0, 1, 2)])])"
 
-The Transformer counterpart of :mod:`simulation.stacked` (the MLPs'): :func:`stack_transformers` puts the numbers
-of S :class:`~simulation.transformer.Seq2SeqTransformer` s that differ only in their seed side by side (every
+The Transformer counterpart of :mod:`simulation.kinds.stacked` (the MLPs'): :func:`stack_transformers` puts the numbers
+of S :class:`~simulation.kinds.transformer.Seq2SeqTransformer` s that differ only in their seed side by side (every
 parameter one leaf [S, ...], each model's own parameter re-pointed at its row) and returns a *template* copy of the
 first model whose ``nn.Linear``, ``nn.LayerNorm`` and ``nn.Embedding`` are replaced by the stacked modules below;
 the template runs all S on tokens [S, B, T] with the model's own ``forward`` code (its attention and stream take
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .config import TransformerConfig
+from ..config import TransformerConfig
 from .stacked import SMALL_PRODUCT, StackedLinear, stack_rows
 
 __all__ = ["StackedTokenLinear", "StackedLayerNorm", "StackedEmbedding", "stack_transformers",
@@ -77,7 +77,7 @@ class StackedEmbedding(nn.Module):
 
 def transformer_stackable(config: TransformerConfig) -> bool:
     """Whether the seeds of ``config`` stack bit for bit: every Linear multiplies matrices of ``batch_size`` x
-    tokens rows whose rows x inputs x outputs reaches :data:`~simulation.stacked.SMALL_PRODUCT` (below it torch's
+    tokens rows whose rows x inputs x outputs reaches :data:`~simulation.kinds.stacked.SMALL_PRODUCT` (below it torch's
     batched product uses a kernel of its own, the single model's ``addmm`` does not); inputs and outputs >= 2."""
     tokens = config.batch_size * config.seq_len * (2 if config.arch == "decoder_only" else 1)
     shapes = [(config.width, config.width), (config.width, config.vocab + 1)]

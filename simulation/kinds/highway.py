@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.highway --set arch=highway --set depth=20
+    python -m simulation.kinds.highway --set arch=highway --set depth=20
 
 The worked example of a run kind (docs/developers/adding-a-kind-of-run.md): a config class
 (:class:`simulation.config.HighwayConfig`), this trainer, one ``register_kind`` entry in :mod:`simulation.runs`.
@@ -14,7 +14,7 @@ Every block has one layer H(x) = activation(W_H x + b_H) (Srivastava et al. 2015
 - ``highway``: h = T(x) H(x) + (1 - T(x)) x, T(x) = sigmoid(W_T x + b_T) (eq. 3), the transform gate; b_T starts
   at ``gate_bias`` (negative: §2.2, "-1 to -3"), so at initialisation each block mostly carries x.
 
-Training, the data, the recorder and the lesion test are the MLP's (:class:`simulation.train.MLPTask`): the blocks
+Training, the data, the recorder and the lesion test are the MLP's (:class:`simulation.kinds.mlp.MLPTask`): the blocks
 have its ``branch`` (H) / ``shortcut`` shape and the net its ``stem``, ``blocks``, ``head`` and ``forward(x, skip)``.
 The highway blocks add a hook point ``block.<l>.gate`` (T(x)) and one array, ``gate_mean``.
 """
@@ -27,13 +27,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from .config import HighwayConfig
-from .data import Dataset, load_dataset
-from .loop import main as loop_main, train
-from .models import ACTIVATIONS
-from .record import HookPoint, Recorder, reduce_by_shape
-from .trace import Trace
-from .train import MLPTask
+from ..config import HighwayConfig
+from ..data import Dataset, load_dataset
+from ..loop import main as loop_main, train
+from ..models import ACTIVATIONS
+from ..core.record import HookPoint, Recorder, reduce_by_shape
+from ..trace import Trace
+from .mlp import MLPTask
 
 __all__ = ["HighwayBlock", "HighwayNet", "HighwayRecorder", "HighwayTask", "run", "main"]
 
@@ -85,7 +85,7 @@ class HighwayNet(nn.Module):
 
 
 class HighwayRecorder(Recorder):
-    """The MLP :class:`~simulation.record.Recorder` plus, for highway blocks, the point ``block.<l>.gate`` and the
+    """The MLP :class:`~simulation.core.record.Recorder` plus, for highway blocks, the point ``block.<l>.gate`` and the
     statistic ``gate_mean`` [depth]: the mean of T(x) over the batch and the units (NaN for a block without a
     gate). ``grad_norm`` of a highway block counts W_H and W_T."""
 
@@ -111,7 +111,7 @@ class HighwayRecorder(Recorder):
 
 
 class HighwayTask(MLPTask):
-    """:class:`~simulation.train.MLPTask` with :class:`HighwayNet` and :class:`HighwayRecorder` on digits."""
+    """:class:`~simulation.kinds.mlp.MLPTask` with :class:`HighwayNet` and :class:`HighwayRecorder` on digits."""
 
     config: HighwayConfig  # type: ignore[assignment]
 
@@ -126,14 +126,14 @@ class HighwayTask(MLPTask):
 
 
 def run(config: HighwayConfig, progress: bool | None = None) -> Trace:
-    """Train ``config`` and return its :class:`Trace`: the MLP's arrays (:func:`simulation.train.run`; per record
+    """Train ``config`` and return its :class:`Trace`: the MLP's arrays (:func:`simulation.kinds.mlp.run`; per record
     and block ``grad_norm``, ``out_grad_norm``, ``act_norm`` ...) and ``gate_mean`` float32 [T, depth]."""
     return train(HighwayTask, config, progress)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.highway [--set key=value ...]``: train one run, print its summary as JSON."""
-    return loop_main(HighwayTask, HighwayConfig, argv, prog="python -m simulation.highway")
+    """``python -m simulation.kinds.highway [--set key=value ...]``: train one run, print its summary as JSON."""
+    return loop_main(HighwayTask, HighwayConfig, argv, prog="python -m simulation.kinds.highway")
 
 
 if __name__ == "__main__":

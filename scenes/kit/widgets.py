@@ -14,9 +14,9 @@ import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobject, Line, MathTex,
                    Rectangle, RoundedRectangle, VGroup, VMobject)
 
-from cli import i18n
-from scenes.helpers import finite_runs, log_range, missing_runs
-from scenes.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
+from narration import i18n
+from scenes.kit.helpers import finite_runs, log_range, missing_runs
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",

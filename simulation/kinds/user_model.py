@@ -3,16 +3,16 @@
 Example::
 
     python render.py train --model torchvision.models:resnet18 --set model.num_classes=10 --set data=digits-image32
-    python -m simulation.user_model '{"spec": "examples/my_resnet.py:build", "data": "digits-image32", "steps": 20}'
+    python -m simulation.kinds.user_model '{"spec": "examples/my_resnet.py:build", "data": "digits-image32", "steps": 20}'
 
 A run is one :class:`~simulation.config.UserModelConfig`: the factory (``path/to/file.py:factory`` or
 ``package.module:factory``) is called with the config's keyword arguments after ``torch.manual_seed(seed)``, so
 the residual model and its twin (``arch="plain"``) start from the same weights. One probe forward on two
-training examples (:func:`simulation.residual_adds.find_residual_adds`) checks the output size against the data
+training examples (:func:`simulation.core.residual_adds.find_residual_adds`) checks the output size against the data
 and finds every residual addition h = shortcut(x) + F(x), named by the user's module paths; the twin is the same
-model with each of them replaced by F(x) alone (:class:`simulation.residual_adds.Interceptor`). Both train in
+model with each of them replaced by F(x) alone (:class:`simulation.core.residual_adds.Interceptor`). Both train in
 the one training loop (:func:`simulation.loop.train`) with the same data, batches and optimiser, recorded by
-:class:`UserRecorder` with the statistics of :class:`simulation.record.Recorder`.
+:class:`UserRecorder` with the statistics of :class:`simulation.core.record.Recorder`.
 
 Errors in the user's code (a factory or forward that raises, a file that does not parse) end in one line that
 names the user's file and line (:class:`UserModelError`, a ConfigError), never our traceback.
@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import traceback
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -37,17 +38,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .atomic_io import input_file
-from .config import ConfigError, UserModelConfig, parse_spec
-from .data import Dataset
-from .loop import Divergence, StepResult, Task, train
-from .memory import FLOAT, MemoryEstimate, budget_bytes
-from .record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
+from ..atomic_io import input_file
+from ..config import ConfigError, UserModelConfig, parse_spec
+from ..data import Dataset
+from ..loop import Divergence, StepResult, Task, train
+from ..memory import FLOAT, MemoryEstimate, budget_bytes
+from ..core.record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recorder, output_and_branch_stats,
                      reduce_by_shape, row_norm, tensor_norm)
-from .residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
-from .torchvision_ops import allow_torchvision_without_ops
-from .trace import Trace
-from .values import a_type
+from ..core.residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
+from ..torchvision_ops import allow_torchvision_without_ops
+from ..trace import Trace
+from ..values import a_type
 
 __all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "is_tokens",
            "load_user_data", "probe", "UserRecorder", "UserTask", "run", "estimate_memory", "IMAGE_SIZE",
@@ -179,7 +180,7 @@ def load_user_data(config: UserModelConfig) -> Dataset:
       ``digits-image``: the same as [N, 1, 8, 8]; ``digits-image32``: upsampled bilinearly to 32x32 and repeated
       to 3 channels, [N, 3, 32, 32], for ImageNet-style nets (torchvision's ResNets); 10 classes.
     - ``copy``, ``reverse``, ``sort``: the seeded token tasks of the Transformer runs
-      (:func:`simulation.transformer.make_task`), for a decoder-only language model: the input is the source
+      (:func:`simulation.kinds.transformer.make_task`), for a decoder-only language model: the input is the source
       followed by BOS and the target shifted right ([N, 2 * seq_len], ids 0..vocab); the model predicts the target
       at the last seq_len positions; ``vocab + 1`` outputs per token. Training sequences are drawn fresh per step
       (``x_train`` holds one batch), the test set is 512 fixed sequences.
@@ -190,7 +191,7 @@ def load_user_data(config: UserModelConfig) -> Dataset:
     """
     name = config.data
     if name in ("digits", "digits-image", "digits-image32"):
-        from .data import load_dataset
+        from ..data import load_dataset
 
         d = load_dataset("digits", config.seed)
         x_train, x_test = d.x_train, d.x_test
@@ -216,8 +217,11 @@ def _token_batch(config: UserModelConfig, n: int, generator: torch.Generator) ->
 
 
 def _load_npz(path: str, seed: int) -> Dataset:
+    file = input_file(path, "data file", ConfigError)
+    if not zipfile.is_zipfile(file):  # np.load would take any other bytes for a pickle (refused) or an .npy array
+        raise ConfigError(f"data file {path} is not an .npz archive (np.savez(FILE, x=..., y=...) writes one)")
     try:
-        with np.load(input_file(path, "data file", ConfigError), allow_pickle=False) as data:
+        with np.load(file, allow_pickle=False) as data:
             if "x" not in data.files or "y" not in data.files:
                 raise ConfigError(f"data file {path} must hold arrays 'x' and 'y'; it has {', '.join(data.files) or 'none'}")
             x, y = data["x"], data["y"]
@@ -380,7 +384,7 @@ def estimate_memory(config: UserModelConfig) -> MemoryEstimate:
     alone, counted on torch's meta device, are over :func:`simulation.memory.budget_bytes`: then the estimate
     without activations (a floor), which the caller's budget check refuses, and nothing was allocated."""
     if not config.spec:
-        from .experiments import NO_MODEL
+        from ..experiments import NO_MODEL
 
         raise ConfigError(NO_MODEL)
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
@@ -398,10 +402,10 @@ def estimate_memory(config: UserModelConfig) -> MemoryEstimate:
 # -- recording ----------------------------------------------------------------------------------------
 
 class UserRecorder(HookRecorder):
-    """The statistics of :class:`simulation.record.Recorder` at each residual addition of a user's model.
+    """The statistics of :class:`simulation.core.record.Recorder` at each residual addition of a user's model.
 
     Per block (one residual addition h = shortcut(x) + F(x), named by the user's module path), read by the
-    :class:`~simulation.residual_adds.Interceptor` at the addition itself: ``act_mean``, ``act_std``, ``act_norm``
+    :class:`~simulation.core.residual_adds.Interceptor` at the addition itself: ``act_mean``, ``act_std``, ``act_norm``
     of h; ``input_norm`` of x; ``branch_norm``, ``branch_std`` of F(x); ``shortcut_norm`` (||x|| for an identity,
     ||W_s x|| for a projection, 0 in the plain twin); ``out_grad_norm`` = ||dL/dh|| and ``in_grad_norm`` =
     ||dL/dx|| over the batch (``tensor.register_hook``; no full backward hooks); ``grad_norm`` = ||dL/dW|| over the
@@ -547,7 +551,7 @@ class UserTask(Task[UserModelConfig]):
     def __init__(self, config: UserModelConfig) -> None:
         super().__init__(config)
         if not config.spec:
-            from .experiments import NO_MODEL
+            from ..experiments import NO_MODEL
 
             raise ConfigError(NO_MODEL)
         self.label = f"{config.spec} {config.arch}"
@@ -619,7 +623,7 @@ class UserTask(Task[UserModelConfig]):
         self.opt.step()
 
     def where_diverged(self, step: int, row: dict[str, np.ndarray]) -> Divergence:
-        from .train import diverged_where
+        from .mlp import diverged_where
 
         return Divergence(step, *diverged_where(row))
 
@@ -652,10 +656,10 @@ def run(config: UserModelConfig, progress: bool | None = None) -> Trace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.user_model CONFIG_JSON``: train one run and print its summary as JSON;
+    """``python -m simulation.kinds.user_model CONFIG_JSON``: train one run and print its summary as JSON;
     ``--estimate CONFIG_JSON``: print the memory estimate's parts as JSON (used by the torch-free memory guard).
     A bad model or parameter prints one line and returns 1."""
-    from .summary import summarize
+    from ..summary import summarize
 
     argv = sys.argv[1:] if argv is None else argv
     estimate_only = argv[:1] == ["--estimate"]

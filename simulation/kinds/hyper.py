@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m simulation.hyper --set mixing=mhc
+    python -m simulation.kinds.hyper --set mixing=mhc
 
 Zhu et al. 2025 (Hyper-Connections) widen the residual stream h [B, w] to n streams H [B, n, w]; block l reads
 the mix x = H_pre H (a weighted sum of the streams), and writes H <- H_res H + H_post^T F(x), where H_res [n, n]
@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .config import HyperConfig, config_from_argv
-from .data import load_dataset
-from .loop import minibatch_step, one_thread
-from .trace import Trace
+from ..config import HyperConfig, config_from_argv
+from ..data import load_dataset
+from ..loop import minibatch_step, one_thread
+from ..trace import Trace
 
 __all__ = ["run", "sinkhorn", "HyperBlock", "HyperNet", "composite_gains", "MHC_DIAGONAL"]
 
@@ -185,7 +185,7 @@ def _run(config: HyperConfig) -> Trace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulation.hyper --set key=value ...``: train, print the composite mapping's gains."""
+    """``python -m simulation.kinds.hyper --set key=value ...``: train, print the composite mapping's gains."""
     config = config_from_argv(HyperConfig, argv, __doc__.splitlines()[0])
     if config is None:
         return 2

@@ -1,0 +1,145 @@
+"""Runs read from trace files: ``--trace FILE [--twin FILE]`` on every output (simulation/recorded.py).
+
+The traces are the committed user-like runs (tests/data/model/gpt2_24: real plain and residual runs of 24 blocks
+named like GPT-2's residual additions). A trace from a file is one more run kind: the checks below go through the
+command line's planner (``--check``: nothing rendered) and the trace cache, and compare what a scene would read
+with the file's own arrays.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simulation.cache import get_trace
+from simulation.config import ConfigError, RecordedConfig, UserModelConfig
+from simulation.recorded import missing, recorded_runs, run
+from simulation.runkeys import RunKey
+from simulation.trace import Trace
+
+from data.make_traces import user_like_trace_files
+from support import invoke
+
+FILES = user_like_trace_files("gpt2_24")
+
+
+def _without(path: str, tmp_path, *keys: str, name: str = "cut.npz") -> str:
+    """A copy of the trace at ``path`` without the arrays ``keys``."""
+    trace = Trace.load(path)
+    out = tmp_path / name
+    Trace(trace.meta, {k: v for k, v in trace.arrays.items() if k not in keys}).save(out)
+    return str(out)
+
+
+def test_a_trace_file_is_read_not_trained_and_the_cache_holds_its_arrays():
+    """The run's "trainer" reads the file: every array is the file's, bit for bit; meta.config is the recorded
+    config (its digest hashes the file's bytes), the blocks are the file's."""
+    config = RecordedConfig(path=FILES["residual"], arch="residual")
+    trace = get_trace(config)
+    original = Trace.load(FILES["residual"])
+    assert sorted(trace.arrays) == sorted(original.arrays)
+    for key, value in original.arrays.items():
+        np.testing.assert_array_equal(trace[key], value, err_msg=key)
+    assert trace.meta.config == config.to_dict() and trace.meta.digest == config.digest()
+    assert trace.meta.layers == original.meta.layers and len(trace.meta.layers) == 24
+    assert Trace.load(FILES["residual"]).meta.digest != config.digest()  # the file itself is left as it was
+
+
+def test_the_digest_follows_the_files_bytes(tmp_path):
+    """A file that changes (a run still being recorded, a new run at the same path) is read again."""
+    path = tmp_path / "run.npz"
+    trace = Trace.load(FILES["residual"])
+    trace.save(path)
+    before = RecordedConfig(path=str(path))
+    trace.arrays["loss"] = trace["loss"] * 2
+    trace.save(path)
+    after = RecordedConfig(path=str(path))
+    assert before.digest() != after.digest() and before.source != after.source
+    with pytest.raises(ConfigError, match="changed while it was read"):
+        run(before)
+
+
+def test_the_source_hashes_the_bytes_not_the_name(tmp_path):
+    """Two copies of one file under other names have the same source (their paths still tell the runs apart)."""
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    a.write_bytes(open(FILES["residual"], "rb").read())
+    b.write_bytes(open(FILES["residual"], "rb").read())
+    assert RecordedConfig(path=str(a)).source == RecordedConfig(path=str(b)).source != ""
+
+
+def test_the_model_experiment_reads_its_runs_from_the_files():
+    runs = recorded_runs(UserModelConfig(), FILES["residual"], FILES["plain"])
+    assert {name: (c.arch, c.path) for name, c in runs.items()} == {
+        "residual": ("residual", FILES["residual"]), "plain": ("plain", FILES["plain"])}
+    assert set(recorded_runs(UserModelConfig(), FILES["residual"], "")) == {"residual"}
+
+
+@pytest.mark.parametrize("base, trace, twin, message", [
+    (UserModelConfig(), "", "P", "--twin needs --trace"),
+    (UserModelConfig(spec="examples/my_resnet.py:build"), "R", "", "not both"),
+    (UserModelConfig(steps=3), "R", "", r"steps \(set to 3\) does not apply"),
+    (UserModelConfig(seed=2), "R", "", r"seed \(set to 2\) does not apply"),
+    (UserModelConfig(), "P", "", "--trace .* is of a plain network; give it as --twin"),
+    (UserModelConfig(), "R", "R", "--twin .* is of a residual network; give it as --trace"),
+    (UserModelConfig(), "/nonexistent/run.npz", "", "--trace: trace '/nonexistent/run.npz' does not exist"),
+])
+def test_what_cannot_be_drawn_together_is_refused_in_one_line(base, trace, twin, message):
+    paths = {"R": FILES["residual"], "P": FILES["plain"]}
+    with pytest.raises(ConfigError, match=message) as info:
+        recorded_runs(base, paths.get(trace, trace), paths.get(twin, twin))
+    assert "\n" not in str(info.value)
+
+
+def test_missing_names_the_run_or_the_arrays_a_scene_reads(tmp_path):
+    runs = {RunKey("residual", 0): RecordedConfig(path=FILES["residual"])}
+    assert missing(runs, ("residual",), ("step", "out_grad_norm")) is None
+    assert "give --twin FILE" in missing(runs, ("plain", "residual"), ())
+    cut = _without(FILES["residual"], tmp_path, "test_error", "error_curve")
+    why = missing({RunKey("residual", 0): RecordedConfig(path=cut)}, ("residual",), ("step", "error_curve", "test_error"))
+    assert why.startswith(f"--trace {cut} has no error_curve, test_error")
+    assert missing({RunKey("residual", 0): UserModelConfig()}, ("plain",), ("nothing",)) is None  # trained: not asked
+
+
+# -- the command line ------------------------------------------------------------------------------------
+
+def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
+    result = invoke("render", "GradientFlowOverTraining", "DoesItOnlyCopy", "--trace", FILES["residual"],
+                    "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "0 of 2 traces trained, 2 read from their files" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["render", "GradientFlowOverTraining", "--trace", "R"],
+     "ModelGradientFlowOverTraining cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
+    (["render", "Degradation", "--trace", "CUT", "--twin", "P"],
+     "ModelDegradation cannot draw this trace: --trace .*cut.npz has no error_curve, test_error"),
+    (["render", "IdentityHighway", "--trace", "R"], "scene IdentityHighway cannot draw your own model"),
+    (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
+    (["explore", "--twin", "P"], "--twin needs --trace"),
+])
+def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
+    paths = {"R": FILES["residual"], "P": FILES["plain"],
+             "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve")}
+    result = invoke(*[paths.get(a, a) for a in args], *(["--check"] if args[0] != "explore" else []),
+                    "-o", tmp_path / "out")
+    assert result.exit_code != 0
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and __import__("re").search(message, error[0]), result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_all_with_a_trace_renders_every_scene_that_can_draw_it_and_names_the_others(tmp_path):
+    cut = _without(FILES["residual"], tmp_path, "test_error", "error_curve", "error")
+    alone = invoke("all", "--trace", cut, "--check", "-o", tmp_path / "out")
+    assert alone.exit_code == 0, alone.output
+    assert "ModelGradientFlowOverTraining left out: it draws the run 'plain' too" in alone.stderr
+    assert "1 of 1 scenes would be rendered" in alone.stdout  # ModelDoesItOnlyCopy: the residual run alone
+    assert "0 of 1 traces trained, 1 read from its file" in alone.stdout
+    both = invoke("all", "--trace", cut, "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
+    assert both.exit_code == 0, both.output
+    assert f"ModelDegradation left out: --trace {cut} has no error_curve, test_error" in both.stderr
+    assert f"ModelResidualResponse left out: --trace {cut} has no error" in both.stderr
+    assert "4 of 4 scenes would be rendered" in both.stdout and "2 read from their files" in both.stdout
