@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from narration import i18n
 from simulation.atomic_io import input_file
 from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
@@ -47,9 +46,11 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-# en, zh, each language with a catalog under locale/ (narration.i18n), and the pseudo-locale en-XA; the same as
-# narration.text.LANGS (a test checks); read here so --help needs no numpy
-LANGS = i18n.languages()
+# en, zh, each language with a catalog under locale/ (narration.i18n), and the pseudo-locale en-XA: the same as
+# narration.text.LANGS (a test checks), found here again so that --help loads nothing of narration/
+_CATALOGS = sorted(p.parent.parent.name for p in (Path(__file__).resolve().parent.parent / "locale").glob(
+    "*/LC_MESSAGES/lecture.po"))
+LANGS = ("en", "zh", *[lang for lang in _CATALOGS if lang not in ("en", "zh")], "en-XA")
 THEMES = ("dark", "light")  # the same as scenes.kit.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
