@@ -362,6 +362,10 @@ def echo_listing(listing: dict[str, Any]) -> None:
         _echo_row(name, exp["description"])
         click.echo(f"  {'':<24} source: {exp['source']}")
         echo_params(exp["params"])
+    click.echo("\nLanguages (--lang LANG; a string not translated yet is shown in English; render.py i18n):")
+    for lang, info in listing.get("languages", {}).items():
+        _echo_row(lang, f"{info['name']}: {info['translated']}/{info['total']} strings translated; "
+                        f"font {info['font']}; voice {info['voice'] or '-'}")
     click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
     for name, v in listing["voices"].items():
         _echo_row(name, f"{v['lang']}: {v['description']}")

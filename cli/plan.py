@@ -159,7 +159,8 @@ def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> Non
 
 
 def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
-    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...}}``
+    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...},
+    "languages": {...}}``
     with every parameter's type, default and value under ``layers`` (scenes in the order given; those that draw a
     user's own network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises
     ConfigError for a bad value."""
@@ -192,7 +193,22 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
             "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
                        for k, (d, t) in exp.params().items()},
         }
+    listing["languages"] = language_listing()
     return listing
+
+
+def language_listing() -> dict[str, dict[str, Any]]:
+    """``{lang: {"name", "translated", "total", "font", "voice"}}`` of every renderable language (``render.py list``):
+    how much of its catalog is translated (the rest falls back to English), its font and its voice (None: silent)."""
+    from narration import VOICES
+
+    out = {}
+    for lang in i18n.languages():
+        done, total = i18n.coverage(lang)
+        spoken = next((name for name, engine in VOICES.items() if engine.lang == lang), None)
+        out[lang] = {"name": i18n.language(lang).name, "translated": done, "total": total,
+                     "font": i18n.language(lang).font, "voice": spoken}
+    return out
 
 
 def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,

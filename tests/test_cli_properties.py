@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import click
@@ -43,7 +44,7 @@ from cli.params import scene_params
 from render import cli
 from simulation.experiments import EXPERIMENTS
 
-from support import examples
+from support import ROOT, examples
 
 SCENE_PARAMS = {scene.__name__: scene_params(scene) for scene in scenes.SCENES_IN_ORDER}
 EXPERIMENT_PARAMS = {name: exp.params() for name, exp in EXPERIMENTS.items()}
@@ -395,8 +396,17 @@ def strategy(param: click.Parameter, sandbox: Path, files: dict[str, str]):
         values = st.one_of(st.sampled_from(ADDRESSES), texts)
     elif param.name == "job_json":
         values = _jobs(sandbox)
-    elif param.name in ("scene_names", "experiment", "experiments", "chapters", "voice"):
-        values = NAMES
+    elif param.name in ("scene_names", "experiment", "experiments", "chapters", "voice", "name", "lang"):
+        values = NAMES  # i18n add NAME, i18n init LANG: a string's name, a language code
+    elif param.name == "texts":  # --text Scene.key=TEXT
+        values = st.one_of(st.sampled_from(["ChainRuleProduct.title=Mine", "ChainRuleProduct.title={x}",
+                                            "ChainRuleProduct.titel=x", "ChainRuleProduct=x", "=x", "a.b.c=x",
+                                            "IdentityHighway.title=x"]),
+                           texts.map(lambda t: f"ChainRuleProduct.title={t}"), texts)
+    elif param.name in ("english_text", "comment"):
+        values = texts
+    elif param.name == "translations":  # i18n add --lang LANG TEXT
+        return st.tuples(NAMES, texts).map(lambda pair: [param.opts[0], *pair])
     else:
         return None
     if isinstance(param, click.Argument):
@@ -410,7 +420,7 @@ def _base(command: str, sandbox: Path) -> tuple[list[str], list[str]]:
             "render": (["ChainRuleProduct"], ["--check"]), "all": ([], ["--check"]),  # a scene that --model can draw
             "slides": (["ChainRuleProduct"], ["--check"]), "page": (["ChainRuleProduct"], ["--check"]),
             "explore": (["chain_rule"], ["-o", str(sandbox / "explore")]), "doctor": ([], []),
-            "_worker": ([json.dumps(_valid_job(sandbox))], [])}[command]
+            "_worker": ([json.dumps(_valid_job(sandbox))], []), "i18n": (["stats"], [])}[command]
 
 
 COMMANDS = [path[0] for path, _ in walk() if path]
@@ -450,6 +460,9 @@ def hostile(sandbox, monkeypatch):
         raise ReachedWork()
 
     monkeypatch.setattr("simulation.cache.get_traces", work)
+    # render.py i18n add / init / update write catalogs: into a copy of them in the sandbox, never the checkout's
+    shutil.copytree(ROOT / "locale", sandbox / "locale")
+    monkeypatch.setattr("narration.i18n.LOCALE_DIR", sandbox / "locale")
     monkeypatch.setattr("cli.media.render_job", work)
     monkeypatch.setattr(doctor, "preflight", lambda names: None)
     return sandbox, files
@@ -460,9 +473,14 @@ def _option_test(command: str, examples: int):
     @given(data=st.data())
     def test(hostile, data):
         sandbox, files = hostile
+        name = command
         own = cli.commands[command].params
-        chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name))
         positional, options = _base(command, sandbox)
+        if isinstance(cli.commands[command], click.Group):  # render.py i18n SUBCOMMAND ...: one of its commands
+            sub = data.draw(st.sampled_from(sorted(cli.commands[command].commands.values(), key=lambda c: c.name)))
+            name, own, positional = f"{command} {sub.name}", sub.params, []
+        chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name)) \
+            if own else []
         if command == "train" and any(p.name == "model" for p in chosen):
             positional = []  # train --model FILE.py:FACTORY trains the model alone
         hostile_arguments = [p for p in chosen if isinstance(p, click.Argument)]
@@ -471,7 +489,7 @@ def _option_test(command: str, examples: int):
         options = options + [t for p in chosen if isinstance(p, click.Option)
                              for t in data.draw(strategy(p, sandbox, files))]
         group = [t for p in cli.params for t in data.draw(st.one_of(st.just([]), strategy(p, sandbox, files)))]
-        _check([*group, command, *positional, *options], sandbox)
+        _check([*group, *name.split(), *positional, *options], sandbox)
     return test
 
 
