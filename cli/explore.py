@@ -46,12 +46,13 @@ _ASSETS = ("explore.js", "explore.css")
 
 # The experiments of the default lecture the views draw from (their seeds: those of the lecture's scenes).
 DEFAULT_EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm", "depth_sweep")
-VIEWS = ("flow", "chain", "degradation", "responses", "layernorm")
+VIEWS = ("flow", "chain", "degradation", "responses", "layernorm", "map")
 # view -> the lecture clip it belongs to (the page links back to it) and the family it opens on when present.
 VIEW_SCENES = {"flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct", "degradation": "Degradation",
                "responses": "ResidualResponse", "layernorm": "PostLNvsPreLN"}
 _PREFERRED = {"flow": ("vanishing",), "chain": ("chain_rule", "vanishing"), "degradation": ("degradation",),
-              "responses": ("residual_response",), "layernorm": ("layernorm",)}
+              "responses": ("residual_response",), "layernorm": ("layernorm",), "map": ("model", "vanishing")}
+MAX_RECORDS = 600  # the flow, chain-rule and responses views step through at most this many records (evenly spread)
 PAGE_LANGS = tuple(lang for lang in i18n.languages() if lang != i18n.PSEUDO)  # the explorer's language menu
 DECADES = 6  # the flow view's log scale spans this many powers of ten (as GradientFlowOverTraining.decades)
 
@@ -66,8 +67,9 @@ def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
     """The scenes' strings the captions quote, ``{table: {key: {lang: text}}}``, from the catalogs (narration.i18n)."""
     owners = {"common": "LectureScene", "flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct",
               "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
-              "layernorm": "PostLNvsPreLN"}
-    return {name: i18n.table([owner, "SeedSpread", "LectureScene"], PAGE_LANGS) for name, owner in owners.items()}
+              "layernorm": "PostLNvsPreLN", "map": "DepthTimeMap"}
+    return {name: i18n.table([owner, "UserModelScene" if name == "map" else "SeedSpread", "LectureScene"],
+                             PAGE_LANGS) for name, owner in owners.items()}
 
 
 # view -> [(table, key)] of the scene strings making its title and caption, in order.
@@ -77,6 +79,7 @@ CAPTIONS = {
     "degradation": [("degradation", "title"), ("degradation", "n_intro"), ("degradation", "n_not_overfit")],
     "responses": [("responses", "title"), ("responses", "n_intro"), ("responses", "n_std")],
     "layernorm": [("layernorm", "title"), ("layernorm", "grad_title"), ("layernorm", "n_paths")],
+    "map": [("map", "title"), ("map", "n_intro"), ("map", "n_map")],
 }
 
 
@@ -84,6 +87,7 @@ def _sources() -> dict[str, str]:
     """The paper each view reproduces, as its scene cites it on screen."""
     from scenes.chain_rule import ChainRuleProduct
     from scenes.degradation import Degradation
+    from scenes.depth_time_map import DepthTimeMap
     from scenes.gradient_flow import GradientFlowOverTraining
     from scenes.layernorm import PostLNvsPreLN
     from scenes.residual_response import ResidualResponse
@@ -91,7 +95,7 @@ def _sources() -> dict[str, str]:
     return {"flow": GradientFlowOverTraining._source,
             "chain": ChainRuleProduct._source,  # SigmoidDerivative cites the same two
             "degradation": Degradation._source, "responses": ResidualResponse._source,
-            "layernorm": PostLNvsPreLN._source}
+            "layernorm": PostLNvsPreLN._source, "map": DepthTimeMap._source}
 
 
 def lecture_params(experiment: str) -> dict[str, Any]:
@@ -169,9 +173,16 @@ def _depth(trace, key: str) -> int:
     return int(depth) if isinstance(depth, (int, np.integer)) else _blocks(trace, key)
 
 
+def _records(trace) -> np.ndarray:
+    """Indices of the records a stepping view exports: all, or :data:`MAX_RECORDS` spread evenly (a long watched
+    run), the first and last included."""
+    count = len(np.atleast_1d(np.asarray(trace["step"])))
+    return np.unique(np.linspace(0, count - 1, min(count, MAX_RECORDS)).round().astype(int))
+
+
 def _seed(trace) -> int:
-    seed = trace.meta.seed if trace.meta.seed is not None else trace.run_config.seed
-    return int(seed)
+    seed = trace.meta.seed if trace.meta.seed is not None else getattr(trace.run_config, "seed", 0)
+    return int(seed)  # a run read from a file (--trace) that names no seed: 0
 
 
 def _run_record(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any]:
@@ -194,11 +205,13 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
     grads = np.asarray(trace["out_grad_norm"], dtype=np.float64)  # [T, blocks]
     if grads.ndim != 2:
         return None
+    kept = _records(trace)
+    grads = grads[kept]
     blocks = grads.shape[1]
     factors, products = zip(*(running_product(row) for row in grads)) if len(grads) else ((), ())
     record = _run_record(key, text, trace, experiment)
     record.update(depth=_depth(trace, "out_grad_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
-                  steps=jsonable(np.asarray(trace["step"])), out_grad_norm=jsonable(grads),
+                  steps=jsonable(np.asarray(trace["step"])[kept]), out_grad_norm=jsonable(grads),
                   product=jsonable(np.array(products)), factor=jsonable(np.array(factors)))
     blown = blown_up_losses(trace)  # a finite run that did not train
     if blown is not None:
@@ -251,13 +264,13 @@ def _responses_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, 
 
     if not {"branch_norm", "input_norm", "branch_std"} <= set(trace.arrays) or _arch(key, trace.run_config) is None:
         return None
-    records = len(np.asarray(trace["step"]))
-    ratio = np.array([response_ratio(trace, k) for k in range(records)])
+    kept = _records(trace)
+    ratio = np.array([response_ratio(trace, k) for k in kept])
     blocks = ratio.shape[1]
     record = _run_record(key, text, trace, experiment)
     record.update(depth=_depth(trace, "branch_norm"), blocks=blocks, layers=_layer_names(trace, blocks),
-                  steps=jsonable(np.asarray(trace["step"])), ratio=jsonable(ratio),
-                  branch_std=jsonable(np.asarray(trace["branch_std"], dtype=np.float64)))
+                  steps=jsonable(np.asarray(trace["step"])[kept]), ratio=jsonable(ratio),
+                  branch_std=jsonable(np.asarray(trace["branch_std"], dtype=np.float64)[kept]))
     return record
 
 
@@ -274,6 +287,58 @@ def _layernorm_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, 
                   layers=_layer_names(trace, len(values)), batches=int(np.asarray(trace["init_ffn_grad_norm"]).shape[0]),
                   init_ffn_grad_norm=jsonable(values))
     return record
+
+
+def _map_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] | None:
+    """The depth x time map of ||dL/dh|| (scenes.depth_time_map: one column per record up to MAX_COLUMNS, else the
+    geometric mean of equal step bins; rows: blocks, grouped beyond MAX_ROWS), as the values its cells show
+    (0: underflow, "inf", "nan": no record), its colour scale in whole decades and the loss line beneath."""
+    from scenes.depth_time_map import DepthTimeMap, color_scale, depth_time_grid, loss_line
+
+    if "out_grad_norm" not in trace.arrays or _arch(key, trace.run_config) is None:
+        return None
+    grads = np.asarray(trace["out_grad_norm"], dtype=np.float64)
+    if grads.ndim != 2 or not grads.size:
+        return None
+    steps = np.asarray(trace["step"])
+    grid, edges, rows = depth_time_grid(grads, steps, expand=False)
+    # the step each column stands for: its record's, or where its bin starts (more records than columns)
+    column_steps = steps if grid.shape[1] == len(steps) else np.ceil(edges[:-1]).astype(np.int64)
+    if grid.shape == grads.T.shape:  # a cell per block and record: the recorded value itself
+        cells = grads.T
+    else:
+        with np.errstate(over="ignore"):
+            cells = np.where(np.isneginf(grid), 0.0, 10.0 ** grid)  # -inf: every value 0; +inf and NaN stay
+    names = _layer_names(trace, grads.shape[1])
+    record = _run_record(key, text, trace, experiment)
+    record.update(depth=_depth(trace, "out_grad_norm"), blocks=grads.shape[1],
+                  rows=[names[a] if b - a == 1 else [names[a], names[b - 1], int(b - a)]
+                        for a, b in zip(rows[:-1], rows[1:])],
+                  steps=jsonable(column_steps), edges=jsonable(edges), cells=jsonable(cells),
+                  scale=list(color_scale(grid, DepthTimeMap.decades)))
+    if "loss_curve" in trace.arrays:
+        curve = np.asarray(trace["loss_curve"], np.float64)
+        xs, ys = loss_line(np.arange(len(curve), dtype=np.float64), curve)
+        record.update(loss_steps=jsonable(xs), loss=jsonable(ys))
+    return record
+
+
+def _map_groups(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of one family by (depth, activation, seed): ``{"depth", "activation", "seed", "runs": {arch: i},
+    "scale": [low, high]}``, the scale shared by the pair (so that one colour is one value in both maps: the
+    highest decade of the two, at most DepthTimeMap.decades below it)."""
+    from scenes.depth_time_map import DepthTimeMap
+
+    groups: dict[tuple, dict[str, Any]] = {}
+    for index, run in enumerate(runs):
+        key = (run["depth"], run["activation"], run["seed"])
+        groups.setdefault(key, {"depth": key[0], "activation": key[1], "seed": key[2], "runs": {}})["runs"].setdefault(
+            run["arch"], index)
+    for group in groups.values():
+        scales = [runs[i]["scale"] for i in group["runs"].values()]
+        high = max(high for _, high in scales)
+        group["scale"] = [max(min(low for low, _ in scales), high - DepthTimeMap.decades), high]
+    return list(groups.values())
 
 
 def _sorted_families(families: dict[str, dict[str, Any]], view: str) -> list[dict[str, Any]]:
@@ -295,10 +360,11 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
 
     z = np.linspace(-6, 6, 241)  # the grid SigmoidDerivative reads max sigma' from
     max_slope = float(sigmoid_prime(z).max())
-    views: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in ("flow", "degradation", "responses", "layernorm")}
+    views: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in ("flow", "degradation", "responses", "layernorm",
+                                                                    "map")}
     scales: dict[str, dict[int, np.ndarray]] = {}
     makers = {"flow": lambda k, n, t, e: _flow_runs(k, n, t, e, max_slope), "degradation": _degradation_run,
-              "responses": _responses_run, "layernorm": _layernorm_run}
+              "responses": _responses_run, "layernorm": _layernorm_run, "map": _map_run}
     for experiment, runs in traces.items():
         texts = key_texts(runs)
         for key, trace in runs.items():
@@ -316,12 +382,16 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
                           "init_ffn_grad_norm)")
     for family in views["flow"].values():
         family["groups"] = _flow_groups(family["runs"], scales[family["id"]])
+    for family in views["map"].values():
+        family["groups"] = _map_groups(family["runs"])
     out = {view: {"families": _sorted_families(families, "chain" if view == "flow" else view)}
            for view, families in views.items()}
     out["chain"] = {"families": _sorted_families(views["flow"], "chain")}  # the same runs, chain_rule first
     out["flow"] = {"families": _sorted_families(views["flow"], "flow")}
     known = {name: exp.source for name, exp in EXPERIMENTS.items()}
-    return {"views": out, "sigma_prime_max": max_slope,
+    from scenes.depth_time_map import VIRIDIS
+
+    return {"views": out, "sigma_prime_max": max_slope, "map_colors": list(VIRIDIS),
             "experiments": {name: (sources or known).get(name, "") for name in traces}}
 
 
@@ -351,6 +421,7 @@ def _strings() -> dict[str, dict[str, Any]]:
         views["flow"]["rows"] = {arch: tables["flow"][f"{arch}_row"][lang] for arch in ("plain", "residual")}
         views["chain"]["axis_y"] = tables["chain"]["axis_y"][lang]
         views["flow"]["ratio"] = tables["flow"]["ratio"][lang]
+        views["map"].update({k: tables["map"][k][lang] for k in ("loss_axis", "color_axis", "blocks_axis")})
         out[lang] = {"ui": ui_strings(lang), "views": views, "common": common}
     return out
 

@@ -63,9 +63,9 @@ def model_experiment(experiment: str | None, model: str | None) -> str:
 
 
 def refuse_untrainable(runs: dict[str, dict[Any, Any]]) -> None:
-    """ConfigError (:data:`simulation.experiments.NO_MODEL`) where experiment ``model`` is to run without a model:
+    """ConfigError (:data:`simulation.config.NO_MODEL`) where experiment ``model`` is to run without a model:
     neither --model (a spec to train) nor --trace (a file to read)."""
-    from simulation.experiments import NO_MODEL
+    from simulation.config import NO_MODEL
 
     if "model" in runs and not all(getattr(c, "spec", None) or getattr(c, "path", None) for c in runs["model"].values()):
         raise ConfigError(NO_MODEL)
@@ -86,11 +86,11 @@ def model_scenes(scenes: list[type]) -> list[type]:
 
 def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
     """Why ``scene`` cannot draw ``runs`` (``{RunKey: config}``) where some are read from trace files
-    (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``trace_keys``); None
-    when it can, or when every run is trained here."""
+    (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``required_arrays``);
+    None when it can, or when every run is trained here."""
     from simulation.recorded import missing
 
-    return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "trace_keys", ()))
+    return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()))
 
 
 def drawable_scenes(scenes: list[type], layers: list[Layer], say=None) -> list[type]:

@@ -19,13 +19,17 @@ Layout (``locale/`` at the checkout's root, shipped as package data):
 A scene asks for ``key`` along its class's method resolution order: ``ChainRuleExploding.title``, then
 ``ChainRuleProduct.title`` ... ``LectureScene.title``; the first owner the template has decides the entry.
 Texts are ``str.format`` templates (``{depth}``): numbers are formatted per language by the code, never
-written into a catalog. ``en-XA`` is a pseudo-locale made from the English (accents, brackets, ~40 % longer):
-it shows which text would not fit before any translator starts.
+written into a catalog. A noun that agrees with a count gives its forms by CLDR plural category in the field's
+spec, ``{n} {n:plural:one=seed|other=seeds}`` (:func:`format_text`); a language gives the forms it has.
+``en-XA`` is a pseudo-locale made from the English (accents, brackets, ~40 % longer): it shows which text would
+not fit before any translator starts.
 """
 
 from __future__ import annotations
 
+import decimal
 import functools
+import math
 import re
 import string
 from dataclasses import dataclass
@@ -37,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages/
 __all__ = ["LOCALE_DIR", "TEMPLATE", "DOMAIN", "PSEUDO", "Language", "LANGUAGES", "I18nError", "language", "catalog_path",
            "languages", "template", "english", "messages", "lookup", "text", "fields", "pseudo", "coverage",
            "owner_chain", "check_overrides", "texts_of", "table", "used_keys", "missing_keys", "catalog_problems",
-           "add_entry", "init_catalog", "update_catalogs", "catalog_langs", "clear_caches"]
+           "add_entry", "init_catalog", "update_catalogs", "catalog_langs", "clear_caches", "plural_category",
+           "format_text"]
 
 LOCALE_DIR = ROOT / "locale"
 DOMAIN = "lecture"
@@ -206,6 +211,54 @@ def fields(text: str) -> set[str]:
         return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError:
         return {"<unbalanced braces>"}
+
+
+@functools.lru_cache(maxsize=None)
+def _plural_rule(lang: str):
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        return Locale.parse("en" if lang == PSEUDO else lang.replace("-", "_")).plural_form
+    except (UnknownLocaleError, ValueError):
+        return Locale.parse("en").plural_form
+
+
+def plural_category(lang: str, count) -> str:
+    """The CLDR plural category of ``count`` in ``lang`` (Babel's rules): "one" for 1 in English, "other" for
+    every count in Chinese or Japanese; Arabic has six. An unknown language counts as English. ``count`` may be a
+    number or its text as the scene wrote it ("3", "1.0": visible decimals count, "1.0 seeds"); "other" for a text
+    that is no number."""
+    if isinstance(count, str):
+        try:
+            count = decimal.Decimal(count.strip().replace(",", ""))
+        except decimal.InvalidOperation:
+            return "other"
+    if not (math.isfinite(count) if isinstance(count, float) else not isinstance(count, decimal.Decimal)
+            or count.is_finite()):
+        return "other"
+    return _plural_rule(lang)(count)
+
+
+class _PluralFormatter(string.Formatter):
+    """``str.format`` plus one format spec: ``{n:plural:one=seed|other=seeds}`` is the word for the count ``n``."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def format_field(self, value, format_spec: str) -> str:
+        if not format_spec.startswith("plural:"):
+            return super().format_field(value, format_spec)
+        forms = dict(form.split("=", 1) for form in format_spec[len("plural:"):].split("|"))
+        return forms.get(plural_category(self.lang, value), forms["other"])
+
+
+def format_text(text: str, lang: str, /, **values) -> str:
+    """A catalog's ``text`` (a ``str.format`` template) with ``values``, in ``lang``: a field written
+    ``{n:plural:one=seed|other=seeds}`` (gettext's plural forms, inside one entry) becomes the form of CLDR's
+    plural category of ``n`` (:func:`plural_category`), "other" where the text gives no form for it, so that
+    "{k} of {n} {n:plural:one=seed|other=seeds}" reads "1 of 1 seed" and "2 of 3 seeds". A translation gives the
+    forms its language has (Chinese: none, "{n} 个种子" for every count). KeyError for a field not given."""
+    return _PluralFormatter(lang).format(text, **values)
 
 
 def check_overrides(overrides: Mapping[str, str], owners: Iterable[str], root: Path | None = None) -> None:

@@ -27,7 +27,8 @@ from .shattered import ShatteredGradients
 from .shortcut_scale import ShortcutScale
 from .sigmoid import SigmoidDerivative
 from .summary import Summary
-from .user_model import MODEL_SCENES, MODEL_VARIANTS
+from .user_model import MODEL_SCENES as _VARIANT_SCENES, MODEL_VARIANTS
+from .depth_time_map import DepthTimeMap
 
 __all__ = ["SCENES_IN_ORDER", "MODEL_SCENES", "ALL_SCENES", "CHAPTERS", "lecture_scenes", "get_scene",
            "model_variant"]
@@ -59,7 +60,11 @@ def lecture_scenes(chapters: tuple[str, ...] | list[str] = ()) -> list[type]:
     return [s for s in SCENES_IN_ORDER if getattr(s, "chapter", None) in (None, *chapters)]
 
 
-# Every scene by name: the lecture's, then those that draw a user's own network (scenes/user_model.py).
+# The scenes that draw a user's own network (experiment model: --model, or --trace for a run watched in the user's
+# loop): the lecture scenes' variants (scenes/user_model.py), then those of their own (not in the lecture).
+MODEL_SCENES = [*_VARIANT_SCENES, DepthTimeMap]
+
+# Every scene by name: the lecture's, then those that draw a user's own network.
 ALL_SCENES = [*SCENES_IN_ORDER, *MODEL_SCENES]
 
 

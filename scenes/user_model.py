@@ -65,10 +65,11 @@ class UserModelScene(LectureScene):
 
     experiment = MODEL_EXPERIMENT
     experiment_defaults: dict = {}  # one seed: training a user's network twice per seed costs the most
-    # What the scene reads, checked before a render where the runs are read from trace files (--trace: a watched
-    # run records no test error; without --twin there is no plain twin): its runs and their arrays.
+    # The runs the scene draws, and (required_arrays) their arrays: where the runs are read from trace files
+    # (--trace: a watched run records no test error; without --twin there is no plain twin) the render planner
+    # refuses a scene whose files lack one (cli.plan.undrawable).
     needs_runs: tuple[str, ...] = (PLAIN, RESIDUAL)
-    trace_keys: tuple[str, ...] = ("step", "out_grad_norm")
+    required_arrays: tuple[str, ...] = ("step", "out_grad_norm")
 
     def setup(self) -> None:
         super().setup()
@@ -114,7 +115,7 @@ class UserModelScene(LectureScene):
 class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
     """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
 
-    trace_keys = ("step", "out_grad_norm", "loss_curve")
+    required_arrays = ("step", "out_grad_norm", "loss_curve")
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
     _lane_drop = 0.7
@@ -130,7 +131,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
 class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
     """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
 
-    trace_keys = ("step", "out_grad_norm", "grad_norm")
+    required_arrays = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
@@ -165,7 +166,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
 class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
     """The +1 of the shortcut in the backward pass; measured per-block gradient norms of your model and its twin."""
 
-    trace_keys = ("step", "out_grad_norm", "grad_norm")
+    required_arrays = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.85, 2.4)
 
     def block_axis(self, axes, depth: int):
@@ -177,7 +178,7 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
 class ModelResidualResponse(UserModelScene, ResidualResponse):
     """||F(x)|| / ||x|| and the std of F(x) per residual addition of your model and its twin (He 2015, Fig. 7)."""
 
-    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
+    required_arrays = ("step", "out_grad_norm", "input_norm", "branch_norm", "branch_std", "error")
     _chart_y = 0.0
 
     def bar_labels(self, depth: int) -> list[str]:
@@ -198,7 +199,7 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     """||F(x)|| / ||x|| of every residual addition of your model over training, beside the loss."""
 
     needs_runs = (RESIDUAL,)
-    trace_keys = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
+    required_arrays = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
@@ -207,7 +208,7 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
 class ModelDegradation(UserModelScene, Degradation):
     """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""
 
-    trace_keys = ("step", "out_grad_norm", "error_curve", "test_error")
+    required_arrays = ("step", "out_grad_norm", "error_curve", "test_error")
 
     def construct(self) -> None:
         runs = [name for name in (PLAIN, RESIDUAL) if name in self.traces]

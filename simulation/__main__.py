@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import sys
 
-from .config import ConfigError
+from .config import ConfigError, config_from_dict
 from .memory import measure_peak
-from .runs import config_from_dict, estimate, kind_of, work
+from .runs import estimate, kind_of, work
 
 
 def main(argv: list[str]) -> int:

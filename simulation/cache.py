@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
-from .config import BaseConfig
-from .runs import check_memory, config_from_dict, describe, train
+from .config import BaseConfig, config_from_dict
+from .runs import check_memory, describe, train
 from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
 

@@ -709,3 +709,48 @@ def _trace_source(path: str, stamp: tuple) -> str:
 
 
 __all__ += ["RecordedConfig", "trace_source", "file_stamp", "trace_files", "spec_title"]
+
+
+# -- configs of run kinds, by name ----------------------------------------------------------------------------------
+# simulation.runs.register_kind fills CONFIG_CLASSES (one entry per run kind); config_from_dict reads a to_dict()
+# back with it here, beside the classes, so that the trace file and the trainers need not import the table.
+
+DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
+CONFIG_CLASSES: dict[str, type[BaseConfig]] = {}  # {run kind's name: its config class}, in registration order
+# What a UserModelConfig without a model spec says when it is to train (the table and `render.py` list such runs).
+NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
+            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
+
+
+def kind_name(config: BaseConfig) -> str:
+    """The name of ``config``'s registered run kind. Raises ConfigError for an unregistered class."""
+    kind = type(config).run_kind
+    if kind is None:
+        raise ConfigError(f"{type(config).__name__} is not a registered run kind (simulation.runs.register_kind)")
+    return kind.name
+
+
+def config_from_dict(data: dict[str, Any]) -> BaseConfig:
+    """The config written by ``to_dict``, of the class registered for ``data["kind"]`` (default
+    :data:`DEFAULT_KIND`). Raises ConfigError for an unknown kind, key or value."""
+    name = data.get("kind", DEFAULT_KIND)
+    if name not in CONFIG_CLASSES:
+        raise ConfigError(f"unknown config kind {name!r}; known: {', '.join(CONFIG_CLASSES)}")
+    cls = CONFIG_CLASSES[name]
+    if "kind" not in cls.field_types():
+        data = {k: v for k, v in data.items() if k != "kind"}
+    return cls.from_dict(data)
+
+
+def seed_free_key(config: BaseConfig) -> str:
+    """``config``'s kind and fields as JSON with the seed left out: equal for runs that differ only in their seed."""
+    return json.dumps({"kind": kind_name(config), **config.to_dict(), "seed": None}, sort_keys=True)
+
+
+def differ_only_in_seed(configs: list[BaseConfig]) -> bool:
+    """Whether ``configs`` are runs of one config with distinct seeds (what a together trainer accepts)."""
+    return len(set(map(seed_free_key, configs))) == 1 and len({c.seed for c in configs}) == len(configs)
+
+
+__all__ += ["DEFAULT_KIND", "CONFIG_CLASSES", "NO_MODEL", "kind_name", "config_from_dict", "seed_free_key",
+            "differ_only_in_seed"]

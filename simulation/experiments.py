@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_INITS, ConfigError, IdentityFitConfig,
-                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, Range, RunConfig, TransformerConfig, UserModelConfig, conv_depth_error,
-                     shown)
+                     HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, NO_MODEL, Range, RunConfig, TransformerConfig,
+                     UserModelConfig, conv_depth_error, shown)
 from .runkeys import RunKey
 from .values import convert_value
 
@@ -684,10 +684,6 @@ _register(Experiment(
 
 
 # -- a user's own network (issue 20) -----------------------------------------------------------------
-
-NO_MODEL = ("experiment model needs a model: --model path/to/file.py:factory or package.module:factory "
-            "(or --set model.spec=..., spec = ... in a [model] table of a --config file)")
-
 
 @dataclass(frozen=True)
 class ModelParams(ExperimentParams):

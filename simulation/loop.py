@@ -24,7 +24,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -32,11 +32,11 @@ from tqdm.auto import tqdm
 
 from .config import BaseConfig, ConfigError, config_from_sets
 from .core.record import HookRecorder
-from .runs import check_memory
+from .memory import MemoryEstimate, check_budget
 from .trace import Trace, TraceMeta
 
 __all__ = ["Task", "StepResult", "Divergence", "train", "record_steps", "main", "one_thread", "minibatch_step",
-           "RunLog"]
+           "RunLog", "check_fits"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,10 @@ class Task(Generic[C]):
     config: C
     model: torch.nn.Module
     label: str = ""  # progress-bar label
+    # What training a config needs (simulation.memory's estimate of this task's kind, the one simulation.runs
+    # lists for it): train() refuses a run over the budget with it before any work (check_fits). The loop gets
+    # the check from its task, so it never imports the table of kinds (which names the trainers above it).
+    memory: ClassVar[Callable[[Any], MemoryEstimate]]
 
     def __init__(self, config: C) -> None:
         self.config = config
@@ -157,12 +161,19 @@ def train(task_class: type[Task[C]], config: C, progress: bool | None = None) ->
     recorder on if it was not a recorded step) to find where the value first became non-finite, training
     stops and the trace keeps what it recorded (``meta.diverged``, ``diverged_step``, ``diverged_layer``,
     ``diverged_pass``). Raises :class:`~simulation.config.ConfigError` before any work when the run would
-    not fit in memory (:func:`simulation.runs.check_memory`). ``progress=None`` shows a bar only on a
-    terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
+    not fit in memory (:func:`check_fits`, with the task's :attr:`Task.memory`). ``progress=None`` shows a bar
+    only on a terminal. Runs with one torch thread (restored after), so the same config gives bit-identical arrays.
     """
-    check_memory(config)
+    check_fits(task_class, config)
     with one_thread():
         return _train(task_class, config, progress)
+
+
+def check_fits(task_class: type[Task[C]], config: C, budget: int | None = None) -> MemoryEstimate:
+    """``task_class.memory(config)``, the estimate of what training ``config`` needs; raises ConfigError (one line,
+    with the estimate) when it exceeds ``budget`` bytes (default :func:`simulation.memory.budget_bytes`): the
+    check :func:`simulation.runs.check_memory` makes for any config, made here from the task."""
+    return check_budget(config.digest(), task_class.memory(config), budget)
 
 
 @contextmanager
@@ -279,7 +290,7 @@ def main(task_class: type[Task[C]], config_class: type[C], argv: list[str] | Non
     args = parser.parse_args(argv)
     try:
         config = config_from_sets(config_class, args.sets)
-        check_memory(config)
+        check_fits(task_class, config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

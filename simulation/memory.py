@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .config import ConfigError, HighwayConfig, IdentityFitConfig, RunConfig, TransformerConfig, UserModelConfig
 
-__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "user_model_memory", "highway_memory", "budget_bytes",
+__all__ = ["MemoryEstimate", "mlp_memory", "conv_memory", "transformer_memory", "identity_fit_memory", "probe_in_subprocess", "highway_memory", "budget_bytes",
            "check_budget", "measure_peak", "available_bytes", "DATA_SHAPES", "BUDGET_ENV", "DEFAULT_FRACTION"]
 
 BUDGET_ENV = "RESIDUAL_MEMORY_BUDGET"
@@ -154,19 +154,13 @@ def identity_fit_memory(config: IdentityFitConfig) -> MemoryEstimate:
     return MemoryEstimate(params * FLOAT, params * FLOAT, (state + 1) * params * FLOAT, 1797 * 5 * n_in * FLOAT)
 
 
-def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
-    """A user's model is built and probed (:func:`simulation.kinds.user_model.estimate_memory`: parameters x optimiser
-    state, activations measured by the probe forward): in this process when it has torch already, else in a
-    subprocess, so that a torch-free caller (a scene) stays torch-free. Raises ConfigError (one line) when the
-    model cannot be built or run."""
+def probe_in_subprocess(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model built and probed in a subprocess (``python -m simulation.kinds.user_model --estimate``), so
+    that a torch-free caller (a scene, render.py) stays torch-free; the model and its plain twin have the same
+    parameters and activations, so one probe serves both. Raises ConfigError (one line) when the model cannot
+    be built or run. The table of kinds (``simulation.runs``) calls it for a process without torch."""
     import json
-    import sys
 
-    if "torch" in sys.modules:  # by name, as simulation.runs loads trainers: the user model imports this module
-        import importlib
-
-        return importlib.import_module("simulation.kinds.user_model").estimate_memory(config)
-    # The model and its twin have the same parameters and activations: one probe for both.
     return _probe_in_subprocess(json.dumps(config.replace(arch="residual").to_dict(), sort_keys=True))
 
 

@@ -170,4 +170,4 @@ def run(config: RecordedConfig, progress: bool | None = None) -> Trace:
     if trace_source(config.path) != config.source:
         raise ConfigError(f"{RUN_FLAGS[config.arch]} {config.path} changed while it was read (a run still being "
                           "recorded?); run the command again")
-    return Trace(replace(trace.meta, config=config.to_dict(), digest=config.digest(), seed=None), trace.arrays)
+    return Trace(replace(trace.meta, config=config.to_dict(), digest=config.digest()), trace.arrays)

@@ -34,22 +34,23 @@ import contextlib
 import importlib
 import json
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import (BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig, LandscapeConfig,
-                     RecordedConfig, RunConfig, TransformerConfig, UserModelConfig, trace_files)
+from .config import (CONFIG_CLASSES, DEFAULT_KIND, BaseConfig, ConfigError, HighwayConfig, HyperConfig, IdentityFitConfig,
+                     LandscapeConfig, RecordedConfig, RunConfig, TransformerConfig, UserModelConfig, config_from_dict,
+                     differ_only_in_seed, seed_free_key, trace_files)
 from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
-                     transformer_memory, user_model_memory)
+                     probe_in_subprocess, transformer_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
            "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS", "signals_held"]
 
-DEFAULT_KIND = "mlp"  # the kind of a config dict without "kind" (RunConfig has no such field)
 LOG_FIELDS = ("kind", "arch", "norm", "residual", "ffn", "depth", "activation", "warmup_steps")  # shown in log lines if present
 
 
@@ -71,9 +72,14 @@ class RunKind:
 
     def load_trainer(self, together: bool = False) -> Callable[..., Any]:
         """The trainer function (``together``: :attr:`together`'s); imports its module (and torch) now."""
-        module, _, function = (self.together if together else self.trainer).partition(":")
-        with signals_held():  # torch's import calls back into Python from C++ (see signals_held)
-            return getattr(importlib.import_module(module), function)
+        return load(self.together if together else self.trainer)
+
+
+def load(name: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names (a trainer of the table below it); imports its module now."""
+    module, _, function = name.partition(":")
+    with signals_held():  # torch's import calls back into Python from C++ (see signals_held)
+        return getattr(importlib.import_module(module), function)
 
 
 @contextlib.contextmanager
@@ -118,6 +124,7 @@ def register_kind(kind: RunKind) -> RunKind:
         if other.config is kind.config and other.name != kind.name:
             raise ConfigError(f"{kind.config.__name__} is already the config of run kind {other.name!r}")
     KINDS[kind.name] = kind
+    CONFIG_CLASSES[kind.name] = kind.config  # what config_from_dict (simulation.config) reads a dict back with
     kind.config.run_kind = kind
     return kind
 
@@ -146,16 +153,6 @@ def train(config: BaseConfig, progress: bool | None = None) -> Any:
 # cannot share the memory with a second trainer (cli/pipeline.py, RunQueue), so grouping changes no schedule.
 GROUP_BYTES = 64 * 2**20
 GROUP_RUNS = 5  # at most this many seeds in one group
-
-
-def seed_free_key(config: BaseConfig) -> str:
-    """``config``'s kind and fields as JSON with the seed left out: equal for runs that differ only in their seed."""
-    return json.dumps({"kind": kind_of(config).name, **config.to_dict(), "seed": None}, sort_keys=True)
-
-
-def differ_only_in_seed(configs: list[BaseConfig]) -> bool:
-    """Whether ``configs`` are runs of one config with distinct seeds (what a together trainer accepts)."""
-    return len(set(map(seed_free_key, configs))) == 1 and len({c.seed for c in configs}) == len(configs)
 
 
 def seed_groups(configs: list[BaseConfig], max_bytes: int = GROUP_BYTES, max_runs: int = GROUP_RUNS
@@ -198,18 +195,6 @@ def describe(config: BaseConfig) -> str:
     return " ".join(f"{k}={getattr(config, k)}" for k in LOG_FIELDS if hasattr(config, k))
 
 
-def config_from_dict(data: dict[str, Any]) -> BaseConfig:
-    """The config written by ``to_dict``, of the class registered for ``data["kind"]`` (default
-    :data:`DEFAULT_KIND`). Raises ConfigError for an unknown kind, key or value."""
-    name = data.get("kind", DEFAULT_KIND)
-    if name not in KINDS:
-        raise ConfigError(f"unknown config kind {name!r}; known: {', '.join(KINDS)}")
-    cls = KINDS[name].config
-    if "kind" not in cls.field_types():
-        data = {k: v for k, v in data.items() if k != "kind"}
-    return cls.from_dict(data)
-
-
 def estimate(config: BaseConfig) -> MemoryEstimate:
     """What training ``config`` needs, by part (see :mod:`simulation.memory` for what is counted)."""
     return kind_of(config).memory(config)
@@ -224,6 +209,16 @@ def check_memory(config: BaseConfig, budget: int | None = None) -> MemoryEstimat
 def work(config: BaseConfig) -> int:
     """A rough cost of one run in MLP block-steps (see :attr:`RunKind.work`)."""
     return kind_of(config).work(config)
+
+
+def user_model_memory(config: UserModelConfig) -> MemoryEstimate:
+    """A user's model is built and probed (:func:`simulation.kinds.user_model.estimate_memory`: parameters x optimiser
+    state, activations measured by the probe forward): in this process when it has torch already, else in a
+    subprocess (:func:`simulation.memory.probe_in_subprocess`), so that a torch-free caller (a scene) stays
+    torch-free. Raises ConfigError (one line) when the model cannot be built or run."""
+    if "torch" in sys.modules:
+        return load("simulation.kinds.user_model:estimate_memory")(config)
+    return probe_in_subprocess(config)
 
 
 def _run_config_memory(config: RunConfig) -> MemoryEstimate:

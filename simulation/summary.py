@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import HyperConfig, IdentityFitConfig, LandscapeConfig
+from .config import ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
 __all__ = ["inspect_trace", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
@@ -327,43 +327,61 @@ def summarize(trace: Trace) -> RunSummary:
     norms): the loss and error figures of its curves, and the composite mapping's ``composite_row_gain_final`` and
     ``composite_col_gain_final`` after the last block at the last record (DeepSeek 2025, mHC: 1 when doubly
     stochastic); the per-block figures are empty.
+
+    Every other run gives each figure from the arrays it is read from, None (or empty) where the run did not record
+    them: a run watched in the user's own loop (``residual_lecture.watch``) has no ``error`` or ``test_error``.
+    KeyError for a trace with neither ``loss`` nor ``loss_curve``.
     """
-    a, config = trace.arrays, trace.run_config
+    a = trace.arrays
+    try:
+        config = trace.run_config
+    except ConfigError:  # a config no registered kind reads (a run watched in its own loop: kind "watch")
+        config = None
     if isinstance(config, IdentityFitConfig):
         return _identity_fit_summary(trace)
     if isinstance(config, LandscapeConfig):
         return _landscape_summary(trace)
     if isinstance(config, HyperConfig):
         return _hyper_summary(trace)
-    grad = trace["grad_norm"]
-    finite_test = trace["test_error"][np.isfinite(trace["test_error"])]
+    # Any other run (an MLP, a Transformer, a user's model, a run watched in its own loop): each figure from the
+    # arrays it is read from, None or empty where the run did not record them (a watched loop has no test error).
+    if "loss" not in a and "loss_curve" not in a:  # not a run's trace: nothing a summary could say
+        raise KeyError(f"trace has no array 'loss' or 'loss_curve'; it has {sorted(a)}")
+    grad = a.get("grad_norm")
+    test_error = a.get("test_error", np.zeros(0))
+    finite_test = test_error[np.isfinite(test_error)]
     final_test = a.get("final_test_error")
     if final_test is None or not np.isfinite(final_test):
         final_test = finite_test[-1] if len(finite_test) else np.nan
-    with np.errstate(divide="ignore", invalid="ignore"):
-        branch_ratio = trace["branch_norm"][-1].astype(np.float64) / trace["input_norm"][-1]
+    branch_ratio = []
+    if "branch_norm" in a and "input_norm" in a:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            branch_ratio = a["branch_norm"][-1].astype(np.float64) / a["input_norm"][-1]
+    last = lambda key: _f(a[key][-1]) if key in a and len(a[key]) else None
+    curve = a.get("loss_curve")
+    has_grad = grad is not None and grad.ndim == 2 and grad.shape[1] > 0
     out: dict[str, Any] = {
         "config": trace.meta.config,
         "final_step": int(trace["step"][-1]),
-        "final_loss": _f(trace["loss"][-1]),
-        "final_error": _f(trace["error"][-1]),
-        "final_train_loss_avg": _f(tail_mean(trace["loss_curve"])),
-        "initial_loss": _f(trace["loss_curve"][0]),
+        "final_loss": last("loss"),
+        "final_error": last("error"),
+        "final_train_loss_avg": _f(tail_mean(curve)) if curve is not None else None,
+        "initial_loss": _f(curve[0]) if curve is not None and len(curve) else None,
         "final_train_error_avg": _f(tail_mean(a["error_curve"])) if "error_curve" in a else None,
         "final_test_error": _f(final_test),
-        "grad_norm_step0": _list(grad[0]),
-        "grad_norm_final": _list(grad[-1]),
-        "log10_grad_norm_step0": safe_log10(grad[0]),
-        "grad_underflow_blocks_step0": int((grad[0] == 0).sum()),
-        "grad_ratio_step0": _f(grad[0, 0] / grad[0, -1]) if grad[0, -1] else None,
-        "grad_ratio_final": _f(grad[-1, 0] / grad[-1, -1]) if grad[-1, -1] else None,
+        "grad_norm_step0": _list(grad[0]) if has_grad else [],
+        "grad_norm_final": _list(grad[-1]) if has_grad else [],
+        "log10_grad_norm_step0": safe_log10(grad[0]) if has_grad else [],
+        "grad_underflow_blocks_step0": int((grad[0] == 0).sum()) if has_grad else 0,
+        "grad_ratio_step0": _f(grad[0, 0] / grad[0, -1]) if has_grad and grad[0, -1] else None,
+        "grad_ratio_final": _f(grad[-1, 0] / grad[-1, -1]) if has_grad and grad[-1, -1] else None,
         "branch_ratio_final": _list(branch_ratio),
-        "branch_std_final": _list(trace["branch_std"][-1]),
+        "branch_std_final": _list(a["branch_std"][-1]) if "branch_std" in a else [],
         "diverged": bool(trace.meta.diverged),
         "diverged_step": trace.meta.diverged_step,
         "diverged_layer": trace.meta.diverged_layer,
         "diverged_pass": trace.meta.diverged_pass,
-        "nonfinite_per_layer": [int(v) for v in trace["nonfinite"].sum(0)],
+        "nonfinite_per_layer": [int(v) for v in a["nonfinite"].sum(0)] if "nonfinite" in a else [],
     }
     if "shortcut_norm" in a:
         out["shortcut_norm_final"] = _list(a["shortcut_norm"][-1])

@@ -40,8 +40,8 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from .atomic_io import shown_path
-from .config import BaseConfig, ConfigError
-from .runs import config_from_dict, describe, seed_groups, train, train_group, work
+from .config import BaseConfig, ConfigError, config_from_dict
+from .runs import describe, seed_groups, train, train_group, work
 
 __all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]

@@ -172,8 +172,8 @@ class Trace:
     @property
     def run_config(self) -> Any:
         """The config that made this trace, typed (RunConfig, TransformerConfig, ... by its kind:
-        :func:`simulation.runs.config_from_dict`). Raises ConfigError for a config this version cannot read."""
-        from simulation.runs import config_from_dict
+        :func:`simulation.config.config_from_dict`). Raises ConfigError for a config this version cannot read."""
+        from simulation.config import config_from_dict
 
         return config_from_dict(dict(self.meta.config))
 
@@ -261,7 +261,7 @@ class Trace:
 # -- a trace written while training runs ---------------------------------------------------------------
 
 _PART_META = "meta.json"
-MERGE_PARTS = 64  # a writer merges its parts into one when it holds this many (a long run keeps few files)
+MERGE_PARTS = 64  # a writer merges its last this many one-flush parts into one (a long run keeps few files)
 
 
 def parts_dir(path: str | os.PathLike) -> Path:
@@ -344,8 +344,8 @@ class TraceWriter:
     into ``path`` (one atomic rename) and removes them.
 
     ``meta``: the :class:`TraceMeta` fields as a dict (JSON). Opening removes a trace already at ``path`` and any
-    parts left there by a killed run: the path now names this run. Every :data:`MERGE_PARTS` parts are merged
-    into one (written before the merged ones are removed; a reader keeps each record once)."""
+    parts left there by a killed run: the path now names this run. Every :data:`MERGE_PARTS` parts
+    of one flush each are merged into one (written before they are removed; a reader keeps each record once)."""
 
     def __init__(self, path: str | os.PathLike, meta: dict[str, Any]) -> None:
         self.path = Path(path)
@@ -355,6 +355,7 @@ class TraceWriter:
         self.path.unlink(missing_ok=True)
         self.folder.mkdir(parents=True)
         self.count = 0
+        self.small: list[Path] = []  # the parts of one flush each since the last merge
         self.set_meta(meta)
 
     def set_meta(self, meta: dict[str, Any]) -> None:
@@ -374,23 +375,29 @@ class TraceWriter:
         with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
-        files = sorted(self.folder.glob("part-*.npz"))
-        if len(files) >= MERGE_PARTS:
-            merged = _assemble([_read_part(f) for f in files])
-            curve_steps = None
+        self.small.append(self.folder / f"part-{self.count:09d}.npz")
+        if len(self.small) >= MERGE_PARTS:
+            self._merge()
+
+    def _merge(self) -> None:
+        """The last :data:`MERGE_PARTS` one-flush parts as one (written before they are removed): a run keeps
+        one file per 64 flushes, and no flush rewrites what an earlier merge wrote."""
+        merged = _assemble([_read_part(f) for f in self.small])
+        curve_steps = None
+        for key in [k for k in merged if _is_curve(k)]:
+            held = np.flatnonzero(~np.isnan(merged[key]))
+            curve_steps = held if curve_steps is None else np.union1d(curve_steps, held)
+        if curve_steps is not None:
             for key in [k for k in merged if _is_curve(k)]:
-                held = np.flatnonzero(~np.isnan(merged[key]))
-                curve_steps = held if curve_steps is None else np.union1d(curve_steps, held)
-            if curve_steps is not None:
-                for key in [k for k in merged if _is_curve(k)]:
-                    merged[key] = merged[key][curve_steps]
-                merged["curve_step"] = curve_steps.astype(np.int64)
-            self.count += 1
-            with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
-                with open(tmp, "wb") as fh:
-                    np.savez(fh, **merged)
-            for f in files:
-                f.unlink()
+                merged[key] = merged[key][curve_steps]
+            merged["curve_step"] = curve_steps.astype(np.int64)
+        self.count += 1
+        with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **merged)
+        for f in self.small:
+            f.unlink()
+        self.small = []
 
     def close(self, meta: dict[str, Any] | None = None) -> Path | None:
         """Consolidate into ``path`` with ``meta`` (default: the last one set), ``watch.complete`` true; remove the

@@ -27,7 +27,7 @@ from simulation.runkeys import RunKey, key_texts
 from simulation.trace import Trace
 
 from browser import browser, open_logged, remote  # noqa: F401 (browser: a fixture)
-from data.make_traces import tiny_trace_files_with_seeds
+from data.make_traces import tiny_trace_files_with_seeds, user_like_trace_files
 from support import ROOT
 
 EXPERIMENTS = ("vanishing", "chain_rule", "degradation", "residual_response", "layernorm")
@@ -483,7 +483,7 @@ def test_the_keyboard_check_catches_a_control_out_of_reach(browser, explorer, tm
     page, _, _ = open_page(browser, folder)
     problems = keyboard_problems(page)
     page.close()
-    assert problems == ["flow: Tab never reaches #seed", "chain: Tab never reaches #seed"]
+    assert problems == ["flow: Tab never reaches #seed", "chain: Tab never reaches #seed", "map: Tab never reaches #seed"]
 
 
 # -- 7. runs of two activations: every view shows the selected one's, each label names its net ------
@@ -686,6 +686,84 @@ def test_explore_model_draws_your_own_network(tmp_path):
     (family,) = read_data(tmp_path / "explore")["views"]["flow"]["families"]
     assert family["id"] == "model" and sorted(r["arch"] for r in family["runs"]) == ["plain", "residual"]
     assert all(r["layers"][0].startswith("stages.") for r in family["runs"])
+
+
+# -- the depth x time map of a run read from its file (--trace) ------------------------------------------
+
+def _map_family(folder: Path) -> dict:
+    (family,) = read_data(folder)["views"]["map"]["families"]
+    return family
+
+
+def test_explore_trace_maps_the_files_runs_with_their_own_numbers(tmp_path):
+    """`render.py explore --trace FILE --twin FILE`: the map view holds each run's out_grad_norm as recorded (a
+    cell per block and record), the pair's colour scale and the loss line; nothing is trained."""
+    from click.testing import CliRunner
+
+    from render import cli
+
+    files = user_like_trace_files("gpt2_24")
+    result = CliRunner().invoke(cli, ["explore", "--trace", files["residual"], "--twin", files["plain"],
+                                      "-o", str(tmp_path / "explore")])
+    assert result.exit_code == 0, result.output
+    family = _map_family(tmp_path / "explore")
+    assert family["id"] == "model" and sorted(r["arch"] for r in family["runs"]) == ["plain", "residual"]
+    for run in family["runs"]:
+        trace = Trace.load(files[run["arch"]])
+        g = np.asarray(trace["out_grad_norm"], np.float64)
+        assert run["cells"] == g.T.tolist() and run["steps"] == trace["step"].tolist()
+        assert run["rows"] == trace.meta.layers
+        assert run["loss"] == pytest.approx(np.asarray(trace["loss_curve"], np.float64).tolist())
+    (group,) = family["groups"]
+    logs = np.log10(np.concatenate([np.asarray(Trace.load(f)["out_grad_norm"], np.float64).ravel() for f in files.values()]))
+    assert group["scale"][1] == math.ceil(logs.max()) and group["scale"][0] == max(math.floor(logs.min()),
+                                                                                  math.ceil(logs.max()) - 12)
+
+
+def test_a_long_wide_run_is_mapped_in_at_most_600_columns_and_300_rows(tmp_path):
+    """10,000 records of 320 blocks: columns are the geometric means of equal step bins, rows of neighbouring
+    blocks (checked against a plain loop here); the stepping views keep 600 records spread evenly."""
+    source = Trace.load(user_like_trace_files("resnet152_50")["residual"])
+    records, blocks = 10_000, 320
+    names = [f"layer{i // 80 + 1}.{i % 80}" for i in range(blocks)]
+    grads = np.resize(np.asarray(source["out_grad_norm"], np.float64), (records, blocks)) * np.linspace(1, 3, records)[:, None]
+    meta = dataclasses.replace(source.meta, layers=names, blocks=blocks, config=UserModelConfig(arch="residual").to_dict())
+    trace = Trace(meta=meta, arrays={"step": np.arange(records) * 50, "out_grad_norm": grads,
+                                     "loss_curve": np.resize(source["loss_curve"], records * 50)})
+    data = export_data({"model": {RunKey("residual", 0): trace}})
+    (run,) = data["views"]["map"]["families"][0]["runs"]
+    cells = np.array(run["cells"], np.float64)
+    assert cells.shape == (300, 600) and len(run["rows"]) == 300 and len(run["loss"]) <= 600
+    edges, steps = np.array(run["edges"]), np.arange(records) * 50
+    row_edges = np.linspace(0, blocks, 301).round().astype(int)
+    for r, c in ((0, 0), (17, 311), (299, 599)):
+        inside = [k for k in range(records) if edges[c] <= steps[k] < edges[c + 1] or (c == 599 and steps[k] == edges[-1])]
+        per_record = [np.mean(np.log10(grads[k, row_edges[r]:row_edges[r + 1]])) for k in inside]
+        assert cells[r, c] == pytest.approx(10 ** np.mean(per_record), rel=1e-12)
+    two = [(r, row) for r, row in enumerate(run["rows"]) if isinstance(row, list)]  # a row of two blocks says so
+    assert two and all(row == [names[row_edges[r]], names[row_edges[r] + 1], 2] for r, row in two)
+    (flow,) = data["views"]["flow"]["families"][0]["runs"]
+    assert len(flow["steps"]) == 600 and flow["steps"][0] == 0 and flow["steps"][-1] == int(steps[-1])
+
+
+@pytest.mark.slow  # a browser run (chromium); CI runs it
+def test_the_map_view_shows_the_recorded_column_and_the_hovered_cell(browser, tmp_path):
+    files = user_like_trace_files("gpt2_24")
+    runs = {RunKey(name, 0): Trace.load(path) for name, path in files.items()}
+    write_explorer({"model": runs}, tmp_path / "explore")
+    page, _, errors = open_page(browser, tmp_path / "explore", "#view=map&family=model&step=20")
+    for arch in ("plain", "residual"):
+        trace = runs[RunKey(arch, 0)]
+        k = list(trace["step"]).index(20)
+        shown = table_values(page, f"#numbers td[data-arch={arch}]")
+        assert [shown[(arch, l, "")] for l in range(24)] == list(np.asarray(trace["out_grad_norm"][k], np.float64))
+    assert page.locator("#chart image.map").count() == 2
+    box = page.locator("#chart image.map[data-arch=residual]").bounding_box()
+    page.mouse.move(box["x"] + 1, box["y"] + 1)  # the first block at the first record
+    readout = page.eval_on_selector_all("#readout .v", "els => els.map(e => +e.dataset.value)")
+    assert readout == [float(runs[RunKey("residual", 0)]["out_grad_norm"][0, 0])]
+    assert errors == []
+    page.close()
 
 
 # -- export ---------------------------------------------------------------------------------------

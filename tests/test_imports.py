@@ -5,13 +5,16 @@ Example::
     pytest tests/test_imports.py
 
 Every ``import`` and ``from ... import`` counts, at module level and inside functions alike (a function-level
-import that closes a cycle is still a cycle: it only moves the failure to run time). The graph is read with
-``ast``, without importing anything.
+import that closes a cycle is still a cycle: it only moves the failure to run time), and so do the imports made by
+name at run time: ``importlib.import_module("a.b")`` (or ``import_module``, ``__import__``) with a literal name,
+and every string ``"a.b:function"`` that names a module of the graph (the table of run kinds names its trainers so,
+and loads them when used). The graph is read with ``ast``, without importing anything.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -44,14 +47,35 @@ def _target(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join(package + ([node.module] if node.module else []))
 
 
+IMPORT_BY_NAME = ("import_module", "__import__")  # functions whose literal first argument is a module imported
+LOADED_BY_NAME = re.compile(r"([A-Za-z_][\w.]*):[A-Za-z_]\w*")  # "module:function", loaded when used (a trainer)
+
+
+def _by_name(node: ast.AST) -> str | None:
+    """The module that ``node`` imports by name at run time: the literal of ``import_module("a.b")``, or the
+    module of a string ``"a.b:function"``; None otherwise."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name in IMPORT_BY_NAME and isinstance(node.args[0].value, str):
+            return node.args[0].value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        match = LOADED_BY_NAME.fullmatch(node.value)
+        return match.group(1) if match else None
+    return None
+
+
 def import_graph(root: Path, **kwargs) -> tuple[nx.DiGraph, list[str]]:
-    """The graph of imports among :func:`modules` (an edge A -> B: A imports B, anywhere in A) and the
-    private names imported across modules, as ``"A imports _name from B"``."""
+    """The graph of imports among :func:`modules` (an edge A -> B: A imports B, anywhere in A, by an import
+    statement or by name, :func:`_by_name`) and the private names imported across modules, as
+    ``"A imports _name from B"``."""
     found = modules(root, **kwargs)
     graph, private = nx.DiGraph(), []
     graph.add_nodes_from(found)
     for module, path in found.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            named = _by_name(node)
+            if named in found:
+                graph.add_edge(module, named)
             if isinstance(node, ast.Import):
                 graph.add_edges_from((module, alias.name) for alias in node.names if alias.name in found)
             elif isinstance(node, ast.ImportFrom):
@@ -76,6 +100,7 @@ def test_no_import_cycle_and_no_private_import_across_modules():
     graph, private = import_graph(ROOT)
     assert {"simulation.runs", "simulation.cache", "scenes.kit.base", "cli.media", "render"} <= set(graph)
     assert graph.has_edge("simulation.cache", "simulation.sweep")  # the graph does see relative imports
+    assert graph.has_edge("simulation.runs", "simulation.kinds.mlp")  # ... and the table's trainer strings
     assert cycles(graph) == []
     assert private == []
 
@@ -86,8 +111,13 @@ def _write(root: Path, files: dict[str, str]) -> None:
         (root / name).write_text(text, encoding="utf-8")
 
 
-@pytest.mark.parametrize("closing", ["from .a import run\n", "def f():\n    from simulation import a\n"])
-def test_the_check_finds_a_planted_cycle_at_module_or_function_level(tmp_path, closing):
+@pytest.mark.parametrize("closing", [
+    "from .a import run\n",
+    "def f():\n    from simulation import a\n",
+    "import importlib\n\ndef f():\n    return importlib.import_module('simulation.a').run\n",
+    "TRAINER = 'simulation.a:run'  # loaded when used, as the table of kinds names its trainers\n",
+])
+def test_the_check_finds_a_planted_cycle_at_module_or_function_level_or_by_name(tmp_path, closing):
     _write(tmp_path, {"simulation/__init__.py": "", "simulation/a.py": "from .b import g\n",
                       "simulation/b.py": "import simulation.c\n", "simulation/c.py": closing,
                       "scenes/__init__.py": "", "cli/__init__.py": ""})

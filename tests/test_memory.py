@@ -123,3 +123,30 @@ def test_identity_fit_runs_are_estimated_and_costed_without_a_depth_or_model():
     config = IdentityFitConfig(steps=30)
     assert estimate(config).total > 0
     assert sweep_work(config) == 30
+
+
+def _task_estimates():
+    """(task class, config) for every Task the one training loop runs, at sizes where the estimates differ."""
+    from simulation.config import HighwayConfig
+    from simulation.kinds.highway import HighwayTask
+    from simulation.kinds.mlp import ConvTask, MLPTask
+    from simulation.kinds.transformer import TransformerTask
+
+    return [(MLPTask, RunConfig(depth=6, width=32)), (ConvTask, RunConfig(model="conv", depth=8, width=8)),
+            (HighwayTask, HighwayConfig(depth=6, width=32)), (TransformerTask, TransformerConfig(depth=2))]
+
+
+def test_the_loop_refuses_with_the_estimate_the_table_gives():
+    """The training loop gets the memory check from its task (Task.memory; it never imports the table of kinds):
+    each task's estimate is the one simulation.runs lists for its kind. The twin: a conv task that kept the
+    MLP's estimate it inherits would disagree."""
+    from simulation.kinds.mlp import ConvTask, MLPTask
+    from simulation.loop import check_fits
+
+    for task, config in _task_estimates():
+        assert task.memory(config) == estimate(config), task.__name__
+        assert check_fits(task, config, budget=estimate(config).total) == estimate(config)
+        with pytest.raises(ConfigError, match="over the memory budget"):
+            check_fits(task, config, budget=estimate(config).total - 1)
+    conv = dict(_task_estimates())[ConvTask]
+    assert MLPTask.memory(conv) != estimate(conv)

@@ -136,10 +136,23 @@ def test_all_with_a_trace_renders_every_scene_that_can_draw_it_and_names_the_oth
     alone = invoke("all", "--trace", cut, "--check", "-o", tmp_path / "out")
     assert alone.exit_code == 0, alone.output
     assert "ModelGradientFlowOverTraining left out: it draws the run 'plain' too" in alone.stderr
-    assert "1 of 1 scenes would be rendered" in alone.stdout  # ModelDoesItOnlyCopy: the residual run alone
+    assert "2 of 2 scenes would be rendered" in alone.stdout  # ModelDoesItOnlyCopy, DepthTimeMap: the residual run
     assert "0 of 1 traces trained, 1 read from its file" in alone.stdout
     both = invoke("all", "--trace", cut, "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
     assert both.exit_code == 0, both.output
     assert f"ModelDegradation left out: --trace {cut} has no error_curve, test_error" in both.stderr
     assert f"ModelResidualResponse left out: --trace {cut} has no error" in both.stderr
-    assert "4 of 4 scenes would be rendered" in both.stdout and "2 read from their files" in both.stdout
+    assert "5 of 5 scenes would be rendered" in both.stdout and "2 read from their files" in both.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scene", __import__("scenes").MODEL_SCENES, ids=lambda s: s.__name__)
+def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
+    """What the planner checks (``needs_runs``, ``required_arrays``) is all a scene reads: it draws traces cut down
+    to exactly that (a watched run holds no more than it must)."""
+    from dry_run import frame_build
+
+    files = {run: _without(FILES[run], tmp_path, *(set(Trace.load(FILES[run]).arrays) - set(scene.required_arrays)),
+                           name=f"{run}.npz") for run in scene.needs_runs}
+    built = frame_build(scene, "en", files, check_layout=False)
+    assert built.renderer.num_plays > 0

@@ -432,11 +432,11 @@ def test_a_language_model_trains_on_a_token_task(tmp_path):
 def test_a_factory_that_exits_is_one_line_in_the_torch_free_probe(spec):
     """simulation.memory probes a model in a subprocess when the caller has no torch (render.py): a factory that ends
     that process itself (exit status 0, nothing printed) is one line, not an IndexError."""
-    from simulation.memory import _probe_in_subprocess
+    from simulation.memory import probe_in_subprocess
 
     config = UserModelConfig(spec=spec, steps=2)
     with pytest.raises(ConfigError, match="SystemExit"):
-        _probe_in_subprocess(__import__("json").dumps(config.to_dict(), sort_keys=True))
+        probe_in_subprocess(config)
 
 
 # -- the command line -----------------------------------------------------------------------------------

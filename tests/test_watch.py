@@ -29,7 +29,7 @@ from torch.utils.checkpoint import checkpoint
 from residual_lecture import plain_twin, watch
 from simulation.core import watch as watch_module
 from simulation.core.watch import WatchError
-from simulation.residual_adds import Interceptor
+from simulation.core.residual_adds import Interceptor
 from simulation.trace import Trace, parts_dir
 
 from watch_models import Net, batches
@@ -407,3 +407,77 @@ def test_torch_compile(tmp_path):
     assert compiled.meta.watch["wrappers"] == ["torch.compile"]
     for key in ("act_norm", "out_grad_norm", "grad_norm", "update_ratio", "loss"):
         np.testing.assert_allclose(compiled[key], eager[key], rtol=1e-5, err_msg=key)
+
+
+def test_same_numbers_as_a_model_run(tmp_path):
+    """On one step of a torchvision-style ResNet block stack (projection shortcuts, BatchNorm, in-place ReLU) watch
+    records what ``--model``'s recorder (simulation.kinds.user_model.UserRecorder) records for the same batch: every
+    key within 1e-5 relative (act_std: 1e-4, watch's std comes from float64 sums of float32 entries)."""
+    from simulation.core.residual_adds import find_residual_adds
+    from simulation.kinds.user_model import UserRecorder
+
+    class Basic(nn.Module):
+        def __init__(self, cin: int, cout: int) -> None:
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout)
+            self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout))
+                               if cin != cout else None)
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+            out += identity
+            return self.relu(out)
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), Basic(4, 4), Basic(4, 8), Basic(8, 8),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(6, 3, 8, 8, generator=g), torch.randint(0, 3, (6,), generator=g)
+    model = build()
+    adds = find_residual_adds(build(), (x[:2],)).adds
+    from simulation.core.residual_adds import Interceptor as Plain
+
+    with UserRecorder(model, adds, Plain(model, adds)) as recorder:
+        recorder.arm()
+        F.cross_entropy(model(x), y).backward()
+        expected = recorder.collect()
+    model = build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, tmp_path / "w.npz", every=1) as rec:
+        F.cross_entropy(model(x), y).backward()
+        rec.step(opt)
+    trace = Trace.load(tmp_path / "w.npz")
+    assert trace.meta.layers == [a.name for a in adds] and trace.meta.shortcuts == ["identity", "projection", "identity"]
+    for key in ("act_mean", "act_norm", "input_norm", "branch_norm", "branch_std", "shortcut_norm", "grad_norm",
+                "out_grad_norm", "in_grad_norm", "nonfinite"):
+        np.testing.assert_allclose(trace[key][0], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    np.testing.assert_allclose(trace["act_std"][0], expected["act_std"], rtol=1e-4)
+
+
+def test_trace_writer_merges_and_keeps_each_record_once(tmp_path):
+    """TraceWriter: 130 one-record parts (two merges of 64) read back as 130 records and curves in step order; a
+    merge interrupted after writing its merged part (the merged parts still there) still gives each record once;
+    close consolidates into one file and removes the parts."""
+    from simulation.trace import MERGE_PARTS, TraceWriter, load_parts
+
+    path = tmp_path / "w.npz"
+    writer = TraceWriter(path, {"config": {"kind": "watch"}, "watch": {"schema": 1}})
+    for step in range(130):
+        writer.append({"step": np.array([step]), "loss": np.array([step / 2], np.float32),
+                       "curve_step": np.array([step]), "loss_curve": np.array([step / 4], np.float32)})
+    assert len(list(parts_dir(path).glob("part-*.npz"))) == 130 - 2 * MERGE_PARTS + 2
+    trace = Trace.load(path)
+    assert trace["step"].tolist() == list(range(130)) and trace["loss"].tolist() == [s / 2 for s in range(130)]
+    assert trace["loss_curve"].tolist() == [s / 4 for s in range(130)] and not trace.meta.watch["complete"]
+    # a merge killed between writing the merged part and removing the small ones: both sets on disk
+    first = sorted(parts_dir(path).glob("part-*.npz"))[0]
+    (parts_dir(path) / "part-000000001.npz").write_bytes(first.read_bytes())
+    assert load_parts(path)["step"].tolist() == list(range(130))
+    writer.close()
+    assert not parts_dir(path).exists() and Trace.load(path).meta.watch["complete"]
+    assert Trace.load(path)["step"].tolist() == list(range(130))

@@ -173,8 +173,8 @@ class LectureScene(Scene):
         raise KeyError(f"{cls.__name__} has no string {key!r}")
 
     def t(self, key: str, **fmt: Any) -> str:
-        """The string ``key`` in the scene's language, formatted with ``fmt``."""
-        return self.string(key, self.lang, self.text_overrides).format(**fmt)
+        """The string ``key`` in the scene's language, formatted with ``fmt`` (plural forms: i18n.format_text)."""
+        return i18n.format_text(self.string(key, self.lang, self.text_overrides), self.lang, **fmt)
 
     def text(self, key: str, size: float = 28, color=None, **fmt: Any) -> Text:
         return make_text(self.t(key, **fmt), size=size, color=color)
@@ -198,8 +198,9 @@ class LectureScene(Scene):
         Each call also starts a beat (a slide stop; see :mod:`scenes.kit.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
-        self.beats.begin(key, {lang: self.string(key, lang, self.text_overrides if lang == self.lang else None)
-                               .format(**fmt) for lang in dict.fromkeys((*BEAT_LANGS, self.lang))})
+        self.beats.begin(key, {lang: i18n.format_text(self.string(key, lang, self.text_overrides if lang == self.lang
+                                                                  else None), lang, **fmt)
+                               for lang in dict.fromkeys((*BEAT_LANGS, self.lang))})
         if self.voice:
             audio = speech.speak(text, self.voice)
             shown = len(audio) / speech.SAMPLE_RATE

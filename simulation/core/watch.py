@@ -416,6 +416,7 @@ class Watch:
     def _on_forward(self, module: nn.Module, args: tuple) -> None:
         """Root pre-hook of a recorded step: an eval / no_grad forward records nothing."""
         self._live = self._is_training_forward(module)
+        self._last = None
         if self._live:
             self._forwards += 1
             self._hooked_h.clear()
@@ -430,6 +431,7 @@ class Watch:
         self._before: tuple[torch.Tensor, torch.Tensor] | None = None
         self._hooked_h: set[int] = set()
         self._hooked_x: set[int] = set()
+        self._last: tuple | None = None  # the latest block output h: (tensor, version, its gradient targets, norms)
         self._step_dtype: str | None = None
 
     def _add(self, index: int, first: int, values: torch.Tensor) -> None:
@@ -450,57 +452,78 @@ class Watch:
     def _on_operands(self, index: int, x: torch.Tensor | None, branch: torch.Tensor,
                      shortcut: torch.Tensor | None) -> None:
         recomputed = torch._C._current_graph_task_id() != -1
-        if not recomputed and self._live:
+        if not recomputed and not self._live:
+            return
+        last = self._last if not recomputed else None
+        # x is the previous block's h, unchanged (a chain of blocks): its norms and its gradient hook serve both
+        shared = x is not None and last is not None and last[0] is x and last[1] == x._version
+        if not recomputed:
             with torch.no_grad():
                 if x is not None:
-                    self._add(index, _IN_NORM, self._rows(x.detach()).sum().reshape(1))
-                    self._count(index, _C_X_EX, x.shape[0] if x.ndim else 1)
+                    rows = last[3] if shared else self._rows(x.detach())
+                    self._add(index, _IN_NORM, rows.sum().reshape(1))
+                    self._count(index, _C_X_EX, len(rows))
                 f = branch.detach()
                 rows = self._rows(f)
-                self._add(index, _F_NORM, torch.stack([rows.sum(), f.sum(dtype=torch.float64), rows.square().sum()]))
+                self._add(index, _F_NORM, torch.stack([rows.sum(), self._sum(f), rows.square().sum()]))
                 self._count(index, _C_F_EX, len(rows))
                 self._count(index, _C_F_N, f.numel())
                 if shortcut is not None and not self.identity[index]:
-                    self._add(index, _S_NORM, self._rows(shortcut.detach()).sum().reshape(1))
-                    self._count(index, _C_S_EX, shortcut.shape[0] if shortcut.ndim else 1)
-        elif not recomputed:
-            return
+                    rows = self._rows(shortcut.detach())
+                    self._add(index, _S_NORM, rows.sum().reshape(1))
+                    self._count(index, _C_S_EX, len(rows))
         # dL/dx: on the first forward's x; in a recomputed forward only where that x had no gradient (reentrant
         # checkpointing runs the first forward under no_grad), so that no gradient is counted twice
         if x is not None and x.requires_grad and (not recomputed or index not in self._hooked_x):
             if not recomputed:
                 self._hooked_x.add(index)
-            x.register_hook(functools.partial(self._on_grad, index, _IN_G))
+            if shared and last[2] is not None:
+                last[2].append((index, _IN_G))
+            else:
+                x.register_hook(functools.partial(self._on_grad, [(index, _IN_G)]))
 
     def _on_output(self, index: int, h: torch.Tensor) -> None:
         recomputed = torch._C._current_graph_task_id() != -1
-        if not recomputed and self._live:
+        if not recomputed and not self._live:
+            return
+        rows = None
+        if not recomputed:
             with torch.no_grad():
                 t = h.detach()
                 if self._step_dtype is None:
                     self._step_dtype = str(t.dtype).removeprefix("torch.")
                 rows = self._rows(t)
                 bad = torch.isfinite(t).logical_not().sum(dtype=torch.float64)
-                self._add(index, _ACT_NORM, torch.stack([rows.sum(), t.sum(dtype=torch.float64), rows.square().sum(), bad]))
+                self._add(index, _ACT_NORM, torch.stack([rows.sum(), self._sum(t), rows.square().sum(), bad]))
                 self._count(index, _C_H_EX, len(rows))
                 self._count(index, _C_H_N, t.numel())
-        elif not recomputed:
-            return
+        targets = None
         if h.requires_grad and (not recomputed or index not in self._hooked_h):
             if not recomputed:
                 self._hooked_h.add(index)
-            h.register_hook(functools.partial(self._on_grad, index, _OUT_G))
+            targets = [(index, _OUT_G)]
+            h.register_hook(functools.partial(self._on_grad, targets))
+        if not recomputed:
+            self._last = (h, h._version, targets, rows)
 
-    def _on_grad(self, index: int, which: int, grad: torch.Tensor) -> None:
+    def _on_grad(self, targets: list[tuple[int, int]], grad: torch.Tensor) -> None:
+        """A gradient hook: ||grad||^2 (and its non-finite entries, for a dL/dh) to each (block, statistic)."""
         g = grad.detach()
-        norm = torch.linalg.vector_norm(g, dtype=self.norm_dtype).to(torch.float64)
-        if which == _OUT_G:
-            self._add(index, _OUT_G, norm.square().reshape(1))
-            self._add(index, _G_BAD, torch.isfinite(g).logical_not().sum(dtype=torch.float64).reshape(1))
-            self._count(index, _C_OUT, 1)
-        else:
-            self._add(index, _IN_G, norm.square().reshape(1))
-            self._count(index, _C_IN, 1)
+        square = torch.linalg.vector_norm(g, dtype=self.norm_dtype).to(torch.float64).square().reshape(1)
+        bad = None
+        for index, which in targets:
+            self._add(index, which, square)
+            if which == _OUT_G:
+                if bad is None:
+                    bad = torch.isfinite(g).logical_not().sum(dtype=torch.float64).reshape(1)
+                self._add(index, _G_BAD, bad)
+                self._count(index, _C_OUT, 1)
+            else:
+                self._count(index, _C_IN, 1)
+
+    def _sum(self, t: torch.Tensor) -> torch.Tensor:
+        """The sum of all entries, accumulated in ``norm_dtype``, as float64."""
+        return t.sum(dtype=self.norm_dtype).to(torch.float64)
 
     # -- weights ----------------------------------------------------------------------------------------
     def _grad_sums(self, unscale: torch.Tensor | None = None) -> torch.Tensor:
@@ -528,9 +551,9 @@ class Watch:
         out = torch.full((2 * self.blocks,), math.nan, dtype=torch.float64, device=self.device)
         if self._snapshot is None or not self.weights:
             return out
-        current = [w.detach() for w in self.weights]
-        diff = torch._foreach_norm(torch._foreach_sub(current, self._snapshot), 2, dtype=self.norm_dtype)
         size = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
+        torch._foreach_sub_(self._snapshot, [w.detach() for w in self.weights])  # in place: w_(k-1) - w_k
+        diff = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
         diff = torch.stack([d.to(self.device, torch.float64) for d in diff]).square()
         size = torch.stack([s.to(self.device, torch.float64) for s in size]).square()
         out.zero_()

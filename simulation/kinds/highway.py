@@ -30,6 +30,7 @@ from torch import nn
 from ..config import HighwayConfig
 from ..data import Dataset, load_dataset
 from ..loop import main as loop_main, train
+from ..memory import highway_memory
 from ..models import ACTIVATIONS
 from ..core.record import HookPoint, Recorder, reduce_by_shape
 from ..trace import Trace
@@ -114,6 +115,7 @@ class HighwayTask(MLPTask):
     """:class:`~simulation.kinds.mlp.MLPTask` with :class:`HighwayNet` and :class:`HighwayRecorder` on digits."""
 
     config: HighwayConfig  # type: ignore[assignment]
+    memory = staticmethod(highway_memory)
 
     def load_data(self) -> Dataset:
         return load_dataset("digits", seed=self.config.seed)

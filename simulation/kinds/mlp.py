@@ -19,13 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import RunConfig
+from ..config import RunConfig, differ_only_in_seed
 from ..data import BANDS_RANGE, Dataset, load_dataset
-from ..loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
+from ..loop import Divergence, RunLog, StepResult, Task, check_fits, one_thread, record_steps, train
 from ..loop import main as loop_main
+from ..memory import conv_memory, mlp_memory
 from ..models import MLP, build_model
 from ..core.record import Recorder
-from ..runs import check_memory, differ_only_in_seed
 from .stacked import column_grads, gradient_rows, stack_models, stackable
 from ..summary import autocorrelation, path_length_fraction
 from ..trace import Trace
@@ -137,6 +137,8 @@ class MLPTask(Task[RunConfig]):
     ``weight_decay``, ``lesion``, ``input_sweep``, ``dataset`` (a ClassVar will do) and ``block_widths()``.
     """
 
+    memory = staticmethod(mlp_memory)
+
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.label = f"{config.arch} d={config.depth}"
@@ -241,6 +243,8 @@ class ConvTask(MLPTask):
     """He et al. 2015 §4.2's conv nets (:mod:`simulation.kinds.conv`) on digits seen as 1x8x8 images (the net
     views its flat input as an image); data, optimiser, recorder, lesions and input sweep as for the MLP."""
 
+    memory = staticmethod(conv_memory)
+
     def build_model(self) -> nn.Module:
         from .conv import build_conv_net
 
@@ -267,7 +271,7 @@ def run_together(configs: list[RunConfig], progress: bool | None = None) -> list
     if not differ_only_in_seed(configs) or configs[0].model != "mlp":
         raise ValueError("run_together trains MLP runs that differ only in their seed")
     for config in configs:
-        check_memory(config)
+        check_fits(MLPTask, config)
     with one_thread(), column_grads():
         return _run_together(configs, progress)
 

@@ -31,11 +31,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..config import TransformerConfig
-from ..loop import Divergence, RunLog, StepResult, Task, one_thread, record_steps, train
+from ..config import TransformerConfig, differ_only_in_seed
+from ..loop import Divergence, RunLog, StepResult, Task, check_fits, one_thread, record_steps, train
 from ..loop import main as loop_main
+from ..memory import transformer_memory
 from ..core.record import HookPoint, HookRecorder, by_shape
-from ..runs import check_memory, differ_only_in_seed
 from .stacked import column_grads, gradient_rows
 from .stacked_transformer import stack_transformers, transformer_stackable
 from ..trace import Trace
@@ -504,6 +504,8 @@ class TransformerTask(Task[TransformerConfig]):
     Adam (betas 0.9, 0.98, as Vaswani et al. 2017 §5.3) with linear warm-up, the :class:`TransformerRecorder`,
     and gradient norms at initialisation on ``init_batches`` batches of their own (no update in between)."""
 
+    memory = staticmethod(transformer_memory)
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
         self.label = f"{config.norm} warmup={config.warmup_steps}"
@@ -647,7 +649,7 @@ def run_together(configs: list[TransformerConfig], progress: bool | None = None)
     if not differ_only_in_seed(configs) or not isinstance(configs[0], TransformerConfig):
         raise ValueError("run_together trains Transformer runs that differ only in their seed")
     for config in configs:
-        check_memory(config)
+        check_fits(TransformerTask, config)
     if len(configs) == 1 or not transformer_stackable(configs[0]):
         return [run(config, progress) for config in configs]
     with one_thread(), column_grads():

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic_io import input_file
-from ..config import ConfigError, UserModelConfig, parse_spec
+from ..config import NO_MODEL, ConfigError, UserModelConfig, parse_spec
 from ..data import Dataset
 from ..loop import Divergence, StepResult, Task, train
 from ..memory import FLOAT, MemoryEstimate, budget_bytes
@@ -384,8 +384,6 @@ def estimate_memory(config: UserModelConfig) -> MemoryEstimate:
     alone, counted on torch's meta device, are over :func:`simulation.memory.budget_bytes`: then the estimate
     without activations (a floor), which the caller's budget check refuses, and nothing was allocated."""
     if not config.spec:
-        from ..experiments import NO_MODEL
-
         raise ConfigError(NO_MODEL)
     state = 2 if config.optimizer == "adam" else 1 if config.momentum else 0
     count = meta_parameter_count(config)
@@ -548,11 +546,11 @@ class UserTask(Task[UserModelConfig]):
     both arches start from the same weights), the probe, Adam or SGD on every parameter, batches drawn with a
     generator seeded by ``seed + 1`` (the same for both arches), the test error on the held-out split."""
 
+    memory = staticmethod(estimate_memory)
+
     def __init__(self, config: UserModelConfig) -> None:
         super().__init__(config)
         if not config.spec:
-            from ..experiments import NO_MODEL
-
             raise ConfigError(NO_MODEL)
         self.label = f"{config.spec} {config.arch}"
         self.model = build_model(config)

@@ -13,6 +13,7 @@
     degradation: ['family', 'act', 'arch', 'step'],
     responses: ['family', 'depth', 'act', 'arch', 'step'],
     layernorm: ['family'],
+    map: ['family', 'depth', 'act', 'seed', 'arch', 'step'],
   };
   const DASHES = ['', '10 5', '3 5', '14 5 3 5', '1 4', '20 6'];
   const state = {view: 'flow', family: null, depth: null, act: null, seed: null, step: null, arch: 'both',
@@ -60,9 +61,10 @@
             act: uniq(runs.map((r) => r.activation)).sort(byNumber),
             seed: uniq(runs.map((r) => r.seed)).sort(byNumber)};
   }
-  function flowGroup(fam) {
+  function flowGroup(fam) {  // the flow, chain-rule and map views: the plain/residual pair of the selection
     return fam && fam.groups.find((g) => g.depth === state.depth && g.activation === state.act && g.seed === state.seed);
   }
+  const mapSteps = (run) => run.steps;  // the step each column of a map stands for (exported)
   const ofAct = (runs) => runs.filter((r) => r.activation === state.act);  // the runs of the selected activation
   function pairRuns(fam) {  // responses: {arch: run} of the selected depth and activation, first seed; and every seed's
     const runs = ofAct(fam.runs).filter((r) => r.depth === state.depth);
@@ -85,6 +87,11 @@
     if (state.view === 'responses') {
       const {first} = pairRuns(fam);
       return uniq(Object.values(first).flatMap((r) => r.steps)).sort((a, b) => a - b);
+    }
+    if (state.view === 'map') {
+      const g = flowGroup(fam);
+      if (!g) return [];
+      return uniq(Object.values(g.runs).flatMap((i) => mapSteps(fam.runs[i]))).sort((a, b) => a - b);
     }
     return [];
   }
@@ -652,6 +659,146 @@
     table([S().common.layer, ui('net'), ui('run'), ui('seed'), S().views.layernorm.caption[0]], rows);
   }
 
+  // The depth x time map: an image of the exported cells (one pixel each, scaled without smoothing), coloured on the
+  // exported scale with the exported colours; blank (transparent) where nothing was recorded.
+  const mapImages = new Map();  // run digest + theme -> the image's data URL
+  function mapImage(run, scale) {
+    const key = [run.digest, state.theme, scale].join(' ');
+    if (mapImages.has(key)) return mapImages.get(key);
+    const rows = run.cells.length, cols = run.cells[0].length;
+    const canvas = document.createElement('canvas');
+    canvas.width = cols; canvas.height = rows;
+    const ctx = canvas.getContext('2d');
+    const img = ctx.createImageData(cols, rows);
+    const stops = D.map_colors.map((h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)));
+    const warn = D.themes[state.theme].warn;
+    const warnRgb = [1, 3, 5].map((i) => parseInt(warn.slice(i, i + 2), 16));
+    const [lo, hi] = scale;
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        const x = num(run.cells[r][c]), o = 4 * (r * cols + c);
+        if (Number.isNaN(x)) { img.data[o + 3] = 0; continue; }
+        let rgb;
+        if (x === Infinity) rgb = warnRgb;
+        else {
+          const t = x > 0 ? Math.min(1, Math.max(0, (Math.log10(x) - lo) / (hi - lo))) : 0;
+          const p = t * (stops.length - 1), i = Math.min(Math.floor(p), stops.length - 2), f = p - i;
+          rgb = stops[i].map((v, j) => Math.round(v * (1 - f) + stops[i + 1][j] * f));
+        }
+        img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    const url = canvas.toDataURL('image/png');
+    mapImages.set(key, url);
+    return url;
+  }
+  const rowName = (row) => (Array.isArray(row) ? ui('map_rows', {first: row[0], last: row[1], n: row[2]}) : row);
+  function drawMap(fam, out) {
+    const g = flowGroup(fam);
+    if (!g) { out.status.push(notTrained(fam, ARCHS.filter(shown))); table([], []); return; }
+    untrainedStatus(fam, g, out);
+    const archs = ['residual', 'plain'].filter((a) => shown(a) && a in g.runs);
+    if (!archs.length) { table([], []); return; }
+    const runs = archs.map((a) => fam.runs[g.runs[a]]);
+    const {big, small} = fonts;
+    const lh = LINE * small;
+    const labelCount = (rows, h) => Math.max(2, Math.min(10, rows.length, Math.floor(h / (lh * 1.15))));
+    const mapH = archs.length > 1 ? 150 : 220;
+    // the rows' names left of the maps (at most 10 a map), the scale's decades and its heading right of them
+    const picks = (n, m) => uniq(Array.from({length: m}, (_, i) => Math.round(i * (n - 1) / Math.max(m - 1, 1))));
+    const names = runs.flatMap((r) => picks(r.rows.length, labelCount(r.rows, mapH)).map((i) => rowName(r.rows[i])));
+    const maxLabel = W * 0.3;
+    const x0 = Math.min(maxLabel, Math.max(X0, widest(names, small) + 16));
+    const scaleWords = [`1e${g.scale[0]}`, `1e${g.scale[1]}`, S().views.map.color_axis, S().views.map.loss_axis];
+    const x1 = W - 30 - widest(scaleWords, small) - 22;
+    const first = Math.min(...runs.map((r) => num(r.edges[0]))), last = Math.max(...runs.map((r) => num(r.edges[r.edges.length - 1])));
+    const px = (s) => x0 + (x1 - x0) * (s - first) / Math.max(last - first, 1e-9);
+    let svg = '', y = Math.max(20, Math.ceil(big)) + 6;
+    const k = timeline().indexOf(state.step);
+    const rowsOut = [];
+    runs.forEach((run, i) => {
+      const arch = archs[i];
+      svg += text(x0, y - 6, archName(arch) + (run.name === arch ? '' : ` · ${run.name}`), arch, {'data-arch': arch});
+      const left = px(num(run.edges[0])), right = px(num(run.edges[run.edges.length - 1]));
+      svg += `<image class="map" href="${mapImage(run, g.scale)}" x="${left.toFixed(1)}" y="${y}" width="${Math.max(right - left, 1).toFixed(1)}" height="${mapH}" preserveAspectRatio="none" style="image-rendering: pixelated" ${attr({'data-arch': arch})}/>`;
+      svg += `<rect x="${left.toFixed(1)}" y="${y}" width="${Math.max(right - left, 1).toFixed(1)}" height="${mapH}" class="frame"/>`;
+      const rowH = mapH / run.rows.length;
+      for (const r of picks(run.rows.length, labelCount(run.rows, mapH))) {
+        const yy = y + (r + 0.5) * rowH;
+        svg += text(x0 - 8, yy + 0.35 * small, rowName(run.rows[r]), 'muted small', {'text-anchor': 'end'});
+      }
+      // the colour bar: the scale's colours, bottom (10^low) to top (10^high), its decades labelled
+      const [lo, hi] = g.scale;
+      const grad = `mapgrad-${i}`;
+      svg += `<defs><linearGradient id="${grad}" x1="0" y1="1" x2="0" y2="0">` +
+        D.map_colors.map((c, j) => `<stop offset="${j / (D.map_colors.length - 1)}" stop-color="${c}"/>`).join('') + '</linearGradient></defs>';
+      svg += `<rect x="${x1 + 12}" y="${y}" width="14" height="${mapH}" fill="url(#${grad})"/>`;
+      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(1, Math.floor(mapH / (lh * 1.2)))));
+      for (let e = hi; e >= lo; e -= every) {
+        const yy = y + mapH * (hi - e) / (hi - lo);
+        svg += text(x1 + 32, yy + 0.35 * small, e === 0 ? '1' : `1e${e}`, 'muted small');
+      }
+      if (k >= 0) {
+        const steps = mapSteps(run);
+        const c = steps.indexOf(state.step);
+        if (c >= 0) {
+          run.rows.forEach((row, r) => rowsOut.push({r, arch, name: rowName(row), value: run.cells[r][c], run: run.name}));
+          svg += `<line class="cursor" x1="${px((num(run.edges[c]) + num(run.edges[c + 1])) / 2)}" x2="${px((num(run.edges[c]) + num(run.edges[c + 1])) / 2)}" y1="${y}" y2="${y + mapH}"/>`;
+        }
+      }
+      y += mapH + lh + 12;
+    });
+    svg += text(x1, Math.max(20, Math.ceil(big)), S().views.map.color_axis, 'small', {'text-anchor': 'end'});
+    // the loss beneath, on the same step axis (the first run's; the twin's too where shown)
+    const withLoss = runs.filter((r) => r.loss);
+    if (withLoss.length) {
+      const lossH = 90, top = y, bottom = y + lossH;
+      const finite = withLoss.flatMap((r) => r.loss.map(num)).filter(Number.isFinite);
+      const ymax = finite.length ? Math.max(...finite) : 1;
+      const py = (v) => bottom - lossH * Math.min(num(v), ymax) / (ymax || 1);
+      svg += `<line x1="${x0}" y1="${bottom}" x2="${x1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
+      svg += text(x0 - 8, top + 0.35 * small, fmt(ymax), 'muted small', {'text-anchor': 'end'}) + text(x0 - 8, bottom + 0.35 * small, '0', 'muted small', {'text-anchor': 'end'});
+      for (const r of withLoss) {
+        let d = '', pen = false;
+        r.loss_steps.forEach((s, i) => {
+          const v = num(r.loss[i]);
+          if (!Number.isFinite(v)) { pen = false; return; }
+          d += `${pen ? 'L' : 'M'}${px(num(s)).toFixed(1)} ${py(v).toFixed(1)} `; pen = true;
+        });
+        svg += `<path class="curve ${archs[runs.indexOf(r)]}" d="${d}"/>`;
+      }
+      svg += text(x1 + 12, top + 0.35 * small, S().views.map.loss_axis, 'muted small');
+      svg += text(x0, bottom + lh, `${ui('step')} ${fmt(first)}`, 'muted small') + text(x1, bottom + lh, fmt(last), 'muted small', {'text-anchor': 'end'});
+      y = bottom + lh + 8;
+    }
+    out.svg = svg;
+    out.height = Math.max(H, y + 8);
+    out.legend = esc(ui('map_scale', {low: `1e${g.scale[0]}`, high: `1e${g.scale[1]}`}));
+    const head = [S().views.map.blocks_axis, ...archs.map(archName)];
+    const byRow = new Map();
+    for (const row of rowsOut) {
+      if (!byRow.has(row.r)) byRow.set(row.r, {name: row.name, cells: {}});
+      byRow.get(row.r).cells[row.arch] = row;
+    }
+    const rows = Array.from(byRow.entries()).map(([r, row]) => `<tr><th scope="row">${esc(row.name)}</th>` +
+      archs.map((a) => (row.cells[a] ? cell(row.cells[a].value, {'data-arch': a, 'data-block': r}) : '<td>—</td>')).join('') + '</tr>');
+    table(head, rows);
+  }
+  function mapReadout(e) {  // hover a map: the block (or blocks) and the steps of the cell under the pointer, its value
+    const image = e.target.closest && e.target.closest('#chart image.map');
+    if (!image || state.view !== 'map') return;
+    const fam = family(), g = flowGroup(fam);
+    if (!g || !(image.dataset.arch in g.runs)) return;
+    const run = fam.runs[g.runs[image.dataset.arch]];
+    const box = image.getBoundingClientRect();
+    const c = Math.min(run.cells[0].length - 1, Math.max(0, Math.floor((e.clientX - box.left) / box.width * run.cells[0].length)));
+    const r = Math.min(run.rows.length - 1, Math.max(0, Math.floor((e.clientY - box.top) / box.height * run.rows.length)));
+    const value = run.cells[r][c];
+    $('readout').innerHTML = `<span class="${image.dataset.arch}">${esc(ui('map_cell', {block: rowName(run.rows[r]), from: fmt(run.edges[c]), to: fmt(run.edges[c + 1]), value: ''}))}<span class="v" data-value="${esc(exact(value))}">${esc(fmt(value))}</span></span>`;
+    $('readout')._html = null;
+  }
+
   function trainedList(fam, arch) {  // "8 sigmoid, 20 sigmoid, ..." of the pairs this family holds for ``arch``
     return uniq(fam.runs.filter((r) => !arch || r.arch === arch).map((r) => `${r.depth} ${r.activation}`)).join(', ') || '—';
   }
@@ -743,7 +890,8 @@
       out.status.push(ui('nothing'));
       table([], []);
     } else {
-      ({flow: drawFlow, chain: drawChain, degradation: drawDegradation, responses: drawResponses, layernorm: drawLayernorm})[view](fam, out);
+      ({flow: drawFlow, chain: drawChain, degradation: drawDegradation, responses: drawResponses, layernorm: drawLayernorm,
+        map: drawMap})[view](fam, out);
     }
     if (out.kept) {  // a step change within the same selection patched the chart and the table in place
       $('chart')._html = document.querySelector('#numbers tbody')._html = null;  // their markup is not the cached one
@@ -847,6 +995,7 @@
       writeHash();
     };
     $('chart').addEventListener('pointerover', pickBlock);
+    $('chart').addEventListener('pointermove', mapReadout);
     $('chart').addEventListener('click', pickBlock);
     $('play').addEventListener('click', play);
     $('pulse').addEventListener('click', pulse);

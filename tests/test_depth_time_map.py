@@ -1,0 +1,165 @@
+"""DepthTimeMap (scenes/depth_time_map.py): ‖∂L/∂h‖ of every block at every recorded step, and the loss beneath.
+
+Example::
+
+    pytest tests/test_depth_time_map.py -n 0
+    pytest tests/test_depth_time_map.py --set_test -k frame     # (re)write the control frame
+
+The map's reduction is checked against plain loops over the records; the numbers JSON against the trace; the last
+frame against control data (a real run of 24 blocks named like GPT-2's: tests/data/model/gpt2_24), with a tamper
+twin; the layout at the ends of the range the scene promises (2 blocks x 2 records, 300 blocks x 10,000 records:
+a real run's arrays tiled, in the slow set).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+from manim import Text
+
+from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW, DepthTimeMap, depth_time_grid,
+                                   grid_colors, label_rows)
+from scenes.kit.style import SIZE_SMALL
+from simulation.trace import Trace
+
+from data.make_traces import user_like_trace_files
+from dry_run import built_scene, frame_build, scene_group
+from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
+
+FILES = user_like_trace_files("gpt2_24")
+GROUP = pytest.mark.xdist_group(scene_group(DepthTimeMap, "en"))
+
+
+def _cell(values: list[float]) -> float:
+    """The mean log10 of the positive finite values, with the markers (independent of the scene's numpy)."""
+    if any(math.isinf(v) for v in values):
+        return OVERFLOW
+    logs = [math.log10(v) for v in values if math.isfinite(v) and v > 0]
+    if logs:
+        return sum(logs) / len(logs)
+    return UNDERFLOW if any(v == 0 for v in values) else math.nan
+
+
+def test_few_records_each_column_shows_the_nearest_record():
+    values = np.array([[1.0, 100.0], [10.0, 0.0], [1e3, np.inf]])
+    grid, edges, rows = depth_time_grid(values, np.array([0, 10, 20]), max_columns=8)
+    assert list(rows) == [0, 1, 2] and np.allclose(edges, np.linspace(0, 20, 9))
+    centres = (edges[:-1] + edges[1:]) / 2
+    for c, centre in enumerate(centres):
+        k = int(np.argmin(np.abs(np.array([0, 10, 20]) - centre)))
+        for b in range(2):
+            expected = _cell([values[k, b]])
+            assert grid[b, c] == expected or (math.isnan(expected) and math.isnan(grid[b, c])), (b, c)
+
+
+def test_many_records_are_averaged_in_equal_step_bins_and_many_blocks_in_row_groups():
+    rng = np.random.default_rng(0)
+    values = 10 ** rng.normal(0, 2, (50, 7))
+    values[3, 2], values[7, 4] = 0.0, np.nan
+    steps = np.arange(50) * 3
+    grid, edges, rows = depth_time_grid(values, steps, max_columns=10, max_rows=3)
+    assert grid.shape == (3, 10) and len(rows) == 4 and rows[0] == 0 and rows[-1] == 7
+    for r in range(3):
+        for c in range(10):
+            inside = [k for k in range(50) if edges[c] <= steps[k] < edges[c + 1] or (c == 9 and steps[k] == edges[-1])]
+            per_record = [_cell(list(values[k, rows[r]:rows[r + 1]])) for k in inside]
+            finite = [v for v in per_record if math.isfinite(v)]
+            expected = sum(finite) / len(finite) if finite else math.nan
+            assert grid[r, c] == pytest.approx(expected, rel=1e-12, abs=1e-12), (r, c)
+
+
+def test_one_record_is_one_column_and_bad_shapes_are_refused():
+    grid, edges, _ = depth_time_grid(np.array([[2.0, 0.0]]), np.array([5]))
+    assert grid.shape == (2, 1) and grid[0, 0] == pytest.approx(math.log10(2)) and grid[1, 0] == UNDERFLOW
+    assert list(edges) == [5, 6]
+    with pytest.raises(ValueError, match="one step per record"):
+        depth_time_grid(np.ones((3, 2)), np.arange(2))
+
+
+def test_colours_span_the_scale_and_mark_what_has_no_value():
+    grid = np.array([[-3.0, 0.0, -1.5, UNDERFLOW, OVERFLOW, np.nan]])
+    rgba = grid_colors(grid, -3, 0, "#101319", "#CC79A7")
+    assert rgba.shape == (1, 6, 4) and rgba.dtype == np.uint8 and (rgba[..., 3] == 255).all()
+    assert rgba[0, 0, :3].tolist() == [0x44, 0x01, 0x54] and rgba[0, 1, :3].tolist() == [0xFD, 0xE7, 0x25]
+    assert rgba[0, 3, :3].tolist() == rgba[0, 0, :3].tolist()  # an underflow: the lowest colour
+    assert rgba[0, 4, :3].tolist() == [0xCC, 0x79, 0xA7] and rgba[0, 5, :3].tolist() == [0x10, 0x13, 0x19]
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 9, 10, 11, 300])
+def test_at_most_max_labels_block_names_first_and_last_included(blocks):
+    rows = label_rows(blocks)
+    assert rows[0] == 0 and rows[-1] == blocks - 1 and len(rows) == min(blocks, MAX_LABELS)
+
+
+def _check(built) -> None:
+    assert built.layout_log == [], built.layout_log
+    sizes = [m.font_size for m in built.mobjects_of_type(Text)] if hasattr(built, "mobjects_of_type") else [
+        m.font_size for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
+    assert sizes and min(sizes) >= SIZE_SMALL - 1e-9, min(sizes)
+
+
+@GROUP
+def test_numbers_equal_the_trace():
+    built = built_scene(DepthTimeMap, "en", {"residual": FILES["residual"]})
+    _check(built)
+    values, trace = built.numbers["values"], Trace.load(FILES["residual"])
+    g = trace["out_grad_norm"].astype(np.float64)
+    assert values["blocks"] == g.shape[1] and values["records"] == g.shape[0]
+    for l in range(g.shape[1]):
+        assert values[f"block.{l}.first_record.out_grad_norm"] == g[0, l]
+        assert values[f"block.{l}.last_record.out_grad_norm"] == g[-1, l]
+    assert values["last_record.first_over_last"] == pytest.approx(g[-1, 0] / g[-1, -1], rel=1e-12)
+    curve = trace["loss_curve"]
+    assert all(values[f"loss.step.{s}"] == pytest.approx(float(curve[s])) for s in range(len(curve)))
+    logs = np.log10(g[np.isfinite(g) & (g > 0)])
+    assert values["scale.high_exponent"] == math.ceil(logs.max())
+    assert values["scale.low_exponent"] == max(math.floor(logs.min()), math.ceil(logs.max()) - DepthTimeMap.decades)
+    assert built.numbers["blocks"] == trace.meta.layers
+
+
+@GROUP
+def test_frame(request):
+    built = built_scene(DepthTimeMap, "en", {"residual": FILES["residual"]})
+    assert_last_frame_matches(built, "depth_time_map_gpt2_24", write=request.config.getoption("--set_test"))
+
+
+@GROUP
+def test_frame_fails_on_a_tampered_trace(request, tmp_path):
+    """The tamper twin: the first block's gradient eight times larger at every record changes the frame."""
+    if request.config.getoption("--set_test"):
+        pytest.skip("writing control data")
+    path = tmp_path / "residual.npz"
+    shutil.copy(FILES["residual"], path)
+    trace = Trace.load(path)
+    grads = trace.arrays["out_grad_norm"].copy()
+    grads[:, 0] *= 8
+    trace.arrays["out_grad_norm"] = grads
+    trace.save(path)
+    built = frame_build(DepthTimeMap, "en", {"residual": str(path)}, check_layout=False)
+    with pytest.raises(AssertionError, match="Frame no"):
+        assert_last_frame_matches(built, "depth_time_map_gpt2_24")
+
+
+def _tiled(tmp_path, blocks: int, records: int, every: int) -> str:
+    """A run of ``blocks`` x ``records`` whose arrays are a real run's, tiled (the layout is checked, not a claim)."""
+    source = Trace.load(user_like_trace_files("resnet152_50")["residual"])
+    names = [f"layer{1 + 4 * i // blocks}.{i}" for i in range(blocks)]
+    meta = Trace(meta={**source.meta.to_dict(), "layers": names, "blocks": blocks}, arrays={}).meta
+    path = tmp_path / f"tiled_{blocks}_{records}.npz"
+    Trace(meta, {"step": np.arange(records) * every, "out_grad_norm": np.resize(source["out_grad_norm"], (records, blocks)),
+                 "loss_curve": np.resize(source["loss_curve"], (records - 1) * every + 1)}).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("blocks, records, every", [
+    (2, 2, 1), pytest.param(300, 10_000, 50, marks=pytest.mark.slow), pytest.param(160, 700, 3, marks=pytest.mark.slow)])
+def test_layout_from_two_blocks_and_records_to_three_hundred_and_ten_thousand(tmp_path, blocks, records, every):
+    built = frame_build(DepthTimeMap, "en", {"residual": _tiled(tmp_path, blocks, records, every)}, theme="light")
+    _check(built)
+    assert built.numbers["values"]["records"] == records and built.numbers["values"]["blocks"] == blocks
+    labels = [m for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
+    assert len(labels) < 40  # sparse: at most MAX_LABELS block names, the ticks, the title and the verdict
+    assert MAX_COLUMNS == 600
