@@ -20,12 +20,13 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, Indicate, 
 from simulation.experiments import POST_LN_WARMUP
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import make_box
 
 __all__ = ["TransformerAddNorm", "make_layer_column", "sublayer_readout"]
 
-BOX_W, BOX_H, GAP = 2.9, 0.46, 0.3
+BOX_W, BOX_H, GAP = 3.0, 0.46, 0.3  # 3.0: "Multi-Head Attention" at SIZE_LABEL, unshrunk (the legibility floor)
 ENC_X, DEC_X, MEMORY_X = -4.6, 1.75, -0.35  # column centres and the x of the encoder-output line
 
 
@@ -147,7 +148,7 @@ class TransformerAddNorm(LectureScene):
             readouts.add(text)
         caption = VGroup(self.text("measured", size=SIZE_SMALL, color=PALETTE["muted"], step=step),
                          self.text("length", size=SIZE_SMALL, color=PALETTE["muted"]))
-        caption.arrange(DOWN, aligned_edge=LEFT, buff=0.08).to_corner(LEFT + DOWN, buff=0.25)
+        caption.arrange(DOWN, aligned_edge=LEFT, buff=0.08).to_corner(LEFT + DOWN, buff=[EDGE_BUFF, 0.3, 0])
         self.play(*[FadeIn(r, shift=LEFT * 0.1) for r in readouts], FadeIn(caption), run_time=1.5)
         note = self.text("norm_note", size=SIZE_SMALL, sqrt_d=self.number("sqrt_width", np.sqrt(width)))
         note.next_to(formula, DOWN, buff=0.15)

@@ -17,14 +17,15 @@ then where the trace says training became non-finite (step, block, pass). Source
 from __future__ import annotations
 
 import numpy as np
-from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, ReplacementTransform, VGroup, Write
+from manim import DOWN, LEFT, UP, Create, config, Dot, FadeIn, MathTex, Mobject, ReplacementTransform, VGroup, Write
 
 from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, count_true
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import log_range
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LogAxes
 
 __all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
@@ -41,6 +42,16 @@ def running_product(out_grad_norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         product = g / g[-1]
         factors = np.append(product[:-1] / product[1:], 1.0)
     return factors, product
+
+
+def fitted_text(content: str, room: float, color) -> Mobject:
+    """``content`` at SIZE_LABEL, or at SIZE_SMALL where that is wider than ``room`` (scene units), or wrapped at
+    SIZE_SMALL where that is too: never scaled below the legibility floor (scenes/layout.py)."""
+    text = make_text(content, size=SIZE_LABEL, color=color)
+    if text.width <= room:
+        return text
+    text = make_text(content, size=SIZE_SMALL, color=color)
+    return text if text.width <= room else make_wrapped_text(content, room, size=SIZE_SMALL, color=color)
 
 
 class ChainRuleProduct(SeedSpread, LectureScene):
@@ -91,7 +102,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         rows = {}
         for row, (name, role) in enumerate(zip(names, self._colors)):
             color = PALETTE[role]
-            label = make_text(self.run_label(name), size=SIZE_LABEL, color=color)
+            label = fitted_text(self.run_label(name), line_width() / 2 - legend_x, color)
             label.move_to([legend_x, 0.9 - 1.5 * row, 0], aligned_edge=LEFT)
             readout = make_text(self.t("factor_start"), size=SIZE_LABEL, color=color)
             readout.next_to(label, DOWN, aligned_edge=LEFT, buff=0.12)
@@ -110,10 +121,8 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             self.add(dot)
             for hi, l in steps:  # the factor from block hi back to block l (hi > l)
                 value = self.number(*self.factor_number(name, hi, l, factor, product))
-                new_readout = make_text(self.factor_label(hi, l, value), size=SIZE_LABEL, color=color)
-                room = config.frame_x_radius - 0.25 - legend_x  # long block names shrink to the frame
-                if new_readout.width > room:
-                    new_readout.scale_to_fit_width(room)
+                # long block names: a smaller size, then a second line, never below the legibility floor
+                new_readout = fitted_text(self.factor_label(hi, l, value), line_width() / 2 - legend_x, color)
                 new_readout.move_to(readout, aligned_edge=LEFT)
                 new_curve = axes.polyline(blocks[l:][::-1], product[l:][::-1], color, what=f"{name}.out_grad_norm")
                 moves = [dot.animate.move_to(points[l])] if points[l] is not None else []  # the pen waits at a gap
@@ -128,7 +137,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
 
         # 4. One more measured ratio per run (weight gradients, or the forward signal).
         summary = self.get_summary(names)
-        summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=0.4)
+        summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=EDGE_BUFF)
         overflow = -config.frame_y_radius + 0.05 - summary.get_bottom()[1]
         if overflow > 0:  # a user model's block names under the axis took the room: up into the gap, on screen
             summary.shift(UP * overflow)
@@ -136,9 +145,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         seed_lines = self.seed_claim(names)
         if seed_lines is not None:  # under the legend: how many seeds show the same
             seed_lines.next_to(rows[names[-1]][1], DOWN, buff=0.45, aligned_edge=LEFT)
-            room = config.frame_x_radius - 0.25 - seed_lines.get_left()[0]  # the Chinese lines are the longer
-            if seed_lines.width > room:
-                seed_lines.scale_to_fit_width(room).next_to(rows[names[-1]][1], DOWN, buff=0.45, aligned_edge=LEFT)
+            inside_margin(seed_lines)  # the Chinese lines are the longer: moved left, never shrunk
             self.play(FadeIn(seed_lines), run_time=0.6)
         self.cite(self._source)
         self.finish(names, summary)

@@ -25,6 +25,7 @@ from manim import DOWN, LEFT, FadeIn, GrowFromEdge, MathTex, VGroup, Write
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.style import PALETTE, SIZE_BODY, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import make_bar_row
 
@@ -154,7 +155,7 @@ class HighwayDenseNetResidual(LectureScene):
         headers = VGroup()
         for key, y in zip(keys, ys):
             header = self.text(key, size=SIZE_SMALL, color=PALETTE["muted"], depth=self.number("depth", depth))
-            headers.add(header.move_to([0, y, 0]).to_edge(LEFT, buff=0.35))
+            headers.add(header.move_to([0, y, 0]).to_edge(LEFT, buff=EDGE_BUFF))
         return headers
 
     def get_number_rows(self, costs: dict[str, dict], depth: int) -> list[list]:

@@ -21,6 +21,7 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, V
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import compare, finite_runs
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread, count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors
 from scenes.kit.widgets import GapMark, LinearAxes, make_dashed_polyline, make_legend
@@ -97,7 +98,7 @@ class ConveyorBelt(SeedSpread, LectureScene):
         present = present[np.isfinite(present)]
         low = min(0.0, float(np.floor(present.min() * 10) / 10)) if present.size else 0.0
         chart = LinearAxes((0, depth), (low, 1.0), width=6.4, height=2.5, x_ticks=list(range(depth + 1)),
-                           x_format=lambda v: f"{v:g}").move_to([-2.0, -0.5, 0])
+                           x_format=lambda v: f"{v:g}").move_to([-1.75, -0.5, 0])
         x_label = self.text("axis_layer", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.1)
         y_label = self.text("axis_cos", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, LEFT, buff=0.15)
         layers = np.arange(depth + 1, dtype=np.float64)
@@ -122,15 +123,15 @@ class ConveyorBelt(SeedSpread, LectureScene):
 
         # 3. The verdict, computed from the runs and counted over the seeds.
         verdict = VGroup(
-            self.text("top", size=SIZE_SMALL, layers=depth,
+            self.wrapped("top", size=SIZE_SMALL, layers=depth,
                       pre=self.number("pre_ln.top_cos_final", cos["pre_ln"][1][-1]),
                       post=self.number("post_ln.top_cos_final", cos["post_ln"][1][-1]),
                       pre0=self.number("pre_ln.top_cos_step0", cos["pre_ln"][0][-1]),
                       post0=self.number("post_ln.top_cos_step0", cos["post_ln"][0][-1])),
-            self.text("pre_keeps", size=SIZE_SMALL, color=PALETTE["identity"],
+            self.wrapped("pre_keeps", size=SIZE_SMALL, color=PALETTE["identity"],
                       n=self.number("seeds.pre_keeps_more", agree, 6), total=self.number("seeds.total", total, 6)),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1")

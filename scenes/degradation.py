@@ -17,9 +17,10 @@ import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, VGroup, VMobject, linear
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, count_true
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import compare, finite_max, running_mean, steps_run
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import SeedSpread, count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
@@ -140,16 +141,16 @@ class Degradation(SeedSpread, LectureScene):
             self.number(f"{arch}.deeper_worse.of", n)
             verdict = self.t(key, deep=self.percent(f"{arch}.deepest_final_error", deep),
                              shallow=self.percent(f"{arch}.shallowest_final_error", shallow))
-            lines.add(make_text(self.t("verdict_seeds", verdict=verdict, count=self.t("seed_count", k=k, n=n)),
-                                size=SIZE_LABEL, color=PALETTE[arch]))
+            lines.add(make_wrapped_text(self.t("verdict_seeds", verdict=verdict, count=self.t("seed_count", k=k, n=n)),
+                                        line_width(), size=SIZE_SMALL, color=PALETTE[arch]))
         lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite(self._source)
         if len(self.seed_traces) > 1:
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
-            self.add(note.to_corner(DOWN + LEFT, buff=0.25))
+            self.add(note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0]))
         self.wait(4)
 
     def seed_band(self, chart, name: str, color) -> VMobject:

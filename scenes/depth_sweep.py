@@ -28,11 +28,12 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, Line, Transform, V
 
 from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
+from scenes.kit.helpers import compare, is_missing, steps_run
+from scenes.kit.layout import line_width
 from scenes.kit.seeds import SeedSpread, count_true, seed_range
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.kit.helpers import compare, is_missing, steps_run
 from scenes.kit.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
-                            safe_log10)
+                               safe_log10)
 from simulation.summary import tail_mean
 
 __all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "sweep_counts", "first_over_last", "trains_worse",
@@ -208,7 +209,7 @@ class DepthSweep(SeedSpread, LectureScene):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], nets=nets, steps=steps,
                              seeds=len(seeds))
-        subtitle.scale_to_fit_width(min(subtitle.width, 13.6)).next_to(title, DOWN, buff=0.12)
+        subtitle.next_to(title, DOWN, buff=0.12)
         ratios = [c["ratio"] for by in points.values() for cells in by.values() for c in cells.values()]
         exp_min, exp_max = ratio_decades(ratios)
         d_max = float(max(depths))
@@ -217,7 +218,7 @@ class DepthSweep(SeedSpread, LectureScene):
         ratio_axes.move_to([-3.35, 0.55, 0])
         error_axes = LinearAxes((0, d_max), (0, 1), width=5.2, height=2.3, x_ticks=x_ticks,
                                y_format=lambda v: f"{v * 100:g}%")
-        error_axes.move_to([3.75, 0.55, 0])
+        error_axes.move_to([3.55, 0.55, 0])
         for tick in x_ticks:  # LogAxes draws no x labels: the same depth ticks as the error panel
             label = make_text(f"{tick:g}", size=SIZE_SMALL, color=PALETTE["muted"])
             ratio_axes.ticks.add(label.next_to(ratio_axes.axes.c2p(tick, 0), DOWN, buff=0.1))
@@ -330,8 +331,7 @@ class DepthSweep(SeedSpread, LectureScene):
             self.text("error_count", size=SIZE_SMALL, color=PALETTE["residual"], k=residual_worse[0], n=n["residual_worse"],
                       margin=margin),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        for column, x in ((left, -6.7), (right, 0.35)):
-            column.scale_to_fit_width(min(column.width, 6.3))
+        for column, x in ((left, -line_width() / 2), (right, 0.3)):  # never scaled down: the legibility floor
             column.next_to([x, self._track_y - 0.5, 0], DOWN + RIGHT, buff=0)
         lines = VGroup(left, right)
         self.narrate("n_verdict", 4)

@@ -18,6 +18,7 @@ import numpy as np
 from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread, count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import LinearAxes, LogAxes, make_legend
@@ -115,20 +116,20 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         # 4. The verdict, computed from the run and checked on every seed.
         settle = int(course["settle_index"])
         lines = VGroup(
-            self.text("start", size=SIZE_SMALL, start=self.number("course.start", course["start"]), depth=depth,
+            self.wrapped("start", size=SIZE_SMALL, start=self.number("course.start", course["start"]), depth=depth,
                       low=self.number("course.low", course["low"]),
                       low_step=self.number("course.low_step", steps[course["low_index"]], 6),
                       last=self.number("course.last_step", steps[-1], 6), end=self.number("course.end", course["end"])),
-            self.text(course["course"], size=SIZE_SMALL, color=PALETTE["identity"],
+            self.wrapped(course["course"], size=SIZE_SMALL, color=PALETTE["identity"],
                       settle=self.number("course.settle_step", steps[settle], 6),
                       loss0=self.number("course.loss_step0", loss[0]),
                       loss=self.number("course.loss_at_settle" if course["course"] == "shrinks" else "course.loss_final",
                                        loss[settle] if course["course"] == "shrinks" else loss[-1])),
-            self.text("not_copy" if course["low"] >= NEAR_ZERO else "copy", size=SIZE_SMALL,
+            self.wrapped("not_copy" if course["low"] >= NEAR_ZERO else "copy", size=SIZE_SMALL,
                       low=self.number("course.low", course["low"]), zero=f"{NEAR_ZERO:g}"),
             self.text("seeds", size=SIZE_SMALL, color=PALETTE["muted"], n=n_agree, total=n_total),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
-        lines.scale_to_fit_width(min(lines.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)  # never shrunk: the legibility floor
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, §3.1, Fig. 7")

@@ -20,6 +20,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import make_add_node, make_bar_pairs, make_box
 
@@ -93,7 +94,7 @@ class IdentityHighway(LectureScene):
         self.play(FadeIn(caption), FadeIn(legend),
                   *[GrowFromEdge(bar, DOWN) for bar in [*bars[0], *bars[1]]], Create(bars[2]), run_time=2)
         conclusion = self.text("ratio", size=SIZE_LABEL, ratio=self.number("mean_branch_to_input_ratio", ratio))
-        conclusion.next_to(bars, DOWN, buff=0.15).to_edge(LEFT, buff=0.4)
+        conclusion.next_to(bars, DOWN, buff=0.15).to_edge(LEFT, buff=EDGE_BUFF)
         self.play(Write(conclusion))
         self.wait(2)
 

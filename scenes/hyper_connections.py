@@ -23,6 +23,7 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, MathTex, VGroup, Write
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import is_missing
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
@@ -79,9 +80,10 @@ class HyperConnections(SeedSpread, LectureScene):
         setup = self.text("setup", size=SIZE_SMALL, color=PALETTE["muted"],
                           n=self.number("streams", config.streams, 6), depth=self.number("depth", depth, 6),
                           width=self.number("width", config.width, 6), steps=self.number("steps", config.steps, 6))
-        setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
+        setup.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+        self.narrate("n_static", 3)
         formula = MathTex(r"H \leftarrow H_{\mathrm{res}}\,H + H_{\mathrm{post}}^{\top}\,F(H_{\mathrm{pre}}\,H)",
                           font_size=34, color=PALETTE["text"]).next_to(setup, DOWN, buff=0.25)
         self.narrate("n_formula", 4)
@@ -121,14 +123,14 @@ class HyperConnections(SeedSpread, LectureScene):
                "hc_col": self.number("hc.col_gain", final_gain(hc, "composite_col_gain"), 3),
                "mhc": self.number("mhc.row_gain", final_gain(mhc), 4), "seeds": seeds}
         verdict = VGroup(
-            self.text("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+            self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_SMALL,
                       color=PALETTE["identity"], **fmt),
-            self.text("scale", size=SIZE_SMALL, hc=fmt["hc"],
-                      hc_err=self.percent("hc.test_error", float(hc["final_test_error"])),
-                      mhc_err=self.percent("mhc.test_error", float(mhc["final_test_error"]))),
+            self.wrapped("scale", size=SIZE_SMALL, hc=fmt["hc"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        verdict.scale_to_fit_width(min(verdict.width, 13.0)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.narrate("n_errors", 3, hc_err=self.percent("hc.test_error", float(hc["final_test_error"])),
+                     mhc_err=self.percent("mhc.test_error", float(mhc["final_test_error"])))
         self.cite("Zhu et al. 2025; DeepSeek 2025 (mHC)")
         self.wait(5)

@@ -17,6 +17,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, MathTex, VGroup, VMobject, Write, linear
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import LogAxes, make_dashed_polyline, make_legend
 
@@ -122,11 +123,11 @@ class IdentityFit(LectureScene):
         if reached["plain"] >= 0:
             fmt["plain"] = self.number("plain.tolerance_step", reached["plain"], 6)
         verdict = VGroup(
-            self.text("start", size=SIZE_SMALL, res=self.number("residual.step0_error", start["residual"]),
+            self.wrapped("start", size=SIZE_SMALL, res=self.number("residual.step0_error", start["residual"]),
                       plain=self.number("plain.step0_error", start["plain"])),
-            self.text(key, size=SIZE_LABEL, color=PALETTE["identity"], **fmt),
+            self.wrapped(key, size=SIZE_LABEL, color=PALETTE["identity"], **fmt),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.55)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, §3.1")

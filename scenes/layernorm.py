@@ -24,11 +24,12 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
 from scenes.kit.helpers import compare, finite_max, running_mean, steps_run, tail_mean
+from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.kit.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
-                            nice_ticks)
+                                nice_ticks)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
            "seed_verdicts", "verdict_stack", "layer_labels", "seed_stack_ratios", "trained_curve", "loss_ticks", "RISE"]
@@ -137,7 +138,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         title = self.title("title")
         self.narrate("n_intro", 4)
         self.play(FadeIn(title))
-        post_diagram = self.get_placement("post_ln").move_to([-3.5, 1.0, 0])
+        post_diagram = self.get_placement("post_ln").move_to([-3.35, 1.0, 0])
         pre_diagram = self.get_placement("pre_ln").move_to([3.5, 1.0, 0])
         post_tex = MathTex(r"x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(post_diagram, DOWN, buff=0.3)
         pre_tex = MathTex(r"x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big)", font_size=34, color=PALETTE["text"]).next_to(pre_diagram, DOWN, buff=0.3)
@@ -212,7 +213,7 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
         grad_verdict = make_text(with_seed_count(self, self.t(key, post=self.number("post_ln.last_over_first", ratio_post),
                                                               pre=self.number("pre_ln.last_over_first", ratio_pre)),
                                                  rise_k, rise_n), size=SIZE_SMALL)
-        grad_verdict.scale_to_fit_width(min(grad_verdict.width, 13.0)).to_edge(LEFT, buff=0.35).set_y(-2.75)
+        grad_verdict.to_edge(LEFT, buff=EDGE_BUFF).set_y(-2.75)
         first_bar = 0 if stack == "encoder" else depth  # the trend of the Post-LN bars of that stack
         trend = make_dashed_polyline([bar.get_top() + UP * 0.08 for bar in chart.bars[0][first_bar:first_bar + depth]],
                                      RUN_COLORS["post_ln"], stroke_width=3, num_dashes=18)

@@ -25,6 +25,7 @@ from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, 
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import is_missing
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import GapMark
@@ -127,9 +128,10 @@ class LossLandscape(SeedSpread, LectureScene):
                           steps=self.number("steps", config.steps, 6),
                           examples=self.number("eval_examples", config.eval_examples, 6),
                           grid=self.number("grid", config.grid, 6))
-        setup.scale_to_fit_width(min(setup.width, 13.4)).next_to(title, DOWN, buff=0.12)
+        setup.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
+        self.narrate("n_setup", 3, examples=self.number("eval_examples", config.eval_examples, 6))
 
         # 2. One map of the log loss per net, with contour lines and the trained weights at the centre.
         logs = {run: _log_loss(self.traces[run]["loss_grid"]) for run in runs}
@@ -159,7 +161,7 @@ class LossLandscape(SeedSpread, LectureScene):
                 headers.add(self.text(f"{arch}_col", size=SIZE_SMALL, color=PALETTE[arch]).next_to(panel, UP, buff=0.08))
         key = self.text("loss_key", size=SIZE_SMALL, color=PALETTE["muted"],
                         step=self.number("contour_decades", decade_step))
-        key.scale_to_fit_width(min(key.width, 13.4)).next_to(panels, DOWN, buff=0.12)
+        key.next_to(panels, DOWN, buff=0.12)
         self.narrate("n_slice", 4)
         self.play(FadeIn(headers), FadeIn(panels), *[FadeIn(maps[run]) for run in runs], FadeIn(key), FadeIn(gaps),
                   run_time=1.5)
@@ -177,7 +179,7 @@ class LossLandscape(SeedSpread, LectureScene):
             inner = _inner_frame(panels[k], ratio.shape[0] + 2)
             ratio_maps.add(_cell_map(ratio, inner, PALETTE["identity"], PALETTE["warn"], PALETTE["muted"]))
         ratio_key = self.text("ratio_key", size=SIZE_SMALL, color=PALETTE["muted"])
-        ratio_key.scale_to_fit_width(min(ratio_key.width, 13.4)).move_to(key)
+        ratio_key.move_to(key)
         stats = VGroup()
         for k, run in enumerate(runs):
             column = VGroup(
@@ -203,7 +205,7 @@ class LossLandscape(SeedSpread, LectureScene):
         first = verdicts.get(next(iter(self.seed_traces)))
         fractions = {run: self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"])
                      for run in runs}
-        lines_out = [self.text("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+        lines_out = [self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
                                color=PALETTE["identity"], depth=deep, plain=fractions[plain],
                                residual=fractions[residual], seeds=seeds)]
         if len(depths) > 1:
@@ -211,18 +213,19 @@ class LossLandscape(SeedSpread, LectureScene):
             sp, sr = depth_run("plain", shallow), depth_run("residual", shallow)
             nearly = all(figures[r]["nonconvex_fraction"] <= MARGIN for r in (sp, sr)
                          if not is_missing(figures[r]["nonconvex_fraction"]))
-            lines_out.append(self.text("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
-                                       depth=shallow, plain=fractions[sp], residual=fractions[sr]))
-        error = float(self.traces[plain]["final_test_error"])
-        if not is_missing(error) and error > UNTRAINED:
-            lines_out.append(self.text("untrained", size=SIZE_SMALL, color=PALETTE["muted"], depth=deep,
-                                       steps=self.number("steps", config.steps, 6),
-                                       pct=self.percent(f"{plain}.test_error", error)))
+            lines_out.append(self.wrapped("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
+                                          depth=shallow, plain=fractions[sp], residual=fractions[sr]))
         verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        # above the citation's corner: the last line may run as wide as the frame
-        verdict.scale_to_fit_width(min(verdict.width, 13.0)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        # said, not shown (the legibility floor): how these nets compare with Li et al.'s
+        if len(depths) > 1:
+            self.narrate("n_li", 3)
+        error = float(self.traces[plain]["final_test_error"])
+        if not is_missing(error) and error > UNTRAINED:
+            self.narrate("untrained", 4, depth=deep, steps=self.number("steps", config.steps, 6),
+                         pct=self.percent(f"{plain}.test_error", error))
         self.cite("Li et al. 2018, Fig. 5 and Fig. 7")
         self.wait(5)
 

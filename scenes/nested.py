@@ -14,9 +14,10 @@ without it, so adding residual blocks nests the classes (He et al. 2015, §3.1).
 from __future__ import annotations
 
 import numpy as np
-from manim import RIGHT, Create, DashedLine, Ellipse, FadeIn, MathTex, Star, Transform, Write
+from manim import LEFT, RIGHT, Create, DashedLine, Ellipse, FadeIn, MathTex, Star, Transform, Write
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import line_width
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, value_to_color
 
 __all__ = ["NestedFunctionClasses", "get_function_classes", "ellipse_points", "nearest_point", "contains",
@@ -84,6 +85,8 @@ class NestedFunctionClasses(LectureScene):
             truth = self.to_scene(origin, TRUTH[nested])
             star = Star(outer_radius=0.16, color=PALETTE["identity"], fill_opacity=1).move_to(truth)
             star_label = MathTex("f^*", font_size=36, color=PALETTE["identity"]).next_to(star, RIGHT, buff=0.1)
+            if star_label.get_right()[0] > line_width() / 2:  # at the frame's margin: on the star's other side
+                star_label.next_to(star, LEFT, buff=0.1)
             panels[nested] = {"origin": origin, "truth": truth}
             self.play(FadeIn(heading), FadeIn(star, scale=2), FadeIn(star_label), run_time=1)
         legend = self.text("closest", size=SIZE_SMALL, color=PALETTE["muted"]).move_to([0, -2.55, 0])

@@ -27,6 +27,7 @@ from simulation.config import RunConfig
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import is_missing, steps_run
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread
 from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
 from scenes.kit.widgets import LinearAxes, LogAxes, make_dashed_polyline, safe_log10, spread_labels
@@ -151,7 +152,6 @@ class NormFree(SeedSpread, LectureScene):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], depth=depth, steps=steps,
                              seeds=len(seeds)).next_to(title, DOWN, buff=0.12)
-        subtitle.scale_to_fit_width(min(subtitle.width, 13.4))
         formulas = VGroup(
             MathTex(r"h_{l+1} = h_l + F(h_l)", font_size=26, color=colors.get("standard", PALETTE["text"])),
             MathTex(r"h_{l+1} = h_l + \alpha_l F(h_l),\ \alpha_l = 0", font_size=26,
@@ -190,7 +190,7 @@ class NormFree(SeedSpread, LectureScene):
         for n in names:
             end = growth[n][-1]
             where = growth_axes.point(depth, end) if not is_missing(end) else growth_axes.axes.c2p(depth, 0)
-            tags.add(self.text(n, size=SIZE_SMALL * 0.8, color=colors[n]).next_to(where, RIGHT, buff=0.08))
+            tags.add(self.text(n, size=SIZE_SMALL, color=colors[n]).next_to(where, RIGHT, buff=0.08))
         spread_labels(tags)
         self.narrate("n_growth", 4)
         self.play(Create(growth_axes), FadeIn(growth_head), FadeIn(block_label), FadeIn(dashed), run_time=1)
@@ -207,7 +207,7 @@ class NormFree(SeedSpread, LectureScene):
             loss_axes.axes, DOWN, buff=0.32)
         level = make_dashed_polyline([loss_axes.point(0, LOSS_LEVEL), loss_axes.point(steps, LOSS_LEVEL)],
                                      PALETTE["muted"], 2)
-        level_label = self.text("level", size=SIZE_SMALL * 0.8, color=PALETTE["muted"],
+        level_label = self.text("level", size=SIZE_SMALL, color=PALETTE["muted"],
                                 level=self.number("loss_level", LOSS_LEVEL)).next_to(level, UP, buff=0.05)
         level_label.align_to(level, RIGHT)
         loss_lines, marks = VGroup(), VGroup()
@@ -220,7 +220,7 @@ class NormFree(SeedSpread, LectureScene):
                 marks.add(Dot(loss_axes.point(s["step"], LOSS_LEVEL), radius=0.07, color=colors[n]))
         if "standard" in names and first["standard"]["diverged"]:
             step = first["standard"]["diverged_step"]
-            marks.add(self.text("diverged_at", size=SIZE_SMALL * 0.8, color=colors["standard"],
+            marks.add(self.text("diverged_at", size=SIZE_SMALL, color=colors["standard"],
                                 step=self.number("standard.diverged_step", step)).next_to(
                 loss_axes.point(steps, top), DOWN + LEFT, buff=0.05))
         self.narrate("n_loss", 4)
@@ -238,7 +238,6 @@ class NormFree(SeedSpread, LectureScene):
         when = {n: self.when_below(n, first.get(n, {})) for n in ("standard", "rezero", "fixup")}
         rows = VGroup(
             VGroup(self.text("forward", size=SIZE_SMALL, std=self.number("standard.growth", std.get("growth"), 2),
-                             per=self.number("standard.per_block", std.get("per_block"), 3),
                              rz=self.number("rezero.growth", first.get("rezero", {}).get("growth"), 3),
                              fx=self.number("fixup.growth", first.get("fixup", {}).get("growth"), 3)),
                    self.text("seed_of", size=SIZE_SMALL, color=PALETTE["muted"], k=counts["forward"][0],
@@ -250,10 +249,11 @@ class NormFree(SeedSpread, LectureScene):
             self.text("first", size=SIZE_SMALL, color=PALETTE["muted"], k=counts["rezero_first"][0],
                       n=counts["rezero_first"][1]),
             self.text("closed", size=SIZE_SMALL, color=PALETTE["muted"], per=self.number("closed_form_per_block", per, 3)),
-            self.text("paper", size=SIZE_SMALL, color=PALETTE["muted"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        rows.scale_to_fit_width(min(rows.width, 12.6)).to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=0.4)
+        rows.to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=EDGE_BUFF)
         self.narrate("n_verdict", 4)
         self.play(FadeIn(rows, shift=UP * 0.2), run_time=1.2)
+        self.narrate("n_per_block", 3, per=self.number("standard.per_block", std.get("per_block"), 3))
+        self.narrate("paper", 4)
         self.cite("Zhang et al. 2019 (Fixup), §2-3; Bachlechner et al. 2020 (ReZero), eq. 3")
         self.wait(5)

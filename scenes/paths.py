@@ -21,9 +21,10 @@ from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex, 
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import compare, finite_max, is_missing, strict_mean
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["PathEnsemble", "mean_path_length"]
@@ -94,7 +95,7 @@ class PathEnsemble(SeedSpread, LectureScene):
         k_label = self.text("axis_k", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(lengths, DOWN, buff=0.08)
         mean = self.text("mean_length", size=SIZE_SMALL, color=PALETTE["branch"],
                          mean=self.number("mean_path_length", mean_path_length(fraction)), depth=depth)
-        mean.next_to(k_label, DOWN, buff=0.12)
+        inside_margin(mean.next_to(k_label, DOWN, buff=0.12))
         self.narrate("n_lengths", 4)
         self.play(Create(lengths.chart), FadeIn(lengths_title), FadeIn(k_label), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in lengths.bars[0]], run_time=1.5)
@@ -140,13 +141,14 @@ class PathEnsemble(SeedSpread, LectureScene):
         k, n = self.seed_count("residual.more_robust", [compare(seed_increase["plain"][s], seed_increase["residual"][s])
                                                         for s in seed_increase["plain"] if s in seed_increase["residual"]])
         verdict = VGroup(
-            self.text("robust", size=SIZE_LABEL,
+            self.wrapped("robust", size=SIZE_SMALL,
                       residual=signed(self.number("residual.mean_lesion_increase_pct", 100 * increase["residual"])),
                       plain=signed(self.number("plain.mean_lesion_increase_pct", 100 * increase["plain"]))),
-            make_text(with_seed_count(self, self.t({True: "robust_agrees", False: "robust_differs",
-                                                    None: "no_verdict"}[agrees]), k, n), size=SIZE_LABEL),
+            make_wrapped_text(with_seed_count(self, self.t({True: "robust_agrees", False: "robust_differs",
+                                                            None: "no_verdict"}[agrees]), k, n), line_width(),
+                              size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.6)
         self.narrate({True: "n_verdict", False: "n_verdict_differs", None: "no_verdict"}[agrees], 4)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("Veit et al. 2016, Fig. 3, Fig. 6a")

@@ -19,6 +19,7 @@ from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.kit.base import LectureScene
 from scenes.chain_rule import running_product
+from scenes.kit.layout import inside_margin
 from scenes.sigmoid import geometric_mean_factor
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL
 from scenes.kit.widgets import LogAxes, log_floor_exponent, make_legend, make_log_bars
@@ -90,7 +91,7 @@ class GradientPlusOne(LectureScene):
             self.text("factor_residual", size=SIZE_LABEL, color=PALETTE["residual"],
                       value=self.number("residual.mean_factor", factors["residual"], digits=4)),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        readout.next_to(legend, DOWN, buff=0.45, aligned_edge=LEFT)
+        inside_margin(readout.next_to(legend, DOWN, buff=0.45, aligned_edge=LEFT))
         self.play(FadeIn(readout), run_time=1)
         self.cite("He et al. 2016, Eq. (5)")
         self.wait(3)

@@ -20,9 +20,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Create, FadeIn, GrowFromEdge, MathTex,
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import compare, finite_max, strict_mean
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
 
 __all__ = ["ResidualResponse", "response_ratio"]
@@ -135,15 +136,17 @@ class ResidualResponse(SeedSpread, LectureScene):
             seeds_smaller[claim] = self.seed_count(f"residual.smaller_{claim}",
                                                    [compare(means["plain"][s], means["residual"][s]) for s in both])
         verdict = VGroup(
-            make_text(with_seed_count(self, self.t(ratio_key, residual=self.number("residual.mean_ratio", mean["residual"]),
-                                                   plain=self.number("plain.mean_ratio", mean["plain"])),
-                                      *seeds_smaller["ratio"]), size=SIZE_LABEL),
-            make_text(with_seed_count(self, self.t(std_key, residual=self.number("residual.mean_branch_std",
-                                                                                 mean_std["residual"]),
-                                                   plain=self.number("plain.mean_branch_std", mean_std["plain"]), why=why),
-                                      *seeds_smaller["branch_std"]), size=SIZE_LABEL),
+            make_wrapped_text(with_seed_count(self, self.t(ratio_key, residual=self.number("residual.mean_ratio",
+                                                                                         mean["residual"]),
+                                                           plain=self.number("plain.mean_ratio", mean["plain"])),
+                                              *seeds_smaller["ratio"]), line_width(), size=SIZE_LABEL),
+            make_wrapped_text(with_seed_count(self, self.t(std_key, residual=self.number("residual.mean_branch_std",
+                                                                                         mean_std["residual"]),
+                                                           plain=self.number("plain.mean_branch_std", mean_std["plain"]),
+                                                           why=why),
+                                              *seeds_smaller["branch_std"]), line_width(), size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).shift(DOWN * 2.75)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).shift(DOWN * 2.75)
         if others:
             note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
             self.add(note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT))

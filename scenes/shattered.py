@@ -19,9 +19,10 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, Line, MathTex, VGroup, VMobject, Write
 
 from scenes.kit.base import LectureScene
-from scenes.kit.seeds import SeedSpread, with_seed_count
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import compare
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.seeds import SeedSpread, with_seed_count
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
 
 __all__ = ["ShatteredGradients", "scaled_sweep"]
@@ -78,7 +79,7 @@ class ShatteredGradients(SeedSpread, LectureScene):
 
         # 2. One small plot per run: columns are depths, rows plain / residual.
         cell_w, cell_h, gap = 2.2, 0.9, 0.25
-        x0 = -5.55 + cell_w / 2
+        x0 = -5.4 + cell_w / 2  # the row labels at its left inside the margin
         xs = [x0 + i * (cell_w + gap) for i in range(len(depths))]
         rows_y = {"plain": 1.0, "residual": -0.7}
         headings = VGroup(*[self.text("depth", size=SIZE_SMALL, color=PALETTE["muted"], depth=d).move_to([x, 1.8, 0])
@@ -123,7 +124,8 @@ class ShatteredGradients(SeedSpread, LectureScene):
         lags = min(MAX_LAG, len(self.traces[deep["plain"][1]]["input_grad_autocorr"][AT_INIT]))
         chart = LinearAxes((0, lags - 1), (-0.5, 1.0), width=3.5, height=2.4, y_ticks=[-0.5, 0, 0.5, 1])
         chart.move_to([4.55, 0.25, 0])
-        chart_title = self.text("autocorr_title", size=SIZE_SMALL, depth=depth).next_to(chart.axes, UP, buff=0.2)
+        chart_title = inside_margin(self.text("autocorr_title", size=SIZE_SMALL, depth=depth).next_to(chart.axes, UP,
+                                                                                                      buff=0.2))
         lag_label = self.text("axis_lag", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
         lines = []
         for arch in runs:
@@ -168,13 +170,13 @@ class ShatteredGradients(SeedSpread, LectureScene):
         k, n = self.seed_count("residual.more_correlated", [compare(seed_r1["residual"][s], seed_r1["plain"][s])
                                                             for s in seed_r1["residual"] if s in seed_r1["plain"]])
         verdict = VGroup(
-            self.text("measured", size=SIZE_LABEL, depth=depth,
+            self.wrapped("measured", size=SIZE_SMALL, depth=depth,
                       residual=self.number("deepest.residual.autocorr_lag1", residual_r1),
                       plain=self.number("deepest.plain.autocorr_lag1", plain_r1)),
-            make_text(with_seed_count(self, self.t({True: "agrees", False: "differs", None: "no_verdict"}[agrees]), k, n),
-                      size=SIZE_LABEL),
+            make_wrapped_text(with_seed_count(self, self.t({True: "agrees", False: "differs", None: "no_verdict"}[agrees]),
+                                              k, n), line_width(), size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
-        verdict.scale_to_fit_width(min(verdict.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.6)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.6)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.cite("Balduzzi et al. 2017, Fig. 1, Fig. 2")
         self.wait(4)

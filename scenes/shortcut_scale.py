@@ -29,6 +29,7 @@ from simulation.config import RunConfig
 from scenes.kit.base import LectureScene
 from scenes.degradation import MARGIN
 from scenes.kit.helpers import compare, is_missing, tail_mean
+from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread, bar_seed_dots
 from scenes.kit.style import PALETTE, SIZE_SMALL, make_text
 from scenes.kit.widgets import GroupedBars, LogAxes, make_dashed_polyline, safe_log10, spread_labels
@@ -213,7 +214,7 @@ class ShortcutScale(SeedSpread, LectureScene):
         for n in names:
             end = ratios[n][-1]
             where = ratio_axes.point(depth - 1, end) if not is_missing(end) else ratio_axes.axes.c2p(depth - 1, 0)
-            tags.add(make_text(labels[n], size=SIZE_SMALL * 0.8, color=colors[n]).next_to(where, RIGHT, buff=0.08))
+            tags.add(make_text(labels[n], size=SIZE_SMALL, color=colors[n]).next_to(where, RIGHT, buff=0.08))
         spread_labels(tags)
         self.narrate("n_ratio", 4)
         self.play(Create(ratio_axes), FadeIn(ratio_head), FadeIn(k_label), run_time=1)
@@ -231,7 +232,7 @@ class ShortcutScale(SeedSpread, LectureScene):
                                   for n in names if n in summaries[seed]]) for seed in self.other_seeds()
                   if all(n in summaries[seed] for n in names)}
         dots = bar_seed_dots(bars, 0, others)
-        flags = VGroup(*[self.text("diverged", size=SIZE_SMALL * 0.75, color=PALETTE["warn"]).next_to(bar, UP, buff=0.05)
+        flags = VGroup(*[self.text("diverged", size=SIZE_SMALL, color=PALETTE["warn"]).next_to(bar, UP, buff=0.05)
                          for bar, n in zip(bars.bars[0], names) if first[n]["diverged"]])
         spread_labels(flags, vertical=False)
         error_head = self.text("error_axis", size=SIZE_SMALL).next_to(bars.chart.axes, UP, buff=0.12)
@@ -262,13 +263,13 @@ class ShortcutScale(SeedSpread, LectureScene):
                       if verdict["identity_best"] is False else "no_verdict", size=SIZE_SMALL, best=best_error),
             self.text("seed_of", size=SIZE_SMALL, color=PALETTE["muted"], k=counts["identity_best"][0],
                       n=counts["identity_best"][1]),
-            self.text("paper", size=SIZE_SMALL, color=PALETTE["muted"]),
         )
         lines[0].add(lines[1].next_to(lines[0], RIGHT, buff=0.2))
         lines[2].add(lines[3].next_to(lines[2], RIGHT, buff=0.2))
-        block = VGroup(legend, lines[0], lines[2], lines[4]).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        block.scale_to_fit_width(min(block.width, 12.6)).to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=0.4)
+        block = VGroup(legend, lines[0], lines[2]).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+        block.to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=EDGE_BUFF)
         self.narrate("n_verdict", 4)
         self.play(FadeIn(block, shift=UP * 0.2), run_time=1.2)
+        self.narrate("paper", 4)
         self.cite("He et al. 2016, Identity Mappings, §3, eq. 7-8, Table 1")
         self.wait(5)

@@ -34,11 +34,12 @@ from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
 from scenes.kit.helpers import compare, finite_max
+from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.seeds import count_true
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
+from scenes.kit.widgets import LinearAxes, make_legend
 from scenes.plus_one import GradientPlusOne
 from scenes.residual_response import ResidualResponse
-from scenes.kit.seeds import count_true
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.kit.widgets import LinearAxes, make_legend
 
 __all__ = ["UserModelScene", "ModelGradientFlowOverTraining", "ModelChainRuleProduct", "ModelGradientPlusOne",
            "ModelResidualResponse", "ModelDoesItOnlyCopy", "ModelDegradation", "MODEL_SCENES", "MODEL_VARIANTS",
@@ -244,8 +245,6 @@ class ModelDegradation(UserModelScene, Degradation):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], blocks=len(self.block_names))
         subtitle.next_to(title, DOWN, buff=0.15)
-        if subtitle.width > 13.4:
-            subtitle.scale_to_fit_width(13.4)
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1.5)
 
@@ -289,14 +288,14 @@ class ModelDegradation(UserModelScene, Degradation):
                          residual=self.percent("residual.final_error", final[RESIDUAL]))
         if n > 1:
             verdict = f"{verdict} ({self.t('seed_count', k=k, n=n)})"
-        line = make_text(verdict, size=SIZE_LABEL)
-        line.scale_to_fit_width(min(line.width, 13.4)).to_edge(LEFT, buff=0.4).to_edge(DOWN, buff=0.62)
+        line = make_wrapped_text(verdict, line_width(), size=SIZE_LABEL)  # never shrunk: the legibility floor
+        line.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(line, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, Fig. 1, Fig. 6")
         if len(self.seed_traces) > 1:
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
-            self.add(note.to_corner(DOWN + LEFT, buff=0.25))
+            self.add(note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0]))
         self.wait(4)
 
 

@@ -35,7 +35,7 @@ from scenes.kit.base import LectureScene
 from theme_checks import colour_checked
 
 __all__ = ["built_scene", "cache_settings", "dry_run", "dry_settings", "frame_build", "frame_settings", "scene_group",
-           "scene_lang_params", "shared_manim_cache", "ZH_DEFAULT"]
+           "scene_lang_params", "shared_manim_cache", "ZH_DEFAULT", "LIGHT_DEFAULT"]
 
 DEFAULT_FRAME_RATE = config.frame_rate  # Manim's default (60): what every dry run of the tests runs at
 _CACHE: dict[str, Path] = {}
@@ -194,6 +194,9 @@ def scene_group(scene: type, lang: str) -> str:
 # scene's Chinese build (~1.5-2.5 CPU s each, in every test file that takes its params from scene_lang_params or
 # reads this set) runs in the slow set, which CI runs (issue 21: the default run within 120 yardsticks).
 ZH_DEFAULT = {"DepthSweep", "ConveyorBelt"}
+# Light builds in the default run: the four scenes whose light frames it compares (together they use every widget:
+# tests/test_frames.py, tests/test_theme.py); every scene's light build, in both languages, in the slow set.
+LIGHT_DEFAULT = {"ChainRuleProduct", "Degradation", "PathEnsemble", "Summary"}
 
 
 def scene_lang_params(scenes, langs) -> list:

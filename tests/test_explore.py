@@ -800,3 +800,26 @@ def test_traces_without_any_drawn_array_are_refused(traces):
     bare = {"x": {RunKey("run", 0): Trace(meta=meta, arrays={"step": np.arange(3)})}}
     with pytest.raises(RenderError, match="no trace holds what the explorer draws"):
         export_data(bare)
+
+
+@pytest.mark.slow  # two more explorers in the browser (~5 s); the scenes' plurals: tests/test_plurals.py by default
+def test_the_seed_spread_says_1_seed_and_3_seeds_in_both_languages(browser, tmp_path):
+    """The responses view's legend counts the seeds drawn with their noun in agreement (issue 34): "of 1 seed" for
+    one seed, "of 3 seeds" for three (the browser's Intl.PluralRules on the page's language); Chinese has one form."""
+    runs = committed_traces(("residual_response",))["residual_response"]
+    seeds = sorted({key.seed for key in runs})
+    assert len(seeds) == 3
+    said = {}
+    for kept in (seeds[:1], seeds):
+        target = tmp_path / f"seeds-{len(kept)}"
+        write_explorer({"residual_response": {k: t for k, t in runs.items() if k.seed in kept}}, target)
+        page, _, errors = open_page(browser, target, "#view=responses&family=residual_response&lang=en")
+        for lang in ("en", "zh"):
+            page.evaluate(f"location.hash = 'view=responses&family=residual_response&lang={lang}'")
+            page.wait_for_function(f"window.explore.state.lang === '{lang}'")
+            said[len(kept), lang] = page.inner_text("#legend")
+        page.close()
+        assert errors == []
+    assert "lowest – highest of 1 seed" in said[1, "en"] and "of 1 seeds" not in said[1, "en"]
+    assert "lowest – highest of 3 seeds" in said[3, "en"]
+    assert "1 个种子" in said[1, "zh"] and "3 个种子" in said[3, "zh"] and "plural" not in said[1, "zh"] + said[3, "en"]

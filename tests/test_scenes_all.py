@@ -7,12 +7,19 @@ Example::
 Scenes read the tiny committed traces of ``tests/data/<experiment>/`` when they exist; for an
 experiment without them (one added after the data were made) the tiny runs are trained once per
 session into a temporary folder. Every subtitle cue, written as .srt and read back, must be readable at
-17 characters/s (English) or 9 (Chinese). ``check_layout`` records every text outside the frame and every
-pair of overlapping texts after each step; the layout log must stay empty. The last tests prove the
-checker itself catches both faults.
+17 characters/s (English) or 9 (Chinese). ``check_layout`` records, after each step (so at each beat's last
+frame), every text outside the frame, in its 3 % margin or with a cap height below 1/45 of the frame (the
+legibility floor, scenes/layout.py), and every pair of overlapping texts; the layout log must stay empty, in
+both languages and both themes. The default run checks every scene in English and dark, the Chinese builds of
+dry_run.ZH_DEFAULT and the light builds of dry_run.LIGHT_DEFAULT (the builds the frame and theme tests read);
+the slow set every scene in Chinese, every scene in English light and LIGHT_DEFAULT in Chinese light;
+RESIDUAL_LAYOUT_MATRIX=1 adds the other Chinese light builds (every scene x language x theme). The last tests prove the checker itself catches each fault
+(tests/test_legibility.py: the floor's and the margin's twins).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -28,7 +35,7 @@ from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey
 
 from data.make_traces import write_tiny_traces
-from dry_run import built_scene, dry_run, scene_lang_params
+from dry_run import LIGHT_DEFAULT, ZH_DEFAULT, built_scene, dry_run, scene_group, scene_lang_params
 from frame_checks import tiny_traces_of
 from subtitles import as_srt_cues, too_fast
 from support import examples
@@ -63,6 +70,42 @@ def test_scene_builds_with_clean_layout(scene, lang, trace_files):
     assert built.renderer.num_plays > 0, "the scene played nothing"
     cues = as_srt_cues(built.renderer.file_writer.subcaptions)
     assert cues and too_fast(cues, lang) == [], "subtitles faster than reading (issue 9)"
+
+
+# The Chinese light builds of every scene (~3 CPU s each) only when asked: the theme changes colours, not places or
+# sizes, and the slow set's time is budgeted (CI within 20 min). RESIDUAL_LAYOUT_MATRIX=1 pytest -m slow -k light
+# runs the whole matrix (docs/developers/tests.md).
+FULL_MATRIX = os.environ.get("RESIDUAL_LAYOUT_MATRIX") == "1"
+
+
+def _light_params() -> list:
+    """(scene, lang) of every light build, each in its scene's xdist group: in the default run the English builds
+    of LIGHT_DEFAULT (whose light frames and colours other tests compare: one build); in the slow set every English
+    one (tests/test_theme.py builds them too) and the Chinese ones of LIGHT_DEFAULT; the rest with FULL_MATRIX."""
+    def marks(scene, lang) -> list:
+        if lang == "en" and scene.__name__ in LIGHT_DEFAULT:
+            return []
+        if lang == "en" or scene.__name__ in LIGHT_DEFAULT:
+            return [pytest.mark.slow]
+        return [pytest.mark.slow, pytest.mark.skipif(not FULL_MATRIX, reason="RESIDUAL_LAYOUT_MATRIX=1 runs it")]
+
+    return [pytest.param(scene, lang, id=f"{scene.__name__}-{lang}-light",
+                         marks=[pytest.mark.xdist_group(scene_group(scene, lang)), *marks(scene, lang)])
+            for lang in LANGS for scene in SCENES_IN_ORDER]
+
+
+@pytest.mark.parametrize("scene,lang", _light_params())
+def test_scene_layout_is_clean_in_the_light_theme(scene, lang, trace_files):
+    """The same check in the light theme: the theme changes colours only, so a fault here is a theme that moved
+    or resized a text."""
+    built = built_scene(scene, lang, trace_files(scene) if scene.experiment else None, "light")
+    assert built.layout_log == []
+
+
+def test_the_default_run_checks_a_representative_subset():
+    """Both languages and both themes have scenes in the default run; together they use every kind of widget."""
+    names = {scene.__name__ for scene in SCENES_IN_ORDER}
+    assert ZH_DEFAULT <= names and LIGHT_DEFAULT <= names and ZH_DEFAULT and LIGHT_DEFAULT
 
 
 @pytest.mark.parametrize("scene", SCENES_IN_ORDER, ids=lambda s: s.__name__)
@@ -126,9 +169,15 @@ def test_layout_checker_catches_text_outside_the_frame(tmp_path, overshoot):
     assert len(log) == 1 and log[0].startswith("outside the frame:") and "omega" in log[0], log
 
 
-def test_layout_checker_passes_text_touching_the_edge_from_inside(tmp_path):
-    probe = type("_AtEdge", (_OffFrame,), {"overshoot": -0.01})
+def test_layout_checker_passes_text_touching_the_margin_from_inside(tmp_path):
+    probe = type("_AtMargin", (_OffFrame,), {"overshoot": -layout.MARGIN * 8.0 - 0.01})
     assert dry_run(probe, tmp_path).layout_log == []
+
+
+def test_layout_checker_catches_text_in_the_margin(tmp_path):
+    probe = type("_InMargin", (_OffFrame,), {"overshoot": -0.1})
+    log = dry_run(probe, tmp_path).layout_log
+    assert len(log) == 1 and log[0].startswith("in the 3% margin:") and "omega" in log[0], log
 
 
 _BOX_PROBES = {}

@@ -29,7 +29,7 @@ from scenes.kit.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAME
                           set_theme)
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
-from dry_run import built_scene, dry_run, scene_group
+from dry_run import LIGHT_DEFAULT, built_scene, dry_run, scene_group
 from frame_checks import tiny_traces_of
 from theme_checks import colour_checked, wcag_luminance, wcag_ratio
 
@@ -231,8 +231,7 @@ def tiny_traces(tmp_path_factory):
 
 
 # The light theme in the default run: the four scenes whose light frames it compares (together they use every
-# widget: tests/test_frames.py's LIGHT_DEFAULT); every scene in both themes in the slow set, which CI runs (issue 21).
-LIGHT_DEFAULT = {"ChainRuleProduct", "Degradation", "PathEnsemble", "Summary"}
+# widget: tests/dry_run.LIGHT_DEFAULT); every scene in both themes in the slow set, which CI runs (issue 21).
 
 
 def _theme_marks(scene: type, theme: str) -> list:

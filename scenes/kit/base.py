@@ -44,8 +44,8 @@ from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.kit.fit import fit_texts
-from scenes.kit.layout import layout_problems
-from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, set_language
+from scenes.kit.layout import EDGE_BUFF, adopt_text_sizes, layout_problems, line_width
+from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, make_wrapped_text, set_language
 from scenes.kit.theme import set_theme
 
 __all__ = ["LectureScene"]
@@ -179,12 +179,17 @@ class LectureScene(Scene):
     def text(self, key: str, size: float = 28, color=None, **fmt: Any) -> Text:
         return make_text(self.t(key, **fmt), size=size, color=color)
 
+    def wrapped(self, key: str, size: float = 28, color=None, width: float | None = None, **fmt: Any):
+        """The string ``key`` as lines no wider than ``width`` (default: the frame less its margins) at ``size``,
+        never scaled down (scenes.style.make_wrapped_text; the legibility floor of scenes/layout.py)."""
+        return make_wrapped_text(self.t(key, **fmt), line_width() if width is None else width, size=size, color=color)
+
     def title(self, key: str, **fmt: Any) -> Text:
         return self.text(key, size=SIZE_TITLE, **fmt).to_edge(UP, buff=0.35)
 
     def cite(self, source: str) -> Text:
-        """A citation in the bottom-right corner (paper, figure); added to the scene."""
-        label = make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=0.25)
+        """A citation in the bottom-right corner (paper, figure), inside the margin; added to the scene."""
+        label = make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=[EDGE_BUFF, 0.3, 0])
         self.add(label)
         return label
 
@@ -228,6 +233,8 @@ class LectureScene(Scene):
         # its cache (or is skipped): set it to the frames either way, so subtitles and speech land on the
         # same frame in a fresh, a cached and a dry run.
         self.renderer.time = start + _frames_of(self) / config.frame_rate
+        if self.check_layout:
+            adopt_text_sizes(self.animations or ())  # a Transform's text takes its target's size (scenes/layout.py)
         self._check_layout()
 
     def wait(self, *args: Any, **kwargs: Any) -> None:

@@ -1,8 +1,24 @@
-"""Layout checks: every text inside the frame, no text over another (used by tests and --check).
+"""Layout checks: every text inside the frame's margin, none below the legibility floor, no text over another
+(used by tests and --check).
 
 Example::
 
     problems = layout_problems(scene.mobjects, frame_width=14.22, frame_height=8.0)
+
+The legibility floor (issue 34): a clip is shown on a projector, and the last row of a lecture hall reads nothing
+whose capitals are lower than about 1/45 of the screen. A text's *cap height* is measured, not guessed: the height
+in scene units of a capital "H" set in the text's own font at its effective size, i.e.
+
+    cap_height = effective font size x (height of "H" at font size 1, in that font)
+
+where the effective font size is Manim's ``font_size`` of the text as it is now (it follows every ``scale``, as
+the ratio of the text's height to its height when made), and the height of "H" per point is measured once per
+process by setting an "H" with Pango (``Text``, per font: DejaVu Sans 0.01011 scene units per point, Noto Sans
+CJK SC 0.01020) or with LaTeX (``MathTex``/``Tex``: 0.00709 per point, Computer Modern). With the frame 8 units
+high the floor, 8/45 = 0.178 units, is ``Text`` at font size 17.6 (the house's SIZE_SMALL, 18, has 1/43.9)
+and ``MathTex`` at 25.1. A Chinese text is measured by the Latin "H" of its font (the ideographs are taller).
+The margin: every text lies at least 3 % of the frame's width from the left and right edges and 3 % of its
+height from the top and bottom.
 """
 
 from __future__ import annotations
@@ -10,20 +26,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from manim import MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
+from manim import MarkupText, MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
 
-__all__ = ["text_mobjects", "layout_problems"]
+__all__ = ["text_mobjects", "layout_problems", "cap_height", "legibility_problems", "CAP_FLOOR", "MARGIN",
+           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin"]
 
-TEXT_TYPES = (Text, SingleStringMathTex, MathTex, Tex)
+TEXT_TYPES = (Text, MarkupText, SingleStringMathTex, MathTex, Tex)
+CAP_FLOOR = 1 / 45  # the smallest cap height, as a fraction of the frame's height (read from the back of a hall)
+MARGIN = 0.03  # the margin kept free of text on every side, as a fraction of the frame's width / height
+EDGE_BUFF = 0.5  # scene units from a side edge for to_edge / to_corner: clears the margin (0.43 of a 14.22-wide frame)
+_CAP_PER_POINT: dict[tuple[str, str | None], float] = {}  # (kind, font) -> scene units of an "H" per font point
 
 
-def text_mobjects(mobjects: Iterable[Mobject]) -> list[Mobject]:
-    """Visible outermost text mobjects (Text, MathTex, Tex) among ``mobjects`` and their families."""
+def text_mobjects(mobjects: Iterable[Mobject], visible_only: bool = True) -> list[Mobject]:
+    """Visible (``visible_only``) outermost text mobjects (Text, MarkupText, MathTex, Tex) among ``mobjects`` and
+    their families, inside VGroups too."""
     found: list[Mobject] = []
 
     def visit(mob: Mobject) -> None:
         if isinstance(mob, TEXT_TYPES):
-            if _visible(mob):
+            if not visible_only or _visible(mob):
                 found.append(mob)
             return  # its letters are not separate texts
         for sub in mob.submobjects:
@@ -32,6 +54,77 @@ def text_mobjects(mobjects: Iterable[Mobject]) -> list[Mobject]:
     for mob in mobjects:
         visit(mob)
     return found
+
+
+def line_width(frame_width: float | None = None) -> float:
+    """The widest a line of text may be: the frame's width less the margin on both sides (13.3 scene units at
+    the default 14.22), less 1 %."""
+    from manim import config
+
+    width = config.frame_width if frame_width is None else frame_width
+    return width * (1 - 2 * MARGIN) * 0.99
+
+
+def inside_margin(mob: Mobject) -> Mobject:
+    """Shift ``mob`` (a label placed next to something) the least distance that puts its box inside the frame's
+    margin (:data:`MARGIN`), where it fits; returns ``mob``."""
+    from manim import config
+
+    half_w = config.frame_width / 2 - MARGIN * config.frame_width
+    half_h = config.frame_height / 2 - MARGIN * config.frame_height
+    l, r, b, t = _box(mob)
+    dx = (-half_w - l) if l < -half_w else (half_w - r) if r > half_w else 0.0
+    dy = (-half_h - b) if b < -half_h else (half_h - t) if t > half_h else 0.0
+    if dx or dy:
+        mob.shift([dx * 1.001, dy * 1.001, 0])
+    return mob
+
+
+def _cap_per_point(kind: str, font: str | None) -> float:
+    """Height in scene units of a capital "H" at font size 1: set once per process at size 48 (Pango for
+    ``kind`` "pango" in ``font``, LaTeX's \\mathrm{H} for "tex") and divided by 48."""
+    key = (kind, font)
+    if key not in _CAP_PER_POINT:
+        probe = Text("H", font=font, font_size=48) if kind == "pango" else MathTex(r"\mathrm{H}", font_size=48)
+        _CAP_PER_POINT[key] = probe.height / 48
+    return _CAP_PER_POINT[key]
+
+
+def cap_height(mob: Mobject) -> float:
+    """Cap height of a text mobject (Text, MarkupText, MathTex, Tex) as drawn now, in scene units: Manim's
+    effective ``font_size`` times the measured height of "H" per point in its font (see the module's docstring).
+    Raises TypeError for another mobject."""
+    if isinstance(mob, (Text, MarkupText)):
+        return float(mob.font_size) * _cap_per_point("pango", mob.font or None)
+    if isinstance(mob, SingleStringMathTex):  # MathTex and Tex are SingleStringMathTex too
+        return float(mob.font_size) * _cap_per_point("tex", None)
+    raise TypeError(f"cap_height: {type(mob).__name__} is not a text mobject")
+
+
+def adopt_text_sizes(animations) -> None:
+    """After a ``Transform(a, b)`` ``a`` is drawn with ``b``'s points but keeps its own ``initial_height``, from which
+    Manim's ``font_size`` (hence :func:`cap_height`) is read: give each text of ``a`` that of its counterpart in
+    ``b``. ReplacementTransform puts ``b`` itself on screen; other animations keep the text's own points."""
+    from manim import ReplacementTransform, Transform
+
+    for anim in animations:
+        if getattr(anim, "animations", None):  # AnimationGroup, Succession, LaggedStart: their parts
+            adopt_text_sizes(anim.animations)
+        if not isinstance(anim, Transform) or isinstance(anim, ReplacementTransform):
+            continue
+        target = getattr(anim, "target_mobject", None)
+        if target is None:
+            continue
+        shown, meant = text_mobjects([anim.mobject], visible_only=False), text_mobjects([target], visible_only=False)
+        if len(shown) != len(meant):
+            continue
+        for a, b in zip(shown, meant):
+            if type(a) is type(b) and getattr(b, "initial_height", 0) > 0:
+                a.initial_height = b.initial_height
+                if hasattr(b, "_font_size"):
+                    a._font_size = b._font_size
+                if isinstance(a, (Text, MarkupText)):
+                    a.font = b.font
 
 
 def _visible(mob: Mobject) -> bool:
@@ -78,11 +171,15 @@ def _describe(mob: Mobject) -> str:
 
 
 def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
-                    tolerance: float = 0.02) -> list[str]:
+                    tolerance: float = 0.02, floor: float | None = CAP_FLOOR, margin: float | None = MARGIN) -> list[str]:
     """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut)
-    and per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes."""
+    and per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes; with ``floor``
+    and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`."""
+    mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
     problems = []
+    if floor is not None or margin is not None:
+        problems += legibility_problems(mobjects, frame_width, frame_height, floor=floor, margin=margin)
     half_w, half_h = frame_width / 2, frame_height / 2
     boxes = [_box(m) for m in texts]
     for mob, (l, r, b, t) in zip(texts, boxes):
@@ -95,4 +192,27 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
             dy = min(t1, t2) - max(b1, b2)
             if dx > tolerance and dy > tolerance:
                 problems.append(f"overlap: {_describe(texts[i])} and {_describe(texts[j])}")
+    return problems
+
+
+def legibility_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
+                        floor: float | None = CAP_FLOOR, margin: float | None = MARGIN) -> list[str]:
+    """One line per visible text whose cap height (:func:`cap_height`) is below ``floor`` x ``frame_height``, and
+    per text that reaches into the margin (``margin`` x ``frame_width`` from the left or right edge, ``margin`` x
+    ``frame_height`` from the top or bottom) without leaving the frame (:func:`layout_problems` says that)."""
+    problems = []
+    lowest = floor * frame_height if floor is not None else 0.0
+    half_w, half_h = frame_width / 2, frame_height / 2
+    inner_w, inner_h = half_w - (margin or 0.0) * frame_width, half_h - (margin or 0.0) * frame_height
+    for mob in text_mobjects(mobjects):
+        cap = cap_height(mob) if floor is not None else lowest
+        if cap < lowest - 1e-9:
+            problems.append(f"below the legibility floor: {_describe(mob)} has cap height {cap:.3f} "
+                            f"(1/{frame_height / cap:.1f} of the frame; floor 1/{1 / floor:.0f} = {lowest:.3f})")
+        l, r, b, t = _box(mob)
+        outside = l < -half_w or r > half_w or b < -half_h or t > half_h
+        if margin and not outside and (l < -inner_w or r > inner_w or b < -inner_h or t > inner_h):
+            problems.append(f"in the {margin:.0%} margin: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], "
+                            f"y [{b:.2f}, {t:.2f}] (text must stay within x [{-inner_w:.2f}, {inner_w:.2f}], "
+                            f"y [{-inner_h:.2f}, {inner_h:.2f}])")
     return problems

@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -21,7 +22,7 @@ from scenes.kit.theme import ROLES, current_theme
 
 __all__ = [
     "PALETTE", "RoleColors", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL",
-    "make_text", "format_number", "value_to_color", "LANGS", "current_language",
+    "make_text", "make_wrapped_text", "format_number", "value_to_color", "LANGS", "current_language",
 ]
 
 
@@ -123,6 +124,55 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
     if key not in _BUILT_TEXTS:
         _BUILT_TEXTS[key] = drop_svg_paths(GlyphText(content, font=font, font_size=size, color=color, **kwargs))
     return _BUILT_TEXTS[key].copy()
+
+
+# A CJK character (ideographs, CJK and full-width punctuation) is a place to break a line; other text breaks at spaces.
+_CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in ((0x2E80, 0x9FFF), (0x3000, 0x303F), (0xFF00, 0xFFEF)))
+_TOKENS = re.compile(f"[{_CJK}]|[^{_CJK}\\s]+\\s*|\\s+")
+# closing punctuation (full-width: ，。、；：！？）》」』) stays at the end of the line before
+_NO_LINE_START = (set(map(chr, (0xFF0C, 0x3002, 0x3001, 0xFF1B, 0xFF1A, 0xFF01, 0xFF1F, 0xFF09, 0x300B, 0x300D, 0x300F)))
+                  | set(",.;:!?)%"))
+
+
+def make_wrapped_text(content: str, width: float, size: float = SIZE_BODY, color: ManimColor | None = None,
+                      line_buff: float = 0.08, **kwargs) -> "VGroup":
+    """``content`` as lines of :func:`make_text` at ``size`` (never scaled down), each at most ``width`` scene units
+    wide: broken at spaces, or between two Chinese characters (not before closing punctuation); a VGroup of the
+    lines, aligned left, ``line_buff`` apart. A single word wider than ``width`` stays whole (the layout check
+    reports it). Each line costs one Pango text; a line that fits, none more."""
+    from manim import DOWN, LEFT, VGroup
+
+    tokens = _TOKENS.findall(content.strip())
+    lines = []
+    while tokens:
+        whole = make_text("".join(tokens).strip(), size=size, color=color, **kwargs)
+        if whole.width <= width or len(tokens) == 1:
+            lines.append(whole)
+            break
+        k = max(1, min(len(tokens) - 1, int(len(tokens) * width / whole.width)))  # a first guess, then a token at a time
+        while k > 1 and tokens[k][0] in _NO_LINE_START:
+            k -= 1
+        line = make_text("".join(tokens[:k]).strip(), size=size, color=color, **kwargs)
+        while k > 1 and line.width > width:
+            k -= 1
+            while k > 1 and tokens[k][0] in _NO_LINE_START:
+                k -= 1
+            line = make_text("".join(tokens[:k]).strip(), size=size, color=color, **kwargs)
+        while k + 1 < len(tokens):
+            j = k + 1
+            while j < len(tokens) and tokens[j][0] in _NO_LINE_START:
+                j += 1
+            if j >= len(tokens):
+                break
+            longer = make_text("".join(tokens[:j]).strip(), size=size, color=color, **kwargs)
+            if longer.width > width:
+                break
+            k, line = j, longer
+        lines.append(line)
+        tokens = tokens[k:]
+        while tokens and tokens[0].isspace():
+            tokens.pop(0)
+    return VGroup(*lines).arrange(DOWN, aligned_edge=LEFT, buff=line_buff)
 
 
 def format_number(value: float, digits: int = 2) -> str:

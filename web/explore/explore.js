@@ -35,7 +35,14 @@
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
   const S = () => D.strings[state.lang];
   function fill(text, values) {
-    let out = text;
+    // {n:plural:one=seed|other=seeds}: the form of n's CLDR plural category in the page's language (the
+    // browser's Intl.PluralRules; the scenes use Babel's: narration.i18n.format_text), "other" if not given
+    let out = text.replace(/\{(\w+):plural:([^{}]*)\}/g, (field, k, spec) => {
+      if (!values || !(k in values)) return field;
+      const forms = Object.fromEntries(spec.split('|').map((f) => [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)]));
+      const category = new Intl.PluralRules(state.lang).select(Number(values[k]));
+      return category in forms ? forms[category] : forms.other;
+    });
     for (const [k, v] of Object.entries(values || {})) out = out.split('{' + k + '}').join(v);
     return out;
   }
