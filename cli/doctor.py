@@ -273,7 +273,7 @@ CHECKS: dict[str, Check] = {c.name: c for c in [
 ]}
 
 # Commands that need no piece beyond Python's own packages (every command must be here or in command_needs).
-NEEDS_NOTHING = ("list", "train", "inspect", "explore", "doctor")
+NEEDS_NOTHING = ("list", "train", "inspect", "explore", "doctor", "i18n")
 
 
 def command_needs(command: str, params: dict[str, Any]) -> list[str]:

@@ -689,8 +689,10 @@ _register(Experiment(
 class ModelParams(ExperimentParams):
     """Runs recorded elsewhere, read from their trace files in place of training (simulation.recorded)."""
 
-    trace: str = ""  # --trace FILE: a trace of your network (residual_lecture.watch); "": train --model's
-    twin: str = ""  # --twin FILE: a trace of its plain twin (residual_lecture.plain_twin), recorded alike
+    # --trace FILE: a trace of your network (residual_lecture.watch); "": train --model's. A file, checked when read
+    trace: str = field(default="", metadata={"file": ".npz"})
+    # --twin FILE: a trace of its plain twin (residual_lecture.plain_twin), recorded alike
+    twin: str = field(default="", metadata={"file": ".npz"})
 
 
 def _user_model(base: UserModelConfig, params: ModelParams) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 from .config import ConfigError, HyperConfig, IdentityFitConfig, LandscapeConfig
 from .trace import Trace
 
-__all__ = ["inspect_trace", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
+__all__ = ["inspect_trace", "watch_summary", "summarize", "RunSummary", "loss_blew_up", "blown_up_losses", "BLEW_UP", "autocorrelation", "path_length_fraction",
            "safe_log10", "tail_mean", "first_step_below", "ratio_course", "COURSES", "slice_hessians", "slice_eigenvalues", "curvature_ratio",
            "nonconvex_fraction", "local_minima", "slice_figures"]
 
@@ -441,8 +441,55 @@ def _hyper_summary(trace: Trace) -> RunSummary:
                           composite_col_gain_final=_f(a["composite_col_gain"][-1, -1]))
 
 
+def watch_summary(trace: Trace) -> dict[str, Any] | None:
+    """What a run watched in the user's own loop (``residual_lecture.watch``, ``meta.watch``) recorded, for
+    ``render.py inspect``; None for any other trace.
+
+    ``complete`` (false: a partial trace, read from the parts of a run killed or still running), ``steps_run``
+    (optimiser steps the loop took), ``steps_recorded`` and the ``first_step`` / ``last_step`` recorded, ``every``,
+    ``blocks`` with the ``first_block`` / ``last_block`` names, ``dtype`` (of the blocks' outputs), ``param_dtype``,
+    ``norm_dtype``, ``world_size``, ``accumulation`` and ``micro_batches`` [fewest, most] per recorded step,
+    ``wrappers``, ``model`` (its class); with a GradScaler ``scale`` [lowest, highest] at the records,
+    ``scaler_skips_recorded`` (recorded steps it skipped) and ``scaler_skips`` (steps whose scale is below the
+    step before's: a GradScaler backs off at each skipped step; the last step's skip is not seen);
+    ``nonfinite_records`` (records with a non-finite value in a block) and ``loss`` [first, last] recorded."""
+    info = trace.meta.watch if isinstance(getattr(trace.meta, "watch", None), dict) else None
+    if info is None:
+        return None
+    a, layers = trace.arrays, trace.meta.layers or []
+    steps = np.atleast_1d(np.asarray(trace["step"]))
+    micro = np.asarray(a["micro_batches"]) if "micro_batches" in a else np.array([])
+    curve = np.asarray(a.get("loss_curve", np.array([])))
+    out: dict[str, Any] = {
+        "complete": bool(info.get("complete")),
+        "steps_run": int(trace.meta.config.get("steps") or len(curve)),
+        "steps_recorded": int(len(steps)), "first_step": int(steps[0]), "last_step": int(steps[-1]),
+        "every": info.get("every"), "blocks": len(layers),
+        "first_block": layers[0] if layers else None, "last_block": layers[-1] if layers else None,
+        **{key: info.get(key) for key in ("dtype", "param_dtype", "norm_dtype", "world_size", "accumulation",
+                                          "wrappers", "model")},
+        "micro_batches": [int(micro.min()), int(micro.max())] if micro.size else None,
+        "scaler": bool(info.get("scaler")),
+    }
+    if out["scaler"]:
+        scale = np.asarray(a.get("scale", np.array([])), np.float64)
+        finite = scale[np.isfinite(scale)]
+        out["scale"] = [float(finite.min()), float(finite.max())] if finite.size else None
+        out["scaler_skips_recorded"] = int(np.nansum(np.asarray(a["skipped"]))) if "skipped" in a else None
+        scales = np.asarray(a.get("scale_curve", np.array([])), np.float64)
+        with np.errstate(invalid="ignore"):
+            out["scaler_skips"] = int(np.sum(scales[1:] < scales[:-1])) if scales.size > 1 else 0
+    counts = np.asarray(a["nonfinite"]) if "nonfinite" in a else np.zeros((len(steps), 0))
+    out["nonfinite_records"] = int(np.sum(counts.reshape(len(steps), -1).sum(1) > 0))
+    loss = np.asarray(a.get("loss", np.array([])), np.float64)
+    finite_loss = loss[np.isfinite(loss)]
+    out["loss"] = [float(finite_loss[0]), float(finite_loss[-1])] if finite_loss.size else None
+    return out
+
+
 def inspect_trace(path: str) -> dict[str, Any]:
-    """What ``render.py inspect FILE`` prints: ``{"meta", "arrays": {key: shape}, "summary"}``. Raises TraceError
+    """What ``render.py inspect FILE`` prints: ``{"meta", "arrays": {key: shape}, "summary"}``, and ``"watch"``
+    (:func:`watch_summary`) for a run watched in the user's own loop, partial or complete. Raises TraceError
     (one line) for a file that cannot be read or lacks what a summary needs."""
     from .trace import TraceError
 
@@ -451,5 +498,9 @@ def inspect_trace(path: str) -> dict[str, Any]:
         summary = summarize(trace)
     except (KeyError, IndexError, ValueError, TypeError) as exc:
         raise TraceError(f"trace {path} lacks what a summary needs ({type(exc).__name__}: {exc})") from None
-    return {"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
-            "summary": summary.to_dict()}
+    out = {"meta": trace.meta.to_dict(), "arrays": {k: list(v.shape) for k, v in trace.arrays.items()},
+           "summary": summary.to_dict()}
+    watched = watch_summary(trace)
+    if watched is not None:
+        out["watch"] = watched
+    return out

@@ -226,7 +226,7 @@ class Trace:
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace; raises :class:`TraceError` with a one-line reason on any defect. A missing ``path`` whose
         :func:`parts_dir` holds parts (a watched run not closed: running, or killed) is read as a partial trace."""
-        if not os.path.lexists(path) and parts_dir(path).is_dir():
+        if not os.path.lexists(path) and os.path.isdir(parts_dir(path)):
             return load_parts(path)
         path = input_file(path, "trace", TraceError)
         if not zipfile.is_zipfile(path):  # np.load would try to unpickle anything else

@@ -396,17 +396,21 @@ def strategy(param: click.Parameter, sandbox: Path, files: dict[str, str]):
         values = st.one_of(st.sampled_from(ADDRESSES), texts)
     elif param.name == "job_json":
         values = _jobs(sandbox)
-    elif param.name in ("scene_names", "experiment", "experiments", "chapters", "voice", "name", "lang"):
-        values = NAMES  # i18n add NAME, i18n init LANG: a string's name, a language code
+    elif param.name in ("scene_names", "experiment", "experiments", "chapters", "voice"):
+        values = NAMES
+    elif param.name in ("name", "lang"):  # render.py i18n add NAME / init LANG: a catalog key, a language code
+        values = st.one_of(NAMES, st.sampled_from(["IdentityHighway.title", "Owner.", ".key", "es", "pt_BR", "zh",
+                                                   "xx-YY", "../x", "en/../../y", "a" * 300]))
+    elif param.name in ("english_text", "comment"):
+        values = texts
+    elif param.name == "translations":  # --lang LANG TEXT
+        return st.tuples(st.one_of(NAMES, st.sampled_from(["zh", "es", "de"])), texts).map(
+            lambda lt: [param.opts[0], *lt])
     elif param.name == "texts":  # --text Scene.key=TEXT
         values = st.one_of(st.sampled_from(["ChainRuleProduct.title=Mine", "ChainRuleProduct.title={x}",
                                             "ChainRuleProduct.titel=x", "ChainRuleProduct=x", "=x", "a.b.c=x",
                                             "IdentityHighway.title=x"]),
                            texts.map(lambda t: f"ChainRuleProduct.title={t}"), texts)
-    elif param.name in ("english_text", "comment"):
-        values = texts
-    elif param.name == "translations":  # i18n add --lang LANG TEXT
-        return st.tuples(NAMES, texts).map(lambda pair: [param.opts[0], *pair])
     else:
         return None
     if isinstance(param, click.Argument):
@@ -460,9 +464,6 @@ def hostile(sandbox, monkeypatch):
         raise ReachedWork()
 
     monkeypatch.setattr("simulation.cache.get_traces", work)
-    # render.py i18n add / init / update write catalogs: into a copy of them in the sandbox, never the checkout's
-    shutil.copytree(ROOT / "locale", sandbox / "locale")
-    monkeypatch.setattr("narration.i18n.LOCALE_DIR", sandbox / "locale")
     monkeypatch.setattr("cli.media.render_job", work)
     monkeypatch.setattr(doctor, "preflight", lambda names: None)
     return sandbox, files
@@ -471,26 +472,46 @@ def hostile(sandbox, monkeypatch):
 def _option_test(command: str, examples: int):
     @_settings(examples)
     @given(data=st.data())
-    def test(hostile, data):
+    def test(hostile, data, catalogs):
         sandbox, files = hostile
-        name = command
-        own = cli.commands[command].params
-        positional, options = _base(command, sandbox)
-        if isinstance(cli.commands[command], click.Group):  # render.py i18n SUBCOMMAND ...: one of its commands
-            sub = data.draw(st.sampled_from(sorted(cli.commands[command].commands.values(), key=lambda c: c.name)))
-            name, own, positional = f"{command} {sub.name}", sub.params, []
-        chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name)) \
-            if own else []
+        target, prefix = cli.commands[command], [command]
+        if isinstance(target, click.Group):  # render.py i18n: one of its commands that takes input
+            name = data.draw(st.sampled_from(sorted(n for n, c in target.commands.items() if c.params)))
+            target, prefix = target.commands[name], [command, name]
+        own = target.params
+        chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name))
+        positional, options = _base(command, sandbox) if len(prefix) == 1 else ([], [])
+        if len(prefix) > 1:  # the valid arguments of the i18n command, each replaced below where chosen
+            positional = {"add": ["Hostile.key", "A text"], "init": ["es"], "check": ["ChainRuleProduct"]}[prefix[1]]
         if command == "train" and any(p.name == "model" for p in chosen):
             positional = []  # train --model FILE.py:FACTORY trains the model alone
         hostile_arguments = [p for p in chosen if isinstance(p, click.Argument)]
-        if hostile_arguments:
+        if hostile_arguments and len(prefix) > 1:  # each chosen argument in its own place
+            arguments = [p for p in own if isinstance(p, click.Argument)]
+            positional = [data.draw(strategy(p, sandbox, files))[0] if p in hostile_arguments else positional[i]
+                          for i, p in enumerate(arguments)]
+        elif hostile_arguments:
             positional = [t for p in hostile_arguments for t in data.draw(strategy(p, sandbox, files))]
         options = options + [t for p in chosen if isinstance(p, click.Option)
                              for t in data.draw(strategy(p, sandbox, files))]
         group = [t for p in cli.params for t in data.draw(st.one_of(st.just([]), strategy(p, sandbox, files)))]
-        _check([*group, *name.split(), *positional, *options], sandbox)
+        _check([*group, *prefix, *positional, *options], sandbox)
     return test
+
+
+@pytest.fixture()
+def catalogs(tmp_path_factory, monkeypatch):
+    """render.py i18n writes the catalogs (add, init): a copy of locale/ outside the sandbox stands in for the
+    checkout's, which the tests never touch."""
+    from narration import i18n
+
+    folder = tmp_path_factory.mktemp("locale") / "locale"
+    shutil.copytree(i18n.LOCALE_DIR, folder)
+    monkeypatch.setattr(i18n, "LOCALE_DIR", folder)
+    monkeypatch.setattr(i18n, "TEMPLATE", folder / i18n.TEMPLATE.name)
+    monkeypatch.setattr("cli.i18n.TEMPLATE", folder / i18n.TEMPLATE.name)
+    monkeypatch.setattr("cli.i18n.ROOT", folder.parent)  # the paths it prints, relative to the checkout
+    return folder
 
 
 # Every command: a few dozen generated command lines each (all: the whole lecture planned per case, so fewer);

@@ -10,6 +10,8 @@ import pytest
 from simulation.config import ConfigError, HighwayConfig, Range, RunConfig, TransformerConfig, param_range
 from simulation.experiments import EXPERIMENTS, build_runs
 
+from data.make_traces import user_like_trace_files
+
 FIELDS = [(cls, f.name) for cls in (RunConfig, TransformerConfig, HighwayConfig) for f in dataclasses.fields(cls)]
 
 
@@ -56,10 +58,17 @@ def test_seed_minus_one_is_refused_with_one_line():
         build_runs("vanishing", {"seed": "-1"})
 
 
+PATH_PARTNERS = {"twin": {"trace": user_like_trace_files("gpt2_24")["residual"]}}  # --twin only beside --trace
+
+
 @pytest.mark.parametrize("name", [n for n in EXPERIMENTS if EXPERIMENTS[n].extra_defaults])
 def test_every_experiment_parameter_has_a_range_or_choices(name):
     params_type = EXPERIMENTS[name].params_type
     for f in dataclasses.fields(params_type):
+        if "file" in f.metadata:  # a path (--trace FILE): a file that is not there is refused in one line
+            with pytest.raises(ConfigError, match=f"^--{f.name}: trace '.*' does not exist$"):
+                build_runs(name, {**PATH_PARTNERS.get(f.name, {}), f.name: "no-such-file.npz"})
+            continue
         assert "range" in f.metadata or "choices" in f.metadata, f"{name}.{f.name}"
         bad = "no-such-choice" if "choices" in f.metadata else "-1"
         with pytest.raises(ConfigError, match=f"^{f.name} must"):

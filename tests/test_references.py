@@ -11,6 +11,7 @@ is reported.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -35,7 +36,17 @@ ET_AL = re.compile(rf"\b(?P<first>{_NAME}) et al\.(?!,? \(?(?:19|20)\d\d)")
 BOOKS = {"D2L": "D2L"}  # cited without a year
 
 
+@functools.lru_cache(maxsize=1)
+def _scene_strings() -> tuple[tuple[str, str], ...]:
+    return tuple(_read_scene_strings())
+
+
 def scene_strings() -> list[tuple[str, str]]:
+    """(where, text) of every string constant in scenes/**/*.py and every line of the scenes' catalogs."""
+    return list(_scene_strings())
+
+
+def _read_scene_strings() -> list[tuple[str, str]]:
     """(where, text) of every string constant in scenes/**/*.py and every line of the scenes' catalogs."""
     out = []
     for path in sorted((ROOT / "scenes").rglob("*.py")):
@@ -50,6 +61,7 @@ def scene_strings() -> list[tuple[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def onscreen_forms(bib_path: Path = BIB) -> dict[str, tuple[str, str | None, str | None]]:
     """Entry key -> (first author, year or None, qualifier or None) parsed from its ``onscreen`` field."""
     forms = {}
@@ -62,10 +74,10 @@ def onscreen_forms(bib_path: Path = BIB) -> dict[str, tuple[str, str | None, str
 
 def citations(strings) -> list[tuple[str, str, str | None, str | None]]:
     """(where, first author, year or None, qualifier or None) of every citation in ``strings``."""
-    found = []
+    found, authors = [], {f for f, _, _ in onscreen_forms().values()}
     for where, text in strings:
         for m in CITATION.finditer(text):
-            if m["rest"] or m["first"] in {f for f, _, _ in onscreen_forms().values()}:
+            if m["rest"] or m["first"] in authors:
                 found.append((where, m["first"], m["year"], m["qual"]))
         for m in ET_AL.finditer(text):
             found.append((where, m["first"], None, None))
@@ -103,7 +115,7 @@ def test_tamper_twin_a_citation_without_an_entry_is_reported():
                                  ("scenes/fake.py:2", "He et al. 2015 (Rectifiers II), §2")]
     missing = unlisted(citations(strings), onscreen_forms())
     assert missing == ["scenes/fake.py:1: Smith 2099"]
-    forms = {k: v for k, v in onscreen_forms().items() if k != "he2016deep"}  # only the PReLU paper of 2015 left
+    forms = {k: v for k, v in onscreen_forms().items() if k != "he2016deep"}  # a copy: the cache stays whole  # only the PReLU paper of 2015 left
     assert any(m.endswith("He 2015") for m in unlisted(citations(scene_strings()), forms))
 
 
