@@ -33,10 +33,9 @@ from cli.i18n import i18n_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          recorded, trace_option, train_summary, user_errors, voices)
-from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS
-from cli.plan import (CHAPTER_HELP, experiment_runs, lecture_listing, lecture_with, model_experiment, model_scenes,
-                      parameter_layers, plan_render, recorded_scenes, refuse_untrainable, resolve_scenes,
-                      scenes_or_lecture)
+from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, experiment_runs, parameter_layers
+from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
+                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -52,7 +51,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    """The parameter layers of this command: its --config file, --model, --trace, then --set (cli/plan.py)."""
+    """The parameter layers of this command: its --config file, --model, --trace, then --set (cli/params.py)."""
     return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
                             texts=ctx.params.get("texts", ()), **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
 
@@ -62,9 +61,10 @@ def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | 
 @cli.command("list")
 @param_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable listing.")
+@click.option("--explain", is_flag=True, help="Say where each value comes from: default, the --config file or --set.")
 @click.pass_context
-def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, ...], as_json: bool) -> None:
-    """Scenes (in lecture order) and experiments, with every parameter's type, default and value."""
+def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, ...], as_json: bool, explain: bool) -> None:
+    """Scenes (in lecture order) and experiments, with every parameter's type, default, value and (--explain) source."""
     import scenes
 
     with user_errors():
@@ -74,7 +74,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
     if as_json:
         click.echo(json.dumps(listing, indent=2, default=list))
     else:
-        echo_listing(listing)
+        echo_listing(listing, explain)
 
 
 @cli.command()

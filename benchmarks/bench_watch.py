@@ -11,7 +11,8 @@ interleaved round by round with a rotating order (benchmarks.measure.compare), e
 process (``time.process_time``; torch uses one thread):
 
 - ``bare``: ``loss.backward(); opt.step(); opt.zero_grad()``, nothing recorded.
-- ``watch``: the same loop inside ``watch(model, path, every=N)`` with ``rec.step(opt, loss=loss)`` each step.
+- ``watch``: the same loop inside ``watch(model, path, every=N)`` with ``rec.step(opt, loss=loss)`` each step;
+  ``watch-no-update``: the same with ``update_ratio=False`` (no copy of the weights before a recorded step).
 - ``wandb``: ``wandb.watch(model, log="gradients", log_freq=N)`` in offline mode (``WANDB_MODE=offline``) and
   ``wandb.log({"loss": ...})`` every N steps (what commits the histograms).
 - ``tensorboard``: every N steps one ``SummaryWriter.add_histogram`` per residual block (all of its parameters'
@@ -47,7 +48,7 @@ from benchmarks.measure import Figure, Target, compare, format_table
 
 RECORDED_TARGET = Target("<=", 1.10)
 AMORTISED_TARGET = Target("<=", 1.02)
-VARIANTS = ("bare", "watch", "wandb", "tensorboard")
+VARIANTS = ("bare", "watch", "watch-no-update", "wandb", "tensorboard")
 
 
 # -- the models and their batches -------------------------------------------------------------------------
@@ -106,10 +107,11 @@ class Runner:
         self.g = torch.Generator().manual_seed(1)
         self.step = 0
         self.rec = self.writer = self.run = None
-        if variant == "watch":
+        if variant in ("watch", "watch-no-update"):
             from residual_lecture import watch
 
-            self.rec = watch(self.model, folder / f"watch-{every}.npz", every=every)
+            self.rec = watch(self.model, folder / f"{variant}-{every}.npz", every=every,
+                             update_ratio=variant == "watch")
         elif variant == "wandb":
             import wandb
 
@@ -134,12 +136,12 @@ class Runner:
             if self.rec is not None:
                 self.rec.step(self.opt, loss=loss)
             elif self.run is not None and recorded:
-                self.run.log({"loss": float(loss)}, step=self.step)  # commits the histograms
+                self.run.log({"loss": float(loss.detach())}, step=self.step)  # commits the histograms
             elif self.writer is not None and recorded:
                 for name, params in self.block_params:
                     grads = [p.grad.flatten() for p in params if p.grad is not None]
                     self.writer.add_histogram(f"grad/{name}", torch.cat(grads), self.step)
-                self.writer.add_scalar("loss", float(loss), self.step)
+                self.writer.add_scalar("loss", float(loss.detach()), self.step)
             self.opt.step()
             self.opt.zero_grad()
             self.step += 1
@@ -160,7 +162,7 @@ def measure(name: str, build, every: int, steps: int, folder: Path, variants, ro
     runners = {v: Runner(v, build, every, folder) for v in variants}
     try:
         figures = compare({v: (lambda r=r: r.cycle(steps)) for v, r in runners.items()}, baseline="bare",
-                          targets={"watch": target} if "watch" in runners else {}, min_rounds=rounds[0],
+                          targets={v: target for v in ("watch", "watch-no-update") if v in runners}, min_rounds=rounds[0],
                           max_rounds=rounds[1], warmup=1)
     finally:
         for runner in runners.values():

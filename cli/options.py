@@ -312,11 +312,15 @@ def _show(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
-def echo_params(params: dict[str, dict[str, Any]]) -> None:
+def echo_params(params: dict[str, dict[str, Any]], explain: bool = False) -> None:
+    """One wrapped line of ``key=value (type[, default D])`` per parameter; ``explain``: with where each value comes
+    from (``from --set``, ``from lecture.toml``, ``from default``: cli.params.experiment_sources)."""
     parts = []
     for key, p in params.items():
         changed = p["value"] != p["default"] and _show(p["value"]) != _show(p["default"])
         note = f"{p['type']}, default {_show(p['default'])}" if changed else p["type"]
+        if explain:
+            note += f", from {p.get('source', 'default')}"
         parts.append(f"{key}={_show(p['value'])} ({note})")
     line = ""
     for part in parts:  # wrap between parameters, never inside one
@@ -342,9 +346,9 @@ def _echo_row(name: str, text: str) -> None:
     click.echo(f"  {name:<24} {text}" if len(name) < 24 else f"  {name}\n  {'':<24} {text}")
 
 
-def echo_listing(listing: dict[str, Any]) -> None:
+def echo_listing(listing: dict[str, Any], explain: bool = False) -> None:
     """``render.py list`` for a person: scenes, experiments and voices of :func:`cli.plan.lecture_listing`
-    (plus ``listing["voices"]``: :func:`voices`)."""
+    (plus ``listing["voices"]``: :func:`voices`); ``explain``: each parameter's source too."""
     click.echo("Scenes, in lecture order (render.py render NAME; --set NAME.param=value):")
     for scene in listing["scenes"]:
         _echo_row(scene["name"], scene["description"])
@@ -352,7 +356,7 @@ def echo_listing(listing: dict[str, Any]) -> None:
                    + (f"; optional chapter {scene['chapter']!r} (render.py all --chapter {scene['chapter']})"
                       if scene.get("chapter") else ""))
         if scene["params"]:
-            echo_params(scene["params"])
+            echo_params(scene["params"], explain)
     click.echo("\nScenes of your own network (experiment model; render.py render NAME --model FILE.py:FACTORY):")
     for scene in listing.get("model_scenes", []):
         _echo_row(scene["name"], scene["description"])
@@ -361,7 +365,7 @@ def echo_listing(listing: dict[str, Any]) -> None:
     for name, exp in listing["experiments"].items():
         _echo_row(name, exp["description"])
         click.echo(f"  {'':<24} source: {exp['source']}")
-        echo_params(exp["params"])
+        echo_params(exp["params"], explain)
     click.echo("\nLanguages (--lang LANG; a string not translated yet is shown in English; render.py i18n):")
     for lang, info in listing.get("languages", {}).items():
         _echo_row(lang, f"{info['name']}: {info['translated']}/{info['total']} strings translated; "

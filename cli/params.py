@@ -1,10 +1,15 @@
-"""Lecture parameters from ``--set`` and a TOML file: parsed, typed, validated and layered.
+"""Lecture parameters, the one place they are layered, merged, checked and explained (torch- and manim-free).
 
 Example::
 
     python render.py all --config lecture.toml --set depth=30 --set vanishing.depths=8,20
+    python render.py list --config lecture.toml --set depth=30 --explain     # where each value comes from
 
-Precedence: defaults < the TOML file < ``--set``. A key is ``name`` (every experiment being run that has
+Precedence: defaults < the TOML file < ``--model`` / ``--trace`` < ``--set`` (:func:`parameter_layers` builds a
+command's layers; :func:`experiment_overrides` and :func:`scene_overrides` merge them, :func:`experiment_sources`
+and :func:`scene_sources` say which layer gave each value; :func:`experiment_runs` and :func:`validate_scoped`
+turn them into typed runs with :func:`simulation.experiments.build_runs`, which converts and checks each value
+with :func:`simulation.values.convert_value`). A key is ``name`` (every experiment being run that has
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
 A TOML file has up to six tables::
 
@@ -40,7 +45,8 @@ __all__ = [
     "Layer", "parse_sets", "parse_texts", "merged_texts", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
-    "convert_value",
+    "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
+    "experiment_sources", "scene_sources", "DEFAULT_SOURCE",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -263,6 +269,29 @@ def experiment_overrides(layers: Iterable[Layer], experiment: str, param_names: 
 
 # -- scene parameters ---------------------------------------------------------------------------
 
+DEFAULT_SOURCE = "default"  # the source of a value no layer sets
+
+
+def experiment_sources(layers: Iterable[Layer], experiment: str, param_names: Iterable[str]) -> dict[str, str]:
+    """Where each value of :func:`experiment_overrides` comes from, by the same rule (later layers win, a scoped
+    key over a common one of its layer): ``{name: layer origin}`` ("--set", "--model", "--trace", the --config
+    file's path); a name no layer sets is left out (its source is :data:`DEFAULT_SOURCE`)."""
+    names = set(param_names)
+    out: dict[str, str] = {}
+    for layer in layers:
+        out.update({k: layer.origin for k in layer.common if k in names})
+        out.update({k: layer.origin for k in layer.experiments.get(experiment, {})})
+    return out
+
+
+def scene_sources(layers: Iterable[Layer], scene: type) -> dict[str, str]:
+    """Where each value of :func:`scene_overrides` comes from: ``{attribute: layer origin}``, later layers win."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        out.update({k: layer.origin for k in layer.scenes.get(scene.__name__, {})})
+    return out
+
+
 def scene_params(scene: type) -> dict[str, tuple[Any, str]]:
     """A scene's knobs: its public class attributes of a simple type (bool, int, float, str or a tuple
     of those), found on the scene and on its project base classes; -> {name: (default, type name)}.
@@ -310,3 +339,81 @@ def check_limit(scene: type, key: str, value: Any) -> None:
             raise ConfigError(f"{label} must be one of {', '.join(limit)}; got {value!r}")
     elif not limit[0] <= value <= limit[1]:
         raise ConfigError(f"{label} must be between {limit[0]} and {limit[1]}; got {value!r}")
+
+
+# -- the layers of a command, merged and checked (render.py, cli/plan.py) ----------------------------------------
+
+def all_params() -> dict[str, list[str]]:
+    """Every experiment's parameter names: ``{experiment: [name, ...]}``."""
+    from simulation.experiments import EXPERIMENTS
+
+    return {name: list(exp.params()) for name, exp in EXPERIMENTS.items()}
+
+
+def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
+                     scene_names: list[str] | None, model: str | None = None, trace: str | None = None,
+                     twin: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
+    """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
+    experiment model), ``--trace FILE`` / ``--twin FILE`` (its trace and twin), then --set (and ``--text``: your
+    own words, :func:`parse_texts`)."""
+    from simulation.experiments import EXPERIMENTS
+
+    layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
+    if model:
+        layers.append(model_layer(model))
+    if trace or twin:
+        layers.append(trace_layer(trace, twin))
+    layers.append(parse_sets(tuple(sets), EXPERIMENTS, scene_names or []))
+    return layers + ([parse_texts(tuple(texts))] if texts else [])
+
+
+def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
+    """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
+    (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
+    for layer in layers:
+        if layer.origin != "--set":
+            continue
+        for name, values in layer.experiments.items():
+            if name not in experiments:
+                key = next(iter(values))
+                used = ", ".join(sorted(experiments)) or "none"
+                raise ConfigError(f"--set {name}.{key}: this command runs no scene of experiment {name} "
+                                  f"(its experiments: {used})")
+        for name, values in layer.scenes.items():
+            if name not in scene_names:
+                raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
+
+
+def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> None:
+    """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
+    from simulation.experiments import build_runs, get_experiment
+
+    for name in {name for layer in layers for name in layer.experiments}:
+        build_runs(name, experiment_overrides(layers, name, get_experiment(name).params()))
+    for name in {name for layer in layers for name in layer.scenes}:
+        if name in scenes_by_name:
+            scene_overrides(layers, scenes_by_name[name])
+
+def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
+                    seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
+    """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
+    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {RunKey: config}}``, for
+    ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
+    also check the layers' values for experiments not run. Raises ConfigError with one line."""
+    from simulation.experiments import build_runs
+    from simulation.values import convert_value
+
+    check_common_keys(layers, params, all_params())
+    if validate:
+        validate_scoped(layers, {})
+    refuse_unused_sets(layers, set(params), set())
+    out = {}
+    for name, keys in params.items():
+        overrides = {**(defaults or {}).get(name, {}), **experiment_overrides(layers, name, keys)}
+        if seed is not None:
+            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
+                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
+                                  "give one")
+            overrides["seed"] = seed
+        out[name] = build_runs(name, overrides)
+    return out

@@ -16,38 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli.params import Layer, config_layer, merged_texts, model_layer, parse_sets, parse_texts, trace_layer
+from cli.params import Layer, all_params, merged_texts, refuse_unused_sets, validate_scoped
 from narration import i18n
 from simulation.config import ConfigError
 
-__all__ = ["RenderPlan", "plan_render", "scene_texts", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets",
-           "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
+__all__ = ["RenderPlan", "plan_render", "scene_texts", "language_listing", "resolve_scenes", "scenes_or_lecture",
+           "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
            "drawable_scenes", "recorded_scenes",
-           "experiment_runs", "run_digests", "lecture_with", "CHAPTER_HELP"]
-
-
-def all_params() -> dict[str, list[str]]:
-    """Every experiment's parameter names: ``{experiment: [name, ...]}``."""
-    from simulation.experiments import EXPERIMENTS
-
-    return {name: list(exp.params()) for name, exp in EXPERIMENTS.items()}
-
-
-def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
-                     scene_names: list[str] | None, model: str | None = None, trace: str | None = None,
-                     twin: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
-    """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
-    experiment model), ``--trace FILE`` / ``--twin FILE`` (its trace and twin), then --set (and --text: your own
-    words)."""
-    from simulation.experiments import EXPERIMENTS
-
-    layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
-    if model:
-        layers.append(model_layer(model))
-    if trace or twin:
-        layers.append(trace_layer(trace, twin))
-    layers.append(parse_sets(tuple(sets), EXPERIMENTS, scene_names or []))
-    return layers + ([parse_texts(tuple(texts))] if texts else [])
+           "run_digests", "lecture_with", "CHAPTER_HELP"]
 
 
 def model_experiment(experiment: str | None, model: str | None) -> str:
@@ -129,43 +105,15 @@ def recorded_scenes(scene_names: Iterable[str], layers: list[Layer], chapters: I
     return model_scenes(resolve_scenes(names)) if names else drawable_scenes(list(scenes.MODEL_SCENES), layers, say)
 
 
-def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
-    """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
-    (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
-    for layer in layers:
-        if layer.origin != "--set":
-            continue
-        for name, values in layer.experiments.items():
-            if name not in experiments:
-                key = next(iter(values))
-                used = ", ".join(sorted(experiments)) or "none"
-                raise ConfigError(f"--set {name}.{key}: this command runs no scene of experiment {name} "
-                                  f"(its experiments: {used})")
-        for name, values in layer.scenes.items():
-            if name not in scene_names:
-                raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
-
-
-def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> None:
-    """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
-    from cli.params import experiment_overrides, scene_overrides
-    from simulation.experiments import build_runs, get_experiment
-
-    for name in {name for layer in layers for name in layer.experiments}:
-        build_runs(name, experiment_overrides(layers, name, get_experiment(name).params()))
-    for name in {name for layer in layers for name in layer.scenes}:
-        if name in scenes_by_name:
-            scene_overrides(layers, scenes_by_name[name])
-
-
 def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
     """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...},
-    "languages": {...}}``
-    with every parameter's type, default and value under ``layers`` (scenes in the order given; those that draw a
-    user's own network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises
-    ConfigError for a bad value."""
+    "languages": {...}}`` with every parameter's type, default, value under ``layers`` and source (the layer that set
+    it, or "default": :func:`cli.params.experiment_sources`) (scenes in the order given; those that draw a user's own
+    network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises ConfigError for a
+    bad value."""
     import scenes as scene_package
-    from cli.params import check_common_keys, experiment_overrides, scene_overrides, scene_params
+    from cli.params import (DEFAULT_SOURCE, check_common_keys, experiment_overrides, experiment_sources,
+                            scene_overrides, scene_params, scene_sources)
     from simulation.experiments import EXPERIMENTS, build_runs, split_params
 
     check_common_keys(layers, all_params(), all_params())
@@ -173,11 +121,11 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
     listing: dict[str, Any] = {"scenes": [], "model_scenes": [], "experiments": {}}
     variant_of = {variant: name for name, variant in scene_package.MODEL_VARIANTS.items()}
     for scene in scenes_by_name.values():
-        values = scene_overrides(layers, scene)
+        values, sources = scene_overrides(layers, scene), scene_sources(layers, scene)
         entry = {
             "name": scene.__name__, "description": " ".join((scene.__doc__ or "").strip().split("\n\n")[0].split()),
             "experiment": getattr(scene, "experiment", None), "chapter": getattr(scene, "chapter", None),
-            "params": {k: {"type": t, "default": d, "value": values.get(k, d)}
+            "params": {k: {"type": t, "default": d, "value": values.get(k, d), "source": sources.get(k, DEFAULT_SOURCE)}
                        for k, (d, t) in scene_params(scene).items()},
         }
         if scene in scene_package.MODEL_SCENES:
@@ -188,9 +136,11 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
         overrides = experiment_overrides(layers, name, exp.params())
         build_runs(name, overrides)
         base, extra = split_params(exp, overrides)
+        sources = experiment_sources(layers, name, exp.params())
         listing["experiments"][name] = {
             "description": exp.description, "source": exp.source,
-            "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d))}
+            "params": {k: {"type": t, "default": d, "value": getattr(base, k, extra.get(k, d)),
+                           "source": sources.get(k, DEFAULT_SOURCE)}
                        for k, (d, t) in exp.params().items()},
         }
     listing["languages"] = language_listing()
@@ -208,32 +158,6 @@ def language_listing() -> dict[str, dict[str, Any]]:
         spoken = next((name for name, engine in VOICES.items() if engine.lang == lang), None)
         out[lang] = {"name": i18n.language(lang).name, "translated": done, "total": total,
                      "font": i18n.language(lang).font, "voice": spoken}
-    return out
-
-
-def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
-                    seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
-    """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
-    ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {RunKey: config}}``, for
-    ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
-    also check the layers' values for experiments not run. Raises ConfigError with one line."""
-    from cli.params import check_common_keys, experiment_overrides
-    from simulation.experiments import build_runs
-    from simulation.values import convert_value
-
-    check_common_keys(layers, params, all_params())
-    if validate:
-        validate_scoped(layers, {})
-    refuse_unused_sets(layers, set(params), set())
-    out = {}
-    for name, keys in params.items():
-        overrides = {**(defaults or {}).get(name, {}), **experiment_overrides(layers, name, keys)}
-        if seed is not None:
-            if "seed" in overrides and convert_value("seed", 0, overrides["seed"]) != seed:
-                raise ConfigError(f"--seed {seed} and seed={overrides['seed']} (--set or --config) disagree; "
-                                  "give one")
-            overrides["seed"] = seed
-        out[name] = build_runs(name, overrides)
     return out
 
 

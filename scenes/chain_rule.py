@@ -46,7 +46,7 @@ def running_product(out_grad_norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def fitted_text(content: str, room: float, color) -> Mobject:
     """``content`` at SIZE_LABEL, or at SIZE_SMALL where that is wider than ``room`` (scene units), or wrapped at
-    SIZE_SMALL where that is too: never scaled below the legibility floor (scenes/layout.py)."""
+    SIZE_SMALL where that is too: never scaled below the legibility floor (scenes/kit/layout.py)."""
     text = make_text(content, size=SIZE_LABEL, color=color)
     if text.width <= room:
         return text

@@ -100,7 +100,7 @@ class TraceMeta:
     trained_with_seeds: list[int] | None = None
     # A run recorded in the user's own loop by residual_lecture.watch: its own schema version ("schema"), "complete"
     # (false: a partial trace read from parts), "world_size", "accumulation", "dtype", "every", "scaler", "model",
-    # "param_groups", "steps_recorded", "reduction" (see docs/watch.md). Null for every other run.
+    # "param_groups", "steps_recorded", "update_ratio" ... (docs/how-to/watch.md). Null for every other run.
     watch: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION  # file format version (see SCHEMA_VERSION)
 

@@ -211,6 +211,33 @@ def test_precedence_default_then_file_then_command_line(tmp_path):
     assert scoped["experiments"]["residual_response"]["params"]["depth"]["value"] == 5
 
 
+def test_list_says_where_each_value_comes_from(tmp_path):
+    """Each parameter's source (cli.params.experiment_sources / scene_sources) follows the precedence its value
+    follows: --set over the file over the default, a later layer's common key over an earlier layer's scoped one;
+    --explain prints it. The twin: the same layers in the other order name the other source."""
+    from cli.params import Layer, experiment_sources
+
+    config = tmp_path / "lecture.toml"
+    config.write_text("[params]\nsteps = 30\n[experiments.chain_rule]\ndepth = 4\nseed = 5\n"
+                      "[scenes.IdentityHighway]\nprojection_factor = 3\n")
+    listing = _listing("--config", config, "--set", "steps=40", "--set", "seed=6")
+
+    def source(exp, key):
+        return listing["experiments"][exp]["params"][key]["source"]
+
+    assert (source("chain_rule", "steps"), source("chain_rule", "depth"), source("chain_rule", "seed"),
+            source("chain_rule", "lr"), source("residual_response", "depth")) == (
+        "--set", str(config), "--set", "default", "default")
+    highway = next(s for s in listing["scenes"] if s["name"] == "IdentityHighway")
+    assert highway["params"]["projection_factor"] == {"type": "int", "default": 2, "value": 3, "source": str(config)}
+    human = invoke("list", "--config", config, "--set", "steps=40", "--explain").stdout
+    assert "projection_factor=3 (int, default 2, from " + str(config) in human and "steps=40 (int, " in human
+    assert "from --set" in human and "from --set" not in invoke("list", "--config", config).stdout
+    file_layer, set_layer = Layer("lecture.toml", experiments={"chain_rule": {"depth": 4}}), Layer("--set", common={"depth": 5})
+    assert experiment_sources([file_layer, set_layer], "chain_rule", ["depth"]) == {"depth": "--set"}
+    assert experiment_sources([set_layer, file_layer], "chain_rule", ["depth"]) == {"depth": "lecture.toml"}
+
+
 def test_scene_parameters_are_typed_and_layered(tmp_path, monkeypatch):
     import cli_scenes
 

@@ -195,7 +195,8 @@ def test_the_pseudo_locale_is_longer_accented_and_keeps_the_fields():
 
 def _plan(tmp_path, scene_list, lang="en", config=None, texts=()):
     from cli.params import RENDER_DEFAULTS, read_config
-    from cli.plan import parameter_layers, plan_render
+    from cli.params import parameter_layers
+    from cli.plan import plan_render
 
     names = [s.__name__ for s in scenes.ALL_SCENES]
     data = read_config(config) if config else None

@@ -4,7 +4,7 @@ Example::
 
     pytest tests/test_legibility.py
 
-scenes/layout.py measures a text's cap height from its font size (Manim's ``font_size``, which follows every
+scenes/kit/layout.py measures a text's cap height from its font size (Manim's ``font_size``, which follows every
 ``scale``) and the height of an "H" per point of its font. Here that figure is held against an independent one:
 the height of the capital "H" glyph *inside* the text as drawn, for Pango text (both fonts) and LaTeX, before and
 after scaling, and after a Transform. The twins are small scenes (built in a dry run, like the lecture's) with a

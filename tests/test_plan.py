@@ -6,7 +6,8 @@ import pytest
 
 import scenes
 from cli.params import RENDER_DEFAULTS
-from cli.plan import parameter_layers, plan_render
+from cli.params import parameter_layers
+from cli.plan import plan_render
 from scenes.chain_rule import ChainRuleExploding, ChainRuleProduct
 from simulation.cache import store
 from simulation.config import ConfigError

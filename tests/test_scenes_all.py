@@ -9,7 +9,7 @@ experiment without them (one added after the data were made) the tiny runs are t
 session into a temporary folder. Every subtitle cue, written as .srt and read back, must be readable at
 17 characters/s (English) or 9 (Chinese). ``check_layout`` records, after each step (so at each beat's last
 frame), every text outside the frame, in its 3 % margin or with a cap height below 1/45 of the frame (the
-legibility floor, scenes/layout.py), and every pair of overlapping texts; the layout log must stay empty, in
+legibility floor, scenes/kit/layout.py), and every pair of overlapping texts; the layout log must stay empty, in
 both languages and both themes. The default run checks every scene in English and dark, the Chinese builds of
 dry_run.ZH_DEFAULT and the light builds of dry_run.LIGHT_DEFAULT (the builds the frame and theme tests read);
 the slow set every scene in Chinese, every scene in English light and LIGHT_DEFAULT in Chinese light;

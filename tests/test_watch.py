@@ -481,3 +481,80 @@ def test_trace_writer_merges_and_keeps_each_record_once(tmp_path):
     writer.close()
     assert not parts_dir(path).exists() and Trace.load(path).meta.watch["complete"]
     assert Trace.load(path)["step"].tolist() == list(range(130))
+
+
+def test_fsdp_is_refused_in_one_line(tmp_path):
+    """FSDP (FullyShardedDataParallel and fully_shard) is refused with one line, on a one-process gloo group; the
+    tamper twin: the same model under DDP is accepted."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        wrapped = [FullyShardedDataParallel(Net(), device_id=torch.device("cpu"))]
+        sharded = Net()
+        fully_shard(sharded)
+        for model in (*wrapped, sharded):
+            with pytest.raises(WatchError, match="does not support FSDP") as caught:
+                watch(model, tmp_path / "fsdp.npz")
+            assert "\n" not in str(caught.value)
+        watch(nn.parallel.DistributedDataParallel(Net()), tmp_path / "ddp.npz").close()
+    finally:
+        dist.destroy_process_group()
+
+
+HOST_READS = ("item", "tolist", "cpu", "__float__", "__int__", "__bool__", "__index__")
+
+
+def test_one_host_copy_per_recorded_step_none_between(tmp_path, monkeypatch):
+    """Every way a tensor's value reaches the host (.item(), .tolist(), .cpu(), float(), int(), bool()) is counted
+    per step: 0 in a step that is not recorded (its forward, backward and rec.step), exactly one .cpu() in a recorded
+    one. The tamper twin: a loop that logs float(loss) is seen by the same counter."""
+    counts: dict[str, int] = {}
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, __original=original, __name=name, **kwargs):
+            counts[__name] = counts.get(__name, 0) + 1
+            return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    per_step = []
+    with watch(model, tmp_path / "a.npz", every=3, example_input=torch.randn(2, 12)) as rec:
+        for step, micro in enumerate(batches(7, 2)):
+            counts.clear()
+            for x, y in micro:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+            rec.step(opt, loss=loss)
+            per_step.append(dict(counts))
+            opt.step()
+            opt.zero_grad()
+            if step == 6:
+                counts.clear()
+                float(loss)
+                assert counts == {"__float__": 1}
+    assert per_step == [{"cpu": 1}, {}, {}, {"cpu": 1}, {}, {}, {"cpu": 1}], per_step
+
+
+def test_update_ratio_off(tmp_path):
+    """update_ratio=False: no copy of the weights, update_ratio NaN, the rest as with it."""
+    micro = [m[0] for m in batches(3, 1)]
+    for flag in (True, False):
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with watch(model, tmp_path / f"{flag}.npz", every=1, update_ratio=flag) as rec:
+            for x, y in micro:
+                F.cross_entropy(model(x), y).backward()
+                rec.step(opt)
+                assert (rec._snapshot is not None) == flag
+                opt.step()
+                opt.zero_grad()
+    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "False.npz")
+    assert np.isnan(off["update_ratio"]).all() and np.isfinite(on["update_ratio"][1:]).all()
+    assert off.meta.watch["update_ratio"] is False
+    np.testing.assert_array_equal(on["out_grad_norm"], off["out_grad_norm"])

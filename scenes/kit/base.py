@@ -181,7 +181,7 @@ class LectureScene(Scene):
 
     def wrapped(self, key: str, size: float = 28, color=None, width: float | None = None, **fmt: Any):
         """The string ``key`` as lines no wider than ``width`` (default: the frame less its margins) at ``size``,
-        never scaled down (scenes.style.make_wrapped_text; the legibility floor of scenes/layout.py)."""
+        never scaled down (scenes.kit.style.make_wrapped_text; the legibility floor of scenes/kit/layout.py)."""
         return make_wrapped_text(self.t(key, **fmt), line_width() if width is None else width, size=size, color=color)
 
     def title(self, key: str, **fmt: Any) -> Text:
@@ -234,7 +234,7 @@ class LectureScene(Scene):
         # same frame in a fresh, a cached and a dry run.
         self.renderer.time = start + _frames_of(self) / config.frame_rate
         if self.check_layout:
-            adopt_text_sizes(self.animations or ())  # a Transform's text takes its target's size (scenes/layout.py)
+            adopt_text_sizes(self.animations or ())  # a Transform's text takes its target's size (scenes/kit/layout.py)
         self._check_layout()
 
     def wait(self, *args: Any, **kwargs: Any) -> None:

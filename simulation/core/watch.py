@@ -247,7 +247,7 @@ def _as_call(example_input: Any) -> tuple[tuple, dict]:
 # -- watch ----------------------------------------------------------------------------------------------
 
 def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "", example_input: Any = None,
-          norm_dtype: torch.dtype = torch.float32) -> "Watch":
+          norm_dtype: torch.dtype = torch.float32, update_ratio: bool = True) -> "Watch":
     """Record ``model``'s residual blocks at steps 0, ``every``, 2 ``every`` ... of the user's own loop into the
     trace ``path`` (``.npz``, written as it goes; :class:`Watch`). A context manager; ``rec.step(optimizer,
     scaler=None, loss=None)`` once per optimiser step. A second watch of the same model closes the first.
@@ -256,8 +256,12 @@ def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = 
     (FSDP is refused). ``blocks``: a glob over module paths naming the blocks where the automatic rule cannot see
     them (``layer*.*``). ``example_input``: find the blocks now from this input instead of the first training
     forward. ``norm_dtype``: the dtype norms are computed in (float64 for gradients below ~1e-19, whose float32
-    squares flush to 0). Raises :class:`WatchError` (one line) for a model or argument it cannot record."""
-    return Watch(model, path, every, blocks=blocks, example_input=example_input, norm_dtype=norm_dtype)
+    squares flush to 0). ``update_ratio``: record ||w_k - w_(k-1)|| / ||w_(k-1)|| per block, which copies the
+    blocks' weights at the step before each recorded one (memory: one copy of them, for one step; time: about seven
+    passes over them per record); False leaves ``update_ratio`` NaN. Raises :class:`WatchError` (one line) for a
+    model or argument it cannot record."""
+    return Watch(model, path, every, blocks=blocks, example_input=example_input, norm_dtype=norm_dtype,
+                 update_ratio=update_ratio)
 
 
 class Watch:
@@ -277,7 +281,7 @@ class Watch:
     """
 
     def __init__(self, model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "",
-                 example_input: Any = None, norm_dtype: torch.dtype = torch.float32) -> None:
+                 example_input: Any = None, norm_dtype: torch.dtype = torch.float32, update_ratio: bool = True) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise WatchError(f"every must be a whole number of steps >= 1; got {every!r}")
         if norm_dtype not in (torch.float32, torch.float64):
@@ -286,7 +290,7 @@ class Watch:
         previous = _WATCHES.get(self.module)
         if previous is not None:
             previous.close()
-        self.path, self.every, self.norm_dtype = Path(path), every, norm_dtype
+        self.path, self.every, self.norm_dtype, self.update_ratio = Path(path), every, norm_dtype, update_ratio
         self.rank, self.world = _world(self.wrappers)
         self.step_index = 0
         self.closed = False
@@ -589,7 +593,7 @@ class Watch:
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
         if self.step_index % self.every == 0:
-            if self.found.adds is not None and self.weights:
+            if self.update_ratio and self.found.adds is not None and self.weights:
                 self._snapshot = [w.detach().clone() for w in self.weights]
             self._arm()
 
@@ -741,7 +745,7 @@ class Watch:
             "param_dtype": str(self.params[0].dtype).removeprefix("torch.") if adds is not None and self.params else None,
             "norm_dtype": str(self.norm_dtype).removeprefix("torch."), "scaler": self._scaler_state,
             "model": type(self.module).__name__, "wrappers": self.wrappers, "arch": arch,
-            "param_groups": self._param_groups, "steps_recorded": None,
+            "param_groups": self._param_groups, "steps_recorded": None, "update_ratio": self.update_ratio,
         }
         return {
             "config": {"kind": "watch", "arch": arch, "record_every": self.every, "steps": self.step_index,
