@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import click
 
+from cli.options import PathType
 from narration.i18n import (LANGUAGES, ROOT, TEMPLATE, I18nError, Language, add_entry, catalog_langs, coverage,
                             init_catalog, language, languages, missing_keys, template, update_catalogs, used_keys)
 
@@ -87,7 +88,7 @@ def stats_command() -> None:
 @click.argument("scene_names", nargs=-1, metavar="[SCENE]...")
 @click.option("--lang", default="en", show_default=True, help="The language to check (a catalog's, or en-XA).")
 @click.option("--text", "texts", multiple=True, metavar="SCENE.KEY=TEXT", help="Your own words, as render takes them.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--config", "config_file", type=PathType(dir_okay=False), default=None,
               help="A TOML file whose [text.SCENE] tables hold your own words.")
 def check_command(scene_names: tuple[str, ...], lang: str, texts: tuple[str, ...], config_file: str | None) -> None:
     """Before rendering: does every text of SCENE... (default: the lecture) fit in LANG with your own words?
