@@ -317,7 +317,7 @@ def _map_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] |
                   steps=jsonable(column_steps), edges=jsonable(edges), cells=jsonable(cells),
                   scale=list(color_scale(grid, DepthTimeMap.decades)))
     if "loss_curve" in trace.arrays:
-        curve = np.asarray(trace["loss_curve"], np.float64)
+        curve = np.asarray(trace["loss_curve"], np.float64)[: int(edges[-1]) + 1]  # the steps the map spans
         xs, ys = loss_line(np.arange(len(curve), dtype=np.float64), curve)
         record.update(loss_steps=jsonable(xs), loss=jsonable(ys))
     return record

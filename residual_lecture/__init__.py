@@ -21,7 +21,7 @@ top-level packages: this package only puts the checkout's root on ``sys.path`` s
 them, and installs no alias.
 
 The library API for a user's own training loop, ``from residual_lecture import watch, plain_twin``
-(docs/watch.md), is imported on first use, so that ``import residual_lecture`` loads no torch.
+(docs/how-to/watch.md), is imported on first use, so that ``import residual_lecture`` loads no torch.
 
 The aliases are process-wide: once ``residual_lecture`` is imported, ``import cli`` (or any name of
 :data:`ALIASES`) means this project's module in that process.

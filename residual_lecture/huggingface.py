@@ -8,13 +8,15 @@ Example::
     Trainer(model=model, args=args, train_dataset=data, callbacks=[WatchCallback("runs/gpt2.npz", every=50)]).train()
     # then: python render.py render DepthTimeMap --trace runs/gpt2.npz
 
-Thin, over :func:`residual_lecture.watch` (docs/watch.md): the watch starts at ``on_train_begin`` on the Trainer's
+Thin, over :func:`residual_lecture.watch` (docs/how-to/watch.md): the watch starts at ``on_train_begin`` on the Trainer's
 model, and ``rec.step`` runs at ``on_pre_optimizer_step`` (transformers >= 4.44): after the step's last micro-batch
 (``gradient_accumulation_steps``), after the clip (``max_grad_norm``), right before ``optimizer.step()``. The
 ``on_step_end`` a callback usually uses comes after ``model.zero_grad()``: the gradients are gone there. With fp16
 the gradients are read unscaled whether or not the Trainer unscaled them (it does so to measure the norm even with
 ``max_grad_norm=0``); the scale and skipped steps are those of accelerate's GradScaler. The loss of a step is the
-mean over its micro-batches of the ``loss`` the model returns (a forward hook; NaN when it returns none).
+mean over its micro-batches of the ``loss`` the model returns (a forward hook; NaN when it returns none), or their
+sum when the Trainer passed ``num_items_in_batch`` (a model whose forward takes ``**kwargs``, as every transformers
+model: each micro-batch's loss is then already divided by the step's item count).
 
 Not recorded as in a hand-written loop: the Trainer clips before any callback hook, so ``grad_norm_before_clip`` is
 NaN. One process only: in a distributed run the callback refuses in one line; record such a run with ``watch`` in
@@ -59,19 +61,25 @@ class WatchCallback(TrainerCallback):
         self.rec = watch(model, self.path, every=self.every, **self.watch_kwargs)
         self._losses = []
 
-        def keep_loss(module, inputs, output) -> None:
+        def keep_loss(module, inputs, kwargs, output) -> None:
             probing = getattr(self.rec, "_probing", False)  # watch's own forward finding the blocks: not a step's
             loss = _loss_of(output) if module.training and not probing else None
             if loss is not None:
+                # given num_items_in_batch (a model whose forward takes **kwargs), the loss is already this
+                # micro-batch's share of the step's: the step's loss is the sum, not the mean
+                self._shares = self._shares or kwargs.get("num_items_in_batch") is not None
                 self._losses.append(loss.detach())
 
-        self._hook = model.register_forward_hook(keep_loss)
+        self._shares = False
+        self._hook = model.register_forward_hook(keep_loss, with_kwargs=True)
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs) -> None:
         if self.rec is None:
             return
-        loss = sum(self._losses[1:], self._losses[0]) / len(self._losses) if self._losses else None
-        self._losses = []
+        loss = sum(self._losses[1:], self._losses[0]) if self._losses else None
+        if loss is not None and not self._shares:
+            loss = loss / len(self._losses)
+        self._losses, self._shares = [], False
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps the torch one
         self.rec.step(inner, scaler=getattr(optimizer, "scaler", None), loss=loss)
 

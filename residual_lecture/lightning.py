@@ -8,7 +8,7 @@ Example::
     Trainer(callbacks=[WatchCallback("runs/resnet.npz", every=50)]).fit(model, loader)
     # then: python render.py render DepthTimeMap --trace runs/resnet.npz
 
-Thin, over :func:`residual_lecture.watch` (docs/watch.md): the watch starts at ``on_fit_start`` on the LightningModule
+Thin, over :func:`residual_lecture.watch` (docs/how-to/watch.md): the watch starts at ``on_fit_start`` on the LightningModule
 (or its submodule ``module``, an attribute path, when ``training_step`` calls that one rather than ``self(x)``), and
 ``rec.step`` runs at ``on_before_optimizer_step``: once per optimiser step, after every micro-batch of
 ``accumulate_grad_batches`` and after a GradScaler's ``unscale_`` (precision "16-mixed": the scaler is the precision

@@ -241,7 +241,8 @@ class DepthTimeMap(UserModelScene):
         self.play(FadeIn(image), Create(frame), FadeIn(names), FadeIn(bar), run_time=1.5)
 
         # 3. The loss beneath, on the same step axis.
-        xs, ys = loss_line(np.arange(len(curve), dtype=np.float64), curve)
+        shown = curve[: int(edges[-1]) + 1]  # the steps the map spans (a loop runs on past its last record)
+        xs, ys = loss_line(np.arange(len(shown), dtype=np.float64), shown)
         for x, y in zip(xs, ys):
             self.number(f"loss.step.{x:g}", y)
         finite_loss = ys[np.isfinite(ys)]

@@ -97,10 +97,12 @@ class GradientFlowOverTraining(LectureScene):
     _source = "He et al. 2015, §1; He et al. 2016, eq. 4-5"
 
     def construct(self) -> None:
-        names = dict(zip(("plain", "residual"), self.flow_runs()))
+        runs = self.flow_runs()  # (plain, residual), or (residual,) alone: a user's network without its twin
+        names = dict(zip(("plain", "residual") if len(runs) == 2 else ("residual",), runs))
+        ref = next(iter(names))  # the run whose steps the counter and the history follow
         traces = {arch: self.traces[name] for arch, name in names.items()}
         grads = {arch: np.asarray(t["out_grad_norm"], dtype=np.float64) for arch, t in traces.items()}  # [T, depth]
-        depth = grads["plain"].shape[1]
+        depth = grads[ref].shape[1]
         steps = {arch: np.asarray(t["step"]) for arch, t in traces.items()}
         records = min(len(s) for s in steps.values())
         bottom, top = flow_scale([g[:records] for g in grads.values()], self.decades)
@@ -119,8 +121,8 @@ class GradientFlowOverTraining(LectureScene):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], depth=depth, act=self.activation)
         subtitle.next_to(title, DOWN, buff=0.12)
-        rows = {arch: self._make_row(arch, depth) for arch in ("plain", "residual")}
-        names_drawn = self.row_labels(rows["plain"])  # what the blocks are called (a user model's module paths)
+        rows = {arch: self._make_row(arch, depth) for arch in names}
+        names_drawn = self.row_labels(rows[ref])  # what the blocks are called (a user model's module paths)
         self.narrate("n_intro", 3.5)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1)
         self.play(*[FadeIn(rows[arch]["frame"]) for arch in rows], *[FadeIn(m) for m in names_drawn], run_time=1.5)
@@ -129,7 +131,7 @@ class GradientFlowOverTraining(LectureScene):
         self.play(FadeIn(scale_bar), run_time=0.6)
 
         # 2. Step 0: the pulse leaves the loss and runs to the input, plain net first.
-        for arch in ("plain", "residual"):
+        for arch in names:
             if arch == "plain":
                 self.narrate("n_plain_missing" if is_missing(grads["plain"][0, 0])
                              else "n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
@@ -142,8 +144,8 @@ class GradientFlowOverTraining(LectureScene):
         self.wait(0.8)
 
         # 3. Every recorded step: the lit rows follow the trace; a counter says which step.
-        last = int(steps["plain"][records - 1])
-        counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps["plain"][0]),
+        last = int(steps[ref][records - 1])
+        counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps[ref][0]),
                             last=self.number("last_step", last))
         counter.next_to(subtitle, DOWN, buff=0.15)
         history = self._make_history(ratios, steps, records)
@@ -154,7 +156,7 @@ class GradientFlowOverTraining(LectureScene):
                    *[m for arch in rows for m in rows[arch]["still"]])
         per_record = min(0.45, 9.0 / max(records - 1, 1))
         for k in range(1, records):
-            step = int(steps["plain"][k])
+            step = int(steps[ref][k])
             new_counter = self.text("step", size=SIZE_LABEL, step=self.number(f"shown_step.{k}", step),
                                     last=last).move_to(counter)
             new_readouts = {arch: self._readout(arch, names[arch], ratios[arch][k], step) for arch in rows}
@@ -165,10 +167,11 @@ class GradientFlowOverTraining(LectureScene):
             self.play(*targets, Transform(counter, new_counter),
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
-        dark = levels["plain"][records - 1, 0] < 0.05
-        self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
-                     else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
-        for arch in ("residual", "plain"):  # a finite run that did not train is said so (simulation.summary)
+        if "plain" in names:
+            dark = levels["plain"][records - 1, 0] < 0.05
+            self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
+                         else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+        for arch in [a for a in ("residual", "plain") if a in names]:  # a finite run that did not train is said so
             blown = blown_up_losses(traces[arch])
             if blown is not None:
                 self.narrate(f"n_{arch}_blew_up", 5, start=self.number(f"{names[arch]}.initial_loss", blown[0]),
@@ -177,8 +180,11 @@ class GradientFlowOverTraining(LectureScene):
         self.wait(3.5)
 
     # -- what a variant changes -------------------------------------------------------------------------
-    def flow_runs(self) -> tuple[str, str]:
-        """Names of the plain and the residual run drawn (keys of ``self.traces``)."""
+    scale_caption = "scale"  # the key of the scale bar's caption (a variant drawing one net says so)
+
+    def flow_runs(self) -> tuple[str, ...]:
+        """Names of the plain and the residual run drawn (keys of ``self.traces``); a variant may give the residual
+        run alone (one row)."""
         return pick_flow_runs(self.traces, self.shown_depth, self.activation)
 
     def row_labels(self, plain_row: dict) -> list:
@@ -258,7 +264,7 @@ class GradientFlowOverTraining(LectureScene):
         exp_min = min(-1, log_floor_exponent(values, margin=0))
         exp_max = max(1, int(np.ceil(np.log10(np.nanmax(np.where(values > 0, values, np.nan)))))) \
             if np.any(values > 0) else 1
-        last = float(max(int(steps["plain"][records - 1]), 1))
+        last = float(max(int(next(iter(steps.values()))[records - 1]), 1))
         chart = LogAxes((0, last, last), (exp_min, exp_max), width=4.4, height=1.0)
         labels = list(chart.ticks)[0::2]  # LogAxes.ticks: label, grid line, label, grid line ...
         chart.ticks.remove(*labels[1:-1])  # the bottom and top labels only: the chart is small
@@ -308,7 +314,8 @@ class GradientFlowOverTraining(LectureScene):
         high = make_text(f"1e{top}" if top else "1", size=SIZE_SMALL, color=PALETTE["muted"])
         low.next_to(cells, LEFT, buff=0.12)
         high.next_to(cells, RIGHT, buff=0.12)
-        caption = self.text("scale", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(VGroup(low, high), UP, buff=0.1)
+        caption = self.text(self.scale_caption, size=SIZE_SMALL, color=PALETTE["muted"])
+        caption.next_to(VGroup(low, high), UP, buff=0.1)
         caption.align_to(low, LEFT)
         bar = VGroup(cells, frame, low, high, caption)
         return bar.move_to([0, 0, 0]).to_corner(DOWN + LEFT, buff=0.45).shift(UP * 0.25)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
 
-from simulation.config import spec_title
+from simulation.config import ConfigError, spec_title
 from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.kit.base import LectureScene
@@ -54,8 +54,12 @@ def model_title(trace) -> str | None:
     ``torchvision.models:resnet18``; the file or module where the factory's name says nothing: ``my_resnet`` from
     ``examples/my_resnet.py:build``: :func:`simulation.config.spec_title`), or the ``title`` of a run read from a
     trace file (the watched model's class); None for a built-in run."""
-    config = trace.run_config
-    title = getattr(config, "title", None) or spec_title(getattr(config, "spec", None))
+    try:
+        config = trace.run_config
+    except ConfigError:  # a watched run's own file (kind "watch", no run kind): the model's class it names
+        config = None
+    watched = trace.meta.watch if isinstance(getattr(trace.meta, "watch", None), dict) else {}
+    title = getattr(config, "title", None) or spec_title(getattr(config, "spec", None)) or watched.get("model")
     return middle_ellipsis(title, 24) if title else None
 
 
@@ -116,17 +120,26 @@ class UserModelScene(LectureScene):
 class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
     """The backward pulse through your model and its plain twin, block by block, at step 0 and across training."""
 
+    needs_runs = (RESIDUAL,)  # the twin's row only with --twin (a run watched alone is drawn alone)
     required_arrays = ("step", "out_grad_norm", "loss_curve")
     param_limits = {"decades": (1, 40)}
     _row_y = {"plain": 1.3, "residual": -0.85}  # apart enough for the names between the rows
+    _single_row_y = 0.6  # the residual row alone
     _lane_drop = 0.7
     _source = "He et al. 2016, eq. 4-5; He et al. 2015, §1"
 
-    def flow_runs(self) -> tuple[str, str]:
-        return PLAIN, RESIDUAL
+    def flow_runs(self) -> tuple[str, ...]:
+        """Your network and its twin; your network alone, in one row higher up, without ``--twin``."""
+        if PLAIN in self.traces:
+            return PLAIN, RESIDUAL
+        self._row_y = {**self._row_y, RESIDUAL: self._single_row_y}
+        self.scale_caption = "scale_one"
+        return (RESIDUAL,)
 
-    def row_labels(self, plain_row: dict) -> list:
-        return [self.block_labels(plain_row["xs"], below=plain_row["y"] - plain_row["block"][1] / 2, buff=0.1)]
+    def row_labels(self, row: dict) -> list:
+        if row["arch"] == RESIDUAL:  # under the identity lane and its name
+            return [self.block_labels(row["xs"], below=row["path_y"] - 0.45, buff=0.1)]
+        return [self.block_labels(row["xs"], below=row["y"] - row["block"][1] / 2, buff=0.1)]
 
 
 class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):

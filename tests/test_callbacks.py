@@ -193,3 +193,43 @@ def test_huggingface_callback_records_what_autograd_computes(tmp_path):
     assert trace["loss"][0] == pytest.approx(np.mean(losses), rel=1e-5)  # the step's mean over its micro-batches
     assert callback.names == trace.meta.layers and callback.rec is None
     assert_twin_differs(trace, initial, micro)
+
+
+@pytest.mark.slow  # imports transformers and accelerate (~5 CPU s) and trains two steps
+def test_huggingface_callback_loss_is_the_steps_when_the_model_takes_num_items_in_batch(tmp_path):
+    """A model whose forward takes ``**kwargs`` (every transformers model: GPT-2, Llama ...) gets the Trainer's
+    ``num_items_in_batch`` and returns each micro-batch's loss already divided by the step's item count: the step's
+    loss is then the micro-batches' *sum*, not their mean (which read 1/accumulation of the Trainer's own loss)."""
+    from transformers import Trainer, TrainingArguments
+
+    from residual_lecture.huggingface import WatchCallback
+
+    class Model(Net):  # as transformers' models compute their loss under gradient accumulation
+        def forward(self, x, labels=None, num_items_in_batch=None, **kwargs):
+            logits = super().forward(x)
+            if num_items_in_batch is None:
+                return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+            total = nn.functional.cross_entropy(logits, labels, reduction="sum")
+            return {"loss": total / num_items_in_batch, "logits": logits}
+
+    model = Model()
+    initial = copy.deepcopy(model)
+    xs, ys = _data()
+    dataset = [{"x": x, "labels": y} for x, y in zip(xs, ys)]
+    seen: list = []
+    handle = capture(model, seen)
+    callback = WatchCallback(tmp_path / "run.npz", every=1)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=1,
+                             gradient_accumulation_steps=ACCUMULATION, learning_rate=LR, optim="sgd",
+                             report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
+                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
+    Trainer(model=model, args=args, train_dataset=dataset, callbacks=[callback]).train()
+    handle.remove()
+    micro = with_labels([x for x in seen if len(x) == 4], xs, ys)
+    assert len(micro) == ACCUMULATION
+    with torch.no_grad():  # independent: the mean cross-entropy over every example of the step
+        step_loss = float(nn.functional.cross_entropy(initial.head(initial.blocks(initial.stem(
+            torch.cat([x for x, _ in micro])))), torch.cat([y for _, y in micro])))
+    trace = Trace.load(tmp_path / "run.npz")
+    assert trace["loss"][0] == pytest.approx(step_loss, rel=1e-5)
+    assert trace["loss"][0] != pytest.approx(step_loss / ACCUMULATION, rel=1e-2)  # the old mean is told apart

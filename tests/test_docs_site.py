@@ -46,7 +46,9 @@ def test_every_page_is_in_the_nav():
         for item in nav:
             for value in item.values():
                 yield from (pages(value) if isinstance(value, list) else [value])
-    in_nav = set(pages(_config()["nav"]))
+    listed = list(pages(_config()["nav"]))
+    in_nav = set(listed)
+    assert sorted(p for p in in_nav if listed.count(p) > 1) == [], "a page listed twice in the nav (a merge's leftover)"
     on_disk = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert on_disk - in_nav == set(), "add these pages to the nav of mkdocs.yml"
     assert in_nav - on_disk == set()

@@ -112,8 +112,8 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["render", "GradientFlowOverTraining", "--trace", "R"],
-     "ModelGradientFlowOverTraining cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
+    (["render", "ChainRuleProduct", "--trace", "R"],
+     "ModelChainRuleProduct cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
     (["render", "Degradation", "--trace", "CUT", "--twin", "P"],
      "ModelDegradation cannot draw this trace: --trace .*cut.npz has no error_curve, test_error"),
     (["render", "IdentityHighway", "--trace", "R"], "scene IdentityHighway cannot draw your own model"),
@@ -135,8 +135,8 @@ def test_all_with_a_trace_renders_every_scene_that_can_draw_it_and_names_the_oth
     cut = _without(FILES["residual"], tmp_path, "test_error", "error_curve", "error")
     alone = invoke("all", "--trace", cut, "--check", "-o", tmp_path / "out")
     assert alone.exit_code == 0, alone.output
-    assert "ModelGradientFlowOverTraining left out: it draws the run 'plain' too" in alone.stderr
-    assert "2 of 2 scenes would be rendered" in alone.stdout  # ModelDoesItOnlyCopy, DepthTimeMap: the residual run
+    assert "ModelChainRuleProduct left out: it draws the run 'plain' too" in alone.stderr
+    assert "3 of 3 scenes would be rendered" in alone.stdout  # gradient flow (one row), only-copy, the map
     assert "0 of 1 traces trained, 1 read from its file" in alone.stdout
     both = invoke("all", "--trace", cut, "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
     assert both.exit_code == 0, both.output
@@ -158,3 +158,17 @@ def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
                            name=f"{run}.npz") for run in scene.needs_runs}
     built = frame_build(scene, "en", files, check_layout=False)
     assert built.renderer.num_plays > 0
+
+
+@pytest.mark.slow  # one scene build with 24 labelled blocks (~3 CPU s)
+def test_gradient_flow_draws_a_network_without_its_twin_in_one_row():
+    """--trace alone: ModelGradientFlowOverTraining draws the residual row only (higher up, its 24 block names under
+    the identity lane), laid out without overlaps, its numbers the file's."""
+    from dry_run import frame_build
+    from scenes.user_model import ModelGradientFlowOverTraining
+
+    built = frame_build(ModelGradientFlowOverTraining, "en", {RunKey("residual", 0): FILES["residual"]})
+    assert built.layout_log == [], built.layout_log
+    values, g = built.numbers["values"], Trace.load(FILES["residual"])["out_grad_norm"]
+    assert values["residual.step.0.block.23.out_grad_norm"] == float(g[0, 23])
+    assert not any(key.startswith("plain.") for key in values)

@@ -558,3 +558,38 @@ def test_update_ratio_off(tmp_path):
     assert np.isnan(off["update_ratio"]).all() and np.isfinite(on["update_ratio"][1:]).all()
     assert off.meta.watch["update_ratio"] is False
     np.testing.assert_array_equal(on["out_grad_norm"], off["out_grad_norm"])
+
+
+def test_watch_a_twin_before_its_first_forward(tmp_path):
+    """watch(plain_twin(model)) with no example input anywhere: the twin's first forward finds the additions once
+    (its probe forward passes the watch's hook by), is recorded as the twin, and trains as the twin."""
+    torch.manual_seed(0)
+    twin = plain_twin(Net())
+    opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    with watch(twin, tmp_path / "twin.npz", every=1) as rec:
+        for micro in batches(2, 1):
+            x, y = micro[0]
+            F.cross_entropy(twin(x), y).backward()
+            rec.step(opt)
+            opt.step()
+            opt.zero_grad()
+    trace = Trace.load(tmp_path / "twin.npz")
+    assert trace.meta.layers == ["blocks.0", "blocks.1", "blocks.2"] and trace["step"].tolist() == [0, 1]
+    assert (trace["shortcut_norm"] == 0).all() and np.isfinite(trace["out_grad_norm"]).all()
+
+
+def test_per_step_curves_far_between_records(tmp_path):
+    """every far beyond the run's length allocates nothing in proportion to every; the loss curve of 2,500 steps
+    (three buffer chunks of 1,024) comes back whole: step 0 recorded, the rest written at close."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, tmp_path / "a.npz", every=10 ** 12) as rec:
+        x, y = batches(1, 1)[0][0]
+        F.cross_entropy(model(x), y).backward()
+        rec.step(opt, loss=torch.tensor(0.0))
+        for step in range(1, 2500):
+            rec.step(opt, loss=torch.tensor(float(step)) if step % 2 else float(step))  # a tensor or a number
+    trace = Trace.load(tmp_path / "a.npz")
+    assert trace["step"].tolist() == [0] and trace["loss_curve"].tolist() == list(range(2500))
+    assert trace.meta.config["steps"] == 2500 and (trace["lr_curve"] == np.float32(0.1)).all()
