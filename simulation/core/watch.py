@@ -31,6 +31,7 @@ import copy
 import functools
 import math
 import platform
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Mapping
@@ -140,7 +141,9 @@ def discover(module: nn.Module, args: tuple, kwargs: dict, blocks: str = "") -> 
                                                call=lambda m, _: m(*a, **k))
                 return found.adds
             except NoResidualError as exc:
-                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {exc}") from None
+                detail = getattr(exc, "detail", str(exc))
+                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {detail}; name the "
+                                 "blocks with a glob over module paths: watch(model, path, blocks='layer*.*')") from None
             except Exception:
                 if number == len(attempts):
                     raise
@@ -299,11 +302,13 @@ class Watch:
         self.module, self.wrappers = unwrap(model)
         previous = _WATCHES.get(self.module)
         if previous is not None:
+            previous._quiet = True  # replaced, not ended by its user: no warning if it recorded nothing
             previous.close()
         self.path, self.every, self.norm_dtype, self.update_ratio = Path(path), every, norm_dtype, update_ratio
         self.rank, self.world = _world(self.wrappers)
         self.step_index = 0
         self.closed = False
+        self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
@@ -336,6 +341,8 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            self._quiet = True  # the exception says what went wrong
         self.close()
 
     # -- what was found --------------------------------------------------------------------------------
@@ -606,6 +613,11 @@ class Watch:
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
             self._disarm()
+            if self.params and all(p.grad is None for p in self.params) and not self._warned_no_grad:
+                self._warned_no_grad = True  # (a host-side check: no device sync)
+                warnings.warn(f"rec.step() at step {k} found no gradient in any parameter (.grad is None): call it "
+                              "after the step's backward and before optimizer.step() / zero_grad() "
+                              "(docs/how-to/watch.md); the weight-gradient norms of this record are NaN", stacklevel=2)
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
         if self.step_index % self.every == 0:
@@ -799,6 +811,10 @@ class Watch:
         if self.closed:
             return self.path if self.writer is not None and self.path.exists() else None
         self.closed = True
+        if self.step_index == 0 and not getattr(self, "_quiet", False):
+            warnings.warn(f"watch({type(self.module).__name__}, {str(self.path)!r}) recorded nothing: rec.step(optimizer) "
+                          "was never called (call it once per optimiser step, after backward, before "
+                          "optimizer.step(); docs/how-to/watch.md)", stacklevel=2)
         try:
             self._disarm()
             if self._discover_handle is not None:
