@@ -225,9 +225,15 @@ def plain_twin(model: nn.Module, example_input: Any = None, *, blocks: str = "")
         raise WatchError("this model is a plain twin already")
     watched = _WATCHES.get(inner)
     ours = watched._handle_ids() if watched is not None else set()
-    twin = copy.deepcopy(inner)
-    for m in twin.modules():  # hooks of a watch on the original are not copied onto the twin
+    # hooks of a watch on the original are not copied onto the twin (nor, through them, the watch itself)
+    memo: dict[int, Any] = {}
+    for m in inner.modules():
         for hooks in (m._forward_pre_hooks, m._forward_hooks):
+            memo.update({id(hook): None for hook_id, hook in hooks.items() if hook_id in ours})
+    twin = copy.deepcopy(inner, memo)
+    for m in twin.modules():
+        for hooks in (m._forward_pre_hooks, m._forward_hooks, m._forward_pre_hooks_with_kwargs,
+                      m._forward_hooks_with_kwargs, m._forward_hooks_always_called):
             for hook_id in [i for i in hooks if i in ours]:
                 del hooks[hook_id]
     found = _Found(twin, blocks, plain=True)
