@@ -378,7 +378,7 @@ def _map_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] |
                   steps=jsonable(column_steps), edges=jsonable(edges), cells=jsonable(cells),
                   scale=list(color_scale(grid, DepthTimeMap.decades)))
     if "loss_curve" in trace.arrays:
-        curve = np.asarray(trace["loss_curve"], np.float64)
+        curve = np.asarray(trace["loss_curve"], np.float64)[: int(edges[-1]) + 1]  # the steps the map spans
         xs, ys = loss_line(np.arange(len(curve), dtype=np.float64), curve)
         record.update(loss_steps=jsonable(xs), loss=jsonable(ys))
     return record
@@ -450,7 +450,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
     out["chain"] = {"families": _sorted_families(views["flow"], "chain")}  # the same runs, chain_rule first
     out["flow"] = {"families": _sorted_families(views["flow"], "flow")}
     known = {name: exp.source for name, exp in EXPERIMENTS.items()}
-    from scenes.depth_time_map import VIRIDIS
+    from scenes.kit.theme import VIRIDIS
 
     return {"views": out, "sigma_prime_max": max_slope, "map_colors": list(VIRIDIS),
             "experiments": {name: (sources or known).get(name, "") for name in traces}}

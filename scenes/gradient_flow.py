@@ -180,6 +180,8 @@ class GradientFlowOverTraining(LectureScene):
         self.wait(3.5)
 
     # -- what a variant changes -------------------------------------------------------------------------
+    scale_caption = "scale"  # the key of the scale bar's caption (a variant drawing one net says so)
+
     def flow_runs(self) -> tuple[str, ...]:
         """Names of the plain and the residual run drawn (keys of ``self.traces``); a variant may give the residual
         run alone (one row)."""
@@ -312,7 +314,8 @@ class GradientFlowOverTraining(LectureScene):
         high = make_text(f"1e{top}" if top else "1", size=SIZE_SMALL, color=PALETTE["muted"])
         low.next_to(cells, LEFT, buff=0.12)
         high.next_to(cells, RIGHT, buff=0.12)
-        caption = self.text("scale", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(VGroup(low, high), UP, buff=0.1)
+        caption = self.text(self.scale_caption, size=SIZE_SMALL, color=PALETTE["muted"])
+        caption.next_to(VGroup(low, high), UP, buff=0.1)
         caption.align_to(low, LEFT)
         bar = VGroup(cells, frame, low, high, caption)
         return bar.move_to([0, 0, 0]).to_corner(DOWN + LEFT, buff=0.45).shift(UP * 0.25)

@@ -133,6 +133,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
         if PLAIN in self.traces:
             return PLAIN, RESIDUAL
         self._row_y = {**self._row_y, RESIDUAL: self._single_row_y}
+        self.scale_caption = "scale_one"
         return (RESIDUAL,)
 
     def row_labels(self, row: dict) -> list:

@@ -263,3 +263,25 @@ def test_examples_run(_checkout_view, tmp_path, monkeypatch):
                                 f"{result.output[-1500:]}\n{result.exception!r}")
     assert ran >= 15
     assert failures == []
+
+
+# -- files named in the text ------------------------------------------------------------------------------------------
+
+REPO_PATH = re.compile(r"(?<![\w/.])((?:cli|scenes|simulation|narration|tests|benchmarks|web|examples|residual_lecture"
+                       r"|locale|docs)/[\w./-]*\.(?:py|md|toml|json|js|html|css|po|pot|bib|png|gif))")
+PLACEHOLDERS = {"tests/test_x.py"}  # "a test file of yours"
+
+
+def missing_paths(text: str) -> list[str]:
+    """Paths of the checkout named in ``text`` (``scenes/kit/base.py``, ``docs/how-to/watch.md``) that do not exist."""
+    return sorted({p for p in REPO_PATH.findall(text) if p not in PLACEHOLDERS and not (ROOT / p).exists()})
+
+
+@pytest.mark.parametrize("path", doc_files() + [ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_the_docs_name_exists(path):
+    assert missing_paths(path.read_text(encoding="utf-8")) == [], "a file was moved or renamed: update the text"
+
+
+def test_tamper_twin_a_moved_file_is_reported():
+    assert missing_paths("the scene base is `scenes/base.py`; the kit's is scenes/kit/base.py") == ["scenes/base.py"]

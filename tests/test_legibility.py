@@ -44,6 +44,8 @@ def test_cap_height_is_the_height_of_a_drawn_capital(lang, size):
         assert cap_height(text) == pytest.approx(_glyph_h(text), rel=0.02)
         text.scale(0.6)  # the font size follows the scale, and so does the glyph
         assert cap_height(text) == pytest.approx(_glyph_h(text), rel=0.02)
+        # the same as Manim's own font_size times the "H" per point (cap_height reads it from a measured height)
+        assert cap_height(text) == pytest.approx(text.font_size * layout._cap_per_point("pango", text.font))
     finally:
         set_language("en")
 
@@ -54,6 +56,7 @@ def test_cap_height_of_a_formula_is_its_drawn_capital():
     assert cap_height(formula) == pytest.approx(glyph.height, rel=0.02)
     formula.scale(1.5)
     assert cap_height(formula) == pytest.approx(formula[0].submobjects[0].height, rel=0.02)
+    assert cap_height(formula) == pytest.approx(formula.font_size * layout._cap_per_point("tex", None))
 
 
 def test_the_house_sizes_clear_the_floor_and_the_old_verdict_size_does_not():

@@ -66,3 +66,32 @@ def test_plural_categories_are_babels_and_a_missing_form_falls_back_to_other():
     assert [i18n.plural_category("en", v) for v in ("1", "1.0", "3", "1,000", "n/a", float("nan"))] == [
         "one", "other", "other", "other", "other", "other"]
     assert i18n.fields("{k} of {n} {n:plural:one=seed|other=seeds}") == {"k", "n"}  # checks of fields unchanged
+
+
+USER_COUNT = re.compile(r"\b(\d+) ((?:[a-z-]+ )?(?:steps?|additions?|blocks?|records?|layers?))\b")
+
+
+def test_the_scenes_that_draw_a_users_file_agree_with_a_count_of_1():
+    """A watched run or a ``--model`` can have one residual addition, and a partial trace one recorded step: the
+    strings of the scenes that draw a user's file (UserModelScene and its subclasses, DepthTimeMap) say "1 residual
+    addition x 1 recorded step", "2 residual additions". (The built-in runs' depths and step budgets are never 1.)"""
+    import inspect
+
+    import scenes.depth_time_map
+    import scenes.user_model
+    from scenes.user_model import UserModelScene
+
+    owners = {name for module in (scenes.user_model, scenes.depth_time_map)
+              for name, cls in inspect.getmembers(module, inspect.isclass) if issubclass(cls, UserModelScene)}
+    checked = 0
+    for name in i18n.template():
+        owner, key = name.rsplit(".", 1)
+        if owner not in owners:
+            continue
+        text = i18n.text("en", [owner], key)
+        for count in (1, 2):
+            said = _formatted(text, "en", count)
+            for number, noun in USER_COUNT.findall(said):
+                checked += 1
+                assert (number == "1") == (not noun.endswith("s")), (name, said)
+    assert checked >= 6  # DepthTimeMap's and the Model scenes' subtitles

@@ -158,3 +158,17 @@ def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
                            name=f"{run}.npz") for run in scene.needs_runs}
     built = frame_build(scene, "en", files, check_layout=False)
     assert built.renderer.num_plays > 0
+
+
+@pytest.mark.slow  # one scene build with 24 labelled blocks (~3 CPU s)
+def test_gradient_flow_draws_a_network_without_its_twin_in_one_row():
+    """--trace alone: ModelGradientFlowOverTraining draws the residual row only (higher up, its 24 block names under
+    the identity lane), laid out without overlaps, its numbers the file's."""
+    from dry_run import frame_build
+    from scenes.user_model import ModelGradientFlowOverTraining
+
+    built = frame_build(ModelGradientFlowOverTraining, "en", {RunKey("residual", 0): FILES["residual"]})
+    assert built.layout_log == [], built.layout_log
+    values, g = built.numbers["values"], Trace.load(FILES["residual"])["out_grad_norm"]
+    assert values["residual.step.0.block.23.out_grad_norm"] == float(g[0, 23])
+    assert not any(key.startswith("plain.") for key in values)

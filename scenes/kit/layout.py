@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from manim import MarkupText, MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
+from manim import DEFAULT_FONT_SIZE, MarkupText, MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
+from manim.constants import SCALE_FACTOR_PER_FONT_POINT
+from manim.mobject.text.text_mobject import TEXT_MOB_SCALE_FACTOR
 
 __all__ = ["text_mobjects", "layout_problems", "cap_height", "legibility_problems", "CAP_FLOOR", "MARGIN",
            "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin"]
@@ -90,14 +92,19 @@ def _cap_per_point(kind: str, font: str | None) -> float:
     return _CAP_PER_POINT[key]
 
 
-def cap_height(mob: Mobject) -> float:
+def cap_height(mob: Mobject, height: float | None = None) -> float:
     """Cap height of a text mobject (Text, MarkupText, MathTex, Tex) as drawn now, in scene units: Manim's
     effective ``font_size`` times the measured height of "H" per point in its font (see the module's docstring).
-    Raises TypeError for another mobject."""
+    ``height``: the mobject's height if known (the layout check has its box), else measured. Raises TypeError for
+    another mobject."""
+    if height is None:
+        height = mob.height
     if isinstance(mob, (Text, MarkupText)):
-        return float(mob.font_size) * _cap_per_point("pango", mob.font or None)
-    if isinstance(mob, SingleStringMathTex):  # MathTex and Tex are SingleStringMathTex too
-        return float(mob.font_size) * _cap_per_point("tex", None)
+        # Manim's Text.font_size, from a height already measured
+        size = height / mob.initial_height / TEXT_MOB_SCALE_FACTOR * 2.4 * mob._font_size / DEFAULT_FONT_SIZE
+        return float(size) * _cap_per_point("pango", mob.font or None)
+    if isinstance(mob, SingleStringMathTex):  # MathTex and Tex are SingleStringMathTex too: their font_size
+        return float(height / mob.initial_height / SCALE_FACTOR_PER_FONT_POINT) * _cap_per_point("tex", None)
     raise TypeError(f"cap_height: {type(mob).__name__} is not a text mobject")
 
 
@@ -175,13 +182,12 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
     """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut)
     and per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes; with ``floor``
     and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`."""
-    mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
     problems = []
-    if floor is not None or margin is not None:
-        problems += legibility_problems(mobjects, frame_width, frame_height, floor=floor, margin=margin)
     half_w, half_h = frame_width / 2, frame_height / 2
     boxes = [_box(m) for m in texts]
+    if floor is not None or margin is not None:
+        problems += _legibility(texts, boxes, frame_width, frame_height, floor, margin)
     for mob, (l, r, b, t) in zip(texts, boxes):
         if l < -half_w or r > half_w or b < -half_h or t > half_h:
             problems.append(f"outside the frame: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], y [{b:.2f}, {t:.2f}]")
@@ -200,16 +206,21 @@ def legibility_problems(mobjects: Iterable[Mobject], frame_width: float, frame_h
     """One line per visible text whose cap height (:func:`cap_height`) is below ``floor`` x ``frame_height``, and
     per text that reaches into the margin (``margin`` x ``frame_width`` from the left or right edge, ``margin`` x
     ``frame_height`` from the top or bottom) without leaving the frame (:func:`layout_problems` says that)."""
+    texts = text_mobjects(mobjects)
+    return _legibility(texts, [_box(m) for m in texts], frame_width, frame_height, floor, margin)
+
+
+def _legibility(texts: list[Mobject], boxes: list[tuple], frame_width: float, frame_height: float,
+                floor: float | None, margin: float | None) -> list[str]:
     problems = []
     lowest = floor * frame_height if floor is not None else 0.0
     half_w, half_h = frame_width / 2, frame_height / 2
     inner_w, inner_h = half_w - (margin or 0.0) * frame_width, half_h - (margin or 0.0) * frame_height
-    for mob in text_mobjects(mobjects):
-        cap = cap_height(mob) if floor is not None else lowest
+    for mob, (l, r, b, t) in zip(texts, boxes):
+        cap = cap_height(mob, t - b) if floor is not None else lowest
         if cap < lowest - 1e-9:
             problems.append(f"below the legibility floor: {_describe(mob)} has cap height {cap:.3f} "
                             f"(1/{frame_height / cap:.1f} of the frame; floor 1/{1 / floor:.0f} = {lowest:.3f})")
-        l, r, b, t = _box(mob)
         outside = l < -half_w or r > half_w or b < -half_h or t > half_h
         if margin and not outside and (l < -inner_w or r > inner_w or b < -inner_h or t > inner_h):
             problems.append(f"in the {margin:.0%} margin: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], "

@@ -31,6 +31,7 @@ import copy
 import functools
 import math
 import platform
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Mapping
@@ -56,6 +57,8 @@ _SUMS = 12
 # of a projection shortcut, dL/dh and dL/dx read.
 _C_H_EX, _C_H_N, _C_X_EX, _C_F_N, _C_F_EX, _C_S_EX, _C_OUT, _C_IN = range(8)
 _COUNTS = 8
+
+_CHUNK = 1024  # steps per chunk of the per-step buffers (loss, lr, scale)
 
 _WATCHES: "weakref.WeakKeyDictionary[nn.Module, Watch]" = weakref.WeakKeyDictionary()
 
@@ -138,7 +141,9 @@ def discover(module: nn.Module, args: tuple, kwargs: dict, blocks: str = "") -> 
                                                call=lambda m, _: m(*a, **k))
                 return found.adds
             except NoResidualError as exc:
-                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {exc}") from None
+                detail = getattr(exc, "detail", str(exc))
+                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {detail}; name the "
+                                 "blocks with a glob over module paths: watch(model, path, blocks='layer*.*')") from None
             except Exception:
                 if number == len(attempts):
                     raise
@@ -220,9 +225,15 @@ def plain_twin(model: nn.Module, example_input: Any = None, *, blocks: str = "")
         raise WatchError("this model is a plain twin already")
     watched = _WATCHES.get(inner)
     ours = watched._handle_ids() if watched is not None else set()
-    twin = copy.deepcopy(inner)
-    for m in twin.modules():  # hooks of a watch on the original are not copied onto the twin
+    # hooks of a watch on the original are not copied onto the twin (nor, through them, the watch itself)
+    memo: dict[int, Any] = {}
+    for m in inner.modules():
         for hooks in (m._forward_pre_hooks, m._forward_hooks):
+            memo.update({id(hook): None for hook_id, hook in hooks.items() if hook_id in ours})
+    twin = copy.deepcopy(inner, memo)
+    for m in twin.modules():
+        for hooks in (m._forward_pre_hooks, m._forward_hooks, m._forward_pre_hooks_with_kwargs,
+                      m._forward_hooks_with_kwargs, m._forward_hooks_always_called):
             for hook_id in [i for i in hooks if i in ours]:
                 del hooks[hook_id]
     found = _Found(twin, blocks, plain=True)
@@ -297,11 +308,13 @@ class Watch:
         self.module, self.wrappers = unwrap(model)
         previous = _WATCHES.get(self.module)
         if previous is not None:
+            previous._quiet = True  # replaced, not ended by its user: no warning if it recorded nothing
             previous.close()
         self.path, self.every, self.norm_dtype, self.update_ratio = Path(path), every, norm_dtype, update_ratio
         self.rank, self.world = _world(self.wrappers)
         self.step_index = 0
         self.closed = False
+        self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
@@ -310,8 +323,10 @@ class Watch:
         self._live = False
         self._clear_step()
         self._curve_start = 0
-        self._host_curve = np.full((every, 3), np.nan)  # loss, lr, scale of each step since the last record
-        self._device_curve: torch.Tensor | None = None  # the same where they are tensors, on their device
+        # loss, lr and scale of each step since the last record, in chunks of _CHUNK steps (memory grows with the
+        # steps between records, never with every): on the host, and on the device where they are tensors
+        self._host_chunks: list[np.ndarray] = []
+        self._device_chunks: list[torch.Tensor] = []
         self._snapshot: list[torch.Tensor] | None = None
         self._accumulation: int | None = None  # micro-batches of the first recorded step
         self._dtype: str | None = None  # dtype of the blocks' outputs h in the first recorded step
@@ -332,6 +347,8 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            self._quiet = True  # the exception says what went wrong
         self.close()
 
     # -- what was found --------------------------------------------------------------------------------
@@ -602,6 +619,11 @@ class Watch:
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
             self._disarm()
+            if self.params and all(p.grad is None for p in self.params) and not self._warned_no_grad:
+                self._warned_no_grad = True  # (a host-side check: no device sync)
+                warnings.warn(f"rec.step() at step {k} found no gradient in any parameter (.grad is None): call it "
+                              "after the step's backward and before optimizer.step() / zero_grad() "
+                              "(docs/how-to/watch.md); the weight-gradient norms of this record are NaN", stacklevel=2)
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
         if self.step_index % self.every == 0:
@@ -611,17 +633,36 @@ class Watch:
 
     def _curve_point(self, i: int, optimizer: Any, scaler: Any, loss: Any) -> None:
         """The loss, learning rate and loss scale of step ``curve_start + i``, without a device sync."""
+        chunk, row = divmod(i, _CHUNK)
+        while len(self._host_chunks) <= chunk:
+            self._host_chunks.append(np.full((_CHUNK, 3), np.nan))
         if optimizer is not None and optimizer.param_groups:
             lr = optimizer.param_groups[0].get("lr")
             if isinstance(lr, (int, float)):
-                self._host_curve[i, 1] = lr
+                self._host_chunks[chunk][row, 1] = lr
         for column, value in ((0, loss), (2, _scale_of(scaler))):
             if isinstance(value, torch.Tensor):
-                if self._device_curve is None:
-                    self._device_curve = torch.full((self.every, 3), math.nan, dtype=torch.float64, device=value.device)
-                self._device_curve[i, column].copy_(value.detach().reshape(()), non_blocking=True)
+                while len(self._device_chunks) <= chunk:
+                    self._device_chunks.append(torch.full((_CHUNK, 3), math.nan, dtype=torch.float64,
+                                                          device=value.device))
+                self._device_chunks[chunk][row, column].copy_(value.detach().reshape(()), non_blocking=True)
             elif isinstance(value, (int, float)):
-                self._host_curve[i, column] = value
+                self._host_chunks[chunk][row, column] = value
+
+    def _curves(self, n: int) -> tuple[np.ndarray, torch.Tensor | None]:
+        """The first ``n`` steps' (loss, lr, scale) since the last record: [n, 3] on the host, [n, 3] on the device
+        (None where no value was a tensor); the buffers are emptied."""
+        host = np.concatenate(self._host_chunks)[:n] if self._host_chunks else np.full((n, 3), np.nan)
+        if len(host) < n:
+            host = np.concatenate([host, np.full((n - len(host), 3), np.nan)])
+        device = None
+        if self._device_chunks:
+            device = torch.cat(self._device_chunks)[:n]
+            if len(device) < n:
+                device = torch.cat([device, torch.full((n - len(device), 3), math.nan, dtype=torch.float64,
+                                                       device=device.device)])
+        self._host_chunks, self._device_chunks = [], []
+        return host, device
 
     def _record(self, k: int, optimizer: Any, scaler: Any, loss: Any) -> None:
         """Statistics of the recorded step ``k``: one float64 vector on the device, all-reduced across ranks,
@@ -644,21 +685,20 @@ class Watch:
             torch.as_tensor(found_inf if found_inf is not None else math.nan, dtype=torch.float64).to(self.device).reshape(()),
         ])
         n = k - self._curve_start + 1
-        curve = (self._device_curve[:n].reshape(-1).to(self.device) if self._device_curve is not None
+        host_curve, device_curve = self._curves(n)
+        curve = (device_curve.reshape(-1).to(self.device) if device_curve is not None
                  else torch.full((n * 3,), math.nan, dtype=torch.float64, device=self.device))
         flat = torch.cat([sums, torch.as_tensor(host, dtype=torch.float64).to(self.device), grads, before, updates,
                           extra, curve])
         if self.world > 1:
             torch.distributed.all_reduce(flat)
         row = flat.cpu().numpy()  # the one copy to the host
-        self._write(k, row, n, unscaled, optimizer, scaler)
+        self._write(k, row, n, host_curve, unscaled, optimizer, scaler)
         self._clear_step()
         self._curve_start = k + 1
-        self._host_curve.fill(np.nan)
-        if self._device_curve is not None:
-            self._device_curve.fill_(math.nan)
 
-    def _write(self, k: int, row: np.ndarray, n: int, unscaled: bool, optimizer: Any, scaler: Any) -> None:
+    def _write(self, k: int, row: np.ndarray, n: int, host_curve: np.ndarray, unscaled: bool, optimizer: Any,
+               scaler: Any) -> None:
         B, W = self.blocks, self.world
         at = 0
 
@@ -699,9 +739,9 @@ class Watch:
                 out["shortcut_norm"] = np.zeros(B)
             nonfinite_act = sums[:, _ACT_BAD]
             nonfinite_grad = sums[:, _G_BAD] + self._weight_nonfinite(out["grad_norm"])
-            curve_loss, curve_lr, curve_scale = curve[:, 0], self._host_curve[:n, 1], curve[:, 2]
-            curve_loss = np.where(np.isnan(self._host_curve[:n, 0]), curve_loss, self._host_curve[:n, 0])
-            curve_scale = np.where(np.isnan(self._host_curve[:n, 2]), curve_scale, self._host_curve[:n, 2])
+            curve_loss, curve_lr, curve_scale = curve[:, 0], host_curve[:, 1], curve[:, 2]
+            curve_loss = np.where(np.isnan(host_curve[:, 0]), curve_loss, host_curve[:, 0])
+            curve_scale = np.where(np.isnan(host_curve[:, 2]), curve_scale, host_curve[:, 2])
         lrs = [g.get("lr", math.nan) for g in optimizer.param_groups] if optimizer is not None else []
         record = {key: value[None].astype(np.float64 if key.endswith("grad_norm") or key.endswith("clip")
                                           or key == "update_ratio" else np.float32)
@@ -777,6 +817,10 @@ class Watch:
         if self.closed:
             return self.path if self.writer is not None and self.path.exists() else None
         self.closed = True
+        if self.step_index == 0 and not getattr(self, "_quiet", False):
+            warnings.warn(f"watch({type(self.module).__name__}, {str(self.path)!r}) recorded nothing: rec.step(optimizer) "
+                          "was never called (call it once per optimiser step, after backward, before "
+                          "optimizer.step(); docs/how-to/watch.md)", stacklevel=2)
         try:
             self._disarm()
             if self._discover_handle is not None:
@@ -785,13 +829,13 @@ class Watch:
             self._snapshot = None
             tail = self.step_index - self._curve_start
             if tail > 0 and self.found.adds is not None:
-                curve = (self._device_curve[:tail].reshape(-1) if self._device_curve is not None
-                         else torch.full((tail * 3,), math.nan, dtype=torch.float64))
+                host, device = self._curves(tail)
+                curve = device.reshape(-1) if device is not None else torch.full((tail * 3,), math.nan,
+                                                                                  dtype=torch.float64)
                 if self.world > 1:
                     curve = curve.to(self.device)
                     torch.distributed.all_reduce(curve)
                 curve = curve.cpu().numpy().reshape(tail, 3) / self.world
-                host = self._host_curve[:tail]
                 curve = np.where(np.isnan(host), curve, host)
                 if self.writer is not None:
                     self.writer.append({"step": np.zeros(0, np.int64),
