@@ -389,7 +389,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
     out["chain"] = {"families": _sorted_families(views["flow"], "chain")}  # the same runs, chain_rule first
     out["flow"] = {"families": _sorted_families(views["flow"], "flow")}
     known = {name: exp.source for name, exp in EXPERIMENTS.items()}
-    from scenes.depth_time_map import VIRIDIS
+    from scenes.kit.theme import VIRIDIS
 
     return {"views": out, "sigma_prime_max": max_slope, "map_colors": list(VIRIDIS),
             "experiments": {name: (sources or known).get(name, "") for name in traces}}

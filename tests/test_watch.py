@@ -593,3 +593,46 @@ def test_per_step_curves_far_between_records(tmp_path):
     trace = Trace.load(tmp_path / "a.npz")
     assert trace["step"].tolist() == [0] and trace["loss_curve"].tolist() == list(range(2500))
     assert trace.meta.config["steps"] == 2500 and (trace["lr_curve"] == np.float32(0.1)).all()
+
+
+def test_twin_of_a_watched_model(tmp_path):
+    """plain_twin of a model whose watch is armed: the twin carries none of the watch's hooks (nor a copy of the
+    watch), the original's recording goes on."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = batches(1, 1)[0][0]
+    with watch(model, tmp_path / "a.npz", every=1, example_input=x[:2]) as rec:
+        twin = plain_twin(model)
+        assert all_hooks(twin) == 2  # its own first-forward hook (a pre-hook with keyword arguments) alone
+        F.cross_entropy(model(x), y).backward()
+        rec.step(opt)
+        F.cross_entropy(twin(x), y)
+    assert Trace.load(tmp_path / "a.npz")["step"].tolist() == [0]
+    assert all_hooks(model) == 0 and all_hooks(twin) > 0  # the twin's interceptor, for its lifetime
+
+
+@pytest.mark.parametrize("unscale", [True, False], ids=["unscaled", "scaled"])
+def test_skipped_step_is_recorded(tmp_path, unscale):
+    """A GradScaler step with an infinite gradient (step 1): skipped = 1 at its record, its non-finite gradients
+    counted, and the scale curve halves at the next step (GradScaler's backoff), which is how every skipped step,
+    recorded or not, reads in the trace."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    with watch(model, tmp_path / "a.npz", every=1) as rec:
+        for step, micro in enumerate(batches(4, 1)):
+            x, y = micro[0]
+            loss = F.cross_entropy(model(x * (math.inf if step == 1 else 1.0)), y)
+            scaler.scale(loss).backward()
+            if unscale:
+                scaler.unscale_(opt)
+            rec.step(opt, scaler=scaler, loss=loss)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+    trace = Trace.load(tmp_path / "a.npz")
+    assert trace["skipped"].tolist() == [0, 1, 0, 0]
+    assert trace["scale_curve"].tolist() == [1024.0, 1024.0, 512.0, 512.0]
+    assert trace["nonfinite_grad"][1].sum() > 0 and trace["nonfinite_grad"][[0, 2, 3]].sum() == 0

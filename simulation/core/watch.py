@@ -31,6 +31,7 @@ import copy
 import functools
 import math
 import platform
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Mapping
@@ -140,7 +141,9 @@ def discover(module: nn.Module, args: tuple, kwargs: dict, blocks: str = "") -> 
                                                call=lambda m, _: m(*a, **k))
                 return found.adds
             except NoResidualError as exc:
-                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {exc}") from None
+                detail = getattr(exc, "detail", str(exc))
+                raise WatchError(f"watch found no residual addition in {type(module).__name__}: {detail}; name the "
+                                 "blocks with a glob over module paths: watch(model, path, blocks='layer*.*')") from None
             except Exception:
                 if number == len(attempts):
                     raise
@@ -222,9 +225,15 @@ def plain_twin(model: nn.Module, example_input: Any = None, *, blocks: str = "")
         raise WatchError("this model is a plain twin already")
     watched = _WATCHES.get(inner)
     ours = watched._handle_ids() if watched is not None else set()
-    twin = copy.deepcopy(inner)
-    for m in twin.modules():  # hooks of a watch on the original are not copied onto the twin
+    # hooks of a watch on the original are not copied onto the twin (nor, through them, the watch itself)
+    memo: dict[int, Any] = {}
+    for m in inner.modules():
         for hooks in (m._forward_pre_hooks, m._forward_hooks):
+            memo.update({id(hook): None for hook_id, hook in hooks.items() if hook_id in ours})
+    twin = copy.deepcopy(inner, memo)
+    for m in twin.modules():
+        for hooks in (m._forward_pre_hooks, m._forward_hooks, m._forward_pre_hooks_with_kwargs,
+                      m._forward_hooks_with_kwargs, m._forward_hooks_always_called):
             for hook_id in [i for i in hooks if i in ours]:
                 del hooks[hook_id]
     found = _Found(twin, blocks, plain=True)
@@ -299,11 +308,13 @@ class Watch:
         self.module, self.wrappers = unwrap(model)
         previous = _WATCHES.get(self.module)
         if previous is not None:
+            previous._quiet = True  # replaced, not ended by its user: no warning if it recorded nothing
             previous.close()
         self.path, self.every, self.norm_dtype, self.update_ratio = Path(path), every, norm_dtype, update_ratio
         self.rank, self.world = _world(self.wrappers)
         self.step_index = 0
         self.closed = False
+        self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
@@ -336,6 +347,8 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            self._quiet = True  # the exception says what went wrong
         self.close()
 
     # -- what was found --------------------------------------------------------------------------------
@@ -606,6 +619,11 @@ class Watch:
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
             self._disarm()
+            if self.params and all(p.grad is None for p in self.params) and not self._warned_no_grad:
+                self._warned_no_grad = True  # (a host-side check: no device sync)
+                warnings.warn(f"rec.step() at step {k} found no gradient in any parameter (.grad is None): call it "
+                              "after the step's backward and before optimizer.step() / zero_grad() "
+                              "(docs/how-to/watch.md); the weight-gradient norms of this record are NaN", stacklevel=2)
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
         if self.step_index % self.every == 0:
@@ -799,6 +817,10 @@ class Watch:
         if self.closed:
             return self.path if self.writer is not None and self.path.exists() else None
         self.closed = True
+        if self.step_index == 0 and not getattr(self, "_quiet", False):
+            warnings.warn(f"watch({type(self.module).__name__}, {str(self.path)!r}) recorded nothing: rec.step(optimizer) "
+                          "was never called (call it once per optimiser step, after backward, before "
+                          "optimizer.step(); docs/how-to/watch.md)", stacklevel=2)
         try:
             self._disarm()
             if self._discover_handle is not None:
