@@ -20,7 +20,7 @@ The residual additions are found as ``--model`` finds them (:func:`simulation.co
 at the first training forward after ``watch`` (or at once with ``example_input=``), one extra forward of ours on the
 first two examples of that batch (the whole batch if that fails), in the model's mode, with its buffers and the RNG
 restored after. Statistics per block (what is read where, the reduction over micro-batches and ranks, units) are
-those of :class:`simulation.kinds.user_model.UserRecorder` plus the update size and the optimiser's state; docs/watch.md
+those of :class:`simulation.kinds.user_model.UserRecorder` plus the update size and the optimiser's state; docs/how-to/watch.md
 says each. All are computed on the tensors' own device (norms in ``norm_dtype``, float32 by default; sums in
 float64), stacked into one tensor and copied to the host once per recorded step.
 """
@@ -46,7 +46,7 @@ from simulation.trace import TraceWriter
 
 __all__ = ["watch", "Watch", "plain_twin", "WatchError", "WATCH_SCHEMA", "PROBE_EXAMPLES", "unwrap"]
 
-WATCH_SCHEMA = 1  # version of what a watched trace holds (meta.watch["schema"]); docs/watch.md
+WATCH_SCHEMA = 1  # version of what a watched trace holds (meta.watch["schema"]); docs/how-to/watch.md
 PROBE_EXAMPLES = 2  # examples of the first batch the probe forward runs on (BatchNorm needs 2 in training mode)
 _TWIN = "_residual_lecture_twin"  # the attribute of a plain twin that holds its found additions
 
@@ -296,7 +296,7 @@ class Watch:
     ``in_grad_norm``, ``nonfinite``, ``nonfinite_act``, ``nonfinite_grad``) plus ``grad_norm_before_clip`` and
     ``update_ratio`` (||w_k - w_(k-1)|| / ||w_(k-1)|| over the block's weight matrices: the update of the step
     before the record; NaN at step 0). Per step [S]: ``loss_curve``, ``lr_curve`` (group 0), ``scale_curve``.
-    ``meta.layers``: the blocks' names (the user's module paths); ``meta.watch``: see docs/watch.md.
+    ``meta.layers``: the blocks' names (the user's module paths); ``meta.watch``: see docs/how-to/watch.md.
     """
 
     def __init__(self, model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "",
