@@ -315,6 +315,7 @@ class Watch:
         self.step_index = 0
         self.closed = False
         self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
+        self._warned_twice = False  # warned once that a second backward went through a recorded forward
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
@@ -513,7 +514,7 @@ class Watch:
             if shared and last[2] is not None:
                 last[2].append((index, _IN_G))
             else:
-                x.register_hook(functools.partial(self._on_grad, [(index, _IN_G)]))
+                x.register_hook(functools.partial(self._on_grad, [(index, _IN_G)], [0]))
 
     def _on_output(self, index: int, h: torch.Tensor) -> None:
         recomputed = torch._C._current_graph_task_id() != -1
@@ -535,12 +536,19 @@ class Watch:
             if not recomputed:
                 self._hooked_h.add(index)
             targets = [(index, _OUT_G)]
-            h.register_hook(functools.partial(self._on_grad, targets))
+            h.register_hook(functools.partial(self._on_grad, targets, [0]))
         if not recomputed:
             self._last = (h, h._version, targets, rows)
 
-    def _on_grad(self, targets: list[tuple[int, int]], grad: torch.Tensor) -> None:
-        """A gradient hook: ||grad||^2 (and its non-finite entries, for a dL/dh) to each (block, statistic)."""
+    def _on_grad(self, targets: list[tuple[int, int]], fired: list[int], grad: torch.Tensor) -> None:
+        """A gradient hook: ||grad||^2 (and its non-finite entries, for a dL/dh) to each (block, statistic).
+        ``fired``: how often this tensor's hook ran; twice means a second backward through the same graph."""
+        fired[0] += 1
+        if fired[0] == 2 and not self._warned_twice:
+            self._warned_twice = True
+            warnings.warn("watch: a second backward through the same forward (torch.autograd.grad beside .backward(), "
+                          "a gradient penalty, retain_graph=True) adds its gradients to this step's ||dL/dh||; take "
+                          "such gradients on a step that is not recorded, or from a copy of the model", stacklevel=2)
         g = grad.detach()
         square = torch.linalg.vector_norm(g, dtype=self.norm_dtype).to(torch.float64).square().reshape(1)
         bad = None
