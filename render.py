@@ -53,7 +53,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
     """The parameter layers of this command: its --config file, --model, --trace, then --set (cli/params.py)."""
     return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
-                            model=ctx.params.get("model"), trace=ctx.params.get("trace"), twin=ctx.params.get("twin"))
+                            texts=ctx.params.get("texts", ()), **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
 
 
 # -- list, train, inspect ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cli import INSTALLED
+from narration import i18n
 from narration.beats import Beat, BeatRecord, BeatRecordError
 from cli.media import RECORD_SUFFIX, RenderError, beat_video_name
 from simulation.atomic_io import atomic_write
@@ -237,7 +238,6 @@ def format_value(value: Any) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
 
 
-_NUMBERS_SHOWN = {"en": "Numbers shown:", "zh": "画面上的数："}
 
 
 def beat_notes(beat: Beat, lang: str) -> tuple[list[str], list[tuple[str, str]]]:
@@ -334,7 +334,7 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 lines, numbers = beat_notes(beat, lang)
                 notes = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
                 if numbers:
-                    notes += f"<p>{_NUMBERS_SHOWN[lang]}</p><ul>" + "".join(
+                    notes += f"<p>{i18n.text(lang, ['Deck'], 'numbers_shown')}</p><ul>" + "".join(
                         f"<li><code>{html.escape(k)}</code> = {html.escape(v)}</li>" for k, v in numbers) + "</ul>"
                 notes += (f"<p><small>{html.escape(clip.heading(lang))} · {beat.index + 1} / "
                           f"{len(clip.beats.beats)}</small></p>")
@@ -344,7 +344,7 @@ def write_html_deck(clips: list[Clip], target: Path, lang: str, theme: str = "bl
                 index.append({"scene": clip.scene, "title": clip.heading(lang), "beat": beat.index, "video": f"media/{name}",
                               "start": beat.start, "end": beat.end, "narration": beat.narration,
                               "numbers": beat.numbers})
-        title = "Residual connections" if lang == "en" else "残差连接"
+        title = i18n.text(lang, ["Page"], "title")
         page = (f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
                 '<link rel="icon" href="data:,">\n'
@@ -392,7 +392,7 @@ def write_pptx(clips: list[Clip], target: Path, lang: str) -> Path:
                 lines, numbers = beat_notes(beat, lang)
                 notes = "\n".join(lines) or f"({clip.heading(lang)})"
                 if numbers:
-                    notes += f"\n\n{_NUMBERS_SHOWN[lang]}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
+                    notes += f"\n\n{i18n.text(lang, ['Deck'], 'numbers_shown')}\n" + "\n".join(f"{k} = {v}" for k, v in numbers)
                 slide.notes_slide.notes_text_frame.text = notes
         with atomic_write(target, suffix=".pptx") as out:
             prs.save(str(out))

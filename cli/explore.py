@@ -36,7 +36,7 @@ from cli.deck import staged_dir
 from cli.media import RenderError
 from simulation.runkeys import RunKey, key_texts
 
-__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "UI_STRINGS", "VIEW_SCENES", "CAPTIONS", "lecture_params",
+__all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "ui_strings", "VIEW_SCENES", "CAPTIONS", "lecture_params",
            "explored_experiments", "export_data",
            "write_explorer", "folder_size", "page_link", "jsonable", "scene_strings", "WEB_DIR"]
 
@@ -53,75 +53,14 @@ VIEW_SCENES = {"flow": "GradientFlowOverTraining", "chain": "ChainRuleProduct", 
 _PREFERRED = {"flow": ("vanishing",), "chain": ("chain_rule", "vanishing"), "degradation": ("degradation",),
               "responses": ("residual_response",), "layernorm": ("layernorm",), "map": ("model", "vanishing")}
 MAX_RECORDS = 600  # the flow, chain-rule and responses views step through at most this many records (evenly spread)
+PAGE_LANGS = tuple(lang for lang in i18n.languages() if lang != i18n.PSEUDO)  # the explorer's language menu
 DECADES = 6  # the flow view's log scale spans this many powers of ten (as GradientFlowOverTraining.decades)
 
-# The explorer's own words (controls, states); captions and titles come from the scenes' string tables.
-UI_STRINGS = {
-    "title": {"en": "Explore the recorded runs", "zh": "探索记录下来的训练"},
-    "intro": {"en": "Every number here was recorded while real networks trained; drag the step, pick a depth.",
-              "zh": "这里的每个数都是真实网络训练时记录下来的；拖动训练步，选一个深度。"},
-    "view_flow": {"en": "Gradient flow", "zh": "梯度流"},
-    "view_chain": {"en": "Chain-rule product", "zh": "链式乘积"},
-    "view_degradation": {"en": "Degradation", "zh": "退化"},
-    "view_responses": {"en": "Residual responses", "zh": "残差响应"},
-    "view_layernorm": {"en": "Post-LN vs Pre-LN", "zh": "Post-LN 与 Pre-LN"},
-    "view_map": {"en": "Depth × time map", "zh": "深度 × 时间图"},
-    "map_scale": {"en": "colour: ‖∂L/∂h‖ on a log scale, {low} … {high}; blank: no record",
-                  "zh": "颜色：‖∂L/∂h‖，对数刻度，{low} … {high}；空白：没有记录"},
-    "map_cell": {"en": "{block}, steps {from}–{to}: {value}", "zh": "{block}，第 {from}–{to} 步：{value}"},
-    "map_rows": {"en": "{first} … {last} ({n} blocks)", "zh": "{first} … {last}（{n} 块）"},
-    "views": {"en": "Views", "zh": "视图"},
-    "runs": {"en": "runs", "zh": "训练"},
-    "depth": {"en": "depth (blocks)", "zh": "深度（块数）"},
-    "activation": {"en": "activation", "zh": "激活函数"},
-    "seed": {"en": "seed", "zh": "种子"},
-    "step": {"en": "training step", "zh": "训练步"},
-    "play": {"en": "Play", "zh": "播放"},
-    "pause": {"en": "Pause", "zh": "暂停"},
-    "pulse": {"en": "Send a pulse", "zh": "发送脉冲"},
-    "block_pick": {"en": "block", "zh": "块"},
-    "show_plain": {"en": "show plain", "zh": "显示普通网络"},
-    "show_residual": {"en": "show residual", "zh": "显示残差网络"},
-    "language": {"en": "Language", "zh": "语言"},
-    "theme": {"en": "Theme", "zh": "主题"},
-    "dark": {"en": "dark", "zh": "深色"},
-    "light": {"en": "light", "zh": "浅色"},
-    "paper": {"en": "Paper", "zh": "论文"},
-    "clip": {"en": "Watch the clip", "zh": "观看视频"},
-    "numbers": {"en": "Numbers shown (copy them)", "zh": "显示的数（可复制）"},
-    "not_trained": {"en": "{what}: not trained in these runs (trained: {trained}).",
-                    "zh": "{what}：这些训练里没有（已训练：{trained}）。"},
-    "untrained_option": {"en": "{value} (not trained)", "zh": "{value}（未训练）"},
-    "not_recorded": {"en": "{what}: no record at step {step}.", "zh": "{what}：第 {step} 步没有记录。"},
-    "blew_up": {"en": "{what}: its loss grew from {start} to {end}; it did not train, and the bright path is "
-                      "gradients that blew up.",
-                "zh": "{what}：损失从 {start} 涨到了 {end}；它没有训练成功，亮着的路径是爆炸的梯度。"},
-    "nothing": {"en": "No recorded run has what this view needs.", "zh": "没有记录的训练含有这个视图所需的数据。"},
-    "step_of": {"en": "step {step} (record {k} of {n})", "zh": "第 {step} 步（第 {k} 条记录，共 {n} 条）"},
-    "at_init": {"en": "at initialisation (mean over {n} batches)", "zh": "初始化时（{n} 个批次的均值）"},
-    "factor": {"en": "factor", "zh": "因子"},
-    "product": {"en": "running product", "zh": "累积乘积"},
-    "bound": {"en": "σ′ bound", "zh": "σ′ 上限"},
-    "no_bound": {"en": "the σ′ ≤ {value} bound is for sigmoid nets; this net uses {act}",
-                 "zh": "σ′ ≤ {value} 的上限只适用于 sigmoid 网络；这个网络用的是 {act}"},
-    "grad_out": {"en": "‖∂L/∂h_l‖", "zh": "‖∂L/∂h_l‖"},
-    "ratio": {"en": "‖F(x)‖ / ‖x‖", "zh": "‖F(x)‖ / ‖x‖"},
-    "branch_std": {"en": "std of F(x)", "zh": "F(x) 的标准差"},
-    "error": {"en": "training error", "zh": "训练误差"},
-    "curve_label": {"en": "{net}, {curve}", "zh": "{net}，{curve}"},  # a degradation curve's end label
-    "smoothed": {"en": "training error, mean of the last {window} steps", "zh": "训练误差（最近 {window} 步的均值）"},
-    "seed_spread": {"en": "seed spread: lowest – highest of {n} {n:plural:one=seed|other=seeds}", "zh": "种子范围：{n} 个种子的最小值 – 最大值"},
-    "thin_lines": {"en": "thin lines: the other seeds", "zh": "细线：其余种子"},
-    "dots": {"en": "dots: the other seeds", "zh": "圆点：其余种子"},
-    "input": {"en": "input", "zh": "输入"},
-    "loss": {"en": "loss", "zh": "损失"},
-    "missing": {"en": "missing", "zh": "缺失"},
-    "layer": {"en": "layer", "zh": "层"},
-    "run": {"en": "run", "zh": "训练"},
-    "net": {"en": "network", "zh": "网络"},
-    "keys": {"en": "Keys: ← → move the step, Home/End jump to the first/last record, Tab reaches every control.",
-             "zh": "按键：← → 移动训练步，Home/End 跳到第一条/最后一条记录，Tab 可到达每个控件。"},
-}
+# The explorer's own words (controls, states) are the catalogs' "Explorer.<key>" (locale/, narration.i18n); captions
+# and titles are the scenes' strings.
+def ui_strings(lang: str) -> dict[str, str]:
+    """``{key: text}`` of the explorer's own words in ``lang`` (English where the catalog lacks one)."""
+    return i18n.texts_of(lang, ["Explorer"])
 
 
 def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
@@ -130,7 +69,7 @@ def scene_strings() -> dict[str, dict[str, dict[str, str]]]:
               "sigmoid": "SigmoidDerivative", "degradation": "Degradation", "responses": "ResidualResponse",
               "layernorm": "PostLNvsPreLN", "map": "DepthTimeMap"}
     return {name: i18n.table([owner, "UserModelScene" if name == "map" else "SeedSpread", "LectureScene"],
-                             ("en", "zh")) for name, owner in owners.items()}
+                             PAGE_LANGS) for name, owner in owners.items()}
 
 
 # view -> [(table, key)] of the scene strings making its title and caption, in order.
@@ -450,7 +389,7 @@ def export_data(traces: Mapping[str, Mapping[str, Any]], sources: Mapping[str, s
     out["chain"] = {"families": _sorted_families(views["flow"], "chain")}  # the same runs, chain_rule first
     out["flow"] = {"families": _sorted_families(views["flow"], "flow")}
     known = {name: exp.source for name, exp in EXPERIMENTS.items()}
-    from scenes.depth_time_map import VIRIDIS
+    from scenes.kit.theme import VIRIDIS
 
     return {"views": out, "sigma_prime_max": max_slope, "map_colors": list(VIRIDIS),
             "experiments": {name: (sources or known).get(name, "") for name in traces}}
@@ -468,7 +407,7 @@ def _strings() -> dict[str, dict[str, Any]]:
     """{lang: {"ui": {...}, "views": {view: {"title", "caption": [...]}}, "common": {...}}} for en and zh."""
     tables = scene_strings()
     out = {}
-    for lang in ("en", "zh"):
+    for lang in PAGE_LANGS:
         views = {}
         for view, keys in CAPTIONS.items():
             lines = [tables[table][key][lang] for table, key in keys]
@@ -483,7 +422,7 @@ def _strings() -> dict[str, dict[str, Any]]:
         views["chain"]["axis_y"] = tables["chain"]["axis_y"][lang]
         views["flow"]["ratio"] = tables["flow"]["ratio"][lang]
         views["map"].update({k: tables["map"][k][lang] for k in ("loss_axis", "color_axis", "blocks_axis")})
-        out[lang] = {"ui": {k: v[lang] for k, v in UI_STRINGS.items()}, "views": views, "common": common}
+        out[lang] = {"ui": ui_strings(lang), "views": views, "common": common}
     return out
 
 
@@ -492,7 +431,7 @@ def _clip_links(page: str | None) -> dict[str, dict[str, str]]:
     if page is None:
         return {}
     return {lang: {view: f"{page.format(lang=lang)}#{scene}" for view, scene in VIEW_SCENES.items()}
-            for lang in ("en", "zh")}
+            for lang in PAGE_LANGS}
 
 
 def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: str | None = None,
@@ -513,7 +452,9 @@ def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: 
     template = (WEB_DIR / "index.html").read_text(encoding="utf-8")
     strings = data["strings"][lang]["ui"]
     index = (template.replace("{{lang}}", lang).replace("{{theme}}", theme)
-             .replace("{{title}}", html.escape(strings["title"])).replace("{{intro}}", html.escape(strings["intro"])))
+             .replace("{{title}}", html.escape(strings["title"])).replace("{{intro}}", html.escape(strings["intro"]))
+             .replace("{{lang_options}}", "".join(f'<option value="{code}">{html.escape(i18n.LANGUAGES[code].name)}'
+                                                  f'</option>' for code in PAGE_LANGS)))
     with staged_dir(target) as stage:
         for name in _ASSETS:
             shutil.copyfile(WEB_DIR / name, stage / name)

@@ -1,4 +1,4 @@
-"""``render.py i18n``: the commands over the lecture's catalogs (extract, add, init, update, stats); the catalogs
+"""``render.py i18n``: the commands over the lecture's catalogs (extract, add, init, update, stats, check); the catalogs
 themselves are read and written by :mod:`narration.i18n` (manim- and click-free, so that the scenes use it too).
 
 Example::
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import click
 
+from cli.options import PathType
 from narration.i18n import (LANGUAGES, ROOT, TEMPLATE, I18nError, Language, add_entry, catalog_langs, coverage,
-                            init_catalog, languages, missing_keys, template, update_catalogs, used_keys)
+                            init_catalog, language, languages, missing_keys, template, update_catalogs, used_keys)
 
 __all__ = ["i18n_command"]
 
@@ -30,11 +31,12 @@ def extract_command() -> None:
     Exit status 1 (naming each) when one has none."""
     missing = missing_keys()
     for line in missing:
-        click.echo(line, err=True)
+        click.echo(line)
     click.echo(f"{len(used_keys())} keys used in the scenes, {len(template())} entries in "
                f"{TEMPLATE.relative_to(ROOT)}; {len(missing)} missing")
     if missing:
-        raise SystemExit(1)
+        raise click.ClickException(f"{len(missing)} keys the scenes use have no entry (listed above): "
+                                   "add them with `render.py i18n add Scene.key TEXT`")
 
 
 @i18n_command.command("add")
@@ -78,5 +80,54 @@ def stats_command() -> None:
     """How much of each language's catalog is translated."""
     for lang in languages():
         done, total = coverage(lang)
-        click.echo(f"{lang:6s} {LANGUAGES.get(lang, Language(lang, lang)).name:12s} {done}/{total} "
+        click.echo(f"{lang:6s} {language(lang).name:12s} {done}/{total} "
                    f"({100 * done / max(total, 1):.0f} %)")
+
+
+@i18n_command.command("check")
+@click.argument("scene_names", nargs=-1, metavar="[SCENE]...")
+@click.option("--lang", default="en", show_default=True, help="The language to check (a catalog's, or en-XA).")
+@click.option("--text", "texts", multiple=True, metavar="SCENE.KEY=TEXT", help="Your own words, as render takes them.")
+@click.option("--config", "config_file", type=PathType(dir_okay=False), default=None,
+              help="A TOML file whose [text.SCENE] tables hold your own words.")
+def check_command(scene_names: tuple[str, ...], lang: str, texts: tuple[str, ...], config_file: str | None) -> None:
+    """Before rendering: does every text of SCENE... (default: the lecture) fit in LANG with your own words?
+
+    Each scene is built without drawing a frame (its runs come from the trace cache, trained first where
+    missing, as `render` would), with the layout check on. Prints, per scene, each text that reached past the
+    frame's safe area (by how much, and whether it was wrapped onto a second line, moved or shrunk to fit)
+    and each text that still overlaps another or leaves the frame. Exit status 1 when one does."""
+    from cli.media import RenderError, load_scene, scene_config
+    from cli.params import config_layer, merged_texts, parse_texts, read_config
+    from cli.plan import scenes_or_lecture
+    from narration.i18n import check_overrides, owner_chain
+    from simulation.config import ConfigError
+
+    try:
+        if lang not in languages():
+            raise ConfigError(f"unknown language {lang!r}; available: {', '.join(languages())}")
+        scenes = scenes_or_lecture(scene_names)
+        layers = [config_layer(read_config(config_file), config_file, [], None)] if config_file else []
+        words = merged_texts([*layers, parse_texts(texts)])
+        check_overrides(words, {owner for scene in scenes for owner in owner_chain(scene)})
+    except (ConfigError, I18nError, RenderError) as exc:
+        raise click.ClickException(str(exc)) from None
+    bad = 0
+    for scene in scenes:
+        mine = {k: v for k, v in words.items() if k.rpartition(".")[0] in owner_chain(scene)}
+        variant = type(scene.__name__, (scene,), {"lang": lang, "text_overrides": mine, "check_layout": True,
+                                                  "fit_words": True, "__module__": scene.__module__})
+        with scene_config({"dry_run": True, "quality": "low_quality", "disable_caching": True,
+                           "verbosity": "ERROR", "progress_bar": "none"}):
+            built = variant()
+            built.render()
+        lines = [f"  fitted: {note}" for note in built.fitted] + [f"  {p}" for p in built.layout_log]
+        bad += bool(built.layout_log)
+        click.echo(f"{scene.__name__} [{lang}]: " + ("fits" if not lines else f"{len(built.fitted)} fitted, "
+                                                      f"{len(built.layout_log)} problems"))
+        for line in lines:
+            click.echo(line)
+    click.echo(f"{len(scenes) - bad} of {len(scenes)} scenes fit in {lang}")
+    if bad:
+        raise click.ClickException(f"{bad} of {len(scenes)} scenes have texts that do not fit in {lang} (listed "
+                                   "above): shorten them in the catalog or with --text")

@@ -29,7 +29,7 @@ import tempfile
 import traceback
 import unicodedata
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from io import BytesIO
 from pathlib import Path
@@ -195,13 +195,15 @@ class RenderJob:
     traces: dict[str, str]  # run name -> config digest of every trace the scene reads
     source: str  # source_digest of the scene class
     quality: str  # l | m | h | k
-    lang: str  # en | zh
+    lang: str  # en | zh | es ... (narration.i18n.languages())
     format: str  # mp4 | webm | gif | png
     transparent: bool
     output: str  # absolute output folder
     verbose: bool = False  # Manim's own log and a scene's traceback on stderr
     theme: str = "dark"  # dark | light (scenes/kit/theme.py): the colours and the background
     voice: str | None = None  # a name from narration.VOICES: the narration is spoken and muxed in
+    texts: dict[str, str] = field(default_factory=dict)  # {key: text} the scene can say in lang (cli.plan.scene_texts)
+    text_overrides: dict[str, str] = field(default_factory=dict)  # {"Owner.key": text} of --text / [text.Owner]
 
     @property
     def final_dir(self) -> Path:
@@ -246,7 +248,8 @@ class RenderJob:
         missing = [name for name, f in fields.items() if name not in data and f.default is dataclasses.MISSING]
         if unknown or missing:
             raise RenderError(f"render job: unknown fields {unknown}, missing fields {missing}")
-        kinds = {"params": dict, "attrs": dict, "traces": dict, "transparent": bool, "verbose": bool}
+        kinds = {"params": dict, "attrs": dict, "traces": dict, "transparent": bool, "verbose": bool, "texts": dict,
+                 "text_overrides": dict}
         for name, value in data.items():
             if not isinstance(value, kinds.get(name, str)) and not (name == "voice" and value is None):
                 raise RenderError(f"render job: {name} must be {kinds.get(name, str).__name__}, "
@@ -418,7 +421,8 @@ def make_variant(scene: type, job: RenderJob) -> type:
     """A subclass of ``scene`` carrying the job's language, experiment overrides and attributes; the
     class itself is never modified, so nothing carries over to the next scene."""
     namespace = {"__module__": scene.__module__, "__qualname__": scene.__qualname__, "lang": job.lang,
-                 "theme": job.theme, "params": dict(job.params), "voice": job.voice, **job.attrs}
+                 "theme": job.theme, "params": dict(job.params), "voice": job.voice,
+                 "text_overrides": dict(job.text_overrides), **job.attrs}
     return type(scene.__name__, (scene,), namespace)
 
 

@@ -210,7 +210,7 @@ def model_option(func):
 
 def trace_option(func):
     """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
-    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/recorded.py)."""
+    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/kinds/recorded.py)."""
     func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
                         help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
                              "the scenes that compare the two need it.")(func)
@@ -222,6 +222,13 @@ def trace_option(func):
 def recorded(ctx: click.Context) -> bool:
     """Whether the command draws runs read from trace files (--trace, --twin)."""
     return bool(ctx.params.get("trace") or ctx.params.get("twin"))
+
+
+def text_option(func):
+    """``--text Scene.key=TEXT``: your own words for one string in this render (repeatable)."""
+    return click.option("--text", "texts", multiple=True, metavar="SCENE.KEY=TEXT",
+                        help="Your own words for one string, in the language rendered (IdentityHighway.title=...; "
+                             "keys: locale/lecture.pot). Repeatable; wins over [text.SCENE] in --config.")(func)
 
 
 def param_options(func):
@@ -237,6 +244,7 @@ def scene_options(func):
     """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
     --set/--config, --quality, --lang and --theme."""
     func = param_options(func)
+    func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
                         help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
     func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
@@ -358,6 +366,10 @@ def echo_listing(listing: dict[str, Any], explain: bool = False) -> None:
         _echo_row(name, exp["description"])
         click.echo(f"  {'':<24} source: {exp['source']}")
         echo_params(exp["params"], explain)
+    click.echo("\nLanguages (--lang LANG; a string not translated yet is shown in English; render.py i18n):")
+    for lang, info in listing.get("languages", {}).items():
+        _echo_row(lang, f"{info['name']}: {info['translated']}/{info['total']} strings translated; "
+                        f"font {info['font']}; voice {info['voice'] or '-'}")
     click.echo("\nVoices (--voice NAME; a bare --voice picks the language's own):")
     for name, v in listing["voices"].items():
         _echo_row(name, f"{v['lang']}: {v['description']}")

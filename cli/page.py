@@ -19,28 +19,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from narration import i18n
 from cli.deck import Clip, format_value, staged_dir, web_ready
 from cli.media import RenderError
 
-__all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES", "LABELS"]
+__all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES", "labels"]
 
-LANG_NAMES = {"en": "English", "zh": "中文"}
-LABELS = {  # the page's own words, in the language it is written in
-    "title": {"en": "Residual connections", "zh": "残差连接"},
-    "intro": {"en": "Every number on screen comes from a real, recorded training run; the tables under each clip "
-                    "list them with the parameters that made the clip.",
-              "zh": "画面上的每个数都来自真实记录的训练；每段视频下的表格列出这些数和生成视频的参数。"},
-    "chapters": {"en": "Chapters", "zh": "章节"},
-    "numbers": {"en": "Numbers shown (from the recorded runs)", "zh": "画面上的数（来自记录的训练）"},
-    "no_numbers": {"en": "This clip shows no measured numbers.", "zh": "这段视频没有显示测量的数。"},
-    "params": {"en": "Parameters that made it", "zh": "生成它的参数"},
-    "defaults": {"en": "Defaults only.", "zh": "全部为默认值。"},
-    "traces": {"en": "Traces", "zh": "训练记录"},
-    "summary": {"en": "Trace summary (JSON)", "zh": "训练记录摘要（JSON）"},
-    "subtitles": {"en": "subtitles", "zh": "字幕"},
-    "explore": {"en": "Explore the recorded runs yourself", "zh": "自己探索记录下来的训练"},
-    "explore_clip": {"en": "Drive these runs in the explorer", "zh": "在探索页里操作这些训练"},
-}
+LANG_NAMES = {code: language.name for code, language in i18n.LANGUAGES.items()}  # a subtitle track's label
+
+
+def labels(lang: str) -> dict[str, str]:
+    """The page's own words in ``lang``: the catalogs' "Page.<key>" (English where a translation is missing)."""
+    return i18n.texts_of(lang, ["Page"])
 
 
 def _seconds(value: timedelta) -> float:
@@ -166,7 +156,7 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
     explore = (Path(os.path.relpath(Path(explorer).resolve(), Path(target).resolve())).as_posix()
                if explorer is not None and Path(explorer).is_file() else None)
     nav, sections = [], []
-    L = {key: html.escape(words[lang]) for key, words in LABELS.items()}
+    L = {key: html.escape(words) for key, words in labels(lang).items()}
     with staged_dir(target) as stage:
         for sub in ("media", "subtitles", "traces"):
             (stage / sub).mkdir()
@@ -174,7 +164,7 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
             scene = html.escape(clip.scene)
             web_ready(clip.video, stage / "media" / f"{clip.scene}.mp4")
             tracks = []
-            for track_lang in ("en", "zh"):
+            for track_lang in dict.fromkeys(("en", "zh", lang)):
                 vtt = subtitles_vtt(clip, track_lang)
                 (stage / "subtitles" / f"{clip.scene}.{track_lang}.vtt").write_text(vtt, encoding="utf-8")
                 default = " default" if track_lang == lang else ""

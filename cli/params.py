@@ -11,7 +11,7 @@ and :func:`scene_sources` say which layer gave each value; :func:`experiment_run
 turn them into typed runs with :func:`simulation.experiments.build_runs`, which converts and checks each value
 with :func:`simulation.values.convert_value`). A key is ``name`` (every experiment being run that has
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
-A TOML file has up to five tables::
+A TOML file has up to six tables::
 
     [render]                    # command-line options: quality, lang, theme, format, transparent, output, jobs, concat, voice
     quality = "m"
@@ -22,6 +22,8 @@ A TOML file has up to five tables::
     [scenes.IdentityHighway]    # like --set IdentityHighway.name=value
     [model]                     # your own network: like --model SPEC (spec = "...") and --set model.name=value
     spec = "examples/my_resnet.py:build"
+    [text.IdentityHighway]      # your own words, in the language rendered: like --text IdentityHighway.title=...
+    title = "The skip connection"
 
 Every error is a :class:`simulation.config.ConfigError` with a one-line message. Imports neither torch
 nor manim.
@@ -40,7 +42,7 @@ from simulation.config import ConfigError
 from simulation.values import convert_value, type_name
 
 __all__ = [
-    "Layer", "parse_sets", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
+    "Layer", "parse_sets", "parse_texts", "merged_texts", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
@@ -50,7 +52,11 @@ __all__ = [
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")
 DECK_FORMATS = ("html", "pptx", "pdf")  # render.py slides --format
-LANGS = ("en", "zh")  # the same as narration.text.LANGS (a test checks); kept here so --help needs no numpy
+# en, zh, each language with a catalog under locale/ (narration.i18n), and the pseudo-locale en-XA: the same as
+# narration.text.LANGS (a test checks), found here again so that --help loads nothing of narration/
+_CATALOGS = sorted(p.parent.parent.name for p in (Path(__file__).resolve().parent.parent / "locale").glob(
+    "*/LC_MESSAGES/lecture.po"))
+LANGS = ("en", "zh", *[lang for lang in _CATALOGS if lang not in ("en", "zh")], "en-XA")
 THEMES = ("dark", "light")  # the same as scenes.kit.theme.THEME_NAMES (a test checks); dark is the default
 MAX_JOBS = 64
 RENDER_DEFAULTS: dict[str, Any] = {
@@ -60,6 +66,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 MODEL_EXPERIMENT = "model"  # the experiment of a user's own network (simulation.experiments)
 RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
+                                  "text_overrides", "fit_words",
                                   "voice", "param_limits", "chapter"})
 
 
@@ -72,6 +79,7 @@ class Layer:
     experiments: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiment -> {name: value}
     scenes: dict[str, dict[str, Any]] = field(default_factory=dict)  # scene class name -> {attribute: value}
     render: dict[str, Any] = field(default_factory=dict)  # render options (files only; see RENDER_DEFAULTS)
+    texts: dict[str, str] = field(default_factory=dict)  # "Owner.key" -> the words shown instead ([text.Owner], --text)
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -118,7 +126,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    tables = ("render", "params", "experiments", "scenes", "model")
+    tables = ("render", "params", "experiments", "scenes", "model", "text")
     for key, value in data.items():
         if key not in tables:
             raise ConfigError(f"{path}: unknown entry {key!r}; use the tables [{'], ['.join(tables)}]")
@@ -128,7 +136,30 @@ def read_config(path: str | Path) -> dict[str, Any]:
         if key not in RENDER_DEFAULTS:
             raise ConfigError(f"{path}: unknown render option {key!r}; known: {', '.join(RENDER_DEFAULTS)}")
     check_render_options(data.get("render", {}), origin=str(path))
+    for owner, words in data.get("text", {}).items():
+        if not isinstance(words, dict) or not all(isinstance(v, str) for v in words.values()):
+            raise ConfigError(f"{path}: [text.{owner}] must be a table of key = \"text\"")
     return data
+
+
+def parse_texts(pairs: Iterable[str]) -> Layer:
+    """``("IdentityHighway.title=The skip connection",)`` -> a :class:`Layer` of texts; ConfigError for a pair
+    that is not ``Owner.key=TEXT``. Whether the string exists is checked with the scenes (:func:`narration.i18n.check_overrides`)."""
+    layer = Layer("--text")
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*", name.strip()):
+            raise ConfigError(f"--text expects Scene.key=TEXT (IdentityHighway.title=...), got {pair[:60]!r}")
+        layer.texts[name.strip()] = value
+    return layer
+
+
+def merged_texts(layers: Iterable[Layer]) -> dict[str, str]:
+    """``{"Owner.key": text}`` of every layer, later ones winning."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        out.update(layer.texts)
+    return out
 
 
 def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterable[str],
@@ -139,7 +170,9 @@ def config_layer(data: Mapping[str, Any], path: str | Path, experiments: Iterabl
     Raises ConfigError for an unknown experiment or scene, or a scoped entry that is not a table.
     """
     experiments = list(experiments)
-    layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})))
+    layer = Layer(str(path), common=dict(data.get("params", {})), render=dict(data.get("render", {})),
+                  texts={f"{owner}.{key}": text for owner, words in data.get("text", {}).items()
+                         for key, text in words.items()})
     if data.get("model"):  # [model] is [experiments.model]; a key in both is taken from [experiments.model]
         layer.experiments[MODEL_EXPERIMENT] = dict(data["model"])
     scenes = None if scenes is None else list(scenes)
@@ -319,9 +352,10 @@ def all_params() -> dict[str, list[str]]:
 
 def parameter_layers(config_data: dict | None, config_file: str | None, sets: Iterable[str],
                      scene_names: list[str] | None, model: str | None = None, trace: str | None = None,
-                     twin: str | None = None) -> list[Layer]:
+                     twin: str | None = None, texts: Iterable[str] = ()) -> list[Layer]:
     """The parameter layers, later ones win: the --config file's tables (if any), ``--model SPEC`` (the spec of
-    experiment model), ``--trace FILE`` / ``--twin FILE`` (its trace and twin), then --set."""
+    experiment model), ``--trace FILE`` / ``--twin FILE`` (its trace and twin), then --set (and ``--text``: your
+    own words, :func:`parse_texts`)."""
     from simulation.experiments import EXPERIMENTS
 
     layers = [config_layer(config_data, config_file, EXPERIMENTS, scene_names)] if config_data is not None else []
@@ -329,7 +363,9 @@ def parameter_layers(config_data: dict | None, config_file: str | None, sets: It
         layers.append(model_layer(model))
     if trace or twin:
         layers.append(trace_layer(trace, twin))
-    return layers + [parse_sets(tuple(sets), EXPERIMENTS, scene_names or [])]
+    layers.append(parse_sets(tuple(sets), EXPERIMENTS, scene_names or []))
+    return layers + ([parse_texts(tuple(texts))] if texts else [])
+
 
 def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
     """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli.params import Layer, all_params, refuse_unused_sets, validate_scoped
+from cli.params import Layer, all_params, merged_texts, refuse_unused_sets, validate_scoped
+from narration import i18n
 from simulation.config import ConfigError
 
-__all__ = ["RenderPlan", "plan_render", "resolve_scenes", "scenes_or_lecture", "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
+__all__ = ["RenderPlan", "plan_render", "scene_texts", "language_listing", "resolve_scenes", "scenes_or_lecture",
+           "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
            "drawable_scenes", "recorded_scenes",
            "run_digests", "lecture_with", "CHAPTER_HELP"]
 
@@ -62,7 +64,7 @@ def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
     """Why ``scene`` cannot draw ``runs`` (``{RunKey: config}``) where some are read from trace files
     (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``required_arrays``);
     None when it can, or when every run is trained here."""
-    from simulation.recorded import missing
+    from simulation.kinds.recorded import missing
 
     return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()))
 
@@ -104,11 +106,11 @@ def recorded_scenes(scene_names: Iterable[str], layers: list[Layer], chapters: I
 
 
 def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
-    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...}}``
-    with every parameter's type, default, value under ``layers`` and source (the layer that set it, or "default":
-    :func:`cli.params.experiment_sources`) (scenes in the order given; those that draw a user's own network,
-    scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises ConfigError for a bad
-    value."""
+    """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...},
+    "languages": {...}}`` with every parameter's type, default, value under ``layers`` and source (the layer that set
+    it, or "default": :func:`cli.params.experiment_sources`) (scenes in the order given; those that draw a user's own
+    network, scenes.MODEL_SCENES, under ``model_scenes`` with the lecture scene they vary). Raises ConfigError for a
+    bad value."""
     import scenes as scene_package
     from cli.params import (DEFAULT_SOURCE, check_common_keys, experiment_overrides, experiment_sources,
                             scene_overrides, scene_params, scene_sources)
@@ -141,7 +143,22 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
                            "source": sources.get(k, DEFAULT_SOURCE)}
                        for k, (d, t) in exp.params().items()},
         }
+    listing["languages"] = language_listing()
     return listing
+
+
+def language_listing() -> dict[str, dict[str, Any]]:
+    """``{lang: {"name", "translated", "total", "font", "voice"}}`` of every renderable language (``render.py list``):
+    how much of its catalog is translated (the rest falls back to English), its font and its voice (None: silent)."""
+    from narration import VOICES
+
+    out = {}
+    for lang in i18n.languages():
+        done, total = i18n.coverage(lang)
+        spoken = next((name for name, engine in VOICES.items() if engine.lang == lang), None)
+        out[lang] = {"name": i18n.language(lang).name, "translated": done, "total": total,
+                     "font": i18n.language(lang).font, "voice": spoken}
+    return out
 
 
 def run_digests(runs: dict[Any, Any]) -> dict[str, str]:
@@ -237,6 +254,18 @@ class RenderPlan:
                 + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
 
 
+def scene_texts(scene: type, lang: str, overrides: dict[str, str]) -> dict[str, str]:
+    """``{key: text}`` of every string ``scene`` can say in ``lang`` with the ``overrides`` ("Owner.key"): part
+    of its render key (a changed catalog entry or override re-renders the scenes that say it, and only those)
+    and of its record. Empty for a scene that is no LectureScene."""
+    if not hasattr(scene, "string"):
+        return {}
+    chain = i18n.owner_chain(scene)
+    keys = set(i18n.texts_of("en", chain)) | {k.rpartition(".")[2] for k in overrides if k.rpartition(".")[0] in chain}
+    keys |= {key for owner in scene.__mro__ for key in (vars(owner).get("strings") or {})}
+    return {key: scene.string(key, lang, overrides) for key in sorted(keys)}
+
+
 def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any], verbose: bool = False,
                 concat_allowed: bool = False, scheduler: str | None = None) -> RenderPlan:
     """Check every input and plan the render of ``scenes`` (classes, lecture order) with the parameter
@@ -261,6 +290,11 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
     check_common_keys(layers, active, all_params(), scenes)
     validate_scoped(layers, by_name)
     refuse_unused_sets(layers, set(active), {s.__name__ for s in scenes})
+    words = merged_texts(layers)  # your own words: "Owner.key" -> text
+    try:
+        i18n.check_overrides(words, {owner for s in scenes for owner in i18n.owner_chain(s)})
+    except i18n.I18nError as exc:
+        raise ConfigError(str(exc)) from None
     # 2. The voice and the output folder (what this machine has: the command's preflight, cli/doctor.py).
     options["voice"] = check_voice(options["voice"], options["lang"], options["format"])
     output = Path(options["output"]).expanduser().absolute()
@@ -282,7 +316,10 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
                         attrs=scene_overrides(layers, scene), traces=run_digests(runs),
                         source=source_digest(scene), quality=options["quality"], lang=options["lang"],
                         theme=options["theme"], format=options["format"], voice=options["voice"],
-                        transparent=options["transparent"], output=str(output), verbose=verbose)
+                        transparent=options["transparent"], output=str(output), verbose=verbose,
+                        texts=scene_texts(scene, options["lang"], words),
+                        text_overrides={k: v for k, v in words.items()
+                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)})
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []

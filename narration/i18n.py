@@ -1,9 +1,9 @@
-"""The lecture's words: one gettext catalog per language, read with Babel (torch- and manim-free).
+"""The lecture's words: one gettext catalog per language, read with Babel (torch-, manim- and click-free).
 
 Example::
 
-    python render.py i18n extract        # (narration/i18n.py) scan the scenes for the keys they use; check them against the template
-    python render.py i18n init es        # locale/es/LC_MESSAGES/lecture.po, every entry to fill
+    python render.py i18n extract        # scan the scenes for the keys they use; check them against the template
+    python render.py i18n init de        # locale/de/LC_MESSAGES/lecture.po, every entry to fill
     python -c "from narration.i18n import text; print(text('es', ['IdentityHighway', 'LectureScene'], 'title'))"
 
 Layout (``locale/`` at the checkout's root, shipped as package data):
@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages/residual_lecture when installed
 
-__all__ = ["LOCALE_DIR", "TEMPLATE", "DOMAIN", "PSEUDO", "Language", "LANGUAGES", "I18nError", "catalog_path",
+__all__ = ["LOCALE_DIR", "TEMPLATE", "DOMAIN", "PSEUDO", "Language", "LANGUAGES", "I18nError", "language", "catalog_path",
            "languages", "template", "english", "messages", "lookup", "text", "fields", "pseudo", "coverage",
            "owner_chain", "check_overrides", "texts_of", "table", "used_keys", "missing_keys", "catalog_problems",
-           "add_entry", "init_catalog", "update_catalogs", "catalog_langs", "plural_category", "format_text"]
+           "add_entry", "init_catalog", "update_catalogs", "catalog_langs", "clear_caches", "plural_category",
+           "format_text"]
 
 LOCALE_DIR = ROOT / "locale"
 DOMAIN = "lecture"
@@ -81,6 +81,20 @@ LANGUAGES: dict[str, Language] = {lang.code: lang for lang in (
     Language("ar", "العربية", font="Noto Sans Arabic", direction="rtl", espeak="ar"),
     Language(PSEUDO, "[Ëñĝļîšĥ]"),
 )}
+
+
+def language(code: str) -> Language:
+    """The table's entry for ``code``; a language with a catalog but no entry (``render.py i18n init pt``) is
+    drawn in DejaVu Sans, read at 17 characters/s, named by Babel, and silent."""
+    if code in LANGUAGES:
+        return LANGUAGES[code]
+    try:
+        from babel import Locale
+
+        name = Locale.parse(code.replace("-", "_")).get_display_name() or code
+    except Exception:  # babel's UnknownLocaleError, ValueError
+        name = code
+    return Language(code, name)
 
 
 def catalog_path(lang: str, root: Path | None = None) -> Path:
@@ -362,6 +376,11 @@ def missing_keys(checkout: Path | None = None) -> list[str]:
     return out
 
 
+def _inline(module, owner: str, key: str) -> bool:
+    cls = getattr(module, owner, None)
+    return cls is not None and any(key in (vars(c).get("strings") or {}) for c in cls.__mro__)
+
+
 def catalog_problems(lang: str, root: Path | None = None) -> list[str]:
     """What is wrong with ``lang``'s catalog, one line each: an entry the template lacks, a translation whose
     ``{fields}`` differ from the English's (it would drop a number or ask for one the code does not give)."""
@@ -442,8 +461,3 @@ def update_catalogs(root: Path | None = None) -> dict[str, tuple[int, int]]:
         _write(path, catalog)
         out[lang] = coverage(lang, root)
     return out
-
-
-def _inline(module, owner: str, key: str) -> bool:
-    cls = getattr(module, owner, None)
-    return cls is not None and any(key in (vars(c).get("strings") or {}) for c in cls.__mro__)

@@ -13,22 +13,27 @@ import re
 
 import numpy as np
 
+from narration.i18n import LANGUAGES, language, languages
+
 __all__ = ["LANGS", "READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
            "spoken_formula", "CJK_PUNCT"]
 
-LANGS = ("en", "zh")  # the lecture's languages, English first (cli/params.py repeats them so that --help loads
-# no numpy; tests/test_cli.py checks that the two agree)
-READING_RATE = {"en": 17.0, "zh": 9.0}  # characters per second a subtitle reader keeps up with
+# the lecture's languages: en, zh, each language with a catalog under locale/, and the pseudo-locale en-XA
+# (cli/params.py reads them the same way so that --help loads no numpy; tests/test_cli.py checks that the two agree)
+LANGS = languages()
+# characters per second a subtitle reader keeps up with: 17 in English (and other alphabets), 9 in Chinese
+READING_RATE = {code: language.reading_rate for code, language in LANGUAGES.items()}
 
 
 def cue_chars(text: str, lang: str) -> int:
-    """Characters a reader must read: all of them in English, all but white space in Chinese."""
-    return len(text.strip()) if lang == "en" else len(re.sub(r"\s", "", text))
+    """Characters a reader must read: all of them in English (a language written with spaces), all but white
+    space in Chinese."""
+    return len(text.strip()) if language(lang).spaces else len(re.sub(r"\s", "", text))
 
 
 def reading_time(text: str, lang: str) -> float:
     """Seconds ``text`` must stay on screen to be read at :data:`READING_RATE` (rounded up to 10 ms)."""
-    return float(np.ceil(cue_chars(text, lang) / READING_RATE[lang] * 100 - 1e-9) / 100)
+    return float(np.ceil(cue_chars(text, lang) / language(lang).reading_rate * 100 - 1e-9) / 100)
 
 
 # -- Chinese text -> pinyin, with Latin runs split out -------------------------------------------

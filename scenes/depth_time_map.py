@@ -26,25 +26,22 @@ import math
 import numpy as np
 from manim import (DOWN, LEFT, RESAMPLING_ALGORITHMS, RIGHT, UP, Create, FadeIn, Group, ImageMobject, Line, Rectangle,
                    VGroup, linear)
-from manim.utils.color import ManimColor
 
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.block_labels import middle_ellipsis, split_prefix
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.theme import VIRIDIS, to_rgb
 from scenes.kit.widgets import LinearAxes, nice_ticks
 from scenes.user_model import UserModelScene
 
-__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_line", "MAX_COLUMNS", "MAX_ROWS", "MAX_LABELS",
-           "VIRIDIS"]
+__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_line", "MAX_COLUMNS",
+           "MAX_ROWS", "MAX_LABELS"]
 
 MAX_COLUMNS = 600  # columns of the map image: recorded steps beyond this are averaged (log10) in equal step bins
 MAX_ROWS = 300  # rows: more blocks than this are averaged in groups of neighbours
 MAX_LABELS = 10  # block names beside the map at most (the map is 3.4 units tall; SIZE_SMALL is ~0.25)
 MAX_LOSS_POINTS = 600  # points of the loss line (means over equal step bins beyond that)
-# Viridis (van der Walt & Smith, matplotlib 2.0), nine stops: sequential, perceptually uniform, legible in
-# grey and to the common colour-vision deficiencies.
-VIRIDIS = ("#440154", "#472D7B", "#3B528B", "#2C728E", "#21918C", "#28AE80", "#5EC962", "#ADDC30", "#FDE725")
 UNDERFLOW, OVERFLOW = -np.inf, np.inf  # grid markers: every value of the cell was 0; one was not finite
 
 
@@ -140,21 +137,17 @@ def _log_mean_logs(logs: np.ndarray) -> np.ndarray:
     return np.where((logs == OVERFLOW).any(0), OVERFLOW, out)
 
 
-def _rgb(color) -> np.ndarray:
-    return np.asarray(ManimColor(color).to_rgb(), np.float64)
-
-
 def grid_colors(grid: np.ndarray, low: float, high: float, background, warn) -> np.ndarray:
     """uint8 [R, C, 4] RGBA of ``grid`` (log10 values): :data:`VIRIDIS` from ``low`` to ``high`` (clipped), the
     lowest colour for an underflow, ``warn`` for a non-finite value, ``background`` for no record."""
-    stops = np.stack([_rgb(c) for c in VIRIDIS])
+    stops = np.stack([to_rgb(c) for c in VIRIDIS])
     t = np.clip((np.nan_to_num(grid, nan=low, posinf=high, neginf=low) - low) / ((high - low) or 1.0), 0, 1)
     position = t * (len(VIRIDIS) - 1)
     index = np.minimum(position.astype(int), len(VIRIDIS) - 2)
     frac = (position - index)[..., None]
     rgb = stops[index] * (1 - frac) + stops[index + 1] * frac
-    rgb = np.where(np.isnan(grid)[..., None], _rgb(background), rgb)
-    rgb = np.where((grid == OVERFLOW)[..., None], _rgb(warn), rgb)
+    rgb = np.where(np.isnan(grid)[..., None], to_rgb(background), rgb)
+    rgb = np.where((grid == OVERFLOW)[..., None], to_rgb(warn), rgb)
     out = np.empty(grid.shape + (4,), np.uint8)
     out[..., :3] = np.round(rgb * 255)
     out[..., 3] = 255

@@ -7,7 +7,9 @@ Example::
 
 A *run kind* says how one config class is trained. Everything else reads this table: the trace cache
 (:mod:`simulation.cache`) asks it for the trainer, the memory guard for the estimate, the sweep for the work,
-log lines for the label, :func:`config_from_dict` for the class of a ``to_dict()``. The kind's trainer id
+log lines for the label; :func:`register_kind` records each config class in
+:data:`simulation.config.CONFIG_CLASSES`, which :func:`simulation.config.config_from_dict` reads a ``to_dict()``
+back with. The kind's trainer id
 (``"module:function"``) is hashed into every config's digest (:meth:`simulation.config.BaseConfig.digest`),
 so choosing another trainer for a kind gives its traces new cache keys.
 
@@ -25,7 +27,9 @@ docs/developers/adding-a-kind-of-run.md; the worked example is ``highway``)::
 
 A config class whose dataclass has no ``kind`` field is the default kind (``mlp``: RunConfig, for the traces
 written before kinds existed). The trainer module may import torch; this module and the config classes
-must not (scenes read configs and digests).
+must not (scenes read configs and digests). The table sits above the trainers (``simulation/kinds/``): it names
+them by string and loads them when used, and none of them, nor the loop, imports it back (tests/test_imports.py
+counts those strings as imports; the loop gets the memory check from its task, ``simulation.loop.Task.memory``).
 """
 
 from __future__ import annotations
@@ -290,6 +294,6 @@ def _recorded_memory(config: RecordedConfig) -> MemoryEstimate:
 
 
 register_kind(RunKind(
-    name="recorded", config=RecordedConfig, trainer="simulation.recorded:run", memory=_recorded_memory,
+    name="recorded", config=RecordedConfig, trainer="simulation.kinds.recorded:run", memory=_recorded_memory,
     work=lambda c: 1, label="a run recorded elsewhere (residual_lecture.watch), read from its trace file (--trace)"))
 

@@ -25,7 +25,7 @@ from simulation.experiments import build_runs
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
-__all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
+__all__ = ["FULL_LANGS", "ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
            "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
            "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples",
            "assert_same_trace", "together_as_alone", "assert_diverged_between_records",
@@ -34,6 +34,7 @@ __all__ = ["ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames"
 # -- the command line -----------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
+FULL_LANGS = ("en", "zh")  # every scene test runs in these; Spanish and the pseudo-locale: tests/test_i18n.py
 CLI_TINY = ["--set", "steps=20", "--set", "depth=3"]  # tiny training runs: well under a second each
 
 

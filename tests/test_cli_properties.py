@@ -44,7 +44,7 @@ from cli.params import scene_params
 from render import cli
 from simulation.experiments import EXPERIMENTS
 
-from support import examples
+from support import ROOT, examples
 
 SCENE_PARAMS = {scene.__name__: scene_params(scene) for scene in scenes.SCENES_IN_ORDER}
 EXPERIMENT_PARAMS = {name: exp.params() for name, exp in EXPERIMENTS.items()}
@@ -406,6 +406,11 @@ def strategy(param: click.Parameter, sandbox: Path, files: dict[str, str]):
     elif param.name == "translations":  # --lang LANG TEXT
         return st.tuples(st.one_of(NAMES, st.sampled_from(["zh", "es", "de"])), texts).map(
             lambda lt: [param.opts[0], *lt])
+    elif param.name == "texts":  # --text Scene.key=TEXT
+        values = st.one_of(st.sampled_from(["ChainRuleProduct.title=Mine", "ChainRuleProduct.title={x}",
+                                            "ChainRuleProduct.titel=x", "ChainRuleProduct=x", "=x", "a.b.c=x",
+                                            "IdentityHighway.title=x"]),
+                           texts.map(lambda t: f"ChainRuleProduct.title={t}"), texts)
     else:
         return None
     if isinstance(param, click.Argument):
@@ -477,7 +482,7 @@ def _option_test(command: str, examples: int):
         chosen = data.draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique_by=lambda p: p.name))
         positional, options = _base(command, sandbox) if len(prefix) == 1 else ([], [])
         if len(prefix) > 1:  # the valid arguments of the i18n command, each replaced below where chosen
-            positional = {"add": ["Hostile.key", "A text"], "init": ["es"]}[prefix[1]]
+            positional = {"add": ["Hostile.key", "A text"], "init": ["es"], "check": ["ChainRuleProduct"]}[prefix[1]]
         if command == "train" and any(p.name == "model" for p in chosen):
             positional = []  # train --model FILE.py:FACTORY trains the model alone
         hostile_arguments = [p for p in chosen if isinstance(p, click.Argument)]

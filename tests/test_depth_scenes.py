@@ -22,7 +22,7 @@ from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, s
                                 trains_worse)
 from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
 from scenes.kit.seeds import count_true, seed_range
-from scenes.kit.style import LANGS
+from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey, by_seed, one_seed
 from simulation.summary import tail_mean
 from simulation.trace import Trace

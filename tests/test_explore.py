@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cli.explore import UI_STRINGS, VIEWS, jsonable, export_data, write_explorer
+from cli.explore import VIEWS, ui_strings, jsonable, export_data, write_explorer
 from simulation.config import UserModelConfig
 from simulation.experiments import vanishing_run
 from simulation.runkeys import RunKey, key_texts
@@ -358,8 +358,8 @@ def look_problems(page, lang: str, theme: str) -> list[str]:
     if not page.evaluate("document.documentElement.lang").startswith(lang):
         problems.append(f"html lang is {page.evaluate('document.documentElement.lang')}")
     for key, text in page.eval_on_selector_all("[data-ui]", "els => els.map(e => [e.dataset.ui, e.textContent])"):
-        if text != UI_STRINGS[key][lang]:
-            problems.append(f"{key}: {text!r} is not the {lang} string {UI_STRINGS[key][lang]!r}")
+        if text != ui_strings(lang)[key]:
+            problems.append(f"{key}: {text!r} is not the {lang} string {ui_strings(lang)[key]!r}")
     tables, view = scene_strings(), state(page)["view"]
     title, *caption = [tables[table][key][lang] for table, key in CAPTIONS[view]]
     if page.inner_text("#view-title") != title:

@@ -19,7 +19,7 @@ import pytest
 
 import scenes
 from narration import i18n
-from scenes.kit.style import LANGS
+from support import FULL_LANGS as LANGS
 
 ROOT = Path(__file__).resolve().parent.parent
 

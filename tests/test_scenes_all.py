@@ -30,7 +30,7 @@ from narration import i18n
 from scenes import SCENES_IN_ORDER
 from scenes.kit import layout
 from scenes.kit.base import LectureScene
-from scenes.kit.style import LANGS
+from support import FULL_LANGS as LANGS
 
 from simulation.runkeys import RunKey
 

@@ -30,7 +30,8 @@ from scenes.highway import IdentityHighway, projection_params
 from scenes.nested import TRUTH, NestedFunctionClasses, contains, get_function_classes, nearest_point
 from scenes.plus_one import GradientPlusOne
 from scenes.sigmoid import SigmoidDerivative, derivative_bound, geometric_mean_factor, sigmoid, sigmoid_prime
-from scenes.kit.style import LANGS, format_number
+from scenes.kit.style import format_number
+from support import FULL_LANGS as LANGS
 from scenes.summary import Summary
 from simulation.cache import trace_path
 from simulation.experiments import PLAIN_LARGE_LR, build_runs

@@ -23,7 +23,7 @@ from scenes.layernorm import (RISE, PostLNvsPreLN, final_loss, grad_rises, init_
 from scenes.paths import PathEnsemble
 from scenes.residual_response import ResidualResponse
 from scenes.shattered import ShatteredGradients
-from scenes.kit.style import LANGS
+from support import FULL_LANGS as LANGS
 from simulation.experiments import POST_LN, POST_LN_WARMUP, PRE_LN
 from simulation.runkeys import RunKey, read_key_text
 from simulation.trace import Trace

@@ -32,7 +32,7 @@ from scenes.kit.block_labels import (BlockLabels, _spread, estimate_width, middl
                                  split_prefix, unique_names)
 from scenes.chain_rule import running_product
 from scenes.kit.layout import layout_problems
-from scenes.kit.style import LANGS
+from support import FULL_LANGS as LANGS
 from simulation.config import RunConfig, UserModelConfig
 from simulation.runkeys import RunKey
 from simulation.trace import Trace

@@ -75,7 +75,8 @@ def test_the_rate_check_catches_a_line_that_bypasses_narrate(lang, tmp_path):
 def test_reading_time_is_characters_over_the_rate():
     assert voice.reading_time("x" * 34, "en") == pytest.approx(2.0)
     assert voice.reading_time("残差 网络" * 9, "zh") == pytest.approx(4.0)  # white space is not read
-    assert voice.READING_RATE == RATE
+    assert {lang: voice.READING_RATE[lang] for lang in RATE} == RATE
+    assert voice.reading_time("x" * 34, "es") == pytest.approx(2.0)  # a Latin alphabet reads like English
 
 
 # -- Chinese: pinyin, numerals, Latin runs ---------------------------------------------------------

@@ -35,7 +35,7 @@ from simulation.atomic_io import atomic_write
 from simulation.trace import Trace
 
 from narration import i18n
-from narration.beats import jsonable
+from narration.beats import BEAT_LANGS, jsonable
 from scenes.kit.beats import BeatLog
 import narration as speech
 from narration.audio import build_track
@@ -43,6 +43,7 @@ from narration.mux import mux_audio, video_duration
 from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
+from scenes.kit.fit import fit_texts
 from scenes.kit.layout import EDGE_BUFF, adopt_text_sizes, layout_problems, line_width
 from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, make_wrapped_text, set_language
 from scenes.kit.theme import set_theme
@@ -94,6 +95,9 @@ class LectureScene(Scene):
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
     text_overrides: dict[str, str] = {}  # {"Owner.key": text} for this render (--text, [text.Owner] in --config)
+    # bring texts that reach past the frame inside it (scenes.kit.fit); None: for words the layouts were not drawn
+    # for (a language other than en and zh, or text_overrides), so that the English and Chinese frames stay as drawn
+    fit_words: bool | None = None
     chapter: str | None = None  # an optional chapter (scenes.CHAPTERS) that `render.py all` renders only when asked
     check_layout: bool = False  # record texts outside the frame or over each other after every step
     # RunKey -> .npz path, used instead of the cache (tests); a run name stands for that run at its trace's seed
@@ -116,8 +120,13 @@ class LectureScene(Scene):
         # values: key -> the number shown (null when missing); missing: keys shown as a gap, in order.
         self.numbers: dict[str, Any] = {"scene": type(self).__name__, "lang": self.lang, "values": {},
                                         "missing": []}
+        if self.text_overrides:  # your own words (--text, [text.Owner]): the numbers JSON says which were shown
+            self.numbers["texts"] = dict(sorted(self.text_overrides.items()))
         self.runs: dict[RunKey, Trace] = {}
         self.layout_log: list[str] = []
+        self.fitted: list[str] = []  # what scenes.kit.fit did to texts that did not fit (one line each)
+        if self.fit_words is None:
+            self.fit_words = self.lang not in BEAT_LANGS or bool(self.text_overrides)
         self.beats = BeatLog(self)
         self.voice = self.voice or os.environ.get("RESIDUAL_VOICE") or None
         self.spoken: list[tuple[float, np.ndarray]] = []  # (start s, samples) of every line spoken
@@ -189,13 +198,14 @@ class LectureScene(Scene):
         ``duration`` seconds.
 
         With a voice the line is spoken and its cue is the spoken interval; without one the cue lasts
-        as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese).
+        as long as reading takes (``narration.READING_RATE``: 17 characters/s English, 9 Chinese ...).
         The line before is waited out first, so lines never overlap and never run faster than speech.
         Each call also starts a beat (a slide stop; see :mod:`scenes.kit.beats`)."""
         text = self.t(key, **fmt)
         self.finish_narration()
         self.beats.begin(key, {lang: i18n.format_text(self.string(key, lang, self.text_overrides if lang == self.lang
-                                                                  else None), lang, **fmt) for lang in ("en", "zh")})
+                                                                  else None), lang, **fmt)
+                               for lang in dict.fromkeys((*BEAT_LANGS, self.lang))})
         if self.voice:
             audio = speech.speak(text, self.voice)
             shown = len(audio) / speech.SAMPLE_RATE
@@ -216,6 +226,8 @@ class LectureScene(Scene):
     # -- layout -----------------------------------------------------------------------------
     def play(self, *args: Any, **kwargs: Any) -> None:
         start = self.renderer.time
+        if self.fit_words:
+            self._fit(args)
         super().play(*args, **kwargs)
         # Manim's clock advances by the frames written, but by the run time when a segment comes from
         # its cache (or is skipped): set it to the frames either way, so subtitles and speech land on the
@@ -226,8 +238,23 @@ class LectureScene(Scene):
         self._check_layout()
 
     def wait(self, *args: Any, **kwargs: Any) -> None:
+        if self.fit_words:
+            self._fit(())
         super().wait(*args, **kwargs)
         self._check_layout()
+
+    def _fit(self, animations: tuple) -> None:
+        """Texts about to be shown (those on screen and those the animations bring) brought inside the frame;
+        notes in ``self.fitted`` and the numbers JSON (``"fitted"``)."""
+        mobjects = list(self.mobjects)
+        for animation in animations:
+            for name in ("mobject", "target_mobject"):
+                if isinstance(getattr(animation, name, None), Mobject):
+                    mobjects.append(getattr(animation, name))
+        notes = [n for n in fit_texts(mobjects, config.frame_width, config.frame_height) if n not in self.fitted]
+        if notes:
+            self.fitted += notes
+            self.numbers["fitted"] = list(self.fitted)
 
     def _check_layout(self) -> None:
         self._note_gaps()

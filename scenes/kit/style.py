@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
-from narration.i18n import LANGUAGES
+from narration.i18n import LANGUAGES, language
 from narration.text import LANGS  # defined once for the scenes, the beat record and the narration
 from scenes.kit.frame_cost import GlyphText, drop_svg_paths
 from scenes.kit.theme import ROLES, current_theme
@@ -114,14 +114,15 @@ def make_text(content: str, size: float = SIZE_BODY, color: ManimColor | None = 
     one built first: ~2 ms instead of ~40 ms (Pango's SVG parsed into glyphs again), the same points and
     style, so the same frames."""
     lang = _current["lang"]
-    if lang != "en" and "‖" in content:
+    font = FONTS.get(lang) or language(lang).font
+    if font != FONTS["en"] and "‖" in content:
         kwargs.setdefault("t2f", {"‖": FONTS["en"]})
     color = color or PALETTE["text"]
     if not _plain(kwargs) or not _plain(color):
-        return drop_svg_paths(GlyphText(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
-    key = (content, FONTS[lang], float(size), repr(color), repr(sorted(kwargs.items())))
+        return drop_svg_paths(GlyphText(content, font=font, font_size=size, color=color, **kwargs))
+    key = (content, font, float(size), repr(color), repr(sorted(kwargs.items())))
     if key not in _BUILT_TEXTS:
-        _BUILT_TEXTS[key] = drop_svg_paths(GlyphText(content, font=FONTS[lang], font_size=size, color=color, **kwargs))
+        _BUILT_TEXTS[key] = drop_svg_paths(GlyphText(content, font=font, font_size=size, color=color, **kwargs))
     return _BUILT_TEXTS[key].copy()
 
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+import numpy as np
 from manim import ManimColor
 
 
 __all__ = [
     "OKABE_ITO", "HUES", "ROLES", "SHOWN_TOGETHER", "THEMES", "THEME_NAMES", "MIN_TEXT_CONTRAST", "Theme", "get_theme", "set_theme",
-    "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast",
+    "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast", "VIRIDIS", "to_rgb",
 ]
 
 THEME_NAMES = ("dark", "light")  # "dark" (the default) first; cli/params.py repeats them so that --help loads no
@@ -70,7 +71,15 @@ SHOWN_TOGETHER = (
     ("identity", "warn", "sigmoid: sigma and the 1/4 bound"),
     ("identity", "residual", "nested function classes; Add & Norm: the identity path and the memory"),
 )
+# Viridis (van der Walt & Smith, matplotlib 2.0), nine stops: the sequential scale of a value map (DepthTimeMap),
+# perceptually uniform, legible in grey and to the common colour-vision deficiencies; the same in both themes.
+VIRIDIS = ("#440154", "#472D7B", "#3B528B", "#2C728E", "#21918C", "#28AE80", "#5EC962", "#ADDC30", "#FDE725")
 MIN_TEXT_CONTRAST = 4.5  # WCAG 2.1 success criterion 1.4.3 (AA, normal text)
+
+
+def to_rgb(color: str | ManimColor) -> np.ndarray:
+    """float64 [3] RGB in [0, 1] of a colour (a hex string or a ManimColor), for pixels a scene computes."""
+    return np.asarray(ManimColor(color).to_rgb(), np.float64)
 
 
 def relative_luminance(color: str | ManimColor) -> float:

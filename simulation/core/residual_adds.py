@@ -452,9 +452,11 @@ def find_residual_adds(model: nn.Module, inputs: tuple[torch.Tensor, ...], block
     if not found:
         what = (f"no module path matching {blocks!r} with an addition of its input" if blocks
                 else "no residual addition h = x + F(x)")
-        raise NoResidualError(
-            f"{what}: the forward pass made {probe.additions} addition(s) in {len(probe.calls)} module call(s); "
-            "name the blocks with a glob over module paths, e.g. --set model.blocks='layer*.*'")
+        detail = f"{what}: the forward pass made {probe.additions} addition(s) in {len(probe.calls)} module call(s)"
+        error = NoResidualError(f"{detail}; name the blocks with a glob over module paths, e.g. "
+                                "--set model.blocks='layer*.*'")
+        error.detail = detail  # without the command line's hint: a library caller gives its own
+        raise error
     per_call: dict[int, int] = {}
     for event, *_ in found:
         per_call[event.call] = per_call.get(event.call, 0) + 1

@@ -136,7 +136,7 @@
     state.act = p.get('act');
     state.arch = 'both';
     if (['both', 'plain', 'residual', 'none'].includes(p.get('arch'))) state.arch = p.get('arch');
-    if (['en', 'zh'].includes(p.get('lang'))) state.lang = p.get('lang');
+    if (Object.keys(D.strings).includes(p.get('lang'))) state.lang = p.get('lang');
     if (p.get('theme') in D.themes) state.theme = p.get('theme');
   }
   let hashTimer = null;
@@ -822,7 +822,7 @@
     $('theme').value = state.theme;
   }
   function applyLanguage() {
-    document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
+    document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : state.lang;
     $('lang').value = state.lang;
     document.querySelectorAll('[data-ui]').forEach((el) => { el.textContent = ui(el.dataset.ui); });
     document.title = ui('title');
