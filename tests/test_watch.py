@@ -636,3 +636,13 @@ def test_skipped_step_is_recorded(tmp_path, unscale):
     assert trace["skipped"].tolist() == [0, 1, 0, 0]
     assert trace["scale_curve"].tolist() == [1024.0, 1024.0, 512.0, 512.0]
     assert trace["nonfinite_grad"][1].sum() > 0 and trace["nonfinite_grad"][[0, 2, 3]].sum() == 0
+
+
+def test_bench_watch_memory_run(tmp_path):
+    """benchmarks/bench_watch.py's host-memory run works on a few steps (every step recorded and written): one RSS
+    sample per tenth of the run, and the trace it wrote holds every step."""
+    from benchmarks.bench_watch import memory
+
+    samples = memory(20, tmp_path)
+    assert [step for step, _ in samples] == list(range(2, 21, 2)) and all(rss > 0 for _, rss in samples)
+    assert Trace.load(tmp_path / "memory.npz")["step"].tolist() == list(range(20))
