@@ -216,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-rounds", type=int, default=3)
     parser.add_argument("--max-rounds", type=int, default=7)
     parser.add_argument("--recorded-steps", type=int, default=3, help="steps per round of the recorded-step figure")
+    parser.add_argument("--figures", default="recorded,amortised", help="which figures: recorded, amortised or both")
     parser.add_argument("--memory", type=int, default=0, metavar="STEPS", help="only the host-memory run, STEPS steps")
     args = parser.parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "offline")
@@ -236,9 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         builds = {"resnet18": resnet18, "gpt2": lambda: gpt2(args.gpt2)}
         rows = []
         for name in args.only or list(builds):
+            wanted = args.figures.split(",")
             for label, every, steps, target in (("recorded step", 1, args.recorded_steps, RECORDED_TARGET),
                                                 (f"amortised, every={args.every}", args.every, args.every,
                                                  AMORTISED_TARGET)):
+                if label.split(" ")[0].rstrip(",") not in wanted:
+                    continue
                 figures = measure(name, builds[name], every, steps, folder, variants,
                                   (args.min_rounds, args.max_rounds), target)
                 rows.append((f"{name}: bare, s per {steps} steps", figures["bare"]))

@@ -210,7 +210,7 @@ def model_option(func):
 
 def trace_option(func):
     """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
-    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/recorded.py)."""
+    training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/kinds/recorded.py)."""
     func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
                         help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
                              "the scenes that compare the two need it.")(func)

@@ -64,7 +64,7 @@ def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
     """Why ``scene`` cannot draw ``runs`` (``{RunKey: config}``) where some are read from trace files
     (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``required_arrays``);
     None when it can, or when every run is trained here."""
-    from simulation.recorded import missing
+    from simulation.kinds.recorded import missing
 
     return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()))
 

@@ -623,7 +623,7 @@ __all__ += ["UserModelConfig", "USER_DATA", "parse_spec", "model_source", "data_
 class RecordedConfig(BaseConfig):
     """A run recorded elsewhere, read from its trace file: ``render.py render SCENE --trace FILE [--twin FILE]``
     (a watched run of ``residual_lecture.watch``, or a trace this tool wrote). Nothing is trained: the run's
-    "trainer" (:mod:`simulation.recorded`) reads the file. ``source`` is filled from the file when left empty
+    "trainer" (:mod:`simulation.kinds.recorded`) reads the file. ``source`` is filled from the file when left empty
     (:func:`trace_source`), so a file that changed (a run still being recorded) is read again."""
 
     not_parameters: ClassVar[tuple[str, ...]] = ("kind", "source", "title")

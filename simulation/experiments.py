@@ -687,7 +687,7 @@ _register(Experiment(
 
 @dataclass(frozen=True)
 class ModelParams(ExperimentParams):
-    """Runs recorded elsewhere, read from their trace files in place of training (simulation.recorded)."""
+    """Runs recorded elsewhere, read from their trace files in place of training (simulation.kinds.recorded)."""
 
     # --trace FILE: a trace of your network (residual_lecture.watch); "": train --model's. A file, checked when read
     trace: str = field(default="", metadata={"file": ".npz"})
@@ -698,10 +698,10 @@ class ModelParams(ExperimentParams):
 def _user_model(base: UserModelConfig, params: ModelParams) -> dict[str, Any]:
     """``residual``: the user's model as written; ``plain``: its twin, every residual addition's shortcut removed.
     Without a spec (``render.py list``) the runs exist but cannot train: see :data:`NO_MODEL`. With ``trace``
-    (``--trace FILE``): the runs read from files (:func:`simulation.recorded.recorded_runs`), ``plain`` only
+    (``--trace FILE``): the runs read from files (:func:`simulation.kinds.recorded.recorded_runs`), ``plain`` only
     with ``twin``."""
     if params.trace or params.twin:
-        from .recorded import recorded_runs
+        from .kinds.recorded import recorded_runs
 
         return recorded_runs(base, params.trace, params.twin)
     return {RESIDUAL: base.replace(arch=RESIDUAL), PLAIN: base.replace(arch=PLAIN)}

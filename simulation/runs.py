@@ -294,6 +294,6 @@ def _recorded_memory(config: RecordedConfig) -> MemoryEstimate:
 
 
 register_kind(RunKind(
-    name="recorded", config=RecordedConfig, trainer="simulation.recorded:run", memory=_recorded_memory,
+    name="recorded", config=RecordedConfig, trainer="simulation.kinds.recorded:run", memory=_recorded_memory,
     work=lambda c: 1, label="a run recorded elsewhere (residual_lecture.watch), read from its trace file (--trace)"))
 

@@ -1,4 +1,4 @@
-"""Runs read from trace files: ``--trace FILE [--twin FILE]`` on every output (simulation/recorded.py).
+"""Runs read from trace files: ``--trace FILE [--twin FILE]`` on every output (simulation/kinds/recorded.py).
 
 The traces are the committed user-like runs (tests/data/model/gpt2_24: real plain and residual runs of 24 blocks
 named like GPT-2's residual additions). A trace from a file is one more run kind: the checks below go through the
@@ -15,7 +15,7 @@ import pytest
 
 from simulation.cache import get_trace
 from simulation.config import ConfigError, RecordedConfig, UserModelConfig
-from simulation.recorded import missing, recorded_runs, run
+from simulation.kinds.recorded import missing, recorded_runs, run
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 

@@ -71,3 +71,21 @@ def test_a_model_without_residual_additions_is_told_watchs_own_keyword(tmp_path)
     message = str(caught.value)
     assert "blocks='layer*.*'" in message and "watch(" in message and "--set" not in message
     assert "\n" not in message
+
+
+def test_a_second_backward_through_a_recorded_forward_is_told_once(tmp_path):
+    """torch.autograd.grad beside .backward() on a recorded step (as an independent check in the user's own loop
+    would do) doubles what reaches ∂L/∂h: the norm read sqrt(2) times autograd's (seen on an H100). Said once."""
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    with pytest.warns(UserWarning, match="a second backward through the same forward") as said:
+        with watch(model, tmp_path / "run.npz", every=1) as rec:
+            for _ in range(2):
+                loss = nn.functional.cross_entropy(model(x), y)
+                torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
+                loss.backward()
+                rec.step(opt)
+                opt.step()
+                opt.zero_grad()
+    assert sum("second backward" in str(w.message) for w in said) == 1

@@ -20,7 +20,7 @@ The residual additions are found as ``--model`` finds them (:func:`simulation.co
 at the first training forward after ``watch`` (or at once with ``example_input=``), one extra forward of ours on the
 first two examples of that batch (the whole batch if that fails), in the model's mode, with its buffers and the RNG
 restored after. Statistics per block (what is read where, the reduction over micro-batches and ranks, units) are
-those of :class:`simulation.kinds.user_model.UserRecorder` plus the update size and the optimiser's state; docs/watch.md
+those of :class:`simulation.kinds.user_model.UserRecorder` plus the update size and the optimiser's state; docs/how-to/watch.md
 says each. All are computed on the tensors' own device (norms in ``norm_dtype``, float32 by default; sums in
 float64), stacked into one tensor and copied to the host once per recorded step.
 """
@@ -46,7 +46,7 @@ from simulation.trace import TraceWriter
 
 __all__ = ["watch", "Watch", "plain_twin", "WatchError", "WATCH_SCHEMA", "PROBE_EXAMPLES", "unwrap"]
 
-WATCH_SCHEMA = 1  # version of what a watched trace holds (meta.watch["schema"]); docs/watch.md
+WATCH_SCHEMA = 1  # version of what a watched trace holds (meta.watch["schema"]); docs/how-to/watch.md
 PROBE_EXAMPLES = 2  # examples of the first batch the probe forward runs on (BatchNorm needs 2 in training mode)
 _TWIN = "_residual_lecture_twin"  # the attribute of a plain twin that holds its found additions
 
@@ -296,7 +296,7 @@ class Watch:
     ``in_grad_norm``, ``nonfinite``, ``nonfinite_act``, ``nonfinite_grad``) plus ``grad_norm_before_clip`` and
     ``update_ratio`` (||w_k - w_(k-1)|| / ||w_(k-1)|| over the block's weight matrices: the update of the step
     before the record; NaN at step 0). Per step [S]: ``loss_curve``, ``lr_curve`` (group 0), ``scale_curve``.
-    ``meta.layers``: the blocks' names (the user's module paths); ``meta.watch``: see docs/watch.md.
+    ``meta.layers``: the blocks' names (the user's module paths); ``meta.watch``: see docs/how-to/watch.md.
     """
 
     def __init__(self, model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "",
@@ -315,6 +315,7 @@ class Watch:
         self.step_index = 0
         self.closed = False
         self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
+        self._warned_twice = False  # warned once that a second backward went through a recorded forward
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
         self._discover_handle = None
@@ -513,7 +514,7 @@ class Watch:
             if shared and last[2] is not None:
                 last[2].append((index, _IN_G))
             else:
-                x.register_hook(functools.partial(self._on_grad, [(index, _IN_G)]))
+                x.register_hook(functools.partial(self._on_grad, [(index, _IN_G)], [0]))
 
     def _on_output(self, index: int, h: torch.Tensor) -> None:
         recomputed = torch._C._current_graph_task_id() != -1
@@ -535,12 +536,19 @@ class Watch:
             if not recomputed:
                 self._hooked_h.add(index)
             targets = [(index, _OUT_G)]
-            h.register_hook(functools.partial(self._on_grad, targets))
+            h.register_hook(functools.partial(self._on_grad, targets, [0]))
         if not recomputed:
             self._last = (h, h._version, targets, rows)
 
-    def _on_grad(self, targets: list[tuple[int, int]], grad: torch.Tensor) -> None:
-        """A gradient hook: ||grad||^2 (and its non-finite entries, for a dL/dh) to each (block, statistic)."""
+    def _on_grad(self, targets: list[tuple[int, int]], fired: list[int], grad: torch.Tensor) -> None:
+        """A gradient hook: ||grad||^2 (and its non-finite entries, for a dL/dh) to each (block, statistic).
+        ``fired``: how often this tensor's hook ran; twice means a second backward through the same graph."""
+        fired[0] += 1
+        if fired[0] == 2 and not self._warned_twice:
+            self._warned_twice = True
+            warnings.warn("watch: a second backward through the same forward (torch.autograd.grad beside .backward(), "
+                          "a gradient penalty, retain_graph=True) adds its gradients to this step's ||dL/dh||; take "
+                          "such gradients on a step that is not recorded, or from a copy of the model", stacklevel=2)
         g = grad.detach()
         square = torch.linalg.vector_norm(g, dtype=self.norm_dtype).to(torch.float64).square().reshape(1)
         bad = None

@@ -31,10 +31,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .atomic_io import input_file
-from .config import ConfigError, RecordedConfig, UserModelConfig, file_stamp, spec_title, trace_source
-from .runkeys import RunKey
-from .trace import Trace, TraceError, TraceMeta
+from ..atomic_io import input_file
+from ..config import ConfigError, RecordedConfig, UserModelConfig, file_stamp, spec_title, trace_source
+from ..runkeys import RunKey
+from ..trace import Trace, TraceError, TraceMeta
 
 __all__ = ["run", "recorded_runs", "file_meta", "file_keys", "missing", "check_file", "RUN_FLAGS"]
 
