@@ -246,12 +246,10 @@ class LectureScene(Scene):
     def _fit(self, animations: tuple) -> None:
         """Texts about to be shown (those on screen and those the animations bring) brought inside the frame;
         notes in ``self.fitted`` and the numbers JSON (``"fitted"``)."""
-        mobjects = list(self.mobjects)
-        for animation in animations:
-            for name in ("mobject", "target_mobject"):
-                if isinstance(getattr(animation, name, None), Mobject):
-                    mobjects.append(getattr(animation, name))
-        notes = [n for n in fit_texts(mobjects, config.frame_width, config.frame_height) if n not in self.fitted]
+        coming = [getattr(animation, name) for animation in animations for name in ("mobject", "target_mobject")
+                  if isinstance(getattr(animation, name, None), Mobject)]
+        notes = [n for n in fit_texts(self.mobjects, config.frame_width, config.frame_height, coming)
+                 if n not in self.fitted]
         if notes:
             self.fitted += notes
             self.numbers["fitted"] = list(self.fitted)

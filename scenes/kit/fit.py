@@ -19,11 +19,9 @@ from collections.abc import Iterable
 
 from manim import Mobject, Text
 
-from scenes.kit.layout import text_mobjects
+from scenes.kit.layout import CAP_FLOOR, MARGIN, cap_height, text_mobjects
 
-__all__ = ["MARGIN", "fit_text", "fit_texts", "overshoot"]
-
-MARGIN = 0.03  # of the frame's width (left, right) and height (top, bottom): nothing drawn closer to the edge
+__all__ = ["MARGIN", "fit_text", "fit_texts", "nudge_apart", "overshoot"]
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
@@ -62,10 +60,18 @@ def fit_text(text: Text, frame_width: float, frame_height: float, margin: float 
         if two is not None and two.width < width:
             centre = text.get_center()
             text.become(two).move_to(centre)
+            # what the layout check measures a text's size by (scenes.kit.layout.cap_height) follows the new lines
+            text.initial_height, text.original_text = two.initial_height, two.original_text
             done.append("wrapped onto two lines")
         if text.width > safe_w:
-            text.scale(safe_w / text.width)
-            done.append(f"scaled to {safe_w / width:.0%}")
+            try:  # never below the house's smallest capitals: the layout check reports what is still too wide
+                least = CAP_FLOOR * frame_height / cap_height(text)
+            except TypeError:
+                least = 0.0
+            factor = max(safe_w / text.width, min(1.0, least))
+            text.scale(factor)
+            done.append(f"scaled to {factor:.0%}" + (f", still {text.width - safe_w:.2f} units too wide"
+                                                      if text.width > safe_w + 1e-6 else ""))
     if text.height > safe_h:
         text.scale(safe_h / text.height)
         done.append("scaled to the frame's height")
@@ -81,8 +87,44 @@ def fit_text(text: Text, frame_width: float, frame_height: float, margin: float 
            + ", ".join(done)
 
 
-def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: float) -> list[str]:
-    """:func:`fit_text` on every outermost text among ``mobjects`` (LaTeX too: moved and shrunk, never wrapped);
-    the notes of those that did not fit."""
-    notes = [fit_text(mob, frame_width, frame_height) for mob in text_mobjects(mobjects)]
-    return [note for note in notes if note]
+def _overlap(a: tuple, b: tuple) -> tuple[float, float]:
+    """(dx, dy): how far two boxes (left, right, bottom, top) overlap on each axis (<= 0: apart)."""
+    return min(a[1], b[1]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[2], b[2])
+
+
+def nudge_apart(new: list[Mobject], shown: list[Mobject], frame_width: float, frame_height: float,
+                most: float = 0.15, gap: float = 0.03) -> list[str]:
+    """Move each text of ``new`` that overlaps a text of ``shown`` by at most ``most`` scene units in height
+    (a descender, an accent, a second line) up or down just clear of it (``gap``), where that keeps it inside the
+    safe area and clear of every other text; notes of what moved."""
+    notes = []
+    for text in new:
+        box = _box(text)
+        others = [o for o in shown if o is not text]
+        for other in others:
+            dx, dy = _overlap(box, _box(other))
+            if dx <= 0.02 or dy <= 0.02 or dy > most:
+                continue
+            up = _box(other)[3] < box[3]  # the new text is the higher one: move it up
+            shift = (dy + gap) * (1 if up else -1)
+            moved = (box[0], box[1], box[2] + shift, box[3] + shift)
+            inside = frame_height * (0.5 - MARGIN)
+            if moved[3] > inside or moved[2] < -inside or any(
+                    min(_overlap(moved, _box(o))) > 0.02 for o in others if o is not other):
+                continue
+            text.shift([0, shift, 0])
+            box = moved
+            words = str(getattr(text, "original_text", "") or type(text).__name__).replace("\n", " ")
+            notes.append(f"{words[:60]!r} overlapped {getattr(other, 'original_text', '')[:30]!r} by {dy:.2f} "
+                         f"units: moved {abs(shift):.2f} {'up' if up else 'down'}")
+    return notes
+
+
+def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
+              new: Iterable[Mobject] = ()) -> list[str]:
+    """:func:`fit_text` on every outermost text among ``mobjects`` and ``new`` (LaTeX too: moved and shrunk, never
+    wrapped), then :func:`nudge_apart` for the texts of ``new`` (those an animation is about to show); the notes."""
+    shown, coming = text_mobjects(mobjects), text_mobjects(new)
+    notes = [fit_text(mob, frame_width, frame_height) for mob in [*shown, *coming]]
+    notes = [note for note in notes if note]
+    return notes + nudge_apart([t for t in coming if t not in shown], shown, frame_width, frame_height)
