@@ -297,6 +297,14 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
     assert trace["step"].tolist() == [0, 2, 4, 6]
     assert trace.meta.watch["complete"] is False and trace.meta.watch["steps_recorded"] == 4
     assert np.isfinite(trace["out_grad_norm"]).all() and trace["out_grad_norm"].shape == (4, 3)
+    # the twin: without the parts the killed run left nothing to read
+    import shutil
+
+    from simulation.trace import TraceError
+
+    shutil.rmtree(parts_dir(path))
+    with pytest.raises(TraceError, match="does not exist"):
+        Trace.load(path)
 
 
 class CheckpointedNet(Net):
