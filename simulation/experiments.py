@@ -495,7 +495,7 @@ _register(Experiment(
     name="does_it_copy",
     description="Does a residual net only learn to copy? ||F(x)|| / ||x|| per block over training beside the "
                 "loss, on every seed of seeds (the residual run of residual_response)",
-    source="He et al. 2015, §3.1 and Fig. 7; the study note's question 2 of section 6",
+    source="He et al. 2015, §3.1 and Fig. 7 (does a residual block only copy its input?)",
     base=_TRAINED_BN,
     build=_residual,
 ))
