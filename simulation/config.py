@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
@@ -608,12 +609,18 @@ def data_source(path: str) -> str:
     """16 hex of SHA-256 of a data file's bytes ("" when it cannot be read: loading it then says why)."""
     h = hashlib.sha256()
     try:
-        with open(input_file(path, "data file"), "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        _hash_file(h, path, "data file")
     except (OSError, ValueError):
         return ""
     return h.hexdigest()[:16]
+
+
+def _hash_file(h: Any, path: str | os.PathLike, what: str) -> None:
+    """Feed the bytes of file ``path`` to hash ``h`` in 1 MiB chunks; OSError or ValueError (as
+    :func:`input_file` names ``what``) when it cannot be read."""
+    with open(input_file(path, what), "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
 
 
 __all__ += ["UserModelConfig", "USER_DATA", "parse_spec", "model_source", "data_source"]
@@ -700,9 +707,7 @@ def _trace_source(path: str, stamp: tuple) -> str:
         for file in files:
             if file.parent != Path(path).parent:  # the parts of a trace being written: their names too
                 h.update(file.name.encode() + b"\0")
-            with open(input_file(file, "trace"), "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
+            _hash_file(h, file, "trace")
     except (OSError, ValueError):
         return ""
     return h.hexdigest()[:16]
