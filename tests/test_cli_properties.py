@@ -464,6 +464,7 @@ def hostile(sandbox, monkeypatch):
         raise ReachedWork()
 
     monkeypatch.setattr("simulation.cache.get_traces", work)
+    monkeypatch.setattr("scenes.kit.base.get_traces", work)  # a scene built without a render (i18n check) trains too
     monkeypatch.setattr("cli.media.render_job", work)
     monkeypatch.setattr(doctor, "preflight", lambda names: None)
     return sandbox, files
