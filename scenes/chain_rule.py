@@ -124,6 +124,8 @@ class ChainRuleProduct(SeedSpread, LectureScene):
                 # long block names: a smaller size, then a second line, never below the legibility floor
                 new_readout = fitted_text(self.factor_label(hi, l, value), line_width() / 2 - legend_x, color)
                 new_readout.move_to(readout, aligned_edge=LEFT)
+                if new_readout.get_top()[1] > label.get_bottom()[1] - 0.04:  # a wrapped readout grows downwards
+                    new_readout.shift(DOWN * (new_readout.get_top()[1] - label.get_bottom()[1] + 0.12))
                 new_curve = axes.polyline(blocks[l:][::-1], product[l:][::-1], color, what=f"{name}.out_grad_norm")
                 moves = [dot.animate.move_to(points[l])] if points[l] is not None else []  # the pen waits at a gap
                 self.play(ReplacementTransform(curve, new_curve), *moves, ReplacementTransform(readout, new_readout),
@@ -141,6 +143,7 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         overflow = -config.frame_y_radius + 0.05 - summary.get_bottom()[1]
         if overflow > 0:  # a user model's block names under the axis took the room: up into the gap, on screen
             summary.shift(UP * overflow)
+        inside_margin(summary)  # and inside the frame's margin (the legibility floor's 3 %)
         self.play(FadeIn(summary))
         seed_lines = self.seed_claim(names)
         if seed_lines is not None:  # under the legend: how many seeds show the same

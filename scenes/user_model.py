@@ -146,7 +146,7 @@ class ModelChainRuleProduct(UserModelScene, ChainRuleProduct):
     """The backward product of your model and its plain twin at step 0, block by block, on a log axis."""
 
     required_arrays = ("step", "out_grad_norm", "grad_norm")
-    _axes_box = (-0.7, 2.7)  # shorter than the lecture's: the blocks' names go under the axis
+    _axes_box = (-0.55, 2.5)  # shorter than the lecture's: the blocks' names and the summary go under the axis
 
     def pick_runs(self) -> tuple[str, str]:
         return PLAIN, RESIDUAL
