@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from manim import VGroup
 
 import scenes
@@ -213,7 +213,8 @@ def test_scenes_lay_out_any_block_names(scene, names, lang, theme):
 # Known defect, open: since the legibility floor stopped shrinking text, a heading of 100+ long block names can wrap
 # onto ModelResidualResponse's verdict (found by this test in a fresh clone; ModelChainRuleProduct's case is fixed).
 @pytest.mark.xfail(strict=False, reason="ModelResidualResponse: a long block-name heading can overlap the verdict")
-@settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking while it is a known failure (minutes)
 @given(st.sampled_from(scenes.MODEL_SCENES), module_paths(max_blocks=160), st.sampled_from(LANGS),
        st.sampled_from(["dark", "light"]))
 def test_scenes_lay_out_any_block_names_many(scene, names, lang, theme):
