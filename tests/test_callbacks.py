@@ -159,32 +159,38 @@ def test_lightning_callback_records_what_autograd_computes(tmp_path):
     assert_twin_differs(trace, initial, micro, prefix="net.")
 
 
-@pytest.mark.slow  # imports transformers and accelerate (~5 CPU s) and trains six steps
-def test_huggingface_callback_records_what_autograd_computes(tmp_path):
+def _train_with_hf(model, tmp_path, every: int, max_steps: int, **extra):
+    """Train ``model`` with transformers' Trainer (SGD, batches of 4, ACCUMULATION micro-batches a step, CPU) and
+    ``residual_lecture.huggingface.WatchCallback`` writing ``tmp_path/run.npz``; ``extra``: more TrainingArguments.
+    -> (the model's initial copy, the micro-batches it saw with their labels, the callback)."""
     from transformers import Trainer, TrainingArguments
 
     from residual_lecture.huggingface import WatchCallback
 
-    class Model(Net):  # what the Trainer calls: inputs by name, a dict with the loss
-        def forward(self, x, labels=None):
-            logits = super().forward(x)
-            return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
-
-    model = Model()
     initial = copy.deepcopy(model)
     xs, ys = _data()
     dataset = [{"x": x, "labels": y} for x, y in zip(xs, ys)]
     seen: list = []
     handle = capture(model, seen)
-    callback = WatchCallback(tmp_path / "run.npz", every=EVERY)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=STEPS,
+    callback = WatchCallback(tmp_path / "run.npz", every=every)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=max_steps,
                              gradient_accumulation_steps=ACCUMULATION, learning_rate=LR, optim="sgd",
-                             lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0,
                              report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
+                             dataloader_num_workers=0, disable_tqdm=True, seed=0, **extra)
     Trainer(model=model, args=args, train_dataset=dataset, callbacks=[callback]).train()
     handle.remove()
-    micro = with_labels([x for x in seen if len(x) == 4], xs, ys)
+    return initial, with_labels([x for x in seen if len(x) == 4], xs, ys), callback
+
+
+@pytest.mark.slow  # imports transformers and accelerate (~5 CPU s) and trains six steps
+def test_huggingface_callback_records_what_autograd_computes(tmp_path):
+    class Model(Net):  # what the Trainer calls: inputs by name, a dict with the loss
+        def forward(self, x, labels=None):
+            logits = super().forward(x)
+            return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    initial, micro, callback = _train_with_hf(Model(), tmp_path, EVERY, STEPS, lr_scheduler_type="constant",
+                                              warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0)
     assert len(micro) == STEPS * ACCUMULATION
     trace = Trace.load(tmp_path / "run.npz")
     assert_matches(trace, replay(initial, micro))
@@ -200,10 +206,6 @@ def test_huggingface_callback_loss_is_the_steps_when_the_model_takes_num_items_i
     """A model whose forward takes ``**kwargs`` (every transformers model: GPT-2, Llama ...) gets the Trainer's
     ``num_items_in_batch`` and returns each micro-batch's loss already divided by the step's item count: the step's
     loss is then the micro-batches' *sum*, not their mean (which read 1/accumulation of the Trainer's own loss)."""
-    from transformers import Trainer, TrainingArguments
-
-    from residual_lecture.huggingface import WatchCallback
-
     class Model(Net):  # as transformers' models compute their loss under gradient accumulation
         def forward(self, x, labels=None, num_items_in_batch=None, **kwargs):
             logits = super().forward(x)
@@ -212,20 +214,7 @@ def test_huggingface_callback_loss_is_the_steps_when_the_model_takes_num_items_i
             total = nn.functional.cross_entropy(logits, labels, reduction="sum")
             return {"loss": total / num_items_in_batch, "logits": logits}
 
-    model = Model()
-    initial = copy.deepcopy(model)
-    xs, ys = _data()
-    dataset = [{"x": x, "labels": y} for x, y in zip(xs, ys)]
-    seen: list = []
-    handle = capture(model, seen)
-    callback = WatchCallback(tmp_path / "run.npz", every=1)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=1,
-                             gradient_accumulation_steps=ACCUMULATION, learning_rate=LR, optim="sgd",
-                             report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
-    Trainer(model=model, args=args, train_dataset=dataset, callbacks=[callback]).train()
-    handle.remove()
-    micro = with_labels([x for x in seen if len(x) == 4], xs, ys)
+    initial, micro, _ = _train_with_hf(Model(), tmp_path, 1, 1)
     assert len(micro) == ACCUMULATION
     with torch.no_grad():  # independent: the mean cross-entropy over every example of the step
         step_loss = float(nn.functional.cross_entropy(initial.head(initial.blocks(initial.stem(
