@@ -46,7 +46,7 @@ __all__ = [
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
-    "experiment_sources", "scene_sources", "DEFAULT_SOURCE",
+    "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -290,6 +290,20 @@ def scene_sources(layers: Iterable[Layer], scene: type) -> dict[str, str]:
     for layer in layers:
         out.update({k: layer.origin for k in layer.scenes.get(scene.__name__, {})})
     return out
+
+
+def job_sources(layers: Iterable[Layer], scene: type, param_names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Where every parameter of one render job came from, for its ``.render.json``: ``{"experiment": {name:
+    source}, "scene": {attribute: source}}`` over every parameter of the scene's experiment (``param_names``) and
+    every knob of the scene (:func:`scene_params`); a source is a layer's origin (:func:`experiment_sources`) or
+    :data:`DEFAULT_SOURCE` (the scene's ``experiment_defaults`` included)."""
+    layers = list(layers)
+    experiment = getattr(scene, "experiment", None)
+    names = list(param_names)
+    set_by = experiment_sources(layers, experiment, names) if experiment else {}
+    attrs = scene_sources(layers, scene)
+    return {"experiment": {name: set_by.get(name, DEFAULT_SOURCE) for name in names},
+            "scene": {name: attrs.get(name, DEFAULT_SOURCE) for name in scene_params(scene)}}
 
 
 def scene_params(scene: type) -> dict[str, tuple[Any, str]]:

@@ -274,7 +274,7 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
     import scenes as scene_package
     from cli.jobs import check_jobs, default_jobs
     from cli.media import RenderJob, check_cache_dir, check_output_dir, check_voice, source_digest, up_to_date
-    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from cli.params import check_common_keys, check_render_options, experiment_overrides, job_sources, scene_overrides
     from simulation.cache import is_cached
     from simulation.experiments import get_experiment, scene_runs
     from simulation.runs import check_memory
@@ -319,7 +319,8 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
                         transparent=options["transparent"], output=str(output), verbose=verbose,
                         texts=scene_texts(scene, options["lang"], words),
                         text_overrides={k: v for k, v in words.items()
-                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)})
+                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)},
+                        sources=job_sources(layers, scene, active[experiment] if experiment else ()))
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []
