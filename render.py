@@ -51,11 +51,9 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _inputs(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> ParameterInputs:
-    """The parameter inputs of this command: its --config file, --model, --trace, then --set, layered by the
-    cli/ function it hands them to (cli/params.py)."""
-    return ParameterInputs(ctx.meta.get("config_data"), ctx.params["config_file"], tuple(sets),
-                           None if scene_names is None else tuple(scene_names), texts=tuple(ctx.params.get("texts", ())),
-                           **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
+    """This command's --config file, --model, --trace and --set, for the cli/ function that layers them (cli/params.py)."""
+    return ParameterInputs(ctx.meta.get("config_data"), ctx.params["config_file"], tuple(sets), scene_names,
+                           tuple(ctx.params.get("texts", ())), **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
 
 
 # -- list, train, inspect ---------------------------------------------------------------------

@@ -392,11 +392,11 @@ class ParameterInputs:
     config_data: dict | None = None  # the --config file's tables (read_config), None without --config
     config_file: str | None = None  # its path, the source of its values
     sets: tuple[str, ...] = ()  # --set KEY=VALUE ...
-    scene_names: tuple[str, ...] | None = None  # the scenes whose scoped keys are allowed; None: any (train)
+    scene_names: Iterable[str] | None = None  # the scenes whose scoped keys are allowed; None: any (train)
+    texts: tuple[str, ...] = ()  # --text Owner.key=TEXT ...
     model: str | None = None  # --model SPEC
     trace: str | None = None  # --trace FILE
     twin: str | None = None  # --twin FILE
-    texts: tuple[str, ...] = ()  # --text Owner.key=TEXT ...
 
     def layers(self) -> list[Layer]:
         """:func:`parameter_layers` of these inputs."""
