@@ -91,7 +91,7 @@ class LectureScene(Scene):
     """Base scene. Class attributes are the knobs; variants are subclasses that override them."""
 
     experiment: str | None = None  # simulation experiment whose traces this scene shows
-    params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
+    params: dict[str, Any] = {}  # typed overrides for that experiment (--set key=value, parsed by cli.params)
     experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
