@@ -325,17 +325,17 @@ def worker(ctx: click.Context, job_json: str) -> None:
     import os
 
     from cli.media import RenderError, RenderJob, load_scene, render_job
-    from cli.params import Layer, scene_overrides
+    from cli.params import Layer, scene_overrides, scene_runs
     from cli.pipeline import DIE_WITH_PARENT, die_with_parent
     from cli.plan import run_digests
-    from simulation.experiments import scene_runs
 
     if os.environ.get(DIE_WITH_PARENT):
         die_with_parent()
     with user_errors():
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
-        _, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}), job.params)
+        job.params, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}),
+                                      job.params)  # the job's JSON values, typed again before simulation/ sees them
         if run_digests(runs) != job.traces:
             raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
                               "the client's (start the workers from a checkout of the same commit)")

@@ -103,7 +103,6 @@ def lecture_params(experiment: str) -> dict[str, Any]:
     over every scene of ``scenes.SCENES_IN_ORDER`` that reads it; ``seeds``: the longest list any of them asks
     for (ChainRuleProduct's three seeds, not SigmoidDerivative's one). {} when no scene reads it."""
     import scenes
-    from simulation.experiments import split_items
 
     merged: dict[str, Any] = {}
     for scene in scenes.SCENES_IN_ORDER:
@@ -111,7 +110,7 @@ def lecture_params(experiment: str) -> dict[str, Any]:
             continue
         for key, value in getattr(scene, "experiment_defaults", {}).items():
             if key == "seeds":
-                if len(split_items(value)) > len(split_items(merged.get("seeds", ()))):
+                if len(value) > len(merged.get("seeds", ())):
                     merged["seeds"] = value
             else:
                 merged.setdefault(key, value)  # the first scene's value

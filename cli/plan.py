@@ -73,8 +73,8 @@ def drawable_scenes(scenes: list[type], layers: list[Layer], say=None) -> list[t
     """Those of ``scenes`` (variants drawing experiment ``model``) that can draw its runs under ``layers`` (runs read
     from trace files may lack what a scene draws); each one left out is said through ``say`` (one line). Raises
     ConfigError when none is left."""
-    from cli.params import experiment_overrides
-    from simulation.experiments import get_experiment, scene_runs
+    from cli.params import experiment_overrides, scene_runs
+    from simulation.experiments import get_experiment
 
     out, why = [], {}
     for scene in scenes:
@@ -113,7 +113,7 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
     bad value."""
     import scenes as scene_package
     from cli.params import (DEFAULT_SOURCE, check_common_keys, experiment_overrides, experiment_sources,
-                            scene_overrides, scene_params, scene_sources)
+                            experiment_values, scene_overrides, scene_params, scene_sources)
     from simulation.experiments import EXPERIMENTS, build_runs, split_params
 
     check_common_keys(layers, all_params(), all_params())
@@ -133,9 +133,9 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
         else:
             listing["scenes"].append(entry)
     for name, exp in EXPERIMENTS.items():
-        overrides = experiment_overrides(layers, name, exp.params())
-        build_runs(name, overrides)
-        base, extra = split_params(exp, overrides)
+        values = experiment_values(name, experiment_overrides(layers, name, exp.params()))
+        build_runs(name, values)
+        base, extra = split_params(exp, values)
         sources = experiment_sources(layers, name, exp.params())
         listing["experiments"][name] = {
             "description": exp.description, "source": exp.source,
@@ -274,9 +274,10 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
     import scenes as scene_package
     from cli.jobs import check_jobs, default_jobs
     from cli.media import RenderJob, check_cache_dir, check_output_dir, check_voice, source_digest, up_to_date
-    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from cli.params import (check_common_keys, check_render_options, experiment_overrides, job_sources, scene_overrides,
+                            scene_runs)
     from simulation.cache import is_cached
-    from simulation.experiments import get_experiment, scene_runs
+    from simulation.experiments import get_experiment
     from simulation.runs import check_memory
     from simulation.sweep import scheduler_address
 
@@ -319,7 +320,8 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
                         transparent=options["transparent"], output=str(output), verbose=verbose,
                         texts=scene_texts(scene, options["lang"], words),
                         text_overrides={k: v for k, v in words.items()
-                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)})
+                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)},
+                        sources=job_sources(layers, scene, active[experiment] if experiment else ()))
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []

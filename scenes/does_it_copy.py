@@ -39,7 +39,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
     """||F(x)|| / ||x|| per block over training steps beside the loss: does the residual net only copy?"""
 
     experiment = "does_it_copy"
-    experiment_defaults = {"seeds": "0,1,2,3,4"}  # the claim's five seeds (docs/reference/claims.md); ~4 s of training each
+    experiment_defaults = {"seeds": (0, 1, 2, 3, 4)}  # the claim's five seeds (docs/reference/claims.md); ~4 s of training each
     # one run per seed: no sibling says which arrays a trace lacks, so the scene names the ones it draws
     required_arrays = ("loss", "branch_norm", "input_norm")
 
