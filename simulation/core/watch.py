@@ -381,6 +381,9 @@ class Watch:
         # (index in self.params, index in self.weights, block) for every weight matrix of every block
         self.weight_map = [(index[id(params[name])], position[name], b) for b, a in enumerate(adds) for name in a.weights]
         self.device = self.params[0].device if self.params else torch.device("cpu")
+        self._grad_index: dict[tuple, tuple] = {}  # _grad_sums' index tensors for one set of parameters with gradients
+        self._update_index = (torch.tensor([w for _, w, _ in self.weight_map], device=self.device),
+                              torch.tensor([b for _, _, b in self.weight_map], device=self.device))
 
     # -- hooks ------------------------------------------------------------------------------------------
     def _handle_ids(self) -> set[int]:
@@ -585,12 +588,16 @@ class Watch:
             return out.fill_(math.nan)
         norms = torch._foreach_norm([self.params[i].grad for i in present], 2, dtype=self.norm_dtype)
         squares = _float64(norms, self.device).square()
-        where = {p: j for j, p in enumerate(present)}
-        src = [where[p] for p, _, _ in self.weight_map if p in where]
-        dst = [b for p, _, b in self.weight_map if p in where]
-        if src:
-            out.index_add_(0, torch.tensor(dst, device=self.device), squares[torch.tensor(src, device=self.device)])
-        missing = sorted(set(range(self.blocks)) - set(dst))
+        key = tuple(present)
+        if key not in self._grad_index:  # (the same parameters have gradients every step, as a rule)
+            where = {p: j for j, p in enumerate(present)}
+            src = [where[p] for p, _, _ in self.weight_map if p in where]
+            dst = [b for p, _, b in self.weight_map if p in where]
+            self._grad_index = {key: (torch.tensor(src, device=self.device), torch.tensor(dst, device=self.device),
+                                      sorted(set(range(self.blocks)) - set(dst)))}
+        src, dst, missing = self._grad_index[key]
+        if len(src):
+            out.index_add_(0, dst, squares[src])
         if missing:
             out[missing] = math.nan
         out[-1] = squares.sum()
@@ -613,8 +620,7 @@ class Watch:
             diff = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
         both = _float64(diff + size, self.device).square()
         out = torch.zeros(2 * self.blocks, dtype=torch.float64, device=self.device)
-        w = torch.tensor([w for _, w, _ in self.weight_map], device=self.device)
-        b = torch.tensor([b for _, _, b in self.weight_map], device=self.device)
+        w, b = self._update_index
         out[: self.blocks].index_add_(0, b, both[w])
         out[self.blocks:].index_add_(0, b, both[len(self.weights) + w])
         return out
