@@ -331,7 +331,10 @@ def load_parts(path: str | os.PathLike) -> Trace:
         raise TraceError(f"trace {path} is being written and holds no record yet")
     watch = dict(meta.get("watch") or {}, complete=False, steps_recorded=len(arrays["step"]))
     meta["watch"] = watch
-    steps = max(len(arrays.get("loss_curve", ())), int(arrays["step"][-1]) + 1)
+    # the steps the loop took: those the records and curves hold, or more where the writer said so since
+    written = (meta.get("config") or {}).get("steps")
+    steps = max(len(arrays.get("loss_curve", ())), int(arrays["step"][-1]) + 1,
+                written if isinstance(written, int) and not isinstance(written, bool) else 0)
     meta["config"] = {**meta.get("config", {}), "steps": steps}
     try:
         return Trace(meta=TraceMeta.from_dict(meta), arrays=arrays)

@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import math
 import platform
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -64,6 +65,8 @@ _C_H_EX, _C_H_N, _C_X_EX, _C_F_N, _C_F_EX, _C_S_EX, _C_OUT, _C_IN = range(8)
 _COUNTS = 8
 
 _CHUNK = 1024  # steps per chunk of the per-step buffers (loss, lr, scale)
+PROGRESS_SECONDS = 10.0  # the trace's metadata says how many steps the loop has taken at most this often (a run
+# killed between records then reads as having run at least that many; a host-side JSON write, never a device read)
 
 _WATCHES: "weakref.WeakKeyDictionary[nn.Module, Watch]" = weakref.WeakKeyDictionary()
 
@@ -338,6 +341,7 @@ class Watch:
         self._pending: _Pending | None = None  # a record taken, waiting for its step's optimiser step
         self._step_hook = None  # the global optimiser post-hook while a record waits
         self._warned_zeroed = False
+        self._progress_due = time.monotonic() + PROGRESS_SECONDS  # when the metadata next says the steps taken
         self._accumulation: int | None = None  # micro-batches of the first recorded step
         self._dtype: str | None = None  # dtype of the blocks' outputs h in the first recorded step
         self._param_groups: int | None = None
@@ -667,6 +671,9 @@ class Watch:
                               "(docs/how-to/watch.md); the weight-gradient norms of this record are NaN", stacklevel=2)
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
+        if self.writer is not None and self.found.adds is not None and time.monotonic() >= self._progress_due:
+            self._progress_due = time.monotonic() + PROGRESS_SECONDS
+            self.writer.set_meta(self._meta())
         if self.step_index % self.every == 0:
             self._arm()
 
