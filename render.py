@@ -92,6 +92,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
     from simulation.cache import get_traces, is_cached, trace_path
+    from simulation.config import RecordedConfig
     from simulation.experiments import get_experiment
 
     with user_errors():
@@ -110,7 +111,9 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
-    note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
+    read = [cfg for cfg in fresh if isinstance(cfg, RecordedConfig)]  # --set model.trace=FILE: read, not trained
+    note(f"traces: {len(fresh) - len(read)} trained, {len(runs) - len(fresh)} from the cache"
+         + (f", {len(read)} read from {'its file' if len(read) == 1 else 'their files'}" if read else ""))
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))
