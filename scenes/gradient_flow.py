@@ -24,7 +24,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 
 from scenes.kit.base import LectureScene
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.kit.helpers import is_missing
+from scenes.kit.helpers import is_missing, last_step
 from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
@@ -144,9 +144,8 @@ class GradientFlowOverTraining(LectureScene):
         self.wait(0.8)
 
         # 3. Every recorded step: the lit rows follow the trace; a counter says which step.
-        last = int(steps[ref][records - 1])
-        counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps[ref][0]),
-                            last=self.number("last_step", last))
+        last = self.number("last_step", last_step(traces[ref]))  # the run's, which need not be recorded
+        counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps[ref][0]), last=last)
         counter.next_to(subtitle, DOWN, buff=0.15)
         history = self._make_history(ratios, steps, records)
         self.narrate("n_training", 3)
