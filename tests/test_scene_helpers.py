@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenes.kit.helpers import (compare, fill_missing_arrays, fill_required_arrays, finite_runs, last_step, log_range,
-                            missing_runs, running_mean, steps_run, strict_mean, tail_mean)
+from scenes.kit.helpers import (compare, fill_missing_arrays, fill_required_arrays, finite_runs, log_range, missing_runs, running_mean,
+                            steps_run, strict_mean, tail_mean)
 from simulation.trace import Trace
 
 
@@ -39,20 +39,6 @@ def test_tail_mean_stops_before_the_divergence_and_never_skips_a_missing_value()
     assert math.isnan(tail_mean([], 0.1))
     trace = Trace({"diverged": True, "diverged_step": 4}, {})
     assert steps_run(trace, 10) == 4 and steps_run(Trace({"diverged": False}, {}), 10) == 10
-
-
-def test_last_step_is_the_runs_not_the_last_records():
-    """"training step 4 of 4" for a loop of 6 steps watched every 2 (records at 0, 2, 4): the run ends at step 5."""
-    watched = Trace({"config": {"kind": "watch", "record_every": 2, "steps": 6}},
-                    {"step": np.array([0, 2, 4]), "loss_curve": np.ones(6, np.float32)})
-    assert last_step(watched) == 5
-    built_in = Trace({"config": {"steps": 40, "record_every": 10}}, {"step": np.array([0, 10, 20, 30, 39])})
-    assert last_step(built_in) == 39  # the last step is recorded (simulation.loop.record_steps)
-    diverged = Trace({"config": {"steps": 40}, "diverged": True, "diverged_step": 13},
-                     {"step": np.array([0, 10, 13]), "loss_curve": np.ones(40, np.float32)})
-    assert last_step(diverged) == 13  # training stopped there; the curve's NaN tail never ran
-    no_config = Trace({}, {"step": np.array([0, 3]), "loss_curve": np.ones(8, np.float32)})
-    assert last_step(no_config) == 7 and last_step(Trace({}, {"step": np.array([0, 3])})) == 3
 
 
 def test_log_range_brackets_every_positive_value():

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "last_step", "log_range",
+__all__ = ["is_missing", "strict_mean", "compare", "percent_value", "tail_mean", "steps_run", "log_range",
            "finite_runs", "missing_runs", "finite_max", "fill_missing_arrays", "fill_required_arrays", "running_mean"]
 
 
@@ -54,20 +54,6 @@ def steps_run(trace: Any, length: int) -> int:
     if meta.diverged and isinstance(meta.diverged_step, int):
         return max(0, min(length, meta.diverged_step))
     return length
-
-
-def last_step(trace: Any) -> int:
-    """The last step (counted from 0, as ``step`` is) that the run of ``trace`` trained: ``meta.diverged_step`` where
-    it diverged (training stopped there), else its config's ``steps`` less one (a watched loop's steps as it ran
-    them; a partial trace's as far as it got), else its ``loss_curve``'s last index; never before its last record.
-    A loop watched every k steps need not record its last step: a run of 6 steps recorded at 0, 2, 4 ends at 5."""
-    last_record = int(np.atleast_1d(trace["step"])[-1])
-    config = trace.meta.config or {}
-    if trace.meta.diverged and trace.meta.diverged_step is not None:
-        return max(int(trace.meta.diverged_step), last_record)
-    if isinstance(config.get("steps"), int):
-        return max(config["steps"] - 1, last_record)
-    return max(len(trace.arrays.get("loss_curve", ())) - 1, last_record)
 
 
 def tail_mean(curve: np.ndarray | Sequence[float], fraction: float = 0.1, stop: int | None = None) -> float:
