@@ -670,6 +670,19 @@ def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
         assert page.locator("#numbers td").count() > 0 and "not trained" not in page.inner_text("#status")
     assert errors == []
     page.close()
+    # A watched run without --twin: no plain run at all. Its views show the residual run and say nothing of a plain
+    # one "not trained" (a new user's explorer read "plain, 6 block, —: not trained in these runs (trained: —)").
+    write_explorer({"model": {RunKey("residual", 0): runs[RunKey("residual", 0)]}}, tmp_path / "alone")
+    page, _, errors = open_page(browser, tmp_path / "alone", "#view=flow&family=model")
+    for view in ("flow", "chain", "map"):
+        page.evaluate(f"location.hash = 'view={view}&family=model'")
+        page.wait_for_function(f"window.explore.state.view === '{view}'")
+        assert page.locator("#numbers td[data-arch=residual]").count() > 0, view
+        assert page.locator("#numbers td[data-arch=plain]").count() == 0, view
+        assert "not trained" not in page.inner_text("#status") and page.locator("#chart .untrained").count() == 0, view
+        assert page.is_disabled("#show-plain") and not page.is_checked("#show-plain") and page.is_checked("#show-residual")
+    assert errors == []
+    page.close()
 
 
 @pytest.mark.slow  # trains examples/my_resnet.py and its plain twin for a few steps

@@ -48,7 +48,12 @@
   }
   const ui = (key, values) => fill(S().ui[key], values);
   const archName = (arch) => S().common[arch];
-  const shown = (arch) => state.arch === 'both' || state.arch === arch;
+  const shown = (arch) => (state.arch === 'both' || state.arch === arch) && held(arch);
+  function held(arch) {  // whether the family shown has any plain (residual) run: a watched run without --twin has none
+    const fam = family();
+    const archs = fam && fam.runs ? fam.runs.map((r) => r.arch) : [];
+    return !archs.some((a) => ARCHS.includes(a)) || archs.includes(arch);  // views of other pairs: not concerned
+  }
   const uniq = (xs) => Array.from(new Set(xs));
   const byNumber = (a, b) => (typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b)));
 
@@ -862,6 +867,8 @@
     }
     $('show-plain').checked = shown('plain');
     $('show-residual').checked = shown('residual');
+    $('show-plain').disabled = !held('plain');  // nothing to show: not offered (and not reported as "not trained")
+    $('show-residual').disabled = !held('residual');
   }
   function update() {
     normalise();
