@@ -48,7 +48,7 @@ __all__ = [
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
     "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources", "experiment_values", "build_runs",
-    "scene_runs",
+    "scene_runs", "ParameterInputs", "as_layers",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -383,6 +383,33 @@ def parameter_layers(config_data: dict | None, config_file: str | None, sets: It
     return layers + ([parse_texts(tuple(texts))] if texts else [])
 
 
+@dataclass(frozen=True)
+class ParameterInputs:
+    """A command's parameter inputs as click gave them, not yet layered: render.py hands these to the one cli/
+    function a command calls (:func:`cli.plan.plan_render`, :func:`cli.plan.lecture_listing`,
+    :func:`experiment_runs`), which layers them with :func:`as_layers`."""
+
+    config_data: dict | None = None  # the --config file's tables (read_config), None without --config
+    config_file: str | None = None  # its path, the source of its values
+    sets: tuple[str, ...] = ()  # --set KEY=VALUE ...
+    scene_names: Iterable[str] | None = None  # the scenes whose scoped keys are allowed; None: any (train)
+    texts: tuple[str, ...] = ()  # --text Owner.key=TEXT ...
+    model: str | None = None  # --model SPEC
+    trace: str | None = None  # --trace FILE
+    twin: str | None = None  # --twin FILE
+
+    def layers(self) -> list[Layer]:
+        """:func:`parameter_layers` of these inputs."""
+        return parameter_layers(self.config_data, self.config_file, self.sets,
+                                None if self.scene_names is None else list(self.scene_names), self.model, self.trace,
+                                self.twin, self.texts)
+
+
+def as_layers(layers: "list[Layer] | ParameterInputs") -> list[Layer]:
+    """``layers`` as a list of :class:`Layer`: built from :class:`ParameterInputs`, or as given."""
+    return layers.layers() if isinstance(layers, ParameterInputs) else list(layers)
+
+
 def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
     """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
     (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
@@ -530,12 +557,13 @@ def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> Non
         if name in scenes_by_name:
             scene_overrides(layers, scenes_by_name[name])
 
-def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
+def experiment_runs(layers: list[Layer] | ParameterInputs, params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
                     seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
     """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
     ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {RunKey: config}}``, for
     ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
     also check the layers' values for experiments not run. Raises ConfigError with one line."""
+    layers = as_layers(layers)
     check_common_keys(layers, params, all_params())
     if validate:
         validate_scoped(layers, {})
