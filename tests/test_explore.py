@@ -818,7 +818,8 @@ def test_traces_without_any_drawn_array_are_refused(traces):
 @pytest.mark.slow  # two more explorers in the browser (~5 s); the scenes' plurals: tests/test_plurals.py by default
 def test_the_seed_spread_says_1_seed_and_3_seeds_in_both_languages(browser, tmp_path):
     """The responses view's legend counts the seeds drawn with their noun in agreement (issue 34): "of 1 seed" for
-    one seed, "of 3 seeds" for three (the browser's Intl.PluralRules on the page's language); Chinese has one form."""
+    one seed, "of 3 seeds" for three (the browser's Intl.PluralRules on the page's language); Chinese has one form.
+    The other seeds' dots are named only where there are some, with their number ("the other 2 seeds")."""
     runs = committed_traces(("residual_response",))["residual_response"]
     seeds = sorted({key.seed for key in runs})
     assert len(seeds) == 3
@@ -835,4 +836,6 @@ def test_the_seed_spread_says_1_seed_and_3_seeds_in_both_languages(browser, tmp_
         assert errors == []
     assert "lowest – highest of 1 seed" in said[1, "en"] and "of 1 seeds" not in said[1, "en"]
     assert "lowest – highest of 3 seeds" in said[3, "en"]
+    assert "the other" not in said[1, "en"] and "其余" not in said[1, "zh"]  # no dots: none said
+    assert "dots: the other 2 seeds" in said[3, "en"] and "其余 2 个种子" in said[3, "zh"]
     assert "1 个种子" in said[1, "zh"] and "3 个种子" in said[3, "zh"] and "plural" not in said[1, "zh"] + said[3, "en"]
