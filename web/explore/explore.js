@@ -891,7 +891,8 @@
     setHtml($('caption'), strings.caption.map((line) => `<p>${esc(line)}</p>`).join(''));
     const fam_ = fam ? fam.experiment : null;
     $('paper').textContent = D.sources[view] + (fam_ && D.experiments[fam_] ? ' · ' + fam_ + ': ' + D.experiments[fam_] : '');
-    const clip = D.clips[state.lang] && D.clips[state.lang][view];
+    const clips = fam_ === 'model' && D.model_clips ? D.model_clips : D.clips;  // a user's model: its own scenes' sections
+    const clip = clips[state.lang] && clips[state.lang][view];
     $('clip-wrap').hidden = !clip;
     if (clip) $('clip').href = clip;
     VIEWS.forEach((v) => { const b = $('tab-' + v); if (b) b.setAttribute('aria-selected', String(v === view)); });
