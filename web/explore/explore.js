@@ -50,7 +50,12 @@
   // a bar legend's seed words: the other seeds' dots (said only where there are any, with their number) and the spread
   const otherSeeds = (n) => (n > 1 ? ` · ${esc(ui('dots', {m: n - 1}))}` : '') + ` · ${esc(ui('seed_spread', {n}))}`;
   const archName = (arch) => S().common[arch];
-  const shown = (arch) => state.arch === 'both' || state.arch === arch;
+  const shown = (arch) => (state.arch === 'both' || state.arch === arch) && held(arch);
+  function held(arch) {  // whether the family shown has any plain (residual) run: a watched run without --twin has none
+    const fam = family();
+    const archs = fam && fam.runs ? fam.runs.map((r) => r.arch) : [];
+    return !archs.some((a) => ARCHS.includes(a)) || archs.includes(arch);  // views of other pairs: not concerned
+  }
   const uniq = (xs) => Array.from(new Set(xs));
   const byNumber = (a, b) => (typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b)));
 
@@ -865,6 +870,8 @@
     }
     $('show-plain').checked = shown('plain');
     $('show-residual').checked = shown('residual');
+    $('show-plain').disabled = !held('plain');  // nothing to show: not offered (and not reported as "not trained")
+    $('show-residual').disabled = !held('residual');
   }
   function update() {
     normalise();
@@ -884,7 +891,8 @@
     setHtml($('caption'), strings.caption.map((line) => `<p>${esc(line)}</p>`).join(''));
     const fam_ = fam ? fam.experiment : null;
     $('paper').textContent = D.sources[view] + (fam_ && D.experiments[fam_] ? ' · ' + fam_ + ': ' + D.experiments[fam_] : '');
-    const clip = D.clips[state.lang] && D.clips[state.lang][view];
+    const clips = fam_ === 'model' && D.model_clips ? D.model_clips : D.clips;  // a user's model: its own scenes' sections
+    const clip = clips[state.lang] && clips[state.lang][view];
     $('clip-wrap').hidden = !clip;
     if (clip) $('clip').href = clip;
     VIEWS.forEach((v) => { const b = $('tab-' + v); if (b) b.setAttribute('aria-selected', String(v === view)); });
