@@ -236,6 +236,10 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
 
+    def seed_line_shown(self, total: int) -> bool:
+        """Only over several seeds: one run (a watched run has no seed) agreeing with itself says nothing."""
+        return total > 1
+
 
 class ModelDegradation(UserModelScene, Degradation):
     """Training and test error of your model and its plain twin, drawn as they train (He 2015, Fig. 1, 6)."""

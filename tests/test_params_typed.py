@@ -99,3 +99,42 @@ def test_simulation_refuses_a_raw_string(experiment):
     assert _raw_strings(experiment, {key: _as_text(d) for key, d in TYPED[experiment].items()}) == list(TYPED[experiment])
     typed = build_runs(experiment, {**{key: _as_text(d) for key, d in TYPED[experiment].items()}, "seeds": "0,1"})
     assert typed == experiments.build_runs(experiment, {**TYPED[experiment], "seeds": (0, 1)})
+
+
+def parser_uses(source: str) -> list[str]:
+    """Where a module's ``source`` imports or calls the value parser (``convert_value``): the functions, and
+    ``"<module>"`` for an import or a use outside any function. Where raw strings become values."""
+    import ast
+
+    found = set()
+
+    def visit(node, owner: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if ((isinstance(child, ast.Name) and child.id == "convert_value")
+                    or (isinstance(child, ast.Attribute) and child.attr == "convert_value")
+                    or (isinstance(child, ast.ImportFrom) and any(a.name == "convert_value" for a in child.names))):
+                found.add(owner)
+            visit(child, child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner)
+
+    visit(ast.parse(source), "<module>")
+    return sorted(found)
+
+
+def test_in_simulation_only_its_own_command_lines_parse_strings():
+    """simulation/ parses a string only where its own developer command lines read their argv
+    (``python -m simulation.kinds.mlp --set depth=20``: simulation.config.parse_value); simulation/values.py holds
+    the parser (moving it to cli/ would re-key every cached trace: config.py, which every trainer imports, imports
+    it), which cli/params.py calls for everything render.py is given."""
+    from support import ROOT
+
+    uses = {}
+    for path in sorted((ROOT / "simulation").rglob("*.py")):
+        if path.name != "values.py" and (found := parser_uses(path.read_text(encoding="utf-8"))):
+            uses[path.relative_to(ROOT).as_posix()] = found
+    assert uses == {"simulation/config.py": ["<module>", "parse_value"]}
+
+
+def test_the_parser_scan_can_fail():
+    planted = "from .values import convert_value\n\ndef split_params(e, v):\n    return convert_value('depth', 1, v)\n"
+    assert parser_uses(planted) == ["<module>", "split_params"]
+    assert parser_uses("import simulation.values as values\nx = values.convert_value('a', 1, '2')\n") == ["<module>"]

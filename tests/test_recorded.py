@@ -174,6 +174,13 @@ def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
                            name=f"{run}.npz") for run in scene.needs_runs}
     built = frame_build(scene, "en", files, check_layout=False)
     assert built.renderer.num_plays > 0
+    if scene.__name__ == "ModelDoesItOnlyCopy":  # one run of no seed: no "Same course on 1 of 1 seed." under it
+        from manim import Text
+
+        texts = [getattr(m, "original_text", "") for top in built.mobjects for m in top.get_family()
+                 if isinstance(m, Text)]
+        assert built.numbers["values"]["seeds.total"] == 1 and any("never vanished" in t for t in texts), texts
+        assert not any("Same course" in t for t in texts), texts
 
 
 def _last_record_cut(path: str, tmp_path) -> str:
