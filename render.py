@@ -35,7 +35,7 @@ from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_ru
                          recorded, trace_option, train_summary, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
-                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture)
+                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture, traces_note)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -92,7 +92,6 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     With --model FILE.py:FACTORY (EXPERIMENT may be left out): your own network and its plain twin."""
     from cli.media import check_cache_dir
     from simulation.cache import get_traces, is_cached, trace_path
-    from simulation.config import RecordedConfig
     from simulation.experiments import get_experiment
 
     with user_errors():
@@ -111,9 +110,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
-    read = [cfg for cfg in fresh if isinstance(cfg, RecordedConfig)]  # --set model.trace=FILE: read, not trained
-    note(f"traces: {len(fresh) - len(read)} trained, {len(runs) - len(fresh)} from the cache"
-         + (f", {len(read)} read from {'its file' if len(read) == 1 else 'their files'}" if read else ""))
+    note(traces_note(fresh, len(runs)))
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))
