@@ -259,7 +259,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
-    English and Chinese, the numbers each clip showed, its parameters and trace summaries.
+    English, Chinese and the --lang rendered, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
     links to the explorer at OUTPUT/explore if one is there (`render.py explore -o OUTPUT/explore` first)."""

@@ -121,12 +121,17 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
      "ModelChainRuleProduct cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
     (["render", "Degradation", "--trace", "CUT", "--twin", "P"],
      "ModelDegradation cannot draw this trace: --trace .*cut.npz has no error_curve, test_error"),
-    (["render", "IdentityHighway", "--trace", "R"], "scene IdentityHighway cannot draw your own model"),
+    (["render", "IdentityHighway", "--trace", "R"],
+     "scene IdentityHighway cannot draw your own model; these can: .*DoesItOnlyCopy, DepthTimeMap$"),
+    # an .npz of someone else's (a torch.save zip reads the same): said as such, not "corrupt or truncated"
+    (["render", "DepthTimeMap", "--trace", "NOMETA"],
+     r"--trace: trace .*nometa\.npz has no metadata; it was not written by this tool$"),
     (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
     (["explore", "--twin", "P"], "--twin needs --trace"),
 ])
 def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
-    paths = {"R": FILES["residual"], "P": FILES["plain"],
+    np.savez(tmp_path / "nometa.npz", step=np.arange(3), out_grad_norm=np.ones((3, 2)))
+    paths = {"R": FILES["residual"], "P": FILES["plain"], "NOMETA": str(tmp_path / "nometa.npz"),
              "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve")}
     result = invoke(*[paths.get(a, a) for a in args], *(["--check"] if args[0] != "explore" else []),
                     "-o", tmp_path / "out")
