@@ -35,7 +35,7 @@ from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_ru
                          recorded, trace_option, train_summary, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
-                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture)
+                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture, traces_note)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -110,7 +110,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
-    note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
+    note(traces_note(fresh, len(runs)))
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))
@@ -259,7 +259,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
-    English and Chinese, the numbers each clip showed, its parameters and trace summaries.
+    English, Chinese and the --lang rendered, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
     links to the explorer at OUTPUT/explore if one is there (`render.py explore -o OUTPUT/explore` first)."""

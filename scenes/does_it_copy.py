@@ -127,13 +127,18 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
                                        loss[settle] if course["course"] == "shrinks" else loss[-1])),
             self.wrapped("not_copy" if course["low"] >= NEAR_ZERO else "copy", size=SIZE_SMALL,
                       low=self.number("course.low", course["low"]), zero=f"{NEAR_ZERO:g}"),
-            self.text("seeds", size=SIZE_SMALL, color=PALETTE["muted"], n=n_agree, total=n_total),
+            *([self.text("seeds", size=SIZE_SMALL, color=PALETTE["muted"], n=n_agree, total=n_total)]
+              if self.seed_line_shown(total) else []),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)  # never shrunk: the legibility floor
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite("He et al. 2015, §3.1, Fig. 7")
         self.wait(5)
+
+    def seed_line_shown(self, total: int) -> bool:
+        """Whether the verdict ends with "Same course on k of N seeds" (the lecture's claim: always)."""
+        return True
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         """Names of the first and the last block for the legend (``{name}`` in its strings; unused here)."""

@@ -116,17 +116,33 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
     assert "0 of 2 traces trained, 2 read from their files" in result.output
 
 
+def test_train_counts_runs_read_from_files_apart_from_trained_ones():
+    """`render.py train model --set model.trace=FILE --set model.twin=FILE` reads both runs: "0 trained, 0 from the
+    cache, 2 read from their files" (it said "2 trained"); the second time both come from the cache."""
+    args = ("train", "model", "--set", f"model.trace={FILES['residual']}", "--set", f"model.twin={FILES['plain']}")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    assert "traces: 0 trained, 0 from the cache, 2 read from their files" in first.stderr, first.stderr
+    again = invoke(*args)
+    assert "traces: 0 trained, 2 from the cache" in again.stderr and "read from" not in again.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["render", "ChainRuleProduct", "--trace", "R"],
      "ModelChainRuleProduct cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
     (["render", "Degradation", "--trace", "CUT", "--twin", "P"],
      "ModelDegradation cannot draw this trace: --trace .*cut.npz has no error_curve, test_error"),
-    (["render", "IdentityHighway", "--trace", "R"], "scene IdentityHighway cannot draw your own model"),
+    (["render", "IdentityHighway", "--trace", "R"],
+     "scene IdentityHighway cannot draw your own model; these can: .*DoesItOnlyCopy, DepthTimeMap$"),
+    # an .npz of someone else's (a torch.save zip reads the same): said as such, not "corrupt or truncated"
+    (["render", "DepthTimeMap", "--trace", "NOMETA"],
+     r"--trace: trace .*nometa\.npz has no metadata; it was not written by this tool$"),
     (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
     (["explore", "--twin", "P"], "--twin needs --trace"),
 ])
 def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
-    paths = {"R": FILES["residual"], "P": FILES["plain"],
+    np.savez(tmp_path / "nometa.npz", step=np.arange(3), out_grad_norm=np.ones((3, 2)))
+    paths = {"R": FILES["residual"], "P": FILES["plain"], "NOMETA": str(tmp_path / "nometa.npz"),
              "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve")}
     result = invoke(*[paths.get(a, a) for a in args], *(["--check"] if args[0] != "explore" else []),
                     "-o", tmp_path / "out")
@@ -163,6 +179,13 @@ def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
                            name=f"{run}.npz") for run in scene.needs_runs}
     built = frame_build(scene, "en", files, check_layout=False)
     assert built.renderer.num_plays > 0
+    if scene.__name__ == "ModelDoesItOnlyCopy":  # one run of no seed: no "Same course on 1 of 1 seed." under it
+        from manim import Text
+
+        texts = [getattr(m, "original_text", "") for top in built.mobjects for m in top.get_family()
+                 if isinstance(m, Text)]
+        assert built.numbers["values"]["seeds.total"] == 1 and any("never vanished" in t for t in texts), texts
+        assert not any("Same course" in t for t in texts), texts
 
 
 def _last_record_cut(path: str, tmp_path) -> str:
