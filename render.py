@@ -179,6 +179,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         if ctx.params.get("check"):
             click.echo(f"check: the input is valid; {plan.summary()}")
             return None
+        _try_own_words(plan)
         if plan.configs:
             note(f"traces: {plan.traces_summary()}")
         note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")
@@ -208,6 +209,28 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     if report_files:
         report(written, unchanged)
     return plan.jobs, written, unchanged
+
+
+def _try_own_words(plan) -> None:
+    """Your own words (--text, [text.Scene] in --config) tried in their places before anything is rendered: each
+    scene with an override is built without drawing (cli.i18n.fit_check; its runs trained first where missing);
+    what the fitter had to do is said (the scene, the text, by how much, how), and a text that still does not fit
+    (over another, past the frame, below the legibility floor) stops the render with the scene, the problem and
+    nothing written. RenderError."""
+    from cli.i18n import fit_check
+    from cli.media import RenderError, make_variant
+
+    bad = []
+    for job in plan.todo:
+        if not job.text_overrides:
+            continue
+        fitted, problems = fit_check(make_variant(plan.by_name[job.scene], job), job.lang, job.text_overrides)
+        for line in fitted:
+            note(f"{job.scene}: your words did not fit as written: {line}")
+        bad += [f"{job.scene}: {problem}" for problem in problems]
+    if bad:
+        raise RenderError(f"your own words do not fit ({len(bad)} problems, nothing rendered): " + "; ".join(bad[:3])
+                          + ("; ..." if len(bad) > 3 else "") + ": shorten them (render.py i18n check lists all)")
 
 
 # -- slides and the page ----------------------------------------------------------------------
