@@ -33,7 +33,7 @@ from cli.i18n import i18n_command
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          recorded, trace_option, train_summary, user_errors, voices)
-from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, experiment_runs, parameter_layers
+from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
                       recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture)
 from simulation.config import ConfigError
@@ -50,10 +50,10 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = {"verbose": verbose, "started": time.monotonic()}
 
 
-def _layers(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> list:
-    """The parameter layers of this command: its --config file, --model, --trace, then --set (cli/params.py)."""
-    return parameter_layers(ctx.meta.get("config_data"), ctx.params["config_file"], sets, scene_names,
-                            texts=ctx.params.get("texts", ()), **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
+def _inputs(ctx: click.Context, sets: tuple[str, ...], scene_names: list[str] | None) -> ParameterInputs:
+    """This command's --config file, --model, --trace and --set, for the cli/ function that layers them (cli/params.py)."""
+    return ParameterInputs(ctx.meta.get("config_data"), ctx.params["config_file"], tuple(sets), scene_names,
+                           tuple(ctx.params.get("texts", ())), **{k: ctx.params.get(k) for k in ("model", "trace", "twin")})
 
 
 # -- list, train, inspect ---------------------------------------------------------------------
@@ -69,7 +69,7 @@ def list_command(ctx: click.Context, config_file: str | None, sets: tuple[str, .
 
     with user_errors():
         by_name = {s.__name__: s for s in scenes.ALL_SCENES}  # the lecture's, then those of your own network
-        listing = lecture_listing(_layers(ctx, sets, list(by_name)), by_name)
+        listing = lecture_listing(_inputs(ctx, sets, list(by_name)), by_name)
     listing["voices"] = voices()
     if as_json:
         click.echo(json.dumps(listing, indent=2, default=list))
@@ -97,7 +97,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     with user_errors():
         experiment = model_experiment(experiment, model)
         params = {experiment: list(get_experiment(experiment).params())}
-        runs = experiment_runs(_layers(ctx, sets, None), params, seed=seed)[experiment]
+        runs = experiment_runs(_inputs(ctx, sets, None), params, seed=seed)[experiment]
         refuse_untrainable({experiment: runs})
         check_cache_dir()
         fresh = [cfg for cfg in runs.values() if not is_cached(cfg)]
@@ -154,7 +154,7 @@ def render(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) -> None:
     """Render the whole lecture in order (chapters with --chapter; with --trace: every scene that can draw it)."""
     with user_errors():  # an unknown chapter: one line, nothing rendered
-        scenes = (recorded_scenes((), _layers(ctx, ctx.params["sets"], None), chapters, say=note) if recorded(ctx)
+        scenes = (recorded_scenes((), _inputs(ctx, ctx.params["sets"], None), chapters, say=note) if recorded(ctx)
                   else lecture_with(chapters))
     _render(ctx, scenes, concat_allowed=not recorded(ctx))
 
@@ -170,7 +170,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
 
     with user_errors():
         names = dict.fromkeys(s.__name__ for s in [*lecture.ALL_SCENES, *scenes])
-        layers = _layers(ctx, ctx.params["sets"], list(names))
+        layers = _inputs(ctx, ctx.params["sets"], list(names))
         options = resolved_options(ctx)
         if video_only:
             options.update({"format": "mp4", "transparent": False, "concat": False})
@@ -242,7 +242,7 @@ def _render_clips(ctx: click.Context, scene_names: tuple[str, ...]):
     from cli.media import scene_title
 
     with user_errors():
-        scenes = (recorded_scenes(scene_names, _layers(ctx, ctx.params["sets"], None), say=note) if recorded(ctx)
+        scenes = (recorded_scenes(scene_names, _inputs(ctx, ctx.params["sets"], None), say=note) if recorded(ctx)
                   else scenes_or_lecture(scene_names))
     rendered = _render(ctx, scenes, concat_allowed=False, video_only=True, report_files=False)
     if rendered is None:
@@ -282,7 +282,7 @@ def slides(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
 @click.pass_context
 def page(ctx: click.Context, scene_names: tuple[str, ...], **_: Any) -> None:
     """One web page with every clip of SCENE... (default: the whole lecture) in order: chapters, subtitles in
-    English and Chinese, the numbers each clip showed, its parameters and trace summaries.
+    English, Chinese and the --lang rendered, the numbers each clip showed, its parameters and trace summaries.
 
     Writes OUTPUT/<480p15>/<lang>/page/lecture.html and its files; copy the page/ folder to publish it. The page
     links to the explorer at OUTPUT/explore if one is there (`render.py explore -o OUTPUT/explore` first)."""
@@ -325,7 +325,7 @@ def explore(ctx: click.Context, experiments: tuple[str, ...], config_file: str |
     with user_errors():
         params = {name: list(get_experiment(name).params())
                   for name in explored_experiments(experiments, model or recorded(ctx))}
-        runs = experiment_runs(_layers(ctx, sets, None), params, {name: lecture_params(name) for name in params},
+        runs = experiment_runs(_inputs(ctx, sets, None), params, {name: lecture_params(name) for name in params},
                                validate=False)
         refuse_untrainable(runs)
         check_cache_dir()
@@ -348,17 +348,17 @@ def worker(ctx: click.Context, job_json: str) -> None:
     import os
 
     from cli.media import RenderError, RenderJob, load_scene, render_job
-    from cli.params import Layer, scene_overrides
+    from cli.params import Layer, scene_overrides, scene_runs
     from cli.pipeline import DIE_WITH_PARENT, die_with_parent
     from cli.plan import run_digests
-    from simulation.experiments import scene_runs
 
     if os.environ.get(DIE_WITH_PARENT):
         die_with_parent()
     with user_errors():
         job = RenderJob.from_json(job_json)
         scene = load_scene(job.module, job.scene)
-        _, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}), job.params)
+        job.params, runs = scene_runs(getattr(scene, "experiment", None), getattr(scene, "experiment_defaults", {}),
+                                      job.params)  # the job's JSON values, typed again before simulation/ sees them
         if run_digests(runs) != job.traces:
             raise RenderError(f"{job.scene}: this machine's simulation code gives other trace digests than "
                               "the client's (start the workers from a checkout of the same commit)")

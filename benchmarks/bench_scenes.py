@@ -26,7 +26,7 @@ from benchmarks.measure import Target, compare, format_table
 from cli.params import QUALITIES
 from scenes import SCENES_IN_ORDER, get_scene
 from simulation.cache import get_traces
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 
 import logging
 

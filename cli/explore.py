@@ -38,7 +38,7 @@ from simulation.runkeys import RunKey, key_texts
 
 __all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "ui_strings", "VIEW_SCENES", "CAPTIONS", "lecture_params",
            "explored_experiments", "export_data",
-           "write_explorer", "folder_size", "page_link", "jsonable", "scene_strings", "WEB_DIR"]
+           "write_explorer", "folder_size", "page_link", "model_view_scenes", "jsonable", "scene_strings", "WEB_DIR"]
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB_DIR = ROOT / "web" / "explore"
@@ -103,7 +103,6 @@ def lecture_params(experiment: str) -> dict[str, Any]:
     over every scene of ``scenes.SCENES_IN_ORDER`` that reads it; ``seeds``: the longest list any of them asks
     for (ChainRuleProduct's three seeds, not SigmoidDerivative's one). {} when no scene reads it."""
     import scenes
-    from simulation.experiments import split_items
 
     merged: dict[str, Any] = {}
     for scene in scenes.SCENES_IN_ORDER:
@@ -111,7 +110,7 @@ def lecture_params(experiment: str) -> dict[str, Any]:
             continue
         for key, value in getattr(scene, "experiment_defaults", {}).items():
             if key == "seeds":
-                if len(split_items(value)) > len(split_items(merged.get("seeds", ()))):
+                if len(value) > len(merged.get("seeds", ())):
                     merged["seeds"] = value
             else:
                 merged.setdefault(key, value)  # the first scene's value
@@ -426,12 +425,23 @@ def _strings() -> dict[str, dict[str, Any]]:
     return out
 
 
-def _clip_links(page: str | None) -> dict[str, dict[str, str]]:
-    """{lang: {view: href}}: the lecture page's section of each view's clip; ``page`` holds ``{lang}``."""
+def _clip_links(page: str | None, scenes: Mapping[str, str] = VIEW_SCENES) -> dict[str, dict[str, str]]:
+    """{lang: {view: href}}: the lecture page's section of each view's clip (``scenes``: {view: scene}); ``page``
+    holds ``{lang}``."""
     if page is None:
         return {}
-    return {lang: {view: f"{page.format(lang=lang)}#{scene}" for view, scene in VIEW_SCENES.items()}
+    return {lang: {view: f"{page.format(lang=lang)}#{scene}" for view, scene in scenes.items()}
             for lang in PAGE_LANGS}
+
+
+def model_view_scenes() -> dict[str, str]:
+    """{view: scene} for a user's model (the experiment ``model``): the variant of each view's lecture scene that
+    ``render.py page --model/--trace`` renders (the page's sections are named after them: ModelGradientFlowOverTraining,
+    not GradientFlowOverTraining), and DepthTimeMap for the map."""
+    from scenes import MODEL_VARIANTS
+
+    out = {view: MODEL_VARIANTS[scene].__name__ for view, scene in VIEW_SCENES.items() if scene in MODEL_VARIANTS}
+    return {**out, "map": "DepthTimeMap"}
 
 
 def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: str | None = None,
@@ -446,7 +456,8 @@ def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: 
     if missing:
         raise RenderError(f"the explorer's page files are missing from {WEB_DIR}: {', '.join(missing)}")
     data = export_data(traces)
-    data.update(strings=_strings(), themes=_themes(), clips=_clip_links(page), sources=_sources(),
+    data.update(strings=_strings(), themes=_themes(), clips=_clip_links(page),
+                model_clips=_clip_links(page, model_view_scenes()) if "model" in traces else {}, sources=_sources(),
                 defaults={"lang": lang, "theme": theme}, views_order=list(VIEWS))
     payload = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     template = (WEB_DIR / "index.html").read_text(encoding="utf-8")

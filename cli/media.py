@@ -204,6 +204,10 @@ class RenderJob:
     voice: str | None = None  # a name from narration.VOICES: the narration is spoken and muxed in
     texts: dict[str, str] = field(default_factory=dict)  # {key: text} the scene can say in lang (cli.plan.scene_texts)
     text_overrides: dict[str, str] = field(default_factory=dict)  # {"Owner.key": text} of --text / [text.Owner]
+    # where each parameter's value came from: {"experiment": {name: source}, "scene": {attribute: source}}, a source
+    # being "default", the --config file's path, "--model", "--trace" or "--set" (cli.params.job_sources); in the
+    # record, not in the key: the same values from another source make the same clip
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def final_dir(self) -> Path:
@@ -214,7 +218,7 @@ class RenderJob:
         return self.final_dir / f"{self.scene}.{self.format}"
 
     def key_inputs(self) -> dict[str, Any]:
-        inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose", "voice")}
+        inputs = {k: v for k, v in asdict(self).items() if k not in ("output", "verbose", "voice", "sources")}
         if self.voice:  # absent when silent, so silent renders keep the keys they had before voices existed
             from narration import get_voice
 
@@ -249,7 +253,7 @@ class RenderJob:
         if unknown or missing:
             raise RenderError(f"render job: unknown fields {unknown}, missing fields {missing}")
         kinds = {"params": dict, "attrs": dict, "traces": dict, "transparent": bool, "verbose": bool, "texts": dict,
-                 "text_overrides": dict}
+                 "text_overrides": dict, "sources": dict}
         for name, value in data.items():
             if not isinstance(value, kinds.get(name, str)) and not (name == "voice" and value is None):
                 raise RenderError(f"render job: {name} must be {kinds.get(name, str).__name__}, "
@@ -290,8 +294,13 @@ def _stamp(path: Path) -> list[int]:
     return [stat.st_size, stat.st_mtime_ns]
 
 
-def _write_record(primary: Path, key: str, inputs: dict[str, Any], files: list[Path]) -> Path:
+def _write_record(primary: Path, key: str, inputs: dict[str, Any], files: list[Path],
+                  sources: dict[str, dict[str, str]] | None = None) -> Path:
+    """``<file>.render.json``: the key, the inputs that made the files, their stamps and (``sources``) where each
+    parameter's value came from (:attr:`RenderJob.sources`)."""
     record = {"key": key, "inputs": inputs, "files": {p.name: _stamp(p) for p in files}}
+    if sources is not None:
+        record["sources"] = sources
     path = _record_path(primary)
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=list), encoding="utf-8")
@@ -494,7 +503,7 @@ def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path
         for src, dst in reversed(moves):
             os.replace(src, dst)
     files = [dst for _, dst in moves]
-    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
+    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files, job.sources)]
 
 
 def place_files(job: RenderJob, blobs: dict[str, bytes]) -> list[Path]:
@@ -515,7 +524,7 @@ def place_files(job: RenderJob, blobs: dict[str, bytes]) -> list[Path]:
         with atomic_write(final_dir / name) as tmp:
             tmp.write_bytes(blobs[name])
     files = [final_dir / primary, *(final_dir / n for n in order[:-1])]
-    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files)]
+    return [*files, _write_record(job.primary, job.key(), job.key_inputs(), files, job.sources)]
 
 
 BEAT_FORMATS = ("mp4", "webm")  # formats Manim saves sections for

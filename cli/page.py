@@ -143,7 +143,7 @@ document.querySelectorAll('.beats button').forEach(b => b.addEventListener('clic
 def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
                explorer: Path | None = None) -> list[Path]:
     """The folder ``target``: ``lecture.html``, ``media/<Scene>.mp4`` (web-ready), ``subtitles/<Scene>.<lang>.vtt``
-    for English and Chinese (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
+    for English, Chinese and ``lang`` (also inlined in the page, since browsers refuse ``<track>`` files from ``file://``),
     ``traces/<Scene>.json``. ``light``: dark text on white (for clips rendered with the light theme).
     ``explorer``: the explorer's index.html (``render.py explore``), linked relative to ``target`` from the top
     and from each clip a view of it shows, if that file is there (no link to a folder nobody wrote). Returns the

@@ -7,9 +7,10 @@ Example::
 
 Precedence: defaults < the TOML file < ``--model`` / ``--trace`` < ``--set`` (:func:`parameter_layers` builds a
 command's layers; :func:`experiment_overrides` and :func:`scene_overrides` merge them, :func:`experiment_sources`
-and :func:`scene_sources` say which layer gave each value; :func:`experiment_runs` and :func:`validate_scoped`
-turn them into typed runs with :func:`simulation.experiments.build_runs`, which converts and checks each value
-with :func:`simulation.values.convert_value`). A key is ``name`` (every experiment being run that has
+and :func:`scene_sources` say which layer gave each value; :func:`experiment_values` parses an experiment's raw
+values, the command line's strings and a file's, into typed ones with :func:`convert_value`, and :func:`build_runs`,
+:func:`experiment_runs` and :func:`validate_scoped` hand only those to :func:`simulation.experiments.build_runs`,
+which checks their ranges: simulation/ never sees a raw string). A key is ``name`` (every experiment being run that has
 that parameter), ``experiment.name`` (one experiment) or ``Scene.name`` (a class attribute of one scene).
 A TOML file has up to six tables::
 
@@ -38,15 +39,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from simulation.atomic_io import input_file
-from simulation.config import ConfigError
-from simulation.values import convert_value, type_name
+from simulation.config import ConfigError, shown
+from simulation.values import convert_value, type_name  # the one value parser (simulation's own command lines too)
 
 __all__ = [
     "Layer", "parse_sets", "parse_texts", "merged_texts", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
-    "experiment_sources", "scene_sources", "DEFAULT_SOURCE",
+    "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources", "experiment_values", "build_runs",
+    "scene_runs", "ParameterInputs", "as_layers",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -292,6 +294,20 @@ def scene_sources(layers: Iterable[Layer], scene: type) -> dict[str, str]:
     return out
 
 
+def job_sources(layers: Iterable[Layer], scene: type, param_names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Where every parameter of one render job came from, for its ``.render.json``: ``{"experiment": {name:
+    source}, "scene": {attribute: source}}`` over every parameter of the scene's experiment (``param_names``) and
+    every knob of the scene (:func:`scene_params`); a source is a layer's origin (:func:`experiment_sources`) or
+    :data:`DEFAULT_SOURCE` (the scene's ``experiment_defaults`` included)."""
+    layers = list(layers)
+    experiment = getattr(scene, "experiment", None)
+    names = list(param_names)
+    set_by = experiment_sources(layers, experiment, names) if experiment else {}
+    attrs = scene_sources(layers, scene)
+    return {"experiment": {name: set_by.get(name, DEFAULT_SOURCE) for name in names},
+            "scene": {name: attrs.get(name, DEFAULT_SOURCE) for name in scene_params(scene)}}
+
+
 def scene_params(scene: type) -> dict[str, tuple[Any, str]]:
     """A scene's knobs: its public class attributes of a simple type (bool, int, float, str or a tuple
     of those), found on the scene and on its project base classes; -> {name: (default, type name)}.
@@ -367,6 +383,33 @@ def parameter_layers(config_data: dict | None, config_file: str | None, sets: It
     return layers + ([parse_texts(tuple(texts))] if texts else [])
 
 
+@dataclass(frozen=True)
+class ParameterInputs:
+    """A command's parameter inputs as click gave them, not yet layered: render.py hands these to the one cli/
+    function a command calls (:func:`cli.plan.plan_render`, :func:`cli.plan.lecture_listing`,
+    :func:`experiment_runs`), which layers them with :func:`as_layers`."""
+
+    config_data: dict | None = None  # the --config file's tables (read_config), None without --config
+    config_file: str | None = None  # its path, the source of its values
+    sets: tuple[str, ...] = ()  # --set KEY=VALUE ...
+    scene_names: Iterable[str] | None = None  # the scenes whose scoped keys are allowed; None: any (train)
+    texts: tuple[str, ...] = ()  # --text Owner.key=TEXT ...
+    model: str | None = None  # --model SPEC
+    trace: str | None = None  # --trace FILE
+    twin: str | None = None  # --twin FILE
+
+    def layers(self) -> list[Layer]:
+        """:func:`parameter_layers` of these inputs."""
+        return parameter_layers(self.config_data, self.config_file, self.sets,
+                                None if self.scene_names is None else list(self.scene_names), self.model, self.trace,
+                                self.twin, self.texts)
+
+
+def as_layers(layers: "list[Layer] | ParameterInputs") -> list[Layer]:
+    """``layers`` as a list of :class:`Layer`: built from :class:`ParameterInputs`, or as given."""
+    return layers.layers() if isinstance(layers, ParameterInputs) else list(layers)
+
+
 def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: set[str]) -> None:
     """A scoped ``--set`` for an experiment or a scene this command does not run would change nothing: say so
     (a --config file may hold values for the whole lecture; its unused tables are checked, not refused)."""
@@ -384,9 +427,129 @@ def refuse_unused_sets(layers: list[Layer], experiments: set[str], scene_names: 
                 raise ConfigError(f"--set {name}.{next(iter(values))}: scene {name} is not rendered by this command")
 
 
+# -- an experiment's raw values, typed: what simulation/ receives ----------------------------------------------
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    """``seeds`` from the command line (``"0,1"``) or TOML (``[0, 1]``): distinct ints in [0, MAX_SEED] (the
+    message quotes the value as given; :func:`simulation.experiments.check_seeds` checks typed ones alike); None: ``()``."""
+    from simulation.config import MAX_SEED, Range
+
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        items = tuple(value)
+    elif isinstance(value, str):
+        items = tuple(part.strip() for part in value.split(",") if part.strip())
+    else:
+        items = (value,)
+    seeds = []
+    for item in items:
+        try:
+            if isinstance(item, (bool, float)):
+                raise ValueError
+            seeds.append(int(item.strip() if isinstance(item, str) else item))
+        except (TypeError, ValueError):
+            raise ConfigError(f"seeds must be a comma-separated list of integers; got {shown(value)}") from None
+        Range(0, MAX_SEED).check("seeds", seeds[-1])
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds must be distinct; got {shown(value)}")
+    return tuple(seeds)
+
+
+def _literal(key: str, value: Any) -> Any:
+    """A factory argument: TOML values as they are; a command-line string read as JSON where it is one (10,
+    0.5, true, null, [1, 2], {"a": 1}), True / False / None as Python writes them, else the string itself."""
+    import json
+    import math
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    python = {"True": True, "False": False, "None": None}
+    if text in python:
+        return python[text]
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return value
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        raise ConfigError(f"model argument {key} must be finite; got {shown(value)}")
+    return parsed
+
+
+def experiment_values(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw values of experiment ``name`` (``--set`` strings such as ``"8,20"``, TOML values, typed values) as
+    typed ones, in their order: a config field or an experiment parameter as the type of its default
+    (:func:`convert_value`), ``seeds`` as ints, a model factory's argument read as JSON where it is. Raises
+    ConfigError (one line) for an unknown experiment or key or a value that is not of its type; ranges and
+    choices are checked by :func:`simulation.experiments.build_runs`."""
+    from simulation.experiments import get_experiment
+
+    experiment = get_experiment(name)
+    config_type = type(experiment.base)
+    run_keys, extra = config_type.parameters(), experiment.params_type.defaults()
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in config_type.not_parameters:
+            raise ConfigError(f"{key!r} is not a parameter of experiment {experiment.name!r}: it is "
+                              + ("computed from the files" if key != "kind" else "the trainer's name"))
+        if key in run_keys:
+            out[key] = convert_value(key, getattr(experiment.base, key), value)
+        elif key == "seeds":
+            out[key] = _seeds(value)
+        elif key in extra:
+            out[key] = _experiment_param(experiment.params_type, key, value)
+        elif experiment.open_args:
+            out[key] = _literal(key, value)
+        else:
+            known = sorted(set(run_keys) | set(extra) | {"seeds"})
+            raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
+    return out
+
+
+def _experiment_param(params_type: type, name: str, value: Any) -> Any:
+    """``value`` as the type of ``params_type``'s field ``name``, its range and choices checked item by item (in
+    the order of the keys, as the command line gives them)."""
+    from dataclasses import fields
+
+    f = {f.name: f for f in fields(params_type)}[name]
+    converted = convert_value(name, f.default, value)
+    for item in converted if isinstance(converted, tuple) else (converted,):
+        if "range" in f.metadata:
+            f.metadata["range"].check(name, item)
+        if "choices" in f.metadata and item not in f.metadata["choices"]:
+            raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(item)}")
+    return converted
+
+
+def build_runs(name: str, overrides: Mapping[str, Any] | None = None) -> dict[Any, Any]:
+    """:func:`simulation.experiments.build_runs` of raw values (``{"depths": "8,20", "seed": "1"}``, a TOML
+    file's): ``{RunKey: config}``. Raises ConfigError (one line) for an unknown experiment, key or value."""
+    from simulation.experiments import build_runs as typed_runs
+
+    try:
+        values = experiment_values(name, overrides or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"experiment {name}: bad parameter value ({exc})") from None
+    return typed_runs(name, values)
+
+
+def scene_runs(experiment: str | None, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
+               ) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """:func:`simulation.experiments.scene_runs` of raw ``overrides`` (a scene's ``experiment_defaults`` are typed):
+    ``(typed params, {RunKey: config})``."""
+    from simulation.experiments import scene_runs as typed_scene_runs
+
+    if not experiment:
+        return {}, {}
+    return typed_scene_runs(experiment, dict(defaults), experiment_values(experiment, overrides))
+
+
 def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> None:
     """Scoped values of experiments and scenes not being run are checked too: a file is wrong or not."""
-    from simulation.experiments import build_runs, get_experiment
+    from simulation.experiments import get_experiment
 
     for name in {name for layer in layers for name in layer.experiments}:
         build_runs(name, experiment_overrides(layers, name, get_experiment(name).params()))
@@ -394,15 +557,13 @@ def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> Non
         if name in scenes_by_name:
             scene_overrides(layers, scenes_by_name[name])
 
-def experiment_runs(layers: list[Layer], params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
+def experiment_runs(layers: list[Layer] | ParameterInputs, params: dict[str, list[str]], defaults: dict[str, dict] | None = None,
                     seed: int | None = None, validate: bool = True) -> dict[str, dict[str, Any]]:
     """The runs of each experiment of ``params`` (``{name: its parameter names}``) under ``layers``, over
     ``defaults`` (``{name: {key: value}}``, e.g. the lecture's seeds): ``{name: {RunKey: config}}``, for
     ``train`` (``seed``: --seed, which must agree with a seed set otherwise) and ``explore``. ``validate``:
     also check the layers' values for experiments not run. Raises ConfigError with one line."""
-    from simulation.experiments import build_runs
-    from simulation.values import convert_value
-
+    layers = as_layers(layers)
     check_common_keys(layers, params, all_params())
     if validate:
         validate_scoped(layers, {})

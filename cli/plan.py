@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from cli.params import Layer, all_params, merged_texts, refuse_unused_sets, validate_scoped
+from cli.params import Layer, ParameterInputs, all_params, as_layers, merged_texts, refuse_unused_sets, validate_scoped
 from narration import i18n
 from simulation.config import ConfigError
 
@@ -69,14 +69,14 @@ def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
     return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()))
 
 
-def drawable_scenes(scenes: list[type], layers: list[Layer], say=None) -> list[type]:
+def drawable_scenes(scenes: list[type], layers: list[Layer] | ParameterInputs, say=None) -> list[type]:
     """Those of ``scenes`` (variants drawing experiment ``model``) that can draw its runs under ``layers`` (runs read
     from trace files may lack what a scene draws); each one left out is said through ``say`` (one line). Raises
     ConfigError when none is left."""
-    from cli.params import experiment_overrides
-    from simulation.experiments import get_experiment, scene_runs
+    from cli.params import experiment_overrides, scene_runs
+    from simulation.experiments import get_experiment
 
-    out, why = [], {}
+    layers, out, why = as_layers(layers), [], {}
     for scene in scenes:
         experiment = getattr(scene, "experiment", None)
         overrides = experiment_overrides(layers, experiment, list(get_experiment(experiment).params())) if experiment else {}
@@ -91,7 +91,7 @@ def drawable_scenes(scenes: list[type], layers: list[Layer], say=None) -> list[t
     return out
 
 
-def recorded_scenes(scene_names: Iterable[str], layers: list[Layer], chapters: Iterable[str] = (), say=None
+def recorded_scenes(scene_names: Iterable[str], layers: list[Layer] | ParameterInputs, chapters: Iterable[str] = (), say=None
                     ) -> list[type]:
     """The scenes a command draws with --trace: the variants of SCENE... that draw experiment model, or with no
     SCENE every scene that can draw the trace, in lecture order (:func:`drawable_scenes`; ``say`` names the others).
@@ -105,7 +105,7 @@ def recorded_scenes(scene_names: Iterable[str], layers: list[Layer], chapters: I
     return model_scenes(resolve_scenes(names)) if names else drawable_scenes(list(scenes.MODEL_SCENES), layers, say)
 
 
-def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dict[str, Any]:
+def lecture_listing(layers: list[Layer] | ParameterInputs, scenes_by_name: dict[str, type]) -> dict[str, Any]:
     """What ``render.py list`` shows, checked: ``{"scenes": [...], "model_scenes": [...], "experiments": {...},
     "languages": {...}}`` with every parameter's type, default, value under ``layers`` and source (the layer that set
     it, or "default": :func:`cli.params.experiment_sources`) (scenes in the order given; those that draw a user's own
@@ -113,9 +113,10 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
     bad value."""
     import scenes as scene_package
     from cli.params import (DEFAULT_SOURCE, check_common_keys, experiment_overrides, experiment_sources,
-                            scene_overrides, scene_params, scene_sources)
+                            experiment_values, scene_overrides, scene_params, scene_sources)
     from simulation.experiments import EXPERIMENTS, build_runs, split_params
 
+    layers = as_layers(layers)
     check_common_keys(layers, all_params(), all_params())
     validate_scoped(layers, scenes_by_name)
     listing: dict[str, Any] = {"scenes": [], "model_scenes": [], "experiments": {}}
@@ -133,9 +134,9 @@ def lecture_listing(layers: list[Layer], scenes_by_name: dict[str, type]) -> dic
         else:
             listing["scenes"].append(entry)
     for name, exp in EXPERIMENTS.items():
-        overrides = experiment_overrides(layers, name, exp.params())
-        build_runs(name, overrides)
-        base, extra = split_params(exp, overrides)
+        values = experiment_values(name, experiment_overrides(layers, name, exp.params()))
+        build_runs(name, values)
+        base, extra = split_params(exp, values)
         sources = experiment_sources(layers, name, exp.params())
         listing["experiments"][name] = {
             "description": exp.description, "source": exp.source,
@@ -266,21 +267,23 @@ def scene_texts(scene: type, lang: str, overrides: dict[str, str]) -> dict[str, 
     return {key: scene.string(key, lang, overrides) for key in sorted(keys)}
 
 
-def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any], verbose: bool = False,
+def plan_render(scenes: list[type], layers: list[Layer] | ParameterInputs, options: dict[str, Any], verbose: bool = False,
                 concat_allowed: bool = False, scheduler: str | None = None) -> RenderPlan:
     """Check every input and plan the render of ``scenes`` (classes, lecture order) with the parameter
-    ``layers`` and the render ``options`` (keyed like :data:`cli.params.RENDER_DEFAULTS`; ``voice`` is
+    ``layers`` (or the command's :class:`cli.params.ParameterInputs`, layered here) and the render ``options`` (keyed like :data:`cli.params.RENDER_DEFAULTS`; ``voice`` is
     resolved in place). Raises ConfigError or RenderError with one line; writes nothing."""
     import scenes as scene_package
     from cli.jobs import check_jobs, default_jobs
     from cli.media import RenderJob, check_cache_dir, check_output_dir, check_voice, source_digest, up_to_date
-    from cli.params import check_common_keys, check_render_options, experiment_overrides, scene_overrides
+    from cli.params import (check_common_keys, check_render_options, experiment_overrides, job_sources, scene_overrides,
+                            scene_runs)
     from simulation.cache import is_cached
-    from simulation.experiments import get_experiment, scene_runs
+    from simulation.experiments import get_experiment
     from simulation.runs import check_memory
     from simulation.sweep import scheduler_address
 
     # 1. Every input, before any work.
+    layers = as_layers(layers)
     by_name = {s.__name__: s for s in [*scene_package.ALL_SCENES, *scenes]}
     if options["concat"] and not concat_allowed:
         raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
@@ -319,7 +322,8 @@ def plan_render(scenes: list[type], layers: list[Layer], options: dict[str, Any]
                         transparent=options["transparent"], output=str(output), verbose=verbose,
                         texts=scene_texts(scene, options["lang"], words),
                         text_overrides={k: v for k, v in words.items()
-                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)})
+                                        if k.rpartition(".")[0] in i18n.owner_chain(scene)},
+                        sources=job_sources(layers, scene, active[experiment] if experiment else ()))
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []

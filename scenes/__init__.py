@@ -84,5 +84,7 @@ def model_variant(scene: type) -> type:
     if scene in MODEL_SCENES:
         return scene
     if scene.__name__ not in MODEL_VARIANTS:
-        raise KeyError(f"scene {scene.__name__} cannot draw your own model; these can: {', '.join(MODEL_VARIANTS)}")
+        own = [s.__name__ for s in MODEL_SCENES if s.__name__ not in MODEL_VARIANTS and s not in MODEL_VARIANTS.values()]
+        raise KeyError(f"scene {scene.__name__} cannot draw your own model; these can: "
+                       f"{', '.join([*MODEL_VARIANTS, *own])}")
     return MODEL_VARIANTS[scene.__name__]

@@ -59,7 +59,7 @@ class ConveyorBelt(SeedSpread, LectureScene):
     """Cosine similarity of a token's vector at the stack input and after each encoder layer, Post-LN vs Pre-LN."""
 
     experiment = "conveyor_belt"
-    experiment_defaults = {"seeds": "0,1,2"}  # two Transformers per seed (~25 s each): three keep the lecture fast
+    experiment_defaults = {"seeds": (0, 1, 2)}  # two Transformers per seed (~25 s each): three keep the lecture fast
 
     def construct(self) -> None:
         shown = {norm: self.traces[norm] for norm in ("post_ln", "pre_ln")}  # the first seed, drawn in full

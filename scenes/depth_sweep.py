@@ -167,7 +167,7 @@ class DepthSweep(SeedSpread, LectureScene):
     experiment = "depth_sweep"
     model: str = "mlp"  # which nets of the sweep: "mlp" (sigmoid MLPs) | "conv" (He et al. 2015 §4.2 ResNets)
     param_limits = {"model": ("mlp", "conv")}
-    experiment_defaults = {"seeds": "0,1,2", "models": "mlp"}  # train only the nets drawn
+    experiment_defaults = {"seeds": (0, 1, 2), "models": ("mlp",)}  # train only the nets drawn
 
     _source = "He et al. 2015, §1, Fig. 1; He et al. 2016, eq. 5"
     _track_y = -1.6  # the depth slider's track (scene units)
@@ -350,5 +350,5 @@ class DepthSweepConv(DepthSweep):
     """The same sweep for He et al. 2015 §4.2's conv nets (6n+2 layers, ReLU + BatchNorm), plain vs residual."""
 
     model = "conv"
-    experiment_defaults = {"seeds": "0,1,2", "models": "conv"}
+    experiment_defaults = {"seeds": (0, 1, 2), "models": ("conv",)}
     _source = "He et al. 2015, §4.2, Fig. 6"

@@ -24,12 +24,12 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 
 from scenes.kit.base import LectureScene
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
-from scenes.kit.helpers import is_missing
+from scenes.kit.helpers import is_missing, steps_run
 from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
 
 
 def flow_scale(grads: list[np.ndarray], decades: int) -> tuple[int, int]:
@@ -64,6 +64,15 @@ def value_along(levels: np.ndarray, xs: np.ndarray, x: float, present: np.ndarra
             return 0.0
         return float(np.interp(x, xs[present], levels[present]))
     return float(np.interp(x, xs, levels))
+
+
+def last_step_run(trace, last_recorded: int) -> int:
+    """The index of the last optimiser step ``trace``'s run took: the last recorded step, or later where its
+    per-step ``loss_curve`` runs on (a watched loop of 30 steps recorded every 5: records end at step 25, the run at
+    29). Built-in runs record their last step, so for them it is the last record."""
+    if "loss_curve" not in trace.arrays:
+        return last_recorded
+    return max(last_recorded, steps_run(trace, len(trace["loss_curve"])) - 1)
 
 
 def pick_flow_runs(traces: dict, depth: int, activation: str) -> tuple[str, str]:
@@ -123,7 +132,7 @@ class GradientFlowOverTraining(LectureScene):
         subtitle.next_to(title, DOWN, buff=0.12)
         rows = {arch: self._make_row(arch, depth) for arch in names}
         names_drawn = self.row_labels(rows[ref])  # what the blocks are called (a user model's module paths)
-        self.narrate("n_intro", 3.5)
+        self.narrate(self.intro_key, 3.5)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1)
         self.play(*[FadeIn(rows[arch]["frame"]) for arch in rows], *[FadeIn(m) for m in names_drawn], run_time=1.5)
         scale_bar = self._make_scale_bar(bottom, top)
@@ -144,7 +153,7 @@ class GradientFlowOverTraining(LectureScene):
         self.wait(0.8)
 
         # 3. Every recorded step: the lit rows follow the trace; a counter says which step.
-        last = int(steps[ref][records - 1])
+        last = last_step_run(traces[ref], int(steps[ref][records - 1]))
         counter = self.text("step", size=SIZE_LABEL, step=self.number("shown_step.0", steps[ref][0]),
                             last=self.number("last_step", last))
         counter.next_to(subtitle, DOWN, buff=0.15)
@@ -181,6 +190,7 @@ class GradientFlowOverTraining(LectureScene):
 
     # -- what a variant changes -------------------------------------------------------------------------
     scale_caption = "scale"  # the key of the scale bar's caption (a variant drawing one net says so)
+    intro_key = "n_intro"  # the key of the first narration line (a variant drawing one net says so)
 
     def flow_runs(self) -> tuple[str, ...]:
         """Names of the plain and the residual run drawn (keys of ``self.traces``); a variant may give the residual

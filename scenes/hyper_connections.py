@@ -55,7 +55,7 @@ class HyperConnections(SeedSpread, LectureScene):
 
     experiment = "hyper_connections"
     chapter = "beyond"  # its runs are small, but the chapter gathers the findings after 2016 (README)
-    experiment_defaults = {"seeds": "0,1,2"}
+    experiment_defaults = {"seeds": (0, 1, 2)}
     required_arrays = {"step": ("records",), "composite_row_gain": ("records", "depth"),
                        "composite_col_gain": ("records", "depth"), "final_test_error": ()}
 

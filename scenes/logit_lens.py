@@ -76,7 +76,7 @@ class LogitLens(SeedSpread, LectureScene):
     """KL to the final prediction and top-1 agreement of every layer's residual stream (the logit lens)."""
 
     experiment = "logit_lens"
-    experiment_defaults = {"seeds": "0,1,2"}  # one small GPT per seed (~8 s each)
+    experiment_defaults = {"seeds": (0, 1, 2)}  # one small GPT per seed (~8 s each)
 
     def setup(self) -> None:
         super().setup()

@@ -103,7 +103,7 @@ class LossLandscape(SeedSpread, LectureScene):
 
     experiment = "loss_landscape"
     chapter = "beyond"  # ~3 min of training per seed: rendered by `render.py all --chapter beyond` (README)
-    experiment_defaults = {"seeds": "0,1,2"}
+    experiment_defaults = {"seeds": (0, 1, 2)}
     required_arrays = {"coords": ("grid",), "loss_grid": ("grid", "grid"), "final_test_error": ()}
 
     def construct(self) -> None:

@@ -36,8 +36,7 @@ class GradientPlusOne(LectureScene):
         plain, residual = self.traces[PLAIN], self.traces[RESIDUAL]
         depth = len(plain["grad_norm"][0])
         grads = {"plain": plain["grad_norm"][0], "residual": residual["grad_norm"][0]}  # [depth] each
-        factors = {name: geometric_mean_factor(running_product(t["out_grad_norm"][0])[1])
-                   for name, t in (("plain", plain), ("residual", residual))}
+        factors, factor_sub = self.backward_factors({"plain": plain, "residual": residual})
         for name, values in grads.items():
             for l in range(depth):
                 self.number(f"{name}.block.{l}.grad_norm", values[l])
@@ -85,7 +84,7 @@ class GradientPlusOne(LectureScene):
         # 3. The measured backward factor per block: one plus a little for the residual net.
         readout = VGroup(
             self.text("factor_head", size=SIZE_SMALL),
-            self.text("factor_sub", size=SIZE_SMALL, color=PALETTE["muted"]),
+            self.text(factor_sub, size=SIZE_SMALL, color=PALETTE["muted"]),
             self.text("factor_plain", size=SIZE_LABEL, color=PALETTE["plain"],
                       value=self.number("plain.mean_factor", factors["plain"])),
             self.text("factor_residual", size=SIZE_LABEL, color=PALETTE["residual"],
@@ -97,6 +96,14 @@ class GradientPlusOne(LectureScene):
         self.wait(3)
 
     _axes_box = (-1.15, 2.9)  # centre y and height of the log axes (scene units)
+
+    def backward_factors(self, traces: dict) -> tuple[dict[str, float], str]:
+        """({"plain": f, "residual": f}, the key of the line that says what f is) at step 0: f is the geometric
+        mean over the L - 1 backward steps of ||dL/dh_l|| / ||dL/dh_(l+1)|| (:func:`geometric_mean_factor`). The
+        built-in nets feed each block's output straight into the next block, so that is the mean of
+        ||dL/dx|| / ||dL/dy|| of blocks 2 ... L, as the line says."""
+        return ({name: geometric_mean_factor(running_product(t["out_grad_norm"][0])[1]) for name, t in traces.items()},
+                "factor_sub")
 
     def block_axis(self, axes, depth: int):
         """Mobjects naming the blocks under the axis (placed), or None: the built-in nets' blocks are numbered."""

@@ -113,7 +113,7 @@ class RankCollapse(SeedSpread, LectureScene):
     """res(X) after every layer of four attention stacks (log scale), at init and after training (Dong 2021)."""
 
     experiment = "rank_collapse"
-    experiment_defaults = {"seeds": "0,1,2"}  # four small encoders per seed (~5 s each): three keep the lecture fast
+    experiment_defaults = {"seeds": (0, 1, 2)}  # four small encoders per seed (~5 s each): three keep the lecture fast
 
     def construct(self) -> None:
         res = {run: (rank_residual(t, 0), rank_residual(t, -1)) for run, t in self.traces.items() if run in RUNS}

@@ -78,17 +78,30 @@ class ResidualResponse(SeedSpread, LectureScene):
         self.play(FadeIn(title), Write(formula), run_time=1.5)
         self.play(FadeIn(legend))
 
-        # 2. The ratio per block at step 0, then after training (same scale for both).
+        # 2. The ratio per block at step 0, then after training (same scale for both). Laid out before anything
+        # is drawn: the verdict of step 4 (measured now) goes under the blocks' names, above the citation.
+        mean = {name: strict_mean(ratios[name][1]) for name in ratios}  # missing if any block is missing
+        mean_std = {name: strict_mean(stds[name]) for name in stds}
+        verdict_args = (residual, mean, mean_std, seed_ratio, seed_std)
+        with self.unrecorded():  # recorded in step 4's beat, where it is shown
+            verdict = self._verdict(*verdict_args)
+        ceiling = min(formula.get_bottom()[1], legend.get_bottom()[1]) - self._gap
+        floor = self.cite_label(self._source).get_top()[1] + self._gap
         top = max(finite_max(np.concatenate([*ratios["plain"], *ratios["residual"]])), 1.0)  # 1 is drawn
-        labels = self.bar_labels(depth)
-        before = GroupedBars([ratios["plain"][0], ratios["residual"][0]], colors, width=4.6, height=2.3, y_max=top,
-                             labels=labels)
-        after = GroupedBars([ratios["plain"][1], ratios["residual"][1]], colors, width=4.6, height=2.3, y_max=top,
-                            labels=labels)
-        for chart in (before, after):
-            chart.move_to([-3.6, self._chart_y, 0])
-        panel_title = self.text("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3)
-        block_label = self.block_axis(before)
+        series = {"before": [ratios["plain"][0], ratios["residual"][0]],
+                  "after": [ratios["plain"][1], ratios["residual"][1]], "std": [stds["plain"], stds["residual"]]}
+        height, chart_y = self._chart_height, self._chart_y
+        for _ in range(3):  # as planned; again, raised and (where that is not enough) shorter, if the verdict needs it
+            charts = self._charts(series, colors, top, depth, height, chart_y, step, len(others))
+            verdict_top = min(self._verdict_y + verdict.height / 2, charts["low"] - self._gap)
+            short = floor - (verdict_top - verdict.height)  # how far the verdict reaches past the floor
+            if short <= 1e-9:
+                break
+            lift = min(short, max(0.0, ceiling - charts["high"]))
+            shorter = min(short - lift, height - self._chart_height / 2)  # never below half the planned height
+            height, chart_y = height - shorter, chart_y + lift + shorter / 2  # the charts' top: up by lift
+        before, after, std_chart = charts["before"], charts["after"], charts["std"]
+        panel_title, block_label = charts["before_title"], charts["before_label"]
         level = before.level_line(1.0, PALETTE["muted"])
         level = make_dashed_polyline([level.get_start(), level.get_end()], PALETTE["muted"], stroke_width=2)
         level_label = self.text("same_size", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(level, RIGHT, buff=0.1)
@@ -97,7 +110,6 @@ class ResidualResponse(SeedSpread, LectureScene):
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*before.bars[0], *before.bars[1]]],
                   Create(level), FadeIn(level_label), run_time=1.5)
         self.wait(1)
-        mean = {name: strict_mean(ratios[name][1]) for name in ratios}  # missing if any block is missing
         self.narrate(self.verdict_key(mean["plain"], mean["residual"], "n_trained", "n_trained_large"), 4)
         trained_title = self.text("ratio_trained", size=SIZE_LABEL, step=step).move_to(panel_title)
         self.play(ReplacementTransform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
@@ -108,10 +120,7 @@ class ResidualResponse(SeedSpread, LectureScene):
         self.wait(1.5)
 
         # 3. He et al.'s own measure: the std of each response.
-        std_chart = GroupedBars([stds["plain"], stds["residual"]], colors, width=4.6, height=2.3, labels=labels)
-        std_chart.move_to([3.7, self._chart_y, 0])
-        std_title = self.text("std_title", size=SIZE_LABEL, step=step).next_to(std_chart.chart.axes, UP, buff=0.3)
-        std_label = self.block_axis(std_chart)
+        std_title, std_label = charts["std_title"], charts["std_label"]
         self.narrate("n_std", 3)
         self.play(Create(std_chart.chart), FadeIn(std_title), FadeIn(std_label), run_time=1.2)
         self.play(*[GrowFromEdge(bar, DOWN) for bar in [*std_chart.bars[0], *std_chart.bars[1]]], run_time=1.5)
@@ -121,8 +130,42 @@ class ResidualResponse(SeedSpread, LectureScene):
             self.play(*[FadeIn(d) for d in std_dots], run_time=0.6)
         self.wait(1)
 
-        # 4. The verdict, computed from the run.
-        mean_std = {name: strict_mean(stds[name]) for name in stds}
+        # 4. The verdict, computed from the run (the same text as measured in step 2, its numbers recorded now).
+        verdict = self._verdict(*verdict_args)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).shift((verdict_top - verdict.get_top()[1]) * UP)
+        if charts["note"] is not None:
+            self.add(charts["note"])
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite(self._source)
+        self.wait(5)
+
+    def _charts(self, series: dict, colors, top: float, depth: int, height: float, chart_y: float, step: str,
+                others: int) -> dict:
+        """The three bar charts (``series``: "before", "after", "std"), ``height`` high and centred at ``chart_y``,
+        with their titles, the words under them and the seed dots' note (None without other seeds), placed, not
+        drawn; ``high``: the titles' top, ``low``: the lowest bottom under the charts (scene units)."""
+        labels = self.bar_labels(depth)
+        before, after = (GroupedBars(series[k], colors, width=4.6, height=height, y_max=top, labels=labels)
+                         for k in ("before", "after"))
+        std_chart = GroupedBars(series["std"], colors, width=4.6, height=height, labels=labels)
+        for chart, x in ((before, -3.6), (after, -3.6), (std_chart, 3.7)):
+            chart.move_to([x, chart_y, 0])
+        before_title = self.text("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3)
+        std_title = self.text("std_title", size=SIZE_LABEL, step=step).next_to(std_chart.chart.axes, UP, buff=0.3)
+        before_label, std_label = self.block_axis(before), self.block_axis(std_chart)
+        note = None
+        if others:
+            note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=others)
+            note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT)
+        under = [before_label, std_label, *([note] if note is not None else [])]
+        return {"before": before, "after": after, "std": std_chart, "before_title": before_title,
+                "std_title": std_title, "before_label": before_label, "std_label": std_label, "note": note,
+                "high": max(before_title.get_top()[1], std_title.get_top()[1]),
+                "low": min(m.get_bottom()[1] for m in under)}
+
+    def _verdict(self, residual, mean: dict, mean_std: dict, seed_ratio: dict, seed_std: dict) -> VGroup:
+        """The two lines of the verdict (not placed), their numbers recorded (unless :meth:`unrecorded`)."""
         ratio_key = self.verdict_key(mean["plain"], mean["residual"], "ratio_small", "ratio_not_small")
         std_key = self.verdict_key(mean_std["plain"], mean_std["residual"], "std_agrees", "std_differs")
         why = self.bn_note(residual)
@@ -135,7 +178,7 @@ class ResidualResponse(SeedSpread, LectureScene):
             both = [s for s in means["plain"] if s in means["residual"]]
             seeds_smaller[claim] = self.seed_count(f"residual.smaller_{claim}",
                                                    [compare(means["plain"][s], means["residual"][s]) for s in both])
-        verdict = VGroup(
+        return VGroup(
             make_wrapped_text(with_seed_count(self, self.t(ratio_key, residual=self.number("residual.mean_ratio",
                                                                                          mean["residual"]),
                                                            plain=self.number("plain.mean_ratio", mean["plain"])),
@@ -146,17 +189,12 @@ class ResidualResponse(SeedSpread, LectureScene):
                                                            why=why),
                                               *seeds_smaller["branch_std"]), line_width(), size=SIZE_LABEL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
-        verdict.to_edge(LEFT, buff=EDGE_BUFF).shift(DOWN * 2.75)
-        if others:
-            note = self.text("seed_dots", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
-            self.add(note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT))
-        self.narrate("n_verdict", 3)
-        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite(self._source)
-        self.wait(5)
 
     # -- what a variant changes ---------------------------------------------------------------------
-    _chart_y = -0.25  # centre y of both bar charts
+    _chart_y = -0.25  # centre y of both bar charts (raised where the verdict needs the room: step 2)
+    _chart_height = 2.3  # their height (shorter where raising them is not enough)
+    _verdict_y = -2.75  # centre y of the verdict, or lower: under the words under the charts
+    _gap = 0.15  # the least space between the verdict and what is above or below it
 
     def bar_labels(self, depth: int) -> list[str] | None:
         """The labels under the bars (None: 1..depth, thinned by GroupedBars)."""

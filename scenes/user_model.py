@@ -134,6 +134,7 @@ class ModelGradientFlowOverTraining(UserModelScene, GradientFlowOverTraining):
             return PLAIN, RESIDUAL
         self._row_y = {**self._row_y, RESIDUAL: self._single_row_y}
         self.scale_caption = "scale_one"
+        self.intro_key = "n_intro_alone"  # no "and its plain twin": none was given
         return (RESIDUAL,)
 
     def row_labels(self, row: dict) -> list:
@@ -183,6 +184,23 @@ class ModelGradientPlusOne(UserModelScene, GradientPlusOne):
     required_arrays = ("step", "out_grad_norm", "grad_norm")
     _axes_box = (-0.85, 2.4)
 
+    def backward_factors(self, traces: dict) -> tuple[dict[str, float], str]:
+        """The geometric mean over the blocks of ||dL/dx|| / ||dL/dy|| (``in_grad_norm`` / ``out_grad_norm``) at
+        step 0, as the line under the title says. A user's blocks are seldom chained output to input (a ResNet's
+        ReLU after the addition, its stem and its head between stages), so the ratio of consecutive blocks'
+        ||dL/dh|| the lecture's nets use is another number (examples/my_resnet.py: 1.23 where each block's own
+        ||dL/dx|| / ||dL/dy|| has the mean 1.66). A trace without ``in_grad_norm`` (written before it was recorded)
+        gets that ratio, and the line says so."""
+        if all("in_grad_norm" in t.arrays for t in traces.values()):
+            factors = {}
+            for name, t in traces.items():
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.asarray(t["in_grad_norm"][0], np.float64) / np.asarray(t["out_grad_norm"][0], np.float64)
+                good = bool(ratio.size) and bool(np.all(np.isfinite(ratio) & (ratio > 0)))
+                factors[name] = float(np.exp(np.mean(np.log(ratio)))) if good else float("nan")
+            return factors, "factor_sub"
+        return super().backward_factors(traces)[0], "factor_sub_chain"
+
     def block_axis(self, axes, depth: int):
         xs = [axes.axes.c2p(l + 1, 0)[0] for l in range(depth)]
         left, right = axes.axes.get_left()[0], axes.axes.get_right()[0]
@@ -217,6 +235,10 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)
+
+    def seed_line_shown(self, total: int) -> bool:
+        """Only over several seeds: one run (a watched run has no seed) agreeing with itself says nothing."""
+        return total > 1
 
 
 class ModelDegradation(UserModelScene, Degradation):

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
 from .config import BaseConfig, config_from_dict
-from .runs import check_memory, describe, train
+from .runs import check_memory, describe, start_line, train
 from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
@@ -92,7 +92,7 @@ def get_traces(configs: list[BaseConfig], progress: bool | None = None,
         traces.update({c: Trace.load(trace_path(c)) for c in missing})
     elif len(missing) == 1 and scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
         config = missing[0]
-        log.info("training %s (%s)", config.digest(), describe(config))
+        log.info("%s", start_line(config))
         traces[config] = train(config, progress=progress)
         traces[config].save(trace_path(config))
         if on_trace is not None:
@@ -178,7 +178,7 @@ def stream(configs: Iterable[BaseConfig | list[BaseConfig]], out=None) -> None:
         try:
             missing = [c for c in group if load(c) is None]
             for config in missing:
-                log.info("training %s (%s)", config.digest(), describe(config))
+                log.info("%s", start_line(config))
             if len(missing) == 1:
                 store(missing[0], run_to_bytes(missing[0].to_dict()))
             elif missing:

@@ -3,11 +3,12 @@
 Example::
 
     python render.py train vanishing --set depths=8,20 --seed 1
-    python -m simulation.experiments depth_sweep --set seeds=0,1 --scheduler tcp://10.0.0.5:8786   # one sweep
+    python -c "from simulation.experiments import build_runs; print(list(build_runs('vanishing', {'depths': (8, 20)})))"
 
 An experiment turns its parameters (every :class:`RunConfig` field plus its own, typed once in an
-:class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` validates the
-parameters and returns ``{RunKey(name, seed): RunConfig}`` (:mod:`simulation.runkeys`); the run names are the
+:class:`ExperimentParams` dataclass, such as ``depths``) into named runs. ``build_runs`` takes typed values (the
+command line's strings and a TOML file's values are parsed in :mod:`cli.params`, the one place that does it: this
+module never sees a raw string), validates them and returns ``{RunKey(name, seed): RunConfig}`` (:mod:`simulation.runkeys`); the run names are the
 constants and functions exported here (``PLAIN``, ``POST_LN``, ``depth_run("plain", 20)`` ...), which scenes use to
 look their traces up.
 
@@ -18,7 +19,6 @@ marked ``conv`` to He et al. 2015 §4.2's conv nets (:data:`CONV_DEFAULTS` fill 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
@@ -26,15 +26,14 @@ from .config import (ACTIVATIONS, GATES, MAX_DEPTH, MAX_SEED, MODELS, RESIDUAL_I
                      HIGHWAY_ARCHS, HighwayConfig, HyperConfig, LandscapeConfig, NO_MODEL, Range, RunConfig, TransformerConfig,
                      UserModelConfig, conv_depth_error, shown)
 from .runkeys import RunKey
-from .values import convert_value
 
-__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams",
+__all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_params", "ExperimentParams", "check_seeds",
            "NoParams", "DepthParams", "VanishingParams", "ExplodingParams", "PLAIN", "RESIDUAL",
            "RESIDUAL_ZERO_PAD", "PLAIN_LARGE_LR", "POST_LN", "POST_LN_WARMUP", "PRE_LN",
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "CONV_DEFAULTS",
-           "DepthSweepParams", "FULL_SWEEP", "split_items", "ShortcutScaleParams", "scale_run", "gate_run",
+           "DepthSweepParams", "FULL_SWEEP", "ShortcutScaleParams", "scale_run", "gate_run",
            "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams", "GPT"]
-__all__ += ["scene_runs", "main"]
+__all__ += ["scene_runs"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -98,7 +97,18 @@ CONV_DEFAULTS = {"width": 16, "depth": 20, "shortcut": "zero_pad"}
 class ExperimentParams:
     """Base of an experiment's own parameters (beyond the config fields): each field is a tuple of ints,
     floats or strings, or a float, with its allowed :class:`~simulation.config.Range` or choices in its
-    metadata. :meth:`from_values` converts command-line strings, TOML lists and numbers, and checks them."""
+    metadata. Built from typed values (a list stands for a tuple, an int for a float); a value of another type,
+    such as a command-line string, or outside its range or choices raises ConfigError (one line)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = _typed(f.name, f.default, getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+            for item in value if isinstance(value, tuple) else (value,):
+                if "range" in f.metadata:
+                    f.metadata["range"].check(f.name, item)
+                if "choices" in f.metadata and item not in f.metadata["choices"]:
+                    raise ConfigError(f"{f.name} must be among {', '.join(f.metadata['choices'])}; got {shown(item)}")
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -109,18 +119,21 @@ class ExperimentParams:
         default = cls.defaults()[name]
         return f"list[{type(default[0]).__name__}]" if isinstance(default, tuple) else type(default).__name__
 
-    @classmethod
-    def convert(cls, name: str, value: Any) -> Any:
-        """``value`` as the type of field ``name`` (the one parser, :func:`simulation.values.convert_value`),
-        then checked against its range or choices; ConfigError (one line) otherwise."""
-        f = {f.name: f for f in fields(cls)}[name]
-        converted = convert_value(name, f.default, value)
-        for item in converted if isinstance(converted, tuple) else (converted,):
-            if "range" in f.metadata:
-                f.metadata["range"].check(name, item)
-            if "choices" in f.metadata and item not in f.metadata["choices"]:
-                raise ConfigError(f"{name} must be among {', '.join(f.metadata['choices'])}; got {shown(item)}")
-        return converted
+
+def _typed(name: str, default: Any, value: Any) -> Any:
+    """``value`` if it has the type of ``default`` (a list or tuple of its item type for a tuple default, at least
+    one item; an int widened to a float), as that type; ConfigError otherwise (a raw string included)."""
+    if isinstance(default, tuple):
+        kind = type(default[0])
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ConfigError(f"{name} must be list[{kind.__name__}] (comma-separated), got {shown(value)}")
+        return tuple(_typed(name, default[0], item) for item in value)
+    kind = type(default)
+    if kind is float and type(value) is int:
+        value = float(value)
+    if type(value) is not kind:
+        raise ConfigError(f"{name} must be {kind.__name__}, got {shown(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -163,28 +176,15 @@ class DepthSweepParams(ExperimentParams):
     mlp_lr: float = field(default=0.02, metadata={"range": Range(0.0, 1e6, open_low=True)})
 
 
-def split_items(value: Any) -> tuple[Any, ...]:
-    """A comma-separated string or a list/tuple as a tuple of (still unconverted) items."""
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    return (value,)
-
-
-def _seeds(value: Any) -> tuple[int, ...]:
-    """``seeds`` from the command line or TOML: distinct ints in [0, MAX_SEED], or empty (the one ``seed``)."""
-    seeds = []
-    for item in () if value is None else split_items(value):
-        try:
-            if isinstance(item, (bool, float)):
-                raise ValueError
-            seeds.append(int(item.strip() if isinstance(item, str) else item))
-        except (TypeError, ValueError):
-            raise ConfigError(f"seeds must be a comma-separated list of integers; got {shown(value)}") from None
-        Range(0, MAX_SEED).check("seeds", seeds[-1])
+def check_seeds(seeds: Any) -> tuple[int, ...]:
+    """``seeds`` (typed: a tuple or list of ints) as a tuple of distinct ints in [0, MAX_SEED]; empty: the one
+    ``seed``. Raises ConfigError (one line) otherwise."""
+    if not isinstance(seeds, (list, tuple)) or any(type(s) is not int for s in seeds):
+        raise ConfigError(f"seeds must be a comma-separated list of integers; got {shown(seeds)}")
+    for seed in seeds:
+        Range(0, MAX_SEED).check("seeds", seed)
     if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds must be distinct; got {shown(value)}")
+        raise ConfigError(f"seeds must be distinct; got {shown(seeds)}")
     return tuple(seeds)
 
 
@@ -215,23 +215,24 @@ class Experiment:
         return out
 
 
-def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Apply ``overrides`` (values may be strings from the command line) to the base config and
-    the experiment's own parameters. Raises ConfigError for an unknown key or a bad value."""
+def split_params(experiment: Experiment, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Apply typed ``values`` (:func:`cli.params.experiment_values` parses the command line's and a file's) to the
+    base config and the experiment's own parameters: ``(config, {name: value})``, ``seeds`` checked. Raises
+    ConfigError for an unknown key or a bad value (a raw string where the parameter is no string included)."""
     run_keys = type(experiment.base).parameters()
     base_changes, extra, free = {}, {**experiment.params_type.defaults(), "seeds": ()}, {}
-    for key, value in overrides.items():
+    for key, value in values.items():
         if key in type(experiment.base).not_parameters:
             raise ConfigError(f"{key!r} is not a parameter of experiment {experiment.name!r}: it is "
                               + ("computed from the files" if key != "kind" else "the trainer's name"))
         if key in run_keys:
-            base_changes[key] = convert_value(key, getattr(experiment.base, key), value)
+            base_changes[key] = value  # typed and checked by the config itself (simulation.config._check_fields)
         elif key == "seeds":
-            extra["seeds"] = _seeds(value)
+            extra["seeds"] = check_seeds(value)
         elif key in extra:
-            extra[key] = experiment.params_type.convert(key, value)
+            extra[key] = value  # typed and checked by the experiment's ExperimentParams
         elif experiment.open_args:
-            free[key] = _literal(key, value)
+            free[key] = value
         else:
             known = sorted(set(run_keys) | set(extra))
             raise ConfigError(f"unknown parameter {key!r} for experiment {experiment.name!r}; known: {', '.join(known)}")
@@ -250,32 +251,14 @@ def split_params(experiment: Experiment, overrides: dict[str, Any]) -> tuple[Any
     return experiment.base.replace(**base_changes), extra
 
 
-def _literal(key: str, value: Any) -> Any:
-    """A factory argument: TOML values as they are; a command-line string read as JSON where it is one (10,
-    0.5, true, null, [1, 2], {"a": 1}), True / False / None as Python writes them, else the string itself."""
-    import json
-
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    python = {"True": True, "False": False, "None": None}
-    if text in python:
-        return python[text]
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return value
-    if isinstance(parsed, float) and not math.isfinite(parsed):
-        raise ConfigError(f"model argument {key} must be finite; got {shown(value)}")
-    return parsed
-
-
-def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[RunKey, Any]:
-    """The validated runs of experiment ``name`` with ``overrides`` applied: ``{RunKey(run_name, seed): config}``,
+def build_runs(name: str, values: dict[str, Any] | None = None) -> dict[RunKey, Any]:
+    """The validated runs of experiment ``name`` with typed ``values`` applied (``{"depths": (8, 20), "seed": 1}``;
+    the command line's strings go through :func:`cli.params.build_runs`): ``{RunKey(run_name, seed): config}``,
     every run of the first seed of ``seeds``, then of the next ... (one seed, ``seed``, without ``seeds``). Raises
-    ConfigError for an unknown experiment, key or value (a converter's bare ValueError or TypeError too)."""
+    ConfigError for an unknown experiment, key or value (a raw string where the parameter is no string, and a
+    builder's bare ValueError or TypeError, too)."""
     try:
-        return _build_runs(name, overrides or {})
+        return _build_runs(name, values or {})
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
@@ -285,8 +268,8 @@ def build_runs(name: str, overrides: dict[str, Any] | None = None) -> dict[RunKe
 def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict[str, Any]
                ) -> tuple[dict[str, Any], dict[RunKey, Any]]:
     """What a scene reads: the parameters it gives ``experiment`` (its ``experiment_defaults``, with the user's
-    ``overrides`` over them) and the runs those build, ``(params, {RunKey: config})``; ``({}, {})`` for a
-    scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
+    ``overrides`` over them, both typed: :func:`cli.params.experiment_values`) and the runs those build, ``(params,
+    {RunKey: config})``; ``({}, {})`` for a scene without an experiment. The render planner, the render worker and ``LectureScene.setup`` all ask
     here, so the runs trained and counted before a render are the runs the scene reads."""
     if not experiment:
         return {}, {}
@@ -469,8 +452,8 @@ def _depth_sweep(base: RunConfig, params: DepthSweepParams) -> dict[str, RunConf
 
 
 # The full sweep of README / docs/how-to/sweeps.md (opt-in: --set mlp_depths=... --set conv_depths=... --set seeds=...).
-FULL_SWEEP = {"mlp_depths": "2,4,6,8,12,16,20,32,44,56,80,110",
-              "conv_depths": "8,14,20,26,32,44,56,74,92,110", "seeds": "0,1,2,3,4"}
+FULL_SWEEP = {"mlp_depths": (2, 4, 6, 8, 12, 16, 20, 32, 44, 56, 80, 110),
+              "conv_depths": (8, 14, 20, 26, 32, 44, 56, 74, 92, 110), "seeds": (0, 1, 2, 3, 4)}
 
 _register(Experiment(
     name="depth_sweep",
@@ -717,37 +700,3 @@ _register(Experiment(
     params_type=ModelParams,
     open_args="args",
 ))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m simulation.experiments EXPERIMENT [--set k=v ...] [--scheduler ADDRESS]``: train an
-    experiment's missing runs as one sweep (:func:`simulation.cache.run_sweep`) into the trace cache."""
-    import argparse
-    import logging
-    import sys
-
-    from .cache import run_sweep
-    from .sweep import SweepError
-
-    parser = argparse.ArgumentParser(prog="python -m simulation.experiments", description=main.__doc__)
-    parser.add_argument("experiment")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a running `dask scheduler`")
-    parser.add_argument("--workers", type=int, default=None, help="local cluster size (default: cores)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        overrides = {}
-        for pair in args.sets:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise ConfigError(f"expected key=value, got {pair!r}")
-            overrides[key.strip()] = value.strip()
-        runs = build_runs(args.experiment, overrides)
-        run_sweep(list(runs.values()), scheduler=args.scheduler, workers=args.workers)
-    except (ValueError, SweepError) as exc:  # ConfigError, a --set without '=', or a sweep that failed
-        sys.exit(f"error: {exc}")
-
-
-if __name__ == "__main__":
-    main()

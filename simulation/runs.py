@@ -50,7 +50,7 @@ from .events import training_run
 from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, identity_fit_memory, mlp_memory,
                      probe_in_subprocess, transformer_memory)
 
-__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe",
+__all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe", "start_line",
            "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS", "signals_held"]
@@ -197,6 +197,14 @@ def train_group(configs: list[BaseConfig], progress: bool | None = None) -> list
 def describe(config: BaseConfig) -> str:
     """A short label for log lines, from whichever of :data:`LOG_FIELDS` the config has."""
     return " ".join(f"{k}={getattr(config, k)}" for k in LOG_FIELDS if hasattr(config, k))
+
+
+def start_line(config: BaseConfig) -> str:
+    """The log line said when ``config``'s trace is made: "training DIGEST (...)", or "reading FILE (...)" for a
+    run read from a trace file (``--trace``/``--twin``: nothing is trained, and the line says which file)."""
+    if isinstance(config, RecordedConfig):
+        return f"reading {config.path} ({describe(config)}): nothing trained"
+    return f"training {config.digest()} ({describe(config)})"
 
 
 def estimate(config: BaseConfig) -> MemoryEstimate:

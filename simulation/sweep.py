@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 from .atomic_io import shown_path
 from .config import BaseConfig, ConfigError, config_from_dict
-from .runs import describe, seed_groups, train, train_group, work
+from .runs import seed_groups, start_line, train, train_group, work
 
 __all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
@@ -174,7 +174,7 @@ def _bar(total: int, show: bool):
 
 
 def _log_training(config: Config) -> None:
-    logging.getLogger("simulation.cache").info("training %s (%s)", config.digest(), describe(config))
+    logging.getLogger("simulation.cache").info("%s", start_line(config))
 
 
 def _here(configs: list[Config], show: bool) -> Iterator[tuple[Config, bytes]]:

@@ -21,7 +21,7 @@ from filelock import FileLock, Timeout
 
 from render import cli
 from simulation.cache import get_traces
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 

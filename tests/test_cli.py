@@ -24,6 +24,7 @@ from cli import media as cli_media
 from cli import params as cli_params
 from render import cli
 from simulation.trace import Trace
+from simulation.experiments import get_experiment
 from support import CLI_TINY, ROOT, cli_env, files_under, invoke, wait_for
 
 
@@ -282,6 +283,9 @@ def test_no_op_rerun_renders_nothing_and_changes_render_only_what_changed(tmp_pa
                 for ext in (".mp4", ".srt", ".numbers.json", ".mp4.render.json", ".beats.json", ".beat-00.mp4")}
     assert {p.name for p in folder.iterdir()} == expected
     stamps = {p: p.stat().st_mtime_ns for p in folder.iterdir()}
+    record = json.loads((folder / "TinyTrace.mp4.render.json").read_text(encoding="utf-8"))
+    chain_rule = {name: "default" for name in get_experiment("chain_rule").params()} | {"steps": "--set", "depth": "--set"}
+    assert record["sources"] == {"experiment": chain_rule, "scene": {}}  # where each value came from (issue 38)
 
     calls = []
     real = cli_media.render_job
@@ -294,6 +298,8 @@ def test_no_op_rerun_renders_nothing_and_changes_render_only_what_changed(tmp_pa
     # A scene-only change: that scene is rendered again, nothing is trained.
     third = invoke(*args, "--set", "TinySquare.side=2")
     assert third.exit_code == 0 and calls == ["TinySquare"]
+    record = json.loads((folder / "TinySquare.mp4.render.json").read_text(encoding="utf-8"))
+    assert record["sources"] == {"experiment": {}, "scene": {"side": "--set", "label": "default"}}
     assert "traces" not in third.stderr
 
 

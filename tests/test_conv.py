@@ -10,7 +10,7 @@ from torch import nn
 from simulation.config import ConfigError, RunConfig
 from simulation.kinds.conv import (ConvResidualBlock, OptionA, build_conv_net, conv_blocks_per_stage, conv_param_count,
                              conv_stage_widths)
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.core.record import Recorder
 from simulation.runkeys import one_seed
 from simulation.kinds.mlp import run

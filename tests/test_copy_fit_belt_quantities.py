@@ -20,7 +20,7 @@ import torch
 
 from simulation.config import ConfigError, IdentityFitConfig, TransformerConfig
 from simulation.runs import config_from_dict
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, by_name, one_seed
 from simulation.kinds.identity_fit import build_block, relative_error, run as fit_identity
 from simulation.summary import COURSES, first_step_below, ratio_course, summarize

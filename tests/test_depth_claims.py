@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import by_name
 from simulation.seeds import depth_sweep_summary
 from simulation.summary import tail_mean

@@ -20,7 +20,8 @@ import torch
 import simulation.config
 from simulation.config import MAX_WIDTH, ConfigError, RunConfig
 from simulation.data import load_dataset
-from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.experiments import EXPERIMENTS
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, one_seed
 from simulation.models import ResidualBlock, build_model
 from simulation.core.record import STAT_KEYS, Recorder

@@ -670,6 +670,22 @@ def test_a_users_model_opens_in_the_same_views(browser, tmp_path):
         assert page.locator("#numbers td").count() > 0 and "not trained" not in page.inner_text("#status")
     assert errors == []
     page.close()
+    # A watched run without --twin: no plain run at all. Its views show the residual run and say nothing of a plain
+    # one "not trained" (a new user's explorer read "plain, 6 block, —: not trained in these runs (trained: —)").
+    write_explorer({"model": {RunKey("residual", 0): runs[RunKey("residual", 0)]}}, tmp_path / "alone",
+                   page="../480p15/{lang}/page/lecture.html")
+    page, _, errors = open_page(browser, tmp_path / "alone", "#view=flow&family=model")
+    for view, clip in (("flow", "ModelGradientFlowOverTraining"), ("chain", "ModelChainRuleProduct"),
+                       ("map", "DepthTimeMap")):
+        page.evaluate(f"location.hash = 'view={view}&family=model'")
+        page.wait_for_function(f"window.explore.state.view === '{view}'")
+        assert page.get_attribute("#clip", "href") == f"../480p15/en/page/lecture.html#{clip}"  # the page's section
+        assert page.locator("#numbers td[data-arch=residual]").count() > 0, view
+        assert page.locator("#numbers td[data-arch=plain]").count() == 0, view
+        assert "not trained" not in page.inner_text("#status") and page.locator("#chart .untrained").count() == 0, view
+        assert page.is_disabled("#show-plain") and not page.is_checked("#show-plain") and page.is_checked("#show-residual")
+    assert errors == []
+    page.close()
 
 
 @pytest.mark.slow  # trains examples/my_resnet.py and its plain twin for a few steps
@@ -708,6 +724,13 @@ def test_explore_trace_maps_the_files_runs_with_their_own_numbers(tmp_path):
     assert result.exit_code == 0, result.output
     family = _map_family(tmp_path / "explore")
     assert family["id"] == "model" and sorted(r["arch"] for r in family["runs"]) == ["plain", "residual"]
+    # "Watch the clip" goes to the sections `render.py page --trace` writes, named after its clips
+    # (ModelGradientFlowOverTraining.mp4: tests/test_watched_render.py), not to the lecture's GradientFlowOverTraining
+    links = read_data(tmp_path / "explore")["model_clips"]["en"]
+    assert {view: href.split("#")[1] for view, href in links.items()} == {
+        "flow": "ModelGradientFlowOverTraining", "chain": "ModelChainRuleProduct", "degradation": "ModelDegradation",
+        "responses": "ModelResidualResponse", "map": "DepthTimeMap"}
+    assert all(href.startswith("../480p15/en/page/lecture.html#") for href in links.values())
     for run in family["runs"]:
         trace = Trace.load(files[run["arch"]])
         g = np.asarray(trace["out_grad_norm"], np.float64)
@@ -805,7 +828,8 @@ def test_traces_without_any_drawn_array_are_refused(traces):
 @pytest.mark.slow  # two more explorers in the browser (~5 s); the scenes' plurals: tests/test_plurals.py by default
 def test_the_seed_spread_says_1_seed_and_3_seeds_in_both_languages(browser, tmp_path):
     """The responses view's legend counts the seeds drawn with their noun in agreement (issue 34): "of 1 seed" for
-    one seed, "of 3 seeds" for three (the browser's Intl.PluralRules on the page's language); Chinese has one form."""
+    one seed, "of 3 seeds" for three (the browser's Intl.PluralRules on the page's language); Chinese has one form.
+    The other seeds' dots are named only where there are some, with their number ("the other 2 seeds")."""
     runs = committed_traces(("residual_response",))["residual_response"]
     seeds = sorted({key.seed for key in runs})
     assert len(seeds) == 3
@@ -822,4 +846,6 @@ def test_the_seed_spread_says_1_seed_and_3_seeds_in_both_languages(browser, tmp_
         assert errors == []
     assert "lowest – highest of 1 seed" in said[1, "en"] and "of 1 seeds" not in said[1, "en"]
     assert "lowest – highest of 3 seeds" in said[3, "en"]
+    assert "the other" not in said[1, "en"] and "其余" not in said[1, "zh"]  # no dots: none said
+    assert "dots: the other 2 seeds" in said[3, "en"] and "其余 2 个种子" in said[3, "zh"]
     assert "1 个种子" in said[1, "zh"] and "3 个种子" in said[3, "zh"] and "plural" not in said[1, "zh"] + said[3, "en"]

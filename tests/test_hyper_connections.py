@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulation.config import ConfigError, HyperConfig
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.kinds.hyper import HyperBlock, composite_gains, run as run_hyper, sinkhorn
 from simulation.runkeys import RunKey
 from simulation.runs import config_from_dict

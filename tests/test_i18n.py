@@ -146,8 +146,8 @@ def test_the_move_kept_every_string():
     from scenes.user_model import ModelDegradation
 
     assert IdentityHighway.string("title", "zh") == "恒等高速路"
-    assert IdentityHighway.string("measured", "en") == ("trained residual net, {depth} blocks, digits: per-block "
-                                                        "mean norms")  # its own, over LectureScene.measured
+    measured = IdentityHighway.string("measured", "en")  # its own, over LectureScene.measured (now with plural forms)
+    assert i18n.format_text(measured, "en", depth=20) == "trained residual net, 20 blocks, digits: per-block mean norms"
     assert IdentityHighway.string("missing", "zh") == "缺失"  # from LectureScene
     assert ChainRuleExploding.string("seed_of", "zh") == "{n} 个种子中 {k} 个"  # from SeedSpread, via the MRO
     assert ModelDegradation.string("plain", "en") == "plain twin (no shortcuts)"  # UserModelScene's, not Degradation's

@@ -25,7 +25,8 @@ from torch.nn import functional as F
 
 from scenes.logit_lens import AGREE, CLAIMS, LogitLens, answer_layer, lens_row, lens_verdicts
 from simulation.config import TransformerConfig
-from simulation.experiments import GPT, build_runs
+from simulation.experiments import GPT
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, one_seed
 from simulation.kinds.transformer import build_transformer, lens_kl, logit_lens, make_task
 

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from simulation.config import ConfigError, LandscapeConfig
 from simulation.runs import config_from_dict
 from simulation.kinds.conv import build_conv_net
-from simulation.experiments import build_runs, depth_run
+from simulation.experiments import depth_run
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, by_seed
 from simulation.kinds.landscape import filter_normalize, random_direction, run as run_landscape, slice_loss
 from simulation.summary import (curvature_ratio, local_minima, nonconvex_fraction, slice_eigenvalues, slice_figures,

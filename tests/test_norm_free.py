@@ -17,7 +17,7 @@ import torch
 from scenes.norm_free import (EXPLODED, LOSS_LEVEL, NormFree, count_norm_free, growth_per_block, norm_free_verdicts,
                               steps_to_loss)
 from simulation.config import ConfigError, RunConfig
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.models import build_model, fixup_scale
 from simulation.runkeys import RunKey, one_seed
 from simulation.trace import Trace

@@ -95,3 +95,97 @@ def test_the_scenes_that_draw_a_users_file_agree_with_a_count_of_1():
                 checked += 1
                 assert (number == "1") == (not noun.endswith("s")), (name, said)
     assert checked >= 6  # DepthTimeMap's and the Model scenes' subtitles
+
+
+# A count in English: a field, then up to two lower-case modifiers or fields ("{steps} SGD steps", "{depth} {act}
+# blocks"), then a lower-case noun ending in "s" ("blocks", "steps", "nats"); a word like "with", "of" or "is" ends
+# the look-ahead. The noun is the first field's of the chain.
+_TOKEN = re.compile(r"\{[^{}]*\}|[A-Za-z][\w-]*|[^\s]")
+_NOT_NOUNS = {"is", "was", "has", "does", "as", "its", "this", "thus", "plus", "less", "across", "always", "us"}
+_STOPS = {"with", "without", "of", "in", "at", "to", "and", "or", "on", "by", "for", "from", "the", "a", "an", "when",
+          "than", "per", "not", "within", "over", "after", "before"} | _NOT_NOUNS
+
+
+def count_fields(text: str) -> dict[str, str]:
+    """``{field: noun}`` for each field of an English ``text`` that counts a noun (see above); a field whose noun
+    comes from its own ``{field:plural:...}`` is included too (its noun: "plural")."""
+    tokens = _TOKEN.findall(text)
+    found = {}
+    for i, token in enumerate(tokens):
+        if not token.startswith("{") or ":" in token:
+            continue
+        name = token[1:-1].split("!")[0]
+        if i and tokens[i - 1].startswith("{") and ":" not in tokens[i - 1]:
+            continue  # the second field of a chain ("{depth} {act} blocks"): the noun is the first's
+        for ahead in tokens[i + 1:i + 4]:
+            if ahead.startswith("{"):
+                if ahead.startswith("{" + name + ":plural:"):
+                    found[name] = "plural"
+                    break
+                continue
+            if not ahead[0].isalpha() or ahead.lower() in _STOPS:
+                break
+            if ahead[0].islower() and ahead.endswith("s") and not ahead.endswith("ss"):
+                found[name] = ahead
+                break
+    return found
+
+
+def test_count_fields_finds_counted_nouns_and_nothing_else():
+    """The detector the next test generates its cases with: "{n} blocks", "{steps} SGD steps", "{depth} {act}
+    blocks" (depth's), a plural field; not "{residual} with shortcuts", "{act} MLPs", "{where} pass", "{k} of {n}"."""
+    assert count_fields("{depth} blocks, {steps} SGD steps on digits") == {"depth": "blocks", "steps": "steps"}
+    assert count_fields("{depth} {act} blocks each") == {"depth": "blocks"}
+    assert count_fields("of {n} {n:plural:one=seed|other=seeds}") == {"n": "plural"}
+    assert count_fields("{residual} with shortcuts, {plain} without; {act} MLPs; ({where} pass); {k} of {n}") == {}
+    assert count_fields("block {block} is closest; {kl0} nats at the input") == {"kl0": "nats"}
+
+
+def counts_without_plural(lang: str, root=None) -> tuple[list[str], int]:
+    """(the count strings of ``lang``'s catalog under ``root`` whose count has no plural form, one line each; how
+    many counts were checked). Generated from the template: every entry whose English counts a noun."""
+    missing, checked = [], 0
+    for name, english_text in i18n.template(root).items():
+        owner, key = name.rsplit(".", 1)
+        for field in count_fields(english_text):
+            text = i18n.text(lang, [owner], key, root=root)
+            checked += 1
+            if f"{{{field}:plural:" not in text:
+                missing.append(f"{name}: {{{field}}} in {text!r}")
+                continue
+            one, two = (i18n.format_text(text, lang, **{f: (c if f == field else 7) for f in i18n.fields(text)})
+                        for c in (1, 2))
+            if one == two:  # a form that does not follow the count
+                missing.append(f"{name}: {{{field}}} says the same for 1 and 2: {one!r}")
+    return missing, checked
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_every_count_in_the_catalogs_has_a_plural_form(lang):
+    """Every catalog string that counts a noun gives the count's field a plural form ("{depth} {depth:plural:
+    one=block|other=blocks}"), in English and in each translation that has plural forms: "1 block", never "1
+    blocks", whatever the count a lecturer's or a user's run gives. Generated from the template: a count string added
+    without a plural form fails here the day it is added. (Chinese has one form: nothing to check.)"""
+    missing, checked = counts_without_plural(lang)
+    assert not missing, f"{len(missing)} count strings without a plural form:\n" + "\n".join(missing)
+    assert checked >= 50
+
+
+def test_a_new_count_string_without_a_plural_form_is_found(tmp_path):
+    """The twin of the above: a string added to a copy of the catalogs with a bare count ("after {n} steps") is
+    reported, in English and in the Spanish it was given; with its plural form it is not."""
+    import shutil
+
+    from support import ROOT
+
+    locale = tmp_path / "locale"
+    shutil.copytree(ROOT / "locale", locale)
+    i18n.add_entry("Tamper.bare", "after {n} steps", {"es": "tras {n} pasos"}, root=locale)
+    i18n.add_entry("Tamper.plural", "after {n} {n:plural:one=step|other=steps}",
+                   {"es": "tras {n} {n:plural:one=paso|other=pasos}"}, root=locale)
+    try:
+        for lang in ("en", "es"):
+            missing, _ = counts_without_plural(lang, locale)
+            assert [line.split(":")[0] for line in missing] == ["Tamper.bare"], missing
+    finally:
+        i18n.clear_caches()

@@ -416,7 +416,7 @@ def test_page_tables_and_trace_summary(rendered):
     assert set(summary["runs"]) == set(numbers["traces"])
     for name, run in summary["runs"].items():
         assert run["digest"] == numbers["traces"][name] and "final_loss" in run["summary"]
-    assert 'href="traces/TinyTrace.json"' in html and "<code>steps</code></th><td>&quot;20&quot;</td>" in html
+    assert 'href="traces/TinyTrace.json"' in html and "<code>steps</code></th><td>20</td>" in html  # typed (cli.params)
 
 
 def chapter_titles(page_html: str) -> tuple[list[str], list[str]]:

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from simulation.config import ConfigError, HighwayConfig, Range, RunConfig, TransformerConfig, param_range
-from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.experiments import EXPERIMENTS
+from cli.params import build_runs  # parses string values as --set does
 
 from data.make_traces import user_like_trace_files
 

@@ -25,7 +25,8 @@ from hypothesis.extra.numpy import arrays
 from scenes.rank_collapse import (CLAIMS, COLLAPSED, STAYS_UP, RankCollapse, drop_ratio, drop_ratios,
                                   rank_residual, rank_verdicts)
 from simulation.config import ConfigError, TransformerConfig
-from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP, build_runs
+from simulation.experiments import SAN, SAN_MLP, SAN_MLP_SKIP, SAN_SKIP
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, one_seed
 from simulation.kinds.transformer import (EncoderLayer, build_transformer, encoder_token_residual, make_task,
                                     token_residual)

@@ -9,6 +9,7 @@ with the file's own arrays.
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -33,11 +34,15 @@ def _without(path: str, tmp_path, *keys: str, name: str = "cut.npz") -> str:
     return str(out)
 
 
-def test_a_trace_file_is_read_not_trained_and_the_cache_holds_its_arrays():
+def test_a_trace_file_is_read_not_trained_and_the_cache_holds_its_arrays(caplog):
     """The run's "trainer" reads the file: every array is the file's, bit for bit; meta.config is the recorded
-    config (its digest hashes the file's bytes), the blocks are the file's."""
+    config (its digest hashes the file's bytes), the blocks are the file's. The log says it read which file (a new
+    user was told "training 8a5d… (kind=recorded ...)" for a file that nothing trained)."""
+    caplog.set_level(logging.INFO, logger="simulation")
     config = RecordedConfig(path=FILES["residual"], arch="residual")
     trace = get_trace(config)
+    assert f"reading {FILES['residual']} (kind=recorded arch=residual): nothing trained" in caplog.text
+    assert "training" not in caplog.text
     original = Trace.load(FILES["residual"])
     assert sorted(trace.arrays) == sorted(original.arrays)
     for key, value in original.arrays.items():
@@ -116,12 +121,17 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
      "ModelChainRuleProduct cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),
     (["render", "Degradation", "--trace", "CUT", "--twin", "P"],
      "ModelDegradation cannot draw this trace: --trace .*cut.npz has no error_curve, test_error"),
-    (["render", "IdentityHighway", "--trace", "R"], "scene IdentityHighway cannot draw your own model"),
+    (["render", "IdentityHighway", "--trace", "R"],
+     "scene IdentityHighway cannot draw your own model; these can: .*DoesItOnlyCopy, DepthTimeMap$"),
+    # an .npz of someone else's (a torch.save zip reads the same): said as such, not "corrupt or truncated"
+    (["render", "DepthTimeMap", "--trace", "NOMETA"],
+     r"--trace: trace .*nometa\.npz has no metadata; it was not written by this tool$"),
     (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
     (["explore", "--twin", "P"], "--twin needs --trace"),
 ])
 def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
-    paths = {"R": FILES["residual"], "P": FILES["plain"],
+    np.savez(tmp_path / "nometa.npz", step=np.arange(3), out_grad_norm=np.ones((3, 2)))
+    paths = {"R": FILES["residual"], "P": FILES["plain"], "NOMETA": str(tmp_path / "nometa.npz"),
              "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve")}
     result = invoke(*[paths.get(a, a) for a in args], *(["--check"] if args[0] != "explore" else []),
                     "-o", tmp_path / "out")
@@ -158,17 +168,47 @@ def test_a_scene_draws_files_that_hold_only_what_it_declares(tmp_path, scene):
                            name=f"{run}.npz") for run in scene.needs_runs}
     built = frame_build(scene, "en", files, check_layout=False)
     assert built.renderer.num_plays > 0
+    if scene.__name__ == "ModelDoesItOnlyCopy":  # one run of no seed: no "Same course on 1 of 1 seed." under it
+        from manim import Text
+
+        texts = [getattr(m, "original_text", "") for top in built.mobjects for m in top.get_family()
+                 if isinstance(m, Text)]
+        assert built.numbers["values"]["seeds.total"] == 1 and any("never vanished" in t for t in texts), texts
+        assert not any("Same course" in t for t in texts), texts
+
+
+def _last_record_cut(path: str, tmp_path) -> str:
+    """A copy of the trace at ``path`` without its last record (the per-record arrays lose their last row; the
+    per-step ``loss_curve`` keeps every step): a loop that ran on past its last recorded step, as a watched run of
+    40 steps recorded every 10 does (records 0 ... 30, the loss to step 39)."""
+    trace = Trace.load(path)
+    records = len(trace["step"])
+    assert records != len(trace["loss_curve"])
+    arrays = {k: (v[:-1] if v.ndim and len(v) == records else v) for k, v in trace.arrays.items()}
+    out = tmp_path / "cut-last-record.npz"
+    Trace(trace.meta, arrays).save(out)
+    return str(out)
 
 
 @pytest.mark.slow  # one scene build with 24 labelled blocks (~3 CPU s)
-def test_gradient_flow_draws_a_network_without_its_twin_in_one_row():
+def test_gradient_flow_draws_a_network_without_its_twin_in_one_row(tmp_path):
     """--trace alone: ModelGradientFlowOverTraining draws the residual row only (higher up, its 24 block names under
-    the identity lane), laid out without overlaps, its numbers the file's."""
+    the identity lane), laid out without overlaps, its numbers the file's. Its first line does not speak of a twin,
+    and its step counter counts to the run's last step, not to its last record (a new user's run of 30 steps
+    recorded every 5 read "training step 25 of 25")."""
     from dry_run import frame_build
     from scenes.user_model import ModelGradientFlowOverTraining
 
-    built = frame_build(ModelGradientFlowOverTraining, "en", {RunKey("residual", 0): FILES["residual"]})
+    cut = _last_record_cut(FILES["residual"], tmp_path)
+    built = frame_build(ModelGradientFlowOverTraining, "en", {RunKey("residual", 0): cut})
     assert built.layout_log == [], built.layout_log
-    values, g = built.numbers["values"], Trace.load(FILES["residual"])["out_grad_norm"]
+    trace = Trace.load(cut)
+    values, g = built.numbers["values"], trace["out_grad_norm"]
     assert values["residual.step.0.block.23.out_grad_norm"] == float(g[0, 23])
     assert not any(key.startswith("plain.") for key in values)
+    steps = [int(s) for s in trace["step"]]
+    assert values[f"shown_step.{len(steps) - 1}"] == steps[-1] < len(trace["loss_curve"]) - 1
+    assert values["last_step"] == len(trace["loss_curve"]) - 1  # step 30 of 39: steps 0 ... 39 ran
+    first = built.beats.beats[0]
+    assert first.keys[0] == "n_intro_alone" and "no plain twin" in first.narration["en"][0]
+    assert "and its plain twin" not in first.narration["en"][0]

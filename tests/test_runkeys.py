@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.experiments import EXPERIMENTS
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, by_name, by_seed, key_texts, one_seed, read_key_text
 
 ROOT = Path(__file__).resolve().parent.parent

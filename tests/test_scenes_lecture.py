@@ -34,7 +34,8 @@ from scenes.kit.style import format_number
 from support import FULL_LANGS as LANGS
 from scenes.summary import Summary
 from simulation.cache import trace_path
-from simulation.experiments import PLAIN_LARGE_LR, build_runs
+from simulation.experiments import PLAIN_LARGE_LR
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import one_seed
 from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace

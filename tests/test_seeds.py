@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from simulation.config import ConfigError, RunConfig, TransformerConfig
-from simulation.experiments import EXPERIMENTS, FULL_SWEEP, build_runs
+from simulation.experiments import EXPERIMENTS, FULL_SWEEP
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey, by_name, key_texts, one_seed
 from simulation.seeds import depth_sweep_summary, summarize_seeds
 from simulation.summary import summarize

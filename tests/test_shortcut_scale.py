@@ -17,7 +17,7 @@ import torch
 from scenes.shortcut_scale import (FOLLOW_FACTOR, ShortcutScale, branch_gain_sq, count_seeds, expected_ratio,
                                    seed_verdicts)
 from simulation.config import ConfigError, RunConfig
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.models import ResidualBlock, Scale, build_model
 from simulation.runkeys import RunKey, one_seed
 from simulation.trace import Trace

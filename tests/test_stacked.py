@@ -13,7 +13,7 @@ import torch
 
 from simulation.cache import stream, trace_path
 from simulation.config import RunConfig
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.models import build_model
 from simulation.runs import GROUP_RUNS, estimate, seed_groups
 from simulation.kinds.stacked import stack_models, stackable

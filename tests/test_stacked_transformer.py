@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from simulation.config import TransformerConfig
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runs import seed_groups
 from simulation.kinds.stacked_transformer import stack_transformers, transformer_stackable
 from simulation.kinds.transformer import build_transformer, make_task, run, run_together

@@ -11,7 +11,7 @@ from filelock import FileLock
 
 import support
 from simulation import cache
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import RunKey
 
 TINY = {"steps": 20, "depth": 3}

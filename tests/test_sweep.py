@@ -190,7 +190,7 @@ def test_the_sweep_command_refuses_bad_input_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESIDUAL_CACHE": str(tmp_path)}
     for args, message in ((["nosuch"], "unknown experiment"), (["vanishing", "--set", "seeds=1,1"], "distinct"),
                           (["vanishing", "--set", "depths"], "expected")):
-        done = subprocess.run([sys.executable, "-m", "simulation.experiments", *args], env=env, cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "cli.sweep", *args], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and message in done.stderr, (args, done.stderr)
     assert not list(tmp_path.iterdir())

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from simulation.config import Range, param_range
-from simulation.experiments import EXPERIMENTS, build_runs
+from simulation.experiments import EXPERIMENTS
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import key_texts
 from simulation.runs import kind_of
 from support import ROOT, invoke

@@ -20,7 +20,8 @@ import torch
 from simulation.cache import get_traces, trace_path
 from simulation.config import ConfigError, RunConfig, TransformerConfig
 from simulation.runs import config_from_dict
-from simulation.experiments import build_runs, get_experiment
+from simulation.experiments import get_experiment
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import one_seed
 from simulation.kinds.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
 from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers, trained_at_seed

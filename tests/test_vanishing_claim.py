@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulation.experiments import build_runs
+from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import one_seed
 from simulation.kinds.mlp import run
 

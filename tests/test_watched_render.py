@@ -78,3 +78,5 @@ def test_a_users_own_loop_renders_gradient_flow_from_its_trace(tmp_path):
     for k, step in enumerate(trace["step"]):
         assert numbers["values"][f"residual.step.{int(step)}.block.0.out_grad_norm"] == float(g[k, 0])
     assert numbers["blocks"] == trace.meta.layers and numbers["model"] == "Sequential"
+    # the counter's "step k of N": the loop's last step (20 steps: 19), not its last record (every 4: 16)
+    assert int(trace["step"][-1]) == 16 and numbers["values"]["last_step"] == 19

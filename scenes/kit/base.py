@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -90,7 +91,7 @@ class LectureScene(Scene):
     """Base scene. Class attributes are the knobs; variants are subclasses that override them."""
 
     experiment: str | None = None  # simulation experiment whose traces this scene shows
-    params: dict[str, Any] = {}  # overrides for that experiment (--set key=value)
+    params: dict[str, Any] = {}  # typed overrides for that experiment (--set key=value, parsed by cli.params)
     experiment_defaults: dict[str, Any] = {}  # this scene's defaults for its experiment's parameters, under params
     lang: str | None = None  # "en" | "zh"; None: $RESIDUAL_LANG or "en"
     theme: str | None = None  # "dark" | "light" (scenes/kit/theme.py); None: $RESIDUAL_THEME or "dark"
@@ -189,9 +190,14 @@ class LectureScene(Scene):
 
     def cite(self, source: str) -> Text:
         """A citation in the bottom-right corner (paper, figure), inside the margin; added to the scene."""
-        label = make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=[EDGE_BUFF, 0.3, 0])
+        label = self.cite_label(source)
         self.add(label)
         return label
+
+    @staticmethod
+    def cite_label(source: str) -> Text:
+        """The citation :meth:`cite` adds, placed but not added (a layout measures the room it leaves)."""
+        return make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=[EDGE_BUFF, 0.3, 0])
 
     def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
         """Subcaption (written to the .srt beside the video) starting now; the scene holds it at least
@@ -285,7 +291,10 @@ class LectureScene(Scene):
         """Format ``value`` for the screen and record it under ``key`` in the numbers JSON.
 
         A missing value (None or NaN) is recorded as null, its key listed under ``missing``, and shown
-        as the word "missing"; inf is recorded as "inf" and shown as such."""
+        as the word "missing"; inf is recorded as "inf" and shown as such. Inside :meth:`unrecorded` it is only
+        formatted."""
+        if getattr(self, "_unrecorded", False):
+            return self.t("missing") if is_missing(value) else format_number(float(value), digits)
         if is_missing(value):
             self.numbers["values"][key] = None
             if key not in self.numbers["missing"]:
@@ -296,6 +305,16 @@ class LectureScene(Scene):
         self.numbers["values"][key] = value if math.isfinite(value) else str(value)
         self.beats.record_number(key, self.numbers["values"][key])
         return format_number(value, digits)
+
+    @contextmanager
+    def unrecorded(self):
+        """Numbers formatted inside (:meth:`number`) are shown but not recorded: a text made early to measure the
+        room it needs is made again, and recorded, in the beat that shows it."""
+        self._unrecorded = True
+        try:
+            yield
+        finally:
+            self._unrecorded = False
 
     def render(self, preview: bool = False) -> bool:
         rerun = super().render(preview)

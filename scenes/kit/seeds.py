@@ -25,7 +25,7 @@ __all__ = ["SeedSpread", "count_true", "seed_range", "bar_seed_dots", "with_seed
 class SeedSpread:
     """Mixin for a :class:`~scenes.kit.base.LectureScene`: ``self.seed_traces`` for every seed shown."""
 
-    experiment_defaults = {"seeds": "0,1,2"}  # the experiment's seeds unless --set seeds=... says otherwise
+    experiment_defaults = {"seeds": (0, 1, 2)}  # the experiment's seeds unless --set seeds=... says otherwise
 
     def setup(self) -> None:
         if not self.experiment:

@@ -15,6 +15,8 @@ Steps 0, ``every``, 2 ``every`` ... are recorded. Hooks exist only around a reco
 before arms them (the block interceptor of :class:`simulation.core.residual_adds.Interceptor`, one forward pre-hook on
 the model) and ``rec.step`` of the recorded step removes them, so a step that is not recorded runs the model with no
 hook of ours and no device synchronisation (it writes the loss and the loss scale into a small buffer on the device).
+The update size of a record is its own step's: ``rec.step`` copies the blocks' weights and a global optimiser post-hook,
+present only until that step's ``optimizer.step()`` has run, compares them and writes the record.
 
 The residual additions are found as ``--model`` finds them (:func:`simulation.core.residual_adds.find_residual_adds`):
 at the first training forward after ``watch`` (or at once with ``example_input=``), one extra forward of ours on the
@@ -28,6 +30,7 @@ float64), stacked into one tensor and copied to the host once per recorded step.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import platform
@@ -39,6 +42,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from simulation.core.record import COUNT_KEYS
 from simulation.core.residual_adds import Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
@@ -46,7 +50,8 @@ from simulation.trace import TraceWriter
 
 __all__ = ["watch", "Watch", "plain_twin", "WatchError", "WATCH_SCHEMA", "PROBE_EXAMPLES", "unwrap"]
 
-WATCH_SCHEMA = 1  # version of what a watched trace holds (meta.watch["schema"]); docs/how-to/watch.md
+WATCH_SCHEMA = 2  # version of what a watched trace holds (meta.watch["schema"]; 2: update_ratio is the recorded
+# step's own update, 1: the step before's); docs/how-to/watch.md
 PROBE_EXAMPLES = 2  # examples of the first batch the probe forward runs on (BatchNorm needs 2 in training mode)
 _TWIN = "_residual_lecture_twin"  # the attribute of a plain twin that holds its found additions
 
@@ -275,10 +280,10 @@ def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = 
     (FSDP is refused). ``blocks``: a glob over module paths naming the blocks where the automatic rule cannot see
     them (``layer*.*``). ``example_input``: find the blocks now from this input instead of the first training
     forward. ``norm_dtype``: the dtype norms are computed in (float64 for gradients below ~1e-19, whose float32
-    squares flush to 0). ``update_ratio``: record ||w_k - w_(k-1)|| / ||w_(k-1)|| per block, which copies the
-    blocks' weights at the step before each recorded one (memory: one copy of them, for one step; time: about seven
-    passes over them per record); False leaves ``update_ratio`` NaN. Raises :class:`WatchError` (one line) for a
-    model or argument it cannot record."""
+    squares flush to 0). ``update_ratio``: record ||w_(k+1) - w_k|| / ||w_k|| per block, which copies the
+    blocks' weights at each record and compares them after that step's optimiser step (memory: one copy of them,
+    kept from the first record to ``close``; time: five passes over them per record); False leaves ``update_ratio``
+    NaN. Raises :class:`WatchError` (one line) for a model or argument it cannot record."""
     return Watch(model, path, every, blocks=blocks, example_input=example_input, norm_dtype=norm_dtype,
                  update_ratio=update_ratio)
 
@@ -294,8 +299,9 @@ class Watch:
     [T, B] the keys of :class:`simulation.kinds.user_model.UserRecorder` (``act_mean``, ``act_std``, ``act_norm``,
     ``input_norm``, ``branch_norm``, ``branch_std``, ``shortcut_norm``, ``grad_norm``, ``out_grad_norm``,
     ``in_grad_norm``, ``nonfinite``, ``nonfinite_act``, ``nonfinite_grad``) plus ``grad_norm_before_clip`` and
-    ``update_ratio`` (||w_k - w_(k-1)|| / ||w_(k-1)|| over the block's weight matrices: the update of the step
-    before the record; NaN at step 0). Per step [S]: ``loss_curve``, ``lr_curve`` (group 0), ``scale_curve``.
+    ``update_ratio`` (||w_(k+1) - w_k|| / ||w_k|| over the block's weight matrices: the update the recorded step's
+    own optimiser step makes, read in a global optimiser post-hook, or at the next ``rec.step`` / ``close`` where
+    that step is skipped or not a ``torch.optim.Optimizer``'s: 0 for a step a GradScaler skipped). Per step [S]: ``loss_curve``, ``lr_curve`` (group 0), ``scale_curve``.
     ``meta.layers``: the blocks' names (the user's module paths); ``meta.watch``: see docs/how-to/watch.md.
     """
 
@@ -328,7 +334,10 @@ class Watch:
         # steps between records, never with every): on the host, and on the device where they are tensors
         self._host_chunks: list[np.ndarray] = []
         self._device_chunks: list[torch.Tensor] = []
-        self._snapshot: list[torch.Tensor] | None = None
+        self._snapshot: list[torch.Tensor] | None = None  # w_k of a record waiting for its update (buffers kept)
+        self._pending: _Pending | None = None  # a record taken, waiting for its step's optimiser step
+        self._step_hook = None  # the global optimiser post-hook while a record waits
+        self._warned_zeroed = False
         self._accumulation: int | None = None  # micro-batches of the first recorded step
         self._dtype: str | None = None  # dtype of the blocks' outputs h in the first recorded step
         self._param_groups: int | None = None
@@ -527,8 +536,8 @@ class Watch:
                 if self._step_dtype is None:
                     self._step_dtype = str(t.dtype).removeprefix("torch.")
                 rows = self._rows(t)
-                bad = torch.isfinite(t).logical_not().sum(dtype=torch.float64)
-                self._add(index, _ACT_NORM, torch.stack([rows.sum(), self._sum(t), rows.square().sum(), bad]))
+                self._add(index, _ACT_NORM, torch.stack([rows.sum(), self._sum(t), rows.square().sum(),
+                                                         _nonfinite(t)]))
                 self._count(index, _C_H_EX, len(rows))
                 self._count(index, _C_H_N, t.numel())
         targets = None
@@ -556,7 +565,7 @@ class Watch:
             self._add(index, which, square)
             if which == _OUT_G:
                 if bad is None:
-                    bad = torch.isfinite(g).logical_not().sum(dtype=torch.float64).reshape(1)
+                    bad = _nonfinite(g).reshape(1)
                 self._add(index, _G_BAD, bad)
                 self._count(index, _C_OUT, 1)
             else:
@@ -575,7 +584,7 @@ class Watch:
         if not present:
             return out.fill_(math.nan)
         norms = torch._foreach_norm([self.params[i].grad for i in present], 2, dtype=self.norm_dtype)
-        squares = torch.stack([n.to(self.device, torch.float64) for n in norms]).square()
+        squares = _float64(norms, self.device).square()
         where = {p: j for j, p in enumerate(present)}
         src = [where[p] for p, _, _ in self.weight_map if p in where]
         dst = [b for p, _, b in self.weight_map if p in where]
@@ -587,23 +596,39 @@ class Watch:
         out[-1] = squares.sum()
         return out
 
+    def _take_snapshot(self) -> None:
+        """w_k of the blocks' weights, copied (one ``_foreach_copy_``) into buffers allocated at the first record and
+        kept: a fresh copy of a large model every record would page-fault its way into new memory."""
+        with torch.no_grad():
+            if self._snapshot is None:
+                self._snapshot = [torch.empty_like(w) for w in self.weights]
+            torch._foreach_copy_(self._snapshot, [w.detach() for w in self.weights])
+
     def _update_sums(self) -> torch.Tensor:
-        """[2 B] float64: each block's ||w_k - w_(k-1)||^2 and ||w_(k-1)||^2 (NaN without a snapshot)."""
-        out = torch.full((2 * self.blocks,), math.nan, dtype=torch.float64, device=self.device)
-        if self._snapshot is None or not self.weights:
-            return out
-        size = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
-        torch._foreach_sub_(self._snapshot, [w.detach() for w in self.weights])  # in place: w_(k-1) - w_k
-        diff = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
-        diff = torch.stack([d.to(self.device, torch.float64) for d in diff]).square()
-        size = torch.stack([s.to(self.device, torch.float64) for s in size]).square()
-        out.zero_()
+        """[2 B] float64: each block's ||w_(k+1) - w_k||^2 and ||w_k||^2 against the snapshot taken at the record
+        (the snapshot becomes w_k - w_(k+1): it is overwritten at the next record anyway)."""
+        with torch.no_grad():
+            size = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
+            torch._foreach_sub_(self._snapshot, [w.detach() for w in self.weights])
+            diff = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
+        both = _float64(diff + size, self.device).square()
+        out = torch.zeros(2 * self.blocks, dtype=torch.float64, device=self.device)
         w = torch.tensor([w for _, w, _ in self.weight_map], device=self.device)
         b = torch.tensor([b for _, _, b in self.weight_map], device=self.device)
-        out[: self.blocks].index_add_(0, b, diff[w])
-        out[self.blocks:].index_add_(0, b, size[w])
-        self._snapshot = None
+        out[: self.blocks].index_add_(0, b, both[w])
+        out[self.blocks:].index_add_(0, b, both[len(self.weights) + w])
         return out
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Global optimiser post-hook while a record waits for its update: once every block weight's optimiser has
+        stepped, the update is measured and the record written (one host copy)."""
+        pending = self._pending
+        if pending is None:
+            return
+        held = {id(p) for group in getattr(optimizer, "param_groups", ()) for p in group["params"]}
+        pending.stepped.update(i for i, w in enumerate(self.weights) if id(w) in held)
+        if len(pending.stepped) == len(self.weights):
+            self._finish()
 
     def before_clip(self) -> None:
         """Read the weight gradients before ``clip_grad_norm_`` (call it just before): the trace's
@@ -623,6 +648,8 @@ class Watch:
         stays on its device until the next record)."""
         if self.closed:
             raise WatchError("rec.step() after the watch was closed")
+        if self._pending is not None:  # the last record's optimiser step did not run (or ran unseen): w_(k+1) is now
+            self._finish()
         k = self.step_index
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
@@ -635,8 +662,6 @@ class Watch:
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
         if self.step_index % self.every == 0:
-            if self.update_ratio and self.found.adds is not None and self.weights:
-                self._snapshot = [w.detach().clone() for w in self.weights]
             self._arm()
 
     def _curve_point(self, i: int, optimizer: Any, scaler: Any, loss: Any) -> None:
@@ -673,18 +698,18 @@ class Watch:
         return host, device
 
     def _record(self, k: int, optimizer: Any, scaler: Any, loss: Any) -> None:
-        """Statistics of the recorded step ``k``: one float64 vector on the device, all-reduced across ranks,
-        copied to the host once."""
+        """Statistics of the recorded step ``k``: one float64 vector on the device, completed by its update after
+        the step's optimiser step (:meth:`_finish`: all-reduced across ranks, copied to the host once)."""
         B = self.blocks
         sums = torch.zeros(B * _SUMS, dtype=torch.float64, device=self.device)
         if self._parts:
-            values = torch.cat([p.to(self.device) for p in self._parts])
+            values = (torch.cat(self._parts) if all(p.device == self.device for p in self._parts)
+                      else torch.cat([p.to(self.device) for p in self._parts]))
             sums.index_add_(0, torch.tensor(self._slots, device=self.device), values)
         counts = self._counts if len(self._counts) else np.zeros((B, _COUNTS))
         host = np.concatenate([counts.ravel(), [self._forwards]])
         grads = self._grad_sums()
         before = self._before[0] if self._before is not None else torch.full_like(grads, math.nan)
-        updates = self._update_sums()
         scale = _scale_of(scaler)
         unscaled = _unscaled(scaler, optimizer)
         found_inf = _found_inf(scaler, optimizer)
@@ -696,18 +721,51 @@ class Watch:
         host_curve, device_curve = self._curves(n)
         curve = (device_curve.reshape(-1).to(self.device) if device_curve is not None
                  else torch.full((n * 3,), math.nan, dtype=torch.float64, device=self.device))
-        flat = torch.cat([sums, torch.as_tensor(host, dtype=torch.float64).to(self.device), grads, before, updates,
-                          extra, curve])
+        enabled = scaler is not None and getattr(scaler, "is_enabled", lambda: False)()
+        # non-finite weight-gradient entries: counted now under a GradScaler (its skipped steps are where they occur,
+        # and their records complete a step later), else after the copy, only for blocks whose norm is not finite
+        eager = self._weight_nonfinite_now() if enabled else torch.full((B,), math.nan, dtype=torch.float64,
+                                                                         device=self.device)
+        flat = torch.cat([sums, torch.as_tensor(host, dtype=torch.float64).to(self.device), grads, before, extra,
+                          curve, eager])
+        pending = _Pending(
+            k, flat, n, host_curve, unscaled, self._step_dtype, has_scaler=scaler is not None,
+            lrs=[float(g.get("lr", math.nan)) for g in optimizer.param_groups] if optimizer is not None else None,
+            scaler_state={key: getattr(scaler, f"_{key}", None) for key in
+                          ("init_scale", "growth_factor", "backoff_factor", "growth_interval")} if enabled else None,
+            grads=None if enabled else [(p.grad, p.grad._version) if p.grad is not None else None
+                                        for p in self.params])
+        self._clear_step()
+        self._curve_start = k + 1
+        self._pending = pending
+        if self.update_ratio and self.weights:
+            # the update of this very step: w_k now, w_(k+1) after its optimiser step (a post-hook) or, where that
+            # step is skipped or unseen, at the next rec.step / close
+            self._take_snapshot()
+            self._step_hook = register_optimizer_step_post_hook(self._after_optimizer_step)
+        else:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Complete the waiting record: its update (NaN without ``update_ratio``), all-reduced across ranks, the one
+        copy to the host, the trace part."""
+        pending, self._pending = self._pending, None
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
+        if self.update_ratio and self.weights:
+            updates = self._update_sums()
+        else:
+            updates = torch.full((2 * self.blocks,), math.nan, dtype=torch.float64, device=self.device)
+        flat = torch.cat([pending.flat, updates])
         if self.world > 1:
             torch.distributed.all_reduce(flat)
         row = flat.cpu().numpy()  # the one copy to the host
-        self._write(k, row, n, host_curve, unscaled, optimizer, scaler)
-        self._clear_step()
-        self._curve_start = k + 1
+        self._write(pending, row)
 
-    def _write(self, k: int, row: np.ndarray, n: int, host_curve: np.ndarray, unscaled: bool, optimizer: Any,
-               scaler: Any) -> None:
+    def _write(self, pending: "_Pending", row: np.ndarray) -> None:
         B, W = self.blocks, self.world
+        k, n, host_curve, unscaled = pending.step, pending.n, pending.host_curve, pending.unscaled
         at = 0
 
         def take(size: int) -> np.ndarray:
@@ -719,9 +777,10 @@ class Watch:
         counts = take(B * _COUNTS).reshape(B, _COUNTS)
         forwards = take(1)[0]
         grads, before = take(B + 1) / W, take(B + 1) / W  # identical on every rank (DDP averaged them)
-        updates = take(2 * B) / W
         scale, found_inf = take(2) / W
         curve = take(n * 3).reshape(n, 3) / W
+        eager = take(B) / W
+        updates = take(2 * B) / W
         with np.errstate(divide="ignore", invalid="ignore"):
             s = scale if math.isfinite(scale) and scale > 0 else 1.0
             weight_unscale = 1.0 if unscaled or not math.isfinite(scale) else s * s
@@ -746,11 +805,12 @@ class Watch:
             if self.found.plain:
                 out["shortcut_norm"] = np.zeros(B)
             nonfinite_act = sums[:, _ACT_BAD]
-            nonfinite_grad = sums[:, _G_BAD] + self._weight_nonfinite(out["grad_norm"])
+            nonfinite_grad = sums[:, _G_BAD] + (eager if pending.grads is None
+                                                else self._weight_nonfinite(out["grad_norm"], pending.grads))
             curve_loss, curve_lr, curve_scale = curve[:, 0], host_curve[:, 1], curve[:, 2]
             curve_loss = np.where(np.isnan(host_curve[:, 0]), curve_loss, host_curve[:, 0])
             curve_scale = np.where(np.isnan(host_curve[:, 2]), curve_scale, host_curve[:, 2])
-        lrs = [g.get("lr", math.nan) for g in optimizer.param_groups] if optimizer is not None else []
+        lrs = pending.lrs or []
         record = {key: value[None].astype(np.float64 if key.endswith("grad_norm") or key.endswith("clip")
                                           or key == "update_ratio" else np.float32)
                   for key, value in out.items()}
@@ -758,39 +818,54 @@ class Watch:
             "step": np.array([k], np.int64),
             "loss": np.array([curve_loss[-1]], np.float32),
             "micro_batches": np.array([round(forwards / W)], np.int64),
-            "lr": np.array([[float(v) for v in lrs]], np.float64),
-            "scale": np.array([scale if scaler is not None else np.nan], np.float32),
-            "skipped": np.array([int(scaler is not None and (found_inf > 0 or not math.isfinite(grads[B])))], np.int64),
+            "lr": np.array([lrs], np.float64),
+            "scale": np.array([scale if pending.has_scaler else np.nan], np.float32),
+            "skipped": np.array([int(pending.has_scaler and (found_inf > 0 or not math.isfinite(grads[B])))], np.int64),
             "total_grad_norm": np.array([math.sqrt(grads[B]) if grads[B] >= 0 else np.nan]),
             "total_grad_norm_before_clip": np.array([math.sqrt(before[B]) if before[B] >= 0 else np.nan]),
             "nonfinite_act": nonfinite_act[None].astype(np.int64),
             "nonfinite_grad": nonfinite_grad[None].astype(np.int64),
             "nonfinite": (nonfinite_act + nonfinite_grad)[None].astype(np.int64),
-            "curve_step": np.arange(self._curve_start, k + 1, dtype=np.int64),
+            "curve_step": np.arange(k - n + 1, k + 1, dtype=np.int64),
             "loss_curve": curve_loss.astype(np.float32),
             "lr_curve": curve_lr.astype(np.float32),
             "scale_curve": curve_scale.astype(np.float32),
         })
         if self._accumulation is None:
             self._accumulation = int(record["micro_batches"][0])
-            self._dtype = self._step_dtype
-            self._param_groups = len(lrs) if optimizer is not None else None
-            if scaler is not None and getattr(scaler, "is_enabled", lambda: False)():
-                self._scaler_state = {key: getattr(scaler, f"_{key}", None) for key in
-                                      ("init_scale", "growth_factor", "backoff_factor", "growth_interval")}
+            self._dtype = pending.dtype
+            self._param_groups = len(lrs) if pending.lrs is not None else None
+            self._scaler_state = pending.scaler_state
             if self.writer is not None:
                 self.writer.set_meta(self._meta())
         if self.writer is not None:
             self.writer.append(record)
 
-    def _weight_nonfinite(self, grad_norm: np.ndarray) -> np.ndarray:
+    def _weight_nonfinite(self, grad_norm: np.ndarray, grads: list) -> np.ndarray:
         """Non-finite entries of each block's weight gradients; counted (a second pass) only for the blocks whose
-        norm is not finite."""
+        norm is not finite, in ``grads``: the (gradient, version) of each parameter when the record was taken (the
+        tensors themselves: ``zero_grad()`` sets ``.grad`` to None, and the record may complete a step later)."""
         out = np.zeros(self.blocks)
         for b in np.flatnonzero(~np.isfinite(grad_norm)):
             for p, _, block in self.weight_map:
-                if block == b and self.params[p].grad is not None:
-                    out[b] += int(torch.isfinite(self.params[p].grad).logical_not().sum())
+                if block == b and grads[p] is not None:
+                    grad, version = grads[p]
+                    if grad._version != version and not self._warned_zeroed:
+                        self._warned_zeroed = True
+                        warnings.warn("watch: a gradient was changed in place (zero_grad(set_to_none=False)) before "
+                                      "the record of its step was complete (its optimiser step was skipped); that "
+                                      "record's nonfinite_grad counts what is left", stacklevel=3)
+                    out[b] += int(_nonfinite(grad))
+        return out
+
+    def _weight_nonfinite_now(self) -> torch.Tensor:
+        """[B] float64 on the device: each block's non-finite weight-gradient entries, counted now (under a
+        GradScaler, whose skipped steps are where they occur and whose record completes a step later)."""
+        out = torch.zeros(self.blocks, dtype=torch.float64, device=self.device)
+        for p, _, block in self.weight_map:
+            grad = self.params[p].grad
+            if grad is not None:
+                out[block] += _nonfinite(grad).to(self.device)
         return out
 
     # -- metadata ---------------------------------------------------------------------------------------
@@ -834,6 +909,8 @@ class Watch:
             if self._discover_handle is not None:
                 self._discover_handle.remove()
                 self._discover_handle = None
+            if self._pending is not None:  # the last record's update: the weights as they are now
+                self._finish()
             self._snapshot = None
             tail = self.step_index - self._curve_start
             if tail > 0 and self.found.adds is not None:
@@ -855,8 +932,43 @@ class Watch:
                 return self.writer.close(self._meta())
             return None
         finally:
+            if self._step_hook is not None:
+                self._step_hook.remove()
+                self._step_hook = None
             if _WATCHES.get(self.module) is self:
                 del _WATCHES[self.module]
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A record taken at ``rec.step`` and waiting for its update (its step's optimiser step): what the write needs."""
+
+    step: int
+    flat: torch.Tensor  # float64 on the device: sums, counts, gradients, scale, curve, eager non-finite counts
+    n: int  # steps of the curve it carries
+    host_curve: np.ndarray
+    unscaled: bool
+    dtype: str | None  # of the blocks' outputs h
+    has_scaler: bool
+    lrs: list[float] | None  # each parameter group's, at the record
+    scaler_state: dict | None
+    grads: list | None  # (gradient, version) per parameter for the lazy non-finite count; None: counted eagerly
+    stepped: set = dataclasses.field(default_factory=set)  # block weights whose optimiser has stepped since
+
+
+def _nonfinite(t: torch.Tensor) -> torch.Tensor:
+    """The number of non-finite entries of ``t`` (inf, -inf, NaN), a float64 scalar on its device, without a
+    device sync: ``t * 0`` is NaN exactly there and +-0 elsewhere (a quarter of ``isfinite``'s time on the CPU,
+    where ``isfinite`` is four passes)."""
+    return torch.count_nonzero(t * 0).to(torch.float64)
+
+
+def _float64(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Scalars (e.g. ``_foreach_norm``'s) as one float64 vector on ``device``: one stack and one conversion where
+    they are all there already (one per scalar only for a model across devices)."""
+    if all(t.device == device for t in tensors):
+        return torch.stack(tensors).to(torch.float64)
+    return torch.stack([t.to(device, torch.float64) for t in tensors])
 
 
 # -- the GradScaler, read without a device sync ---------------------------------------------------------

@@ -64,6 +64,8 @@ def _described(path: str, stamp: tuple) -> tuple[TraceMeta, frozenset[str]]:
                 raise TraceError(f"trace {path} has no metadata; it was not written by this tool")
             meta = json.loads(str(data["__meta__"]))
             steps = len(np.atleast_1d(data["step"])) if "step" in data.files else 0
+    except TraceError:  # a ValueError too, but already the one line to say ("has no metadata ...")
+        raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:  # JSONDecodeError: a ValueError
         raise TraceError(f"trace {path} is corrupt or truncated ({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict) or meta.get("schema") != TraceMeta().schema:

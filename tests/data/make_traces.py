@@ -25,7 +25,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from simulation.cache import get_traces  # noqa: E402
-from simulation.experiments import EXPERIMENTS, build_runs, get_experiment  # noqa: E402
+from simulation.experiments import EXPERIMENTS, get_experiment  # noqa: E402
+from cli.params import build_runs  # noqa: E402  parses string values as --set does
 from simulation.runkeys import RunKey  # noqa: E402
 
 __all__ = ["DATA_DIR", "TINY", "TINY_SEEDS", "tiny_overrides", "tiny_trace_files", "tiny_seed_trace_files",

@@ -47,8 +47,15 @@
     return out;
   }
   const ui = (key, values) => fill(S().ui[key], values);
+  // a bar legend's seed words: the other seeds' dots (said only where there are any, with their number) and the spread
+  const otherSeeds = (n) => (n > 1 ? ` · ${esc(ui('dots', {m: n - 1}))}` : '') + ` · ${esc(ui('seed_spread', {n}))}`;
   const archName = (arch) => S().common[arch];
-  const shown = (arch) => state.arch === 'both' || state.arch === arch;
+  const shown = (arch) => (state.arch === 'both' || state.arch === arch) && held(arch);
+  function held(arch) {  // whether the family shown has any plain (residual) run: a watched run without --twin has none
+    const fam = family();
+    const archs = fam && fam.runs ? fam.runs.map((r) => r.arch) : [];
+    return !archs.some((a) => ARCHS.includes(a)) || archs.includes(arch);  // views of other pairs: not concerned
+  }
   const uniq = (xs) => Array.from(new Set(xs));
   const byNumber = (a, b) => (typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b)));
 
@@ -560,7 +567,8 @@
     for (const lab of labels) svg += text(XR + 10, lab.y, lab.s, 'small ' + lab.arch, {'data-run': lab.run});
     svg += `<line class="cursor" x1="${px(state.step)}" x2="${px(state.step)}" y1="${top}" y2="${bottom}"/>`;
     out.svg = svg;
-    out.legend = `${esc(fill(ui('smoothed'), {window: window_}))} · ${esc(ui('thin_lines'))}`;
+    const thin = uniq(runs.map((r) => r.seed)).length - 1;  // the other seeds' curves are thin: said only if drawn
+    out.legend = esc(fill(ui('smoothed'), {window: window_})) + (thin ? ` · ${esc(ui('thin_lines', {m: thin}))}` : '');
     table([ui('run'), ui('net'), ui('depth'), ui('seed'), ui('error')], rows);
   }
 
@@ -621,7 +629,7 @@
       (gi, arch) => others(arch).filter((r) => at(r) >= 0 && gi < r.blocks).map((r) => r.ratio[at(r)][gi]),
       (name, gi) => String(gi + 1));
     out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(archName(s.key))}</span>`).join(' · ') +
-      ` · ${esc(ui('ratio'))} · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(runs.map((r) => r.seed)).length}))}`;
+      ` · ${esc(ui('ratio'))}${otherSeeds(uniq(runs.map((r) => r.seed)).length)}`;
     const rows = [];
     for (let l = 0; l < L; l++) {
       for (const s of series) {
@@ -652,7 +660,7 @@
       (gi, norm) => members(norm).filter((r) => r.seed !== seed0).map((r) => r.init_ffn_grad_norm[gi]), (name) => name.replace(/^(\w)\w*\.(\d+)$/, (m, a, n) => a.toUpperCase() + (parseInt(n, 10) + 1)));
     const names = {post_ln: S().views.layernorm.legend_post, pre_ln: S().views.layernorm.legend_pre};
     out.legend = series.map((s) => `<span class="${s.cls}">■ ${esc(names[s.key] || s.key)}</span>`).join(' · ') +
-      ` · ${esc(ui('dots'))} · ${esc(ui('seed_spread', {n: uniq(fam.runs.map((r) => r.seed)).length}))}`;
+      otherSeeds(uniq(fam.runs.map((r) => r.seed)).length);
     out.status.push(ui('at_init', {n: ref.batches}));
     const rows = [];
     ref.layers.forEach((layer, l) => {
@@ -862,6 +870,8 @@
     }
     $('show-plain').checked = shown('plain');
     $('show-residual').checked = shown('residual');
+    $('show-plain').disabled = !held('plain');  // nothing to show: not offered (and not reported as "not trained")
+    $('show-residual').disabled = !held('residual');
   }
   function update() {
     normalise();
@@ -881,7 +891,8 @@
     setHtml($('caption'), strings.caption.map((line) => `<p>${esc(line)}</p>`).join(''));
     const fam_ = fam ? fam.experiment : null;
     $('paper').textContent = D.sources[view] + (fam_ && D.experiments[fam_] ? ' · ' + fam_ + ': ' + D.experiments[fam_] : '');
-    const clip = D.clips[state.lang] && D.clips[state.lang][view];
+    const clips = fam_ === 'model' && D.model_clips ? D.model_clips : D.clips;  // a user's model: its own scenes' sections
+    const clip = clips[state.lang] && clips[state.lang][view];
     $('clip-wrap').hidden = !clip;
     if (clip) $('clip').href = clip;
     VIEWS.forEach((v) => { const b = $('tab-' + v); if (b) b.setAttribute('aria-selected', String(v === view)); });
