@@ -15,7 +15,7 @@ from cli.options import PathType
 from narration.i18n import (LANGUAGES, ROOT, TEMPLATE, I18nError, Language, add_entry, catalog_langs, coverage,
                             init_catalog, language, languages, missing_keys, template, update_catalogs, used_keys)
 
-__all__ = ["i18n_command", "fit_check"]
+__all__ = ["i18n_command", "fit_check", "try_own_words"]
 
 
 # -- render.py i18n ---------------------------------------------------------------------------
@@ -142,3 +142,24 @@ def fit_check(scene: type, lang: str, overrides: dict[str, str]) -> tuple[list[s
         built = variant()
         built.render()
     return list(built.fitted), list(built.layout_log)
+
+
+def try_own_words(plan, note) -> None:
+    """Your own words (--text, [text.Scene] in --config) tried in their places before anything is rendered: each
+    scene with an override is built without drawing (cli.i18n.fit_check; its runs trained first where missing);
+    what the fitter had to do is said (the scene, the text, by how much, how), and a text that still does not fit
+    (over another, past the frame, below the legibility floor) stops the render with the scene, the problem and
+    nothing written. ``plan``: a cli.plan.RenderPlan; ``note``: prints a line. RenderError."""
+    from cli.media import RenderError, make_variant
+
+    bad = []
+    for job in plan.todo:
+        if not job.text_overrides:
+            continue
+        fitted, problems = fit_check(make_variant(plan.by_name[job.scene], job), job.lang, job.text_overrides)
+        for line in fitted:
+            note(f"{job.scene}: your words did not fit as written: {line}")
+        bad += [f"{job.scene}: {problem}" for problem in problems]
+    if bad:
+        raise RenderError(f"your own words do not fit ({len(bad)} problems, nothing rendered): " + "; ".join(bad[:3])
+                          + ("; ..." if len(bad) > 3 else "") + ": shorten them (render.py i18n check lists all)")

@@ -316,12 +316,13 @@ def test_texts_stacked_at_the_bottom_are_restacked_inside_the_margin():
 
 
 def test_the_fitter_never_shrinks_below_the_floor_and_the_check_reports_what_is_left():
-    """The twin: twenty long captions in one place cannot all fit; the fitter leaves them at or above the floor, and
-    the layout check reports the overlaps that remain."""
+    """The twin: eight long captions at the floor in one place, with no room to stack them, cannot all fit: the
+    fitter leaves them at or above the floor, and the layout check reports the overlaps that remain."""
     from scenes.kit.fit import fit_texts
     from scenes.kit.style import SIZE_SMALL, make_text
 
-    texts = [make_text(f"[ţĥé çåpţîöñ ñûmƀéŕ {i} îš ļöñĝ åñð šåýš å ĝŕéåţ ðéåļ]", size=SIZE_SMALL) for i in range(20)]
+    wide = "ţĥé çåpţîöñ îš ļöñĝ åñð šåýš å ĝŕéåţ ðéåļ öf ţĥîñĝš"
+    texts = [make_text(f"[{i}: {wide}\n{wide}\n{wide}\n{wide}]", size=SIZE_SMALL) for i in range(8)]
     fit_texts(texts, 14.22, 8.0)
     left = _clashes(texts)
     assert left and all(p.startswith("overlap") for p in left), left  # not one below the floor, past the frame

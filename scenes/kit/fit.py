@@ -32,13 +32,14 @@ from collections.abc import Iterable
 
 from manim import Mobject, Text
 
-from scenes.kit.layout import CAP_FLOOR, MARGIN, cap_height, text_mobjects
+from scenes.kit.layout import CAP_FLOOR, MARGIN, bounding_box, cap_height, text_mobjects
 
 __all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_after"]
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
-    return mob.get_left()[0], mob.get_right()[0], mob.get_bottom()[1], mob.get_top()[1]
+    """(left, right, bottom, top) of ``mob`` in scene units (scenes.kit.layout.bounding_box)."""
+    return tuple(float(v) for v in bounding_box(mob))
 
 
 def overshoot(mob: Mobject, frame_width: float, frame_height: float, margin: float = MARGIN) -> float:
@@ -71,8 +72,9 @@ def fit_text(text: Text, frame_width: float, frame_height: float, margin: float 
     """Bring ``text`` inside the safe area in place (see the module docstring); a one-line note of what was done,
     or None when it fitted."""
     done = []
+    left, right, bottom, top = _box(text)
     try:
-        small = CAP_FLOOR * frame_height / cap_height(text)
+        small = CAP_FLOOR * frame_height / cap_height(text, top - bottom)
     except TypeError:  # not a text
         small = 1.0
     if small > 1 + 1e-6:  # scaled below the floor by its scene (to fit a place its words outgrew): back to it
@@ -222,7 +224,8 @@ def _floor_factor(unit: Mobject, frame_height: float) -> float:
     caps = []
     for text in text_mobjects([unit], visible_only=False):
         try:
-            caps.append(cap_height(text))
+            box = _box(text)
+            caps.append(cap_height(text, box[3] - box[2]))
         except TypeError:
             pass
     if not caps:
@@ -271,10 +274,10 @@ def _wrapped_lines(text: Mobject) -> Mobject | None:
     return _wrapped(text) if isinstance(text, Text) else None
 
 
-def _candidates(unit: Mobject, box: tuple, other: tuple, frame_height: float):
+def _candidates(unit: Mobject, box: tuple, other: tuple, least: float):
     """(note, box, apply) for each way to take ``unit`` (now at ``box``) clear of ``other``, in the order tried:
-    shrink (never below the floor), wrap onto two lines (growing away from ``other``), wrap and shrink, move."""
-    least = _floor_factor(unit, frame_height)
+    shrink (never by less than ``least``: the floor), wrap onto two lines (growing away from ``other``), wrap and
+    shrink, move."""
     for axis in (0, 1):
         factor = _shrink_factor(box, other, axis)
         if least <= factor < 1:
@@ -336,7 +339,8 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         units.setdefault(id(unit), unit)
     units_list = list(units.values())
     new = {id(_unit_of(t, parents)) for t in fresh}
-    boxes = {id(u): _box_of(u) for u in units_list}
+    boxes = {id(u): _box(u) for u in units_list}
+    least: dict[int, float] = {}  # id -> the least factor it may be scaled by (_floor_factor), once asked for
     notes: list[str] = []
 
     def rank(unit: Mobject) -> tuple:  # who gives way first: a text not drawn yet, a Text, the wider
@@ -348,15 +352,18 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         clear of every other text, else a stack (:func:`_restack`), applied; what was done, or None."""
         for mover, other in sorted([(a, b), (b, a)], key=lambda pair: rank(pair[0])):
             rest = [boxes[id(u)] for u in units_list if u is not mover]
-            for note, box, apply in _candidates(mover, boxes[id(mover)], boxes[id(other)], frame_height):
+            if id(mover) not in least:
+                least[id(mover)] = _floor_factor(mover, frame_height)
+            for note, box, apply in _candidates(mover, boxes[id(mover)], boxes[id(other)], least[id(mover)]):
                 if _inside(box, frame_width, frame_height) and not _clashes(box, rest):
                     apply()
-                    boxes[id(mover)] = _box_of(mover)
+                    boxes[id(mover)] = _box(mover)
+                    least.pop(id(mover))
                     return f"{_words(mover)[:60]!r} overlapped {_words(other)[:30]!r} by {depth:.2f} units: {note}"
         shifts = _restack(units_list, boxes, a, b, frame_height)
         for unit, dy in shifts or ():
             unit.shift([0, dy, 0])
-            boxes[id(unit)] = _box_of(unit)
+            boxes[id(unit)] = _box(unit)
         return shifts and f"{_words(a)[:60]!r} overlapped {_words(b)[:30]!r} by {depth:.2f} units: stacked, " + \
             ", ".join(f"{_words(u)[:20]!r} {abs(dy):.2f} {'up' if dy > 0 else 'down'}" for u, dy in shifts)
 
@@ -418,7 +425,4 @@ def _restack(units: list[Mobject], boxes: dict[int, tuple], a: Mobject, b: Mobje
     return [(by_id[i], cur[i][2] - boxes[i][2]) for i in moved if abs(cur[i][2] - boxes[i][2]) > 1e-9]
 
 
-def _box_of(mob: Mobject) -> tuple:
-    from scenes.kit.layout import _box as fast_box
 
-    return tuple(float(v) for v in fast_box(mob))
