@@ -35,7 +35,7 @@ from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_ru
                          recorded, trace_option, train_summary, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
-                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture)
+                      recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture, traces_note)
 from simulation.config import ConfigError
 
 __all__ = ["cli"]
@@ -110,7 +110,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
     if experiment == "model" and not as_json:
         names = traces[0].meta.layers or []
         click.echo(f"{len(names)} residual additions (blocks), in forward order: {', '.join(names)}")
-    note(f"traces: {len(fresh)} trained, {len(runs) - len(fresh)} from the cache")
+    note(traces_note(fresh, len(runs)))
     if not as_json:
         report([trace_path(cfg) for cfg in fresh], [trace_path(c) for c in runs.values() if c not in fresh],
                 "from the cache (not trained again):", opens=("trace",))

@@ -23,7 +23,22 @@ from simulation.config import ConfigError
 __all__ = ["RenderPlan", "plan_render", "scene_texts", "language_listing", "resolve_scenes", "scenes_or_lecture",
            "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
            "drawable_scenes", "recorded_scenes",
-           "run_digests", "lecture_with", "CHAPTER_HELP"]
+           "run_digests", "lecture_with", "CHAPTER_HELP", "read_from_files", "traces_note"]
+
+
+def read_from_files(configs: Iterable[Any]) -> list[Any]:
+    """Those of ``configs`` read from trace files (--trace, --twin, ``model.trace``), not trained."""
+    from simulation.config import RecordedConfig
+
+    return [c for c in configs if isinstance(c, RecordedConfig)]
+
+
+def traces_note(fresh: list[Any], total: int) -> str:
+    """``render.py train``'s last line: "traces: 1 trained, 2 from the cache" (", 1 read from its file" for runs
+    read from trace files, which nothing trains)."""
+    read = len(read_from_files(fresh))
+    return (f"traces: {len(fresh) - read} trained, {total - len(fresh)} from the cache"
+            + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
 
 
 def model_experiment(experiment: str | None, model: str | None) -> str:
@@ -237,9 +252,7 @@ class RenderPlan:
     @property
     def read(self) -> list:
         """Those of ``fresh`` read from trace files (--trace), not trained."""
-        from simulation.config import RecordedConfig
-
-        return [c for c in self.fresh if isinstance(c, RecordedConfig)]
+        return read_from_files(self.fresh)
 
     def traces_summary(self) -> str:
         """What becomes of the traces: "1 to train, 2 from the cache" (", 1 read from its file" with --trace)."""

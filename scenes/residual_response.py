@@ -84,7 +84,8 @@ class ResidualResponse(SeedSpread, LectureScene):
         mean_std = {name: strict_mean(stds[name]) for name in stds}
         verdict_args = (residual, mean, mean_std, seed_ratio, seed_std)
         with self.unrecorded():  # recorded in step 4's beat, where it is shown
-            verdict = self._verdict(*verdict_args)
+            verdict = VGroup(*[make_wrapped_text(line, line_width(), size=SIZE_LABEL)
+                               for line in self._verdict(*verdict_args)]).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
         ceiling = min(formula.get_bottom()[1], legend.get_bottom()[1]) - self._gap
         floor = self.cite_label(self._source).get_top()[1] + self._gap
         top = max(finite_max(np.concatenate([*ratios["plain"], *ratios["residual"]])), 1.0)  # 1 is drawn
@@ -130,8 +131,8 @@ class ResidualResponse(SeedSpread, LectureScene):
             self.play(*[FadeIn(d) for d in std_dots], run_time=0.6)
         self.wait(1)
 
-        # 4. The verdict, computed from the run (the same text as measured in step 2, its numbers recorded now).
-        verdict = self._verdict(*verdict_args)
+        # 4. The verdict, computed from the run (the text measured in step 2, its numbers recorded now).
+        self._verdict(*verdict_args)
         verdict.to_edge(LEFT, buff=EDGE_BUFF).shift((verdict_top - verdict.get_top()[1]) * UP)
         if charts["note"] is not None:
             self.add(charts["note"])
@@ -164,8 +165,9 @@ class ResidualResponse(SeedSpread, LectureScene):
                 "high": max(before_title.get_top()[1], std_title.get_top()[1]),
                 "low": min(m.get_bottom()[1] for m in under)}
 
-    def _verdict(self, residual, mean: dict, mean_std: dict, seed_ratio: dict, seed_std: dict) -> VGroup:
-        """The two lines of the verdict (not placed), their numbers recorded (unless :meth:`unrecorded`)."""
+    def _verdict(self, residual, mean: dict, mean_std: dict, seed_ratio: dict, seed_std: dict) -> list[str]:
+        """The verdict's two sentences (on the ratio, on the std), their numbers recorded (unless
+        :meth:`unrecorded`)."""
         ratio_key = self.verdict_key(mean["plain"], mean["residual"], "ratio_small", "ratio_not_small")
         std_key = self.verdict_key(mean_std["plain"], mean_std["residual"], "std_agrees", "std_differs")
         why = self.bn_note(residual)
@@ -178,17 +180,12 @@ class ResidualResponse(SeedSpread, LectureScene):
             both = [s for s in means["plain"] if s in means["residual"]]
             seeds_smaller[claim] = self.seed_count(f"residual.smaller_{claim}",
                                                    [compare(means["plain"][s], means["residual"][s]) for s in both])
-        return VGroup(
-            make_wrapped_text(with_seed_count(self, self.t(ratio_key, residual=self.number("residual.mean_ratio",
-                                                                                         mean["residual"]),
-                                                           plain=self.number("plain.mean_ratio", mean["plain"])),
-                                              *seeds_smaller["ratio"]), line_width(), size=SIZE_LABEL),
-            make_wrapped_text(with_seed_count(self, self.t(std_key, residual=self.number("residual.mean_branch_std",
-                                                                                         mean_std["residual"]),
-                                                           plain=self.number("plain.mean_branch_std", mean_std["plain"]),
-                                                           why=why),
-                                              *seeds_smaller["branch_std"]), line_width(), size=SIZE_LABEL),
-        ).arrange(DOWN, aligned_edge=LEFT, buff=0.15)
+        ratio = self.t(ratio_key, residual=self.number("residual.mean_ratio", mean["residual"]),
+                       plain=self.number("plain.mean_ratio", mean["plain"]))
+        std = self.t(std_key, residual=self.number("residual.mean_branch_std", mean_std["residual"]),
+                     plain=self.number("plain.mean_branch_std", mean_std["plain"]), why=why)
+        return [with_seed_count(self, ratio, *seeds_smaller["ratio"]),
+                with_seed_count(self, std, *seeds_smaller["branch_std"])]
 
     # -- what a variant changes ---------------------------------------------------------------------
     _chart_y = -0.25  # centre y of both bar charts (raised where the verdict needs the room: step 2)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, linear
+from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, config, linear
 
 from simulation.config import ConfigError, spec_title
 from simulation.experiments import PLAIN, RESIDUAL
@@ -283,17 +283,33 @@ class ModelDegradation(UserModelScene, Degradation):
         self.narrate("n_intro", 3)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1.5)
 
-        # 2. Training error as they train; 3. test error at the records.
+        # 2. Training error as they train; 3. test error at the records. Laid out before anything is drawn: the
+        # verdict of step 4 (measured now) sits above the floor, the legend above it, the charts above both.
+        with self.unrecorded():  # recorded in the beats that show them
+            verdict = make_wrapped_text(self._verdict(final, worse, k, n), line_width(), size=SIZE_LABEL)
+            legend = self._legend(runs, labels, final)
+        note = None
+        if len(self.seed_traces) > 1:
+            note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
+            note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0])
+        floor = note.get_top()[1] + self._gap if note is not None else -config.frame_y_radius + 0.62
         last_step = float(max(steps - 1, 1))
         panels = [("panel_train", "n_train", {name: curves[name] for name in runs}),
                   ("panel_test", "n_test", tests)]
-        charts = []
-        for col, (heading_key, narration, data) in enumerate(panels):
-            chart = LinearAxes((0, last_step), (0, y_top), width=5.0, height=2.5, y_format=lambda v: f"{v * 100:g}%")
-            chart.move_to([-3.45 + 7.0 * col, 0.3, 0])
-            heading = self.text(heading_key, size=SIZE_LABEL, window=window)
-            heading.next_to(chart.axes, UP, buff=0.25)
-            x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        height, chart_y = self._chart_height, self._chart_y
+        for _ in range(3):  # as planned; again, raised and (where that is not enough) shorter, if the words need it
+            charts = [self._chart(col, key, last_step, y_top, window, height, chart_y)
+                      for col, (key, _, _) in enumerate(panels)]
+            legend_top = charts[0]["x_label"].get_bottom()[1] - 0.15
+            short = floor + verdict.height + self._gap + legend.height - legend_top  # past the floor, scene units
+            if short <= 1e-9:
+                break
+            high = max(c["heading"].get_top()[1] for c in charts)
+            lift = min(short, max(0.0, subtitle.get_bottom()[1] - self._gap - high))
+            shorter = min(short - lift, height - self._chart_height / 2)  # never below half the planned height
+            height, chart_y = height - shorter, chart_y + lift + shorter / 2  # the charts' top: up by lift
+        for (heading_key, narration, data), parts in zip(panels, charts):
+            chart, heading, x_label = parts["chart"], parts["heading"], parts["x_label"]
             lines = [chart.polyline(*data[name], color=PALETTE[name], stroke_width=4, what=f"{name}.{heading_key}")
                      for name in runs]
             self.narrate(narration, 3.5)
@@ -305,17 +321,44 @@ class ModelDegradation(UserModelScene, Degradation):
             self.play(*[Create(line, rate_func=linear) for line in lines], run_time=4)
             for dot in dots:
                 dot.clear_updaters()
-            if col == 0:
+            if heading_key == "panel_train":
                 bands = VGroup(*[self.seed_band(chart, name, PALETTE[name]) for name in runs])
                 self.play(FadeIn(bands), run_time=0.5)
-            charts.append((chart, x_label))
-        legend = make_legend([(self.t("curve", run=labels[name],
-                                      error=self.percent(f"{name}.final_error", final[name])), PALETTE[name])
-                              for name in runs], size=SIZE_SMALL)
-        legend.next_to(charts[0][1], DOWN, buff=0.15).align_to(charts[0][0], LEFT)
+        legend = self._legend(runs, labels, final)
+        legend.next_to(charts[0]["x_label"], DOWN, buff=0.15).align_to(charts[0]["chart"], LEFT)
         self.play(FadeIn(legend), run_time=0.6)
 
-        # 4. The verdict, computed from the runs.
+        # 4. The verdict, computed from the runs (the text measured in step 2, its numbers recorded now).
+        self._verdict(final, worse, k, n)
+        verdict.to_edge(LEFT, buff=EDGE_BUFF).shift((floor - verdict.get_bottom()[1]) * UP)  # never shrunk
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        if note is not None:
+            self.add(note)
+        self.wait(4)
+
+    _chart_y = 0.3  # centre y of both charts (raised where the words under them need the room: step 2)
+    _chart_height = 2.5  # their height (shorter where raising them is not enough)
+    _gap = 0.15  # the least space between the verdict and what is above or below it
+
+    def _chart(self, col: int, heading_key: str, last_step: float, y_top: float, window: int, height: float,
+               chart_y: float) -> dict:
+        """Panel ``col`` (0: training error, 1: test error): its axes ``height`` high centred at ``chart_y``, its
+        heading and its x label, placed, not drawn."""
+        chart = LinearAxes((0, last_step), (0, y_top), width=5.0, height=height, y_format=lambda v: f"{v * 100:g}%")
+        chart.move_to([-3.45 + 7.0 * col, chart_y, 0])
+        heading = self.text(heading_key, size=SIZE_LABEL, window=window).next_to(chart.axes, UP, buff=0.25)
+        x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        return {"chart": chart, "heading": heading, "x_label": x_label}
+
+    def _legend(self, runs: list[str], labels: dict, final: dict) -> VGroup:
+        """Each run's final training error in its colour (not placed; its numbers recorded unless unrecorded)."""
+        return make_legend([(self.t("curve", run=labels[name], error=self.percent(f"{name}.final_error", final[name])),
+                             PALETTE[name]) for name in runs], size=SIZE_SMALL)
+
+    def _verdict(self, final: dict, worse: bool | None, k: int, n: int) -> str:
+        """The verdict, its numbers recorded (unless :meth:`unrecorded`)."""
         key = {True: "twin_worse", False: "twin_not_worse", None: "no_verdict"}[worse]
         self.number("plain.worse.seeds", k)
         self.number("plain.worse.of", n)
@@ -323,15 +366,7 @@ class ModelDegradation(UserModelScene, Degradation):
                          residual=self.percent("residual.final_error", final[RESIDUAL]))
         if n > 1:
             verdict = f"{verdict} ({self.t('seed_count', k=k, n=n)})"
-        line = make_wrapped_text(verdict, line_width(), size=SIZE_LABEL)  # never shrunk: the legibility floor
-        line.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
-        self.narrate("n_verdict", 3)
-        self.play(FadeIn(line, shift=UP * 0.2), run_time=1.2)
-        self.cite("He et al. 2015, Fig. 1, Fig. 6")
-        if len(self.seed_traces) > 1:
-            note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
-            self.add(note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0]))
-        self.wait(4)
+        return verdict
 
 
 # The scenes a user's model can be drawn with, in lecture order, and the lecture scene each one varies.

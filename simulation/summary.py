@@ -446,7 +446,8 @@ def watch_summary(trace: Trace) -> dict[str, Any] | None:
     ``render.py inspect``; None for any other trace.
 
     ``complete`` (false: a partial trace, read from the parts of a run killed or still running), ``steps_run``
-    (optimiser steps the loop took), ``steps_recorded`` and the ``first_step`` / ``last_step`` recorded, ``every``,
+    (optimiser steps the loop took; of a partial trace, those it had taken when its writer last said, at most
+    ``PROGRESS_SECONDS`` = 10 s before it stopped, or those its records hold), ``steps_recorded`` and the ``first_step`` / ``last_step`` recorded, ``every``,
     ``blocks`` with the ``first_block`` / ``last_block`` names, ``dtype`` (of the blocks' outputs), ``param_dtype``,
     ``norm_dtype``, ``world_size``, ``accumulation`` and ``micro_batches`` [fewest, most] per recorded step,
     ``wrappers``, ``model`` (its class); with a GradScaler ``scale`` [lowest, highest] at the records,

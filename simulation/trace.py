@@ -17,6 +17,7 @@ out of memory) leaves the parts, and :meth:`Trace.load` of ``<path>`` then reads
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -330,7 +331,10 @@ def load_parts(path: str | os.PathLike) -> Trace:
         raise TraceError(f"trace {path} is being written and holds no record yet")
     watch = dict(meta.get("watch") or {}, complete=False, steps_recorded=len(arrays["step"]))
     meta["watch"] = watch
-    steps = max(len(arrays.get("loss_curve", ())), int(arrays["step"][-1]) + 1)
+    # the steps the loop took: those the records and curves hold, or more where the writer said so since
+    written = (meta.get("config") or {}).get("steps")
+    steps = max(len(arrays.get("loss_curve", ())), int(arrays["step"][-1]) + 1,
+                written if isinstance(written, int) and not isinstance(written, bool) else 0)
     meta["config"] = {**meta.get("config", {}), "steps": steps}
     try:
         return Trace(meta=TraceMeta.from_dict(meta), arrays=arrays)
@@ -355,7 +359,7 @@ class TraceWriter:
         self.path.unlink(missing_ok=True)
         self.folder.mkdir(parents=True)
         self.count = 0
-        self.small: list[Path] = []  # the parts of one flush each since the last merge
+        self.small: list[tuple[Path, dict]] = []  # the parts of one flush each since the last merge, with their arrays
         self.set_meta(meta)
 
     def set_meta(self, meta: dict[str, Any]) -> None:
@@ -372,17 +376,24 @@ class TraceWriter:
             if np.asarray(value).dtype == object:
                 raise TraceError(f"array {key!r} has dtype object, which would need pickle")
         self.count += 1
-        with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
-        self.small.append(self.folder / f"part-{self.count:09d}.npz")
+        self._write_part(arrays)
+        self.small.append((self.folder / f"part-{self.count:09d}.npz", arrays))
         if len(self.small) >= MERGE_PARTS:
             self._merge()
 
+    def _write_part(self, arrays: dict[str, np.ndarray]) -> None:
+        """``part-<count>.npz``, atomically; the archive is built in memory and written at once (zipfile seeks back
+        over a real file once per array)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
+            tmp.write_bytes(buffer.getbuffer())
+
     def _merge(self) -> None:
-        """The last :data:`MERGE_PARTS` one-flush parts as one (written before they are removed): a run keeps
-        one file per 64 flushes, and no flush rewrites what an earlier merge wrote."""
-        merged = _assemble([_read_part(f) for f in self.small])
+        """The last :data:`MERGE_PARTS` one-flush parts as one (written before they are removed; assembled from the
+        arrays kept since, not read back): a run keeps one file per 64 flushes, and no flush rewrites what an
+        earlier merge wrote."""
+        merged = _assemble([arrays for _, arrays in self.small])
         curve_steps = None
         for key in [k for k in merged if _is_curve(k)]:
             held = np.flatnonzero(~np.isnan(merged[key]))
@@ -392,10 +403,8 @@ class TraceWriter:
                 merged[key] = merged[key][curve_steps]
             merged["curve_step"] = curve_steps.astype(np.int64)
         self.count += 1
-        with atomic_write(self.folder / f"part-{self.count:09d}.npz") as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **merged)
-        for f in self.small:
+        self._write_part(merged)
+        for f, _ in self.small:
             f.unlink()
         self.small = []
 

@@ -116,6 +116,17 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
     assert "0 of 2 traces trained, 2 read from their files" in result.output
 
 
+def test_train_counts_runs_read_from_files_apart_from_trained_ones():
+    """`render.py train model --set model.trace=FILE --set model.twin=FILE` reads both runs: "0 trained, 0 from the
+    cache, 2 read from their files" (it said "2 trained"); the second time both come from the cache."""
+    args = ("train", "model", "--set", f"model.trace={FILES['residual']}", "--set", f"model.twin={FILES['plain']}")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    assert "traces: 0 trained, 0 from the cache, 2 read from their files" in first.stderr, first.stderr
+    again = invoke(*args)
+    assert "traces: 0 trained, 2 from the cache" in again.stderr and "read from" not in again.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["render", "ChainRuleProduct", "--trace", "R"],
      "ModelChainRuleProduct cannot draw this trace: it draws the run 'plain' too: give --twin FILE"),

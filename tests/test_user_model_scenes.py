@@ -294,6 +294,24 @@ def test_degradation_numbers_equal_the_trace():
         assert values[f"{run}.step.0.test_error"] == pytest.approx(float(test_error[0]))
 
 
+def test_a_long_verdict_raises_the_charts_instead_of_covering_the_legend():
+    """ModelDegradation's verdict sat at a fixed height and grew upwards: a lecturer's own five-line verdict (--text)
+    ran over the legend (the old layout's check reported both legend lines). The scene measures the verdict first and
+    raises (and shortens) the charts to make the room."""
+    wordy = ("Measured: the twin without shortcuts ends at {plain} training error and {model} with its shortcuts ends "
+             "at {residual}; the same data, the same optimiser, the same seed and the same number of steps were used "
+             "for both, so the only difference between the two runs is the shortcuts, and without them this network "
+             "trains worse, as He et al. found for their plain and residual networks.")
+
+    class Wordy(user_model.ModelDegradation):
+        text_overrides = {"ModelDegradation.twin_worse": wordy}
+        fit_words = False  # the layout as drawn, not as scenes.kit.fit would mend it (and 3x faster)
+
+    built = frame_build(Wordy, "en", user_like_trace_files("gpt2_24"), check_layout=False)  # the last frame's only
+    assert layout_problems(built.mobjects, FRAME_W, FRAME_H) == []
+    assert built.numbers["values"]["plain.worse.seeds"] == 1  # the verdict measured early is recorded once, when shown
+
+
 def test_model_title_names_the_factory_or_its_file():
     def title(spec):
         return user_model.model_title(Trace(meta={"config": UserModelConfig(spec=spec).to_dict()}, arrays={}))

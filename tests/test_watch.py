@@ -13,6 +13,7 @@ before each update. Tolerances are stated where they are used.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import signal
 import subprocess
@@ -303,6 +304,46 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
     shutil.rmtree(parts_dir(path))
     with pytest.raises(TraceError, match="does not exist"):
         Trace.load(path)
+
+
+KILLED_BETWEEN_RECORDS = """
+import os, signal, sys, time, torch
+sys.path.insert(0, {tests!r})
+from watch_models import Net, batches
+from residual_lecture import watch
+from simulation.core import watch as watch_module
+import torch.nn.functional as F
+watch_module.PROGRESS_SECONDS = {seconds!r}
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rec = watch(model, {path!r}, every=5)
+for step, micro in enumerate(batches(9, 1)):
+    F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
+    rec.step(opt)
+    opt.step(); opt.zero_grad()
+    if step == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("seconds, steps", [(0.0, 8), (1e9, 6)], ids=["progress-written", "tamper-no-progress"])
+def test_a_run_killed_between_records_says_how_far_it_went(tmp_path, seconds, steps):
+    """Killed after step 7 with records at 0 and 5: the metadata the writer refreshes (every PROGRESS_SECONDS; 0
+    here: every step) says 8 steps ran, which the partial trace and render.py inspect report; the twin, whose
+    writer never refreshed it, knows only the 6 steps its records and curves hold."""
+    from support import invoke
+
+    path = tmp_path / "killed.npz"
+    done = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RECORDS.format(
+        tests=str(ROOT / "tests"), path=str(path), seconds=seconds)], cwd=ROOT, capture_output=True, text=True,
+        timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    trace = Trace.load(path)
+    assert trace["step"].tolist() == [0, 5] and trace.meta.config["steps"] == steps
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["watch"]["steps_run"] == steps
 
 
 class CheckpointedNet(Net):

@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import math
 import platform
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -64,6 +65,8 @@ _C_H_EX, _C_H_N, _C_X_EX, _C_F_N, _C_F_EX, _C_S_EX, _C_OUT, _C_IN = range(8)
 _COUNTS = 8
 
 _CHUNK = 1024  # steps per chunk of the per-step buffers (loss, lr, scale)
+PROGRESS_SECONDS = 10.0  # the trace's metadata says how many steps the loop has taken at most this often (a run
+# killed between records then reads as having run at least that many; a host-side JSON write, never a device read)
 
 _WATCHES: "weakref.WeakKeyDictionary[nn.Module, Watch]" = weakref.WeakKeyDictionary()
 
@@ -321,6 +324,7 @@ class Watch:
         self.step_index = 0
         self.closed = False
         self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
+        self._warned_no_forward = False  # warned once that rec.step came with no training forward of the module
         self._warned_twice = False  # warned once that a second backward went through a recorded forward
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
@@ -338,6 +342,7 @@ class Watch:
         self._pending: _Pending | None = None  # a record taken, waiting for its step's optimiser step
         self._step_hook = None  # the global optimiser post-hook while a record waits
         self._warned_zeroed = False
+        self._progress_due = time.monotonic() + PROGRESS_SECONDS  # when the metadata next says the steps taken
         self._accumulation: int | None = None  # micro-batches of the first recorded step
         self._dtype: str | None = None  # dtype of the blocks' outputs h in the first recorded step
         self._param_groups: int | None = None
@@ -381,6 +386,9 @@ class Watch:
         # (index in self.params, index in self.weights, block) for every weight matrix of every block
         self.weight_map = [(index[id(params[name])], position[name], b) for b, a in enumerate(adds) for name in a.weights]
         self.device = self.params[0].device if self.params else torch.device("cpu")
+        self._grad_index: dict[tuple, tuple] = {}  # _grad_sums' index tensors for one set of parameters with gradients
+        self._update_index = (torch.tensor([w for _, w, _ in self.weight_map], device=self.device),
+                              torch.tensor([b for _, _, b in self.weight_map], device=self.device))
 
     # -- hooks ------------------------------------------------------------------------------------------
     def _handle_ids(self) -> set[int]:
@@ -585,12 +593,16 @@ class Watch:
             return out.fill_(math.nan)
         norms = torch._foreach_norm([self.params[i].grad for i in present], 2, dtype=self.norm_dtype)
         squares = _float64(norms, self.device).square()
-        where = {p: j for j, p in enumerate(present)}
-        src = [where[p] for p, _, _ in self.weight_map if p in where]
-        dst = [b for p, _, b in self.weight_map if p in where]
-        if src:
-            out.index_add_(0, torch.tensor(dst, device=self.device), squares[torch.tensor(src, device=self.device)])
-        missing = sorted(set(range(self.blocks)) - set(dst))
+        key = tuple(present)
+        if key not in self._grad_index:  # (the same parameters have gradients every step, as a rule)
+            where = {p: j for j, p in enumerate(present)}
+            src = [where[p] for p, _, _ in self.weight_map if p in where]
+            dst = [b for p, _, b in self.weight_map if p in where]
+            self._grad_index = {key: (torch.tensor(src, device=self.device), torch.tensor(dst, device=self.device),
+                                      sorted(set(range(self.blocks)) - set(dst)))}
+        src, dst, missing = self._grad_index[key]
+        if len(src):
+            out.index_add_(0, dst, squares[src])
         if missing:
             out[missing] = math.nan
         out[-1] = squares.sum()
@@ -613,8 +625,7 @@ class Watch:
             diff = torch._foreach_norm(self._snapshot, 2, dtype=self.norm_dtype)
         both = _float64(diff + size, self.device).square()
         out = torch.zeros(2 * self.blocks, dtype=torch.float64, device=self.device)
-        w = torch.tensor([w for _, w, _ in self.weight_map], device=self.device)
-        b = torch.tensor([b for _, _, b in self.weight_map], device=self.device)
+        w, b = self._update_index
         out[: self.blocks].index_add_(0, b, both[w])
         out[self.blocks:].index_add_(0, b, both[len(self.weights) + w])
         return out
@@ -651,6 +662,12 @@ class Watch:
         if self._pending is not None:  # the last record's optimiser step did not run (or ran unseen): w_(k+1) is now
             self._finish()
         k = self.step_index
+        if self.found.adds is None and not self._warned_no_forward:  # (a host-side check: no device sync)
+            self._warned_no_forward = True
+            warnings.warn(f"rec.step() at step {k}: {type(self.module).__name__}'s forward has not run in training "
+                          "since watch began, so no block is known and nothing is recorded: watch the module your "
+                          "loop calls (Lightning: WatchCallback(path, module=\"net\") when training_step calls "
+                          "self.net(x)); docs/how-to/watch.md", stacklevel=2)
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
             self._disarm()
@@ -661,6 +678,9 @@ class Watch:
                               "(docs/how-to/watch.md); the weight-gradient norms of this record are NaN", stacklevel=2)
             self._record(k, optimizer, scaler, loss)
         self.step_index = k + 1
+        if self.writer is not None and self.found.adds is not None and time.monotonic() >= self._progress_due:
+            self._progress_due = time.monotonic() + PROGRESS_SECONDS
+            self.writer.set_meta(self._meta())
         if self.step_index % self.every == 0:
             self._arm()
 
