@@ -48,7 +48,7 @@ __all__ = [
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
     "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources", "experiment_values", "build_runs",
-    "scene_runs", "ParameterInputs", "as_layers",
+    "scene_runs", "ParameterInputs", "as_layers", "SceneParameters", "resolve_scenes",
 ]
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
@@ -545,6 +545,37 @@ def scene_runs(experiment: str | None, defaults: Mapping[str, Any], overrides: M
     if not experiment:
         return {}, {}
     return typed_scene_runs(experiment, dict(defaults), experiment_values(experiment, overrides))
+
+
+@dataclass
+class SceneParameters:
+    """Everything one scene takes from the parameter layers, typed (:func:`resolve_scenes`)."""
+
+    params: dict[str, Any]  # its experiment's values: the scene's experiment_defaults, the layers' over them
+    runs: dict[Any, Any]  # the runs those build: {RunKey: config}
+    attrs: dict[str, Any]  # its own knobs set by the layers (scene_overrides)
+    sources: dict[str, dict[str, str]]  # where each value came from (job_sources)
+
+
+def resolve_scenes(layers: list[Layer], scenes: Iterable[type]) -> dict[str, SceneParameters]:
+    """The parameters of each of ``scenes`` under ``layers``, by class name: its experiment's typed values and
+    runs (one call into simulation/ for all of them), its knobs and their sources. Raises ConfigError (one line,
+    naming the scene and its experiment for a bad value)."""
+    from simulation.experiments import get_experiment, scenes_runs
+
+    requests, names = {}, {}
+    for scene in scenes:
+        experiment = getattr(scene, "experiment", None)
+        names[scene] = list(get_experiment(experiment).params()) if experiment else []
+        try:
+            values = experiment_values(experiment, experiment_overrides(layers, experiment, names[scene])) \
+                if experiment else {}
+        except ConfigError as exc:
+            raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
+        requests[scene.__name__] = (experiment, dict(getattr(scene, "experiment_defaults", {})), values)
+    built = scenes_runs(requests)  # the runs trained here and counted by --check are the runs the scenes read
+    return {scene.__name__: SceneParameters(*built[scene.__name__], scene_overrides(layers, scene),
+                                            job_sources(layers, scene, names[scene])) for scene in names}
 
 
 def validate_scoped(layers: list[Layer], scenes_by_name: dict[str, type]) -> None:
