@@ -269,7 +269,7 @@ def untrained_problems(page, arch: str, depth: int) -> list[str]:
     """The flow view at a combination without an ``arch`` run: it must say so and draw none of its blocks."""
     problems = []
     status = page.inner_text("#status")
-    if "not trained in these runs" not in status or f"{arch}, {depth} block" not in status:
+    if "not trained in these runs" not in status or f"{arch}, {depth} blocks," not in status:  # "8 blocks", not "8 block"
         problems.append(f"status does not say {arch} at depth {depth} was not trained: {status!r}")
     drawn = page.locator(f"#chart rect.blk.{arch}").count()
     if drawn:
