@@ -20,9 +20,10 @@ import math
 
 import numpy as np
 from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, Line, Rectangle, RoundedRectangle,
-                   Transform, ValueTracker, VGroup, VMobject, linear)
+                   Transform, ValueTracker, VGroup, VMobject, config, linear)
 
 from scenes.kit.base import LectureScene
+from scenes.kit.layout import MARGIN
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import is_missing, steps_run
 from scenes.kit.frame_cost import Restyle, draw_first
@@ -130,6 +131,7 @@ class GradientFlowOverTraining(LectureScene):
         title = self.title("title")
         subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], depth=depth, act=self.activation)
         subtitle.next_to(title, DOWN, buff=0.12)
+        self._x_span = self._measured_span()
         rows = {arch: self._make_row(arch, depth) for arch in names}
         names_drawn = self.row_labels(rows[ref])  # what the blocks are called (a user model's module paths)
         self.narrate(self.intro_key, 3.5)
@@ -307,6 +309,16 @@ class GradientFlowOverTraining(LectureScene):
             curve.set_points(drawn.points)
             history["gaps"][arch].remove(*history["gaps"][arch].submobjects)
             history["gaps"][arch].add(*[m for m in drawn.submobjects if isinstance(m, GapMark)])
+
+    _end_room = 0.55 + 0.2 + 0.07 + 0.1  # from the blocks' span to an end label's near edge: wire, dot, its buff
+
+    def _measured_span(self) -> tuple[float, float]:
+        """The blocks' span (:attr:`_x_span`), narrowed where an end label ("input", "loss" in this language) would
+        reach into the frame's margin: the label then sits beside its dot, never pushed onto it."""
+        half = config.frame_width / 2 - MARGIN * config.frame_width
+        widths = [self.text(key, size=SIZE_SMALL).width for key in ("input", "loss")]
+        x0, x1 = type(self)._x_span
+        return max(x0, -half + widths[0] + self._end_room), min(x1, half - widths[1] - self._end_room)
 
     def _end_node(self, key: str, x: float, y: float, side) -> VGroup:
         dot = Dot([x, y, 0], radius=0.07, color=PALETTE["text"])

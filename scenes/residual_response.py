@@ -21,7 +21,7 @@ from simulation.experiments import PLAIN, RESIDUAL
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import compare, finite_max, strict_mean
-from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
 from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import GroupedBars, make_dashed_polyline, make_legend
@@ -96,11 +96,13 @@ class ResidualResponse(SeedSpread, LectureScene):
             charts = self._charts(series, colors, top, depth, height, chart_y, step, len(others))
             verdict_top = min(self._verdict_y + verdict.height / 2, charts["low"] - self._gap)
             short = floor - (verdict_top - verdict.height)  # how far the verdict reaches past the floor
-            if short <= 1e-9:
+            if short <= 1e-9 and charts["high"] <= ceiling + 1e-9:
                 break
+            short = max(short, 0.0)
             lift = min(short, max(0.0, ceiling - charts["high"]))
-            shorter = min(short - lift, height - self._chart_height / 2)  # never below half the planned height
-            height, chart_y = height - shorter, chart_y + lift + shorter / 2  # the charts' top: up by lift
+            drop = max(0.0, charts["high"] - ceiling)  # titles wrapped onto two lines (_charts) reach the formula
+            shorter = min(short - lift + drop, height - self._chart_height / 2)  # never below half the planned height
+            height, chart_y = height - shorter, chart_y + lift - drop + shorter / 2  # the charts' top: up by lift - drop
         before, after, std_chart = charts["before"], charts["after"], charts["std"]
         panel_title, block_label = charts["before_title"], charts["before_label"]
         level = before.level_line(1.0, PALETTE["muted"])
@@ -112,7 +114,7 @@ class ResidualResponse(SeedSpread, LectureScene):
                   Create(level), FadeIn(level_label), run_time=1.5)
         self.wait(1)
         self.narrate(self.verdict_key(mean["plain"], mean["residual"], "n_trained", "n_trained_large"), 4)
-        trained_title = self.text("ratio_trained", size=SIZE_LABEL, step=step).move_to(panel_title)
+        trained_title = charts["trained_title"]
         self.play(ReplacementTransform(before.bars, after.bars), Transform(panel_title, trained_title), run_time=2.5)
         ratio_dots = [bar_seed_dots(after, s, {seed: seed_ratio[name][seed] for seed in others if seed in seed_ratio[name]})
                       for s, name in enumerate(("plain", "residual"))]
@@ -152,8 +154,14 @@ class ResidualResponse(SeedSpread, LectureScene):
         std_chart = GroupedBars(series["std"], colors, width=4.6, height=height, labels=labels)
         for chart, x in ((before, -3.6), (after, -3.6), (std_chart, 3.7)):
             chart.move_to([x, chart_y, 0])
-        before_title = self.text("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3)
-        std_title = self.text("std_title", size=SIZE_LABEL, step=step).next_to(std_chart.chart.axes, UP, buff=0.3)
+        # each title keeps to its half of the line (longer words: two lines, never shrunk), inside the margin
+        before_title = inside_margin(self.heading("ratio_init", size=SIZE_LABEL).next_to(before.chart.axes, UP, buff=0.3))
+        std_title = inside_margin(self.heading("std_title", size=SIZE_LABEL, step=step)
+                                  .next_to(std_chart.chart.axes, UP, buff=0.3))
+        trained_title = self.heading("ratio_trained", size=SIZE_LABEL, step=step).move_to(before_title)
+        if trained_title.height > before_title.height + 1e-9:  # more lines than the title it replaces: up from it
+            trained_title.align_to(before_title, DOWN)
+        inside_margin(trained_title)
         before_label, std_label = self.block_axis(before), self.block_axis(std_chart)
         note = None
         if others:
@@ -161,8 +169,10 @@ class ResidualResponse(SeedSpread, LectureScene):
             note.next_to(std_label, DOWN, buff=0.08).align_to(std_chart.chart.axes, RIGHT)
         under = [before_label, std_label, *([note] if note is not None else [])]
         return {"before": before, "after": after, "std": std_chart, "before_title": before_title,
-                "std_title": std_title, "before_label": before_label, "std_label": std_label, "note": note,
-                "high": max(before_title.get_top()[1], std_title.get_top()[1]),
+                "trained_title": trained_title, "std_title": std_title, "before_label": before_label,
+                "std_label": std_label, "note": note,
+                "high": max(before_title.get_top()[1], std_title.get_top()[1],
+                            *([trained_title.get_top()[1]] if trained_title.height > before_title.height + 1e-9 else [])),
                 "low": min(m.get_bottom()[1] for m in under)}
 
     def _verdict(self, residual, mean: dict, mean_std: dict, seed_ratio: dict, seed_std: dict) -> list[str]:

@@ -34,7 +34,7 @@ from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
 from scenes.kit.helpers import compare, finite_max
-from scenes.kit.layout import EDGE_BUFF, line_width
+from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
 from scenes.kit.seeds import count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LinearAxes, make_legend
@@ -302,12 +302,14 @@ class ModelDegradation(UserModelScene, Degradation):
                       for col, (key, _, _) in enumerate(panels)]
             legend_top = charts[0]["x_label"].get_bottom()[1] - 0.15
             short = floor + verdict.height + self._gap + legend.height - legend_top  # past the floor, scene units
-            if short <= 1e-9:
+            room = subtitle.get_bottom()[1] - self._gap - max(c["heading"].get_top()[1] for c in charts)
+            if short <= 1e-9 and room >= -1e-9:
                 break
-            high = max(c["heading"].get_top()[1] for c in charts)
-            lift = min(short, max(0.0, subtitle.get_bottom()[1] - self._gap - high))
-            shorter = min(short - lift, height - self._chart_height / 2)  # never below half the planned height
-            height, chart_y = height - shorter, chart_y + lift + shorter / 2  # the charts' top: up by lift
+            short = max(short, 0.0)
+            lift = min(short, max(0.0, room))
+            drop = max(0.0, -room)  # headings wrapped onto two lines (step 2's _chart) that reach the subtitle
+            shorter = min(short - lift + drop, height - self._chart_height / 2)  # never below half the planned height
+            height, chart_y = height - shorter, chart_y + lift - drop + shorter / 2  # the charts' top: up by lift - drop
         for (heading_key, narration, data), parts in zip(panels, charts):
             chart, heading, x_label = parts["chart"], parts["heading"], parts["x_label"]
             lines = [chart.polyline(*data[name], color=PALETTE[name], stroke_width=4, what=f"{name}.{heading_key}")
@@ -348,7 +350,8 @@ class ModelDegradation(UserModelScene, Degradation):
         heading and its x label, placed, not drawn."""
         chart = LinearAxes((0, last_step), (0, y_top), width=5.0, height=height, y_format=lambda v: f"{v * 100:g}%")
         chart.move_to([-3.45 + 7.0 * col, chart_y, 0])
-        heading = self.text(heading_key, size=SIZE_LABEL, window=window).next_to(chart.axes, UP, buff=0.25)
+        heading = self.heading(heading_key, size=SIZE_LABEL, window=window)  # longer words: two lines, never shrunk
+        inside_margin(heading.next_to(chart.axes, UP, buff=0.25))
         x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
         return {"chart": chart, "heading": heading, "x_label": x_label}
 

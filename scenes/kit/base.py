@@ -45,7 +45,7 @@ from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.kit.fit import fit_texts
-from scenes.kit.layout import EDGE_BUFF, adopt_text_sizes, layout_problems, line_width, text_mobjects
+from scenes.kit.layout import EDGE_BUFF, MIN_GAP, adopt_text_sizes, layout_problems, line_width, text_mobjects
 from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, make_wrapped_text, set_language
 from scenes.kit.theme import set_theme
 
@@ -184,6 +184,14 @@ class LectureScene(Scene):
         """The string ``key`` as lines no wider than ``width`` (default: the frame less its margins) at ``size``,
         never scaled down (scenes.kit.style.make_wrapped_text; the legibility floor of scenes/kit/layout.py)."""
         return make_wrapped_text(self.t(key, **fmt), line_width() if width is None else width, size=size, color=color)
+
+    def heading(self, key: str, size: float = 28, color=None, share: int = 2, **fmt: Any):
+        """The string ``key`` as one text if it fits its ``share`` of the line (the frame less its margins, less
+        :data:`~scenes.kit.layout.MIN_GAP` between neighbours), else as lines that do (:meth:`wrapped`): a chart's
+        heading beside another chart's, whatever the language. The lecture's own words fit: frame for frame."""
+        text = self.text(key, size=size, color=color, **fmt)
+        room = (line_width() - (share - 1) * MIN_GAP) / share
+        return text if text.width <= room else self.wrapped(key, size=size, color=color, width=room, **fmt)
 
     def title(self, key: str, **fmt: Any) -> Text:
         return self.text(key, size=SIZE_TITLE, **fmt).to_edge(UP, buff=0.35)

@@ -19,6 +19,10 @@ high the floor, 8/45 = 0.178 units, is ``Text`` at font size 17.6 (the house's S
 and ``MathTex`` at 25.1. A Chinese text is measured by the Latin "H" of its font (the ideographs are taller).
 The margin: every text lies at least 3 % of the frame's width from the left and right edges and 3 % of its
 height from the top and bottom.
+
+Two more findings catch what a translation's longer words do to a layout drawn for English: two texts on one line
+(their heights overlap by half the shorter's) closer than :data:`MIN_GAP` side by side read as one run of words
+("…4 pasos)error de test"), and a text over a marker (a ``Dot``: a curve's tip, a path's end node) hides it.
 """
 
 from __future__ import annotations
@@ -26,16 +30,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from manim import DEFAULT_FONT_SIZE, MarkupText, MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
+from manim import DEFAULT_FONT_SIZE, Dot, MarkupText, MathTex, Mobject, SingleStringMathTex, Tex, Text, VMobject
 from manim.constants import SCALE_FACTOR_PER_FONT_POINT
 from manim.mobject.text.text_mobject import TEXT_MOB_SCALE_FACTOR
 
 __all__ = ["text_mobjects", "layout_problems", "cap_height", "legibility_problems", "CAP_FLOOR", "MARGIN",
-           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin", "bounding_box"]
+           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin", "bounding_box", "MIN_GAP", "markers"]
 
 TEXT_TYPES = (Text, MarkupText, SingleStringMathTex, MathTex, Tex)
 CAP_FLOOR = 1 / 45  # the smallest cap height, as a fraction of the frame's height (read from the back of a hall)
 MARGIN = 0.03  # the margin kept free of text on every side, as a fraction of the frame's width / height
+MIN_GAP = 0.1  # the least space (scene units) between two texts side by side on one line: about a word space
 EDGE_BUFF = 0.5  # scene units from a side edge for to_edge / to_corner: clears the margin (0.43 of a 14.22-wide frame)
 _CAP_PER_POINT: dict[tuple[str, str | None], float] = {}  # (kind, font) -> scene units of an "H" per font point
 
@@ -177,11 +182,35 @@ def _describe(mob: Mobject) -> str:
     return repr(str(text)[:40])
 
 
+def markers(mobjects: Iterable[Mobject]) -> list[Mobject]:
+    """Visible ``Dot`` mobjects among ``mobjects`` and their families (outside texts): the marks a text must not cover."""
+    found: list[Mobject] = []
+
+    def visit(mob: Mobject) -> None:
+        if isinstance(mob, TEXT_TYPES):
+            return
+        if isinstance(mob, Dot):
+            if _visible(mob):
+                found.append(mob)
+            return
+        for sub in mob.submobjects:
+            visit(sub)
+
+    for mob in mobjects:
+        visit(mob)
+    return found
+
+
 def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
-                    tolerance: float = 0.02, floor: float | None = CAP_FLOOR, margin: float | None = MARGIN) -> list[str]:
-    """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut)
-    and per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes; with ``floor``
-    and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`."""
+                    tolerance: float = 0.02, floor: float | None = CAP_FLOOR, margin: float | None = MARGIN,
+                    gap: float | None = MIN_GAP) -> list[str]:
+    """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut),
+    per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes and per text whose box
+    overlaps a marker's (a visible ``Dot``) by more than ``tolerance`` on both axes; with ``gap`` (default
+    :data:`MIN_GAP`; None: not checked) per pair of texts on one line (their heights overlapping by half the
+    shorter's) less than ``gap`` apart side by side; with ``floor`` and ``margin`` (the defaults; None: not
+    checked) also :func:`legibility_problems`."""
+    mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
     problems = []
     half_w, half_h = frame_width / 2, frame_height / 2
@@ -198,6 +227,17 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
             dy = min(t1, t2) - max(b1, b2)
             if dx > tolerance and dy > tolerance:
                 problems.append(f"overlap: {_describe(texts[i])} and {_describe(texts[j])}")
+            elif gap is not None and dx > -gap and dy > 0.5 * min(t1 - b1, t2 - b2) and dx <= tolerance:
+                problems.append(f"too close: {_describe(texts[i])} and {_describe(texts[j])} on one line, "
+                                f"{-dx:.3f} apart (at least {gap})")
+    dots = markers(mobjects)
+    if dots:
+        for mob, (l1, r1, b1, t1) in zip(texts, boxes):
+            for dot in dots:
+                l2, r2, b2, t2 = bounding_box(dot)
+                if min(r1, r2) - max(l1, l2) > tolerance and min(t1, t2) - max(b1, b2) > tolerance:
+                    x, y = (l2 + r2) / 2, (b2 + t2) / 2
+                    problems.append(f"over a marker: {_describe(mob)} covers the dot at ({x:.2f}, {y:.2f})")
     return problems
 
 

@@ -1,0 +1,93 @@
+"""The scenes of a user's own network in Spanish and in the pseudo-locale: the layout check passes.
+
+Example::
+
+    pytest tests/test_model_scenes_languages.py -n 0
+
+The lecture's own scenes are checked in Spanish and en-XA by tests/test_i18n.py; these are the scenes that draw a
+user's model (scenes.MODEL_SCENES: the lecture scenes' variants and DepthTimeMap) from the committed user-like runs of
+tests/data/model/gpt2_24 (a real plain and residual MLP of 24 blocks named like GPT-2's), and the run watched in a
+user's own loop (``render.py render GradientFlowOverTraining --trace FILE``: the residual run alone). The layout check
+(scenes/kit/layout.py) runs after every animation: no text over another, none closer than a word space beside another
+on one line, none over a marker (a curve's tip, a path's end), none past the frame or in its margin, none below the
+legibility floor. The tamper twins below build the old layouts (end labels pushed onto their dots, a heading wider
+than its half of the line) and the check reports them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from manim import RIGHT, Dot
+
+import scenes
+from scenes import user_model
+from scenes.kit.layout import MIN_GAP, layout_problems
+from scenes.kit.style import make_text
+
+from data.make_traces import user_like_trace_files
+from dry_run import frame_build
+
+FRAME_W, FRAME_H = 14.222222222222221, 8.0
+LANGS = ("es", "en-XA")
+
+
+def _files(scene: type, watched: bool = False) -> dict[str, str]:
+    files = user_like_trace_files("gpt2_24")
+    return {"residual": files["residual"]} if watched or scene is scenes.DepthTimeMap else dict(files)
+
+
+CASES = [*[pytest.param(scene, False, id=scene.__name__) for scene in scenes.MODEL_SCENES],
+         pytest.param(user_model.ModelGradientFlowOverTraining, True, id="GradientFlowOverTraining-trace")]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("scene,watched", CASES)
+def test_the_model_scenes_fit_in_other_words(scene, watched, lang):
+    """Every user-model scene (and the watched run's) in ``lang``: the layout check finds nothing after any step."""
+    built = frame_build(scene, lang, _files(scene, watched))
+    assert built.layout_log == []
+    assert built.renderer.num_plays > 0
+
+
+# -- the check itself, and the old layouts it fails on -----------------------------------------------------------
+
+def test_texts_side_by_side_closer_than_a_word_space_are_reported():
+    left = make_text("error de entrenamiento", size=28)
+    touching = make_text("error de test", size=28).next_to(left, RIGHT, buff=0.05)
+    assert any("too close" in p for p in layout_problems([left, touching], FRAME_W, FRAME_H))
+    apart = make_text("error de test", size=28).next_to(left, RIGHT, buff=MIN_GAP + 0.05)
+    assert layout_problems([left, apart], FRAME_W, FRAME_H) == []
+    below = make_text("error de test", size=28).next_to(left, np.array([0, -1, 0]), buff=0.05)  # another line
+    assert layout_problems([left, below], FRAME_W, FRAME_H) == []
+
+
+def test_a_text_over_a_marker_is_reported():
+    dot = Dot([0, 0, 0], radius=0.07)
+    over = make_text("pérdida", size=18).move_to([0.2, 0, 0])
+    assert any("over a marker" in p for p in layout_problems([dot, over], FRAME_W, FRAME_H))
+    beside = make_text("pérdida", size=18).next_to(dot, RIGHT, buff=0.1)
+    assert layout_problems([dot, beside], FRAME_W, FRAME_H) == []
+
+
+def test_the_old_end_labels_sat_on_their_dots():
+    """The blocks' span as it was (fixed, whatever the words): in Spanish the fitter pushed "entrada" and "pérdida"
+    inside the margin, onto the input and loss dots; the check reports all four (two rows)."""
+    class Fixed(user_model.ModelGradientFlowOverTraining):
+        def _measured_span(self):
+            return type(self)._x_span
+
+    built = frame_build(Fixed, "es", _files(Fixed))
+    covered = [p for p in built.layout_log if "over a marker" in p]
+    assert len(covered) == 4 and any("'entrada'" in p for p in covered) and any("'pérdida'" in p for p in covered)
+
+
+def test_the_old_headings_ran_into_each_other():
+    """ModelDegradation's headings as they were (one line each, however long): in Spanish the fitter moved the first
+    inside the margin, up to the second ("…4 pasos)error de test"); the check reports them."""
+    class OneLine(user_model.ModelDegradation):
+        def wrapped(self, key, size=28, color=None, width=None, **fmt):
+            return self.text(key, size=size, color=color, **fmt)
+
+    built = frame_build(OneLine, "es", _files(OneLine))
+    assert any("too close" in p and "errordetest" in p for p in built.layout_log), built.layout_log  # (Pango drops spaces)
