@@ -67,7 +67,7 @@ RENDER_DEFAULTS: dict[str, Any] = {
 }
 # LectureScene attributes that are plumbing, not knobs: the CLI sets them itself or they are not for users.
 MODEL_EXPERIMENT = "model"  # the experiment of a user's own network (simulation.experiments)
-RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "lang", "theme", "strings", "check_layout", "trace_files",
+RESERVED_SCENE_ATTRS = frozenset({"experiment", "params", "experiment_defaults", "lang", "theme", "strings", "check_layout", "trace_files",
                                   "text_overrides", "fit_words",
                                   "voice", "param_limits", "chapter"})
 

@@ -295,13 +295,12 @@ def test_degradation_numbers_equal_the_trace():
 
 
 def test_a_long_verdict_raises_the_charts_instead_of_covering_the_legend():
-    """ModelDegradation's verdict sat at a fixed height and grew upwards: a lecturer's own five-line verdict (--text)
+    """ModelDegradation's verdict sat at a fixed height and grew upwards: a lecturer's own four-line verdict (--text)
     ran over the legend (the old layout's check reported both legend lines). The scene measures the verdict first and
     raises (and shortens) the charts to make the room."""
     wordy = ("Measured: the twin without shortcuts ends at {plain} training error and {model} with its shortcuts ends "
-             "at {residual}; the same data, the same optimiser, the same seed and the same number of steps were used "
-             "for both, so the only difference between the two runs is the shortcuts, and without them this network "
-             "trains worse, as He et al. found for their plain and residual networks.")
+             "at {residual}; the same data, optimiser, seed and steps were used for both, so the only difference is "
+             "the shortcuts: without them this network trains worse, as He et al. found.")
 
     class Wordy(user_model.ModelDegradation):
         text_overrides = {"ModelDegradation.twin_worse": wordy}
