@@ -32,7 +32,7 @@ from collections.abc import Iterable
 
 from manim import Mobject, Text
 
-from scenes.kit.layout import CAP_FLOOR, MARGIN, bounding_box, cap_height, text_mobjects
+from scenes.kit.layout import CAP_FLOOR, MARGIN, MIN_GAP, bounding_box, cap_height, text_mobjects
 
 __all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_after"]
 
@@ -142,6 +142,7 @@ def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: flo
 # -- texts over each other: shrink (to the floor), wrap, move -----------------------------------------------------
 
 GAP = 0.04  # scene units left between two texts the fitter separates (the layout check allows 0.02 of overlap)
+SIDE_GAP = MIN_GAP + 0.01  # ... and between two it sets side by side on one line (the check asks for MIN_GAP)
 _CLEAR = 0.02  # the layout check's tolerance: boxes that overlap by no more than this on an axis do not clash
 
 
@@ -233,8 +234,20 @@ def _floor_factor(unit: Mobject, frame_height: float) -> float:
     return min(1.0, CAP_FLOOR * frame_height / min(caps) * 1.001)
 
 
+def _clash(a: tuple, b: tuple) -> float | None:
+    """How deep two boxes clash, as the layout check sees it (scenes.kit.layout.layout_problems): their overlap on
+    the lesser axis where both exceed its tolerance, or, side by side on one line (heights overlapping by half the
+    shorter's), how far they are from :data:`MIN_GAP` apart; None: no clash."""
+    dx, dy = _overlap(a, b)
+    if dx > _CLEAR and dy > _CLEAR:
+        return min(dx, dy)
+    if dx > -MIN_GAP and dy > 0.5 * min(a[3] - a[2], b[3] - b[2]):
+        return dx + MIN_GAP
+    return None
+
+
 def _clashes(box: tuple, others: list[tuple]) -> bool:
-    return any(min(_overlap(box, other)) > _CLEAR for other in others)
+    return any(_clash(box, other) is not None for other in others)
 
 
 def _inside(box: tuple, frame_width: float, frame_height: float) -> bool:
@@ -262,7 +275,7 @@ def _shrink_factor(box: tuple, other: tuple, axis: int) -> float:
     ax, ay = _anchor(box, other, axis)
     if axis == 0:
         span = (box[1] - ax) if ax == box[0] else (ax - box[0])
-        room = (other[0] - GAP - ax) if ax == box[0] else (ax - other[1] - GAP)
+        room = (other[0] - SIDE_GAP - ax) if ax == box[0] else (ax - other[1] - SIDE_GAP)
     else:
         span = (ay - box[2]) if ay == box[3] else (box[3] - ay)
         room = (ay - other[3] - GAP) if ay == box[3] else (other[2] - GAP - ay)
@@ -313,7 +326,7 @@ def _candidates(unit: Mobject, box: tuple, other: tuple, least: float):
                         yield f"wrapped onto two lines, scaled to {factor:.0%}", _scaled(placed, factor, anchor), \
                             wrap_shrink
     up, down = other[3] + GAP - box[2], other[2] - GAP - box[3]
-    right, left = other[1] + GAP - box[0], other[0] - GAP - box[1]
+    right, left = other[1] + SIDE_GAP - box[0], other[0] - SIDE_GAP - box[1]
     moves = [(0, up, "up"), (0, down, "down"), (right, 0, "right"), (left, 0, "left")]
     for dx, dy, way in sorted(moves, key=lambda m: abs(m[0]) + abs(m[1])):
         yield (f"moved {abs(dx) + abs(dy):.2f} {way}", (box[0] + dx, box[1] + dx, box[2] + dy, box[3] + dy),
@@ -371,8 +384,8 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         changed = False
         for i, a in enumerate(units_list):
             for b in units_list[i + 1:]:
-                depth = min(_overlap(boxes[id(a)], boxes[id(b)]))
-                if depth > _CLEAR and (done := give_way(a, b, depth)):
+                depth = _clash(boxes[id(a)], boxes[id(b)])
+                if depth is not None and (done := give_way(a, b, depth)):
                     notes.append(done)
                     changed = True
         if not changed:
