@@ -626,13 +626,13 @@ def build_runs(name: str, overrides: Mapping[str, Any] | None = None) -> dict[An
 
 def scene_runs(experiment: str | None, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
                ) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """:func:`simulation.experiments.scene_runs` of raw ``overrides`` (a scene's ``experiment_defaults`` are typed):
-    ``(typed params, {RunKey: config})``."""
+    """:func:`simulation.experiments.scene_runs` of raw ``defaults`` (a scene's ``experiment_defaults``) and
+    ``overrides``: ``(typed params, {RunKey: config})``."""
     from simulation.experiments import scene_runs as typed_scene_runs
 
     if not experiment:
         return {}, {}
-    return typed_scene_runs(experiment, dict(defaults), experiment_values(experiment, overrides))
+    return typed_scene_runs(experiment, experiment_values(experiment, defaults), experiment_values(experiment, overrides))
 
 
 @dataclass
@@ -655,12 +655,13 @@ def resolve_scenes(layers: list[Layer], scenes: Iterable[type]) -> dict[str, Sce
     for scene in scenes:
         experiment = getattr(scene, "experiment", None)
         names[scene] = list(get_experiment(experiment).params()) if experiment else []
-        try:
+        try:  # a scene's own defaults typed too (a scene of your own may write them as --set would: "0,1")
+            defaults = experiment_values(experiment, getattr(scene, "experiment_defaults", {})) if experiment else {}
             values = experiment_values(experiment, experiment_overrides(layers, experiment, names[scene])) \
                 if experiment else {}
         except ConfigError as exc:
             raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
-        requests[scene.__name__] = (experiment, dict(getattr(scene, "experiment_defaults", {})), values)
+        requests[scene.__name__] = (experiment, defaults, values)
     built = scenes_runs(requests)  # the runs trained here and counted by --check are the runs the scenes read
     return {scene.__name__: SceneParameters(*built[scene.__name__], scene_overrides(layers, scene),
                                             job_sources(layers, scene, names[scene])) for scene in names}

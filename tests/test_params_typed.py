@@ -136,3 +136,15 @@ def test_the_parser_scan_can_fail():
     planted = "from .values import convert_value\n\ndef split_params(e, v):\n    return convert_value('depth', 1, v)\n"
     assert parser_uses(planted) == ["<module>", "split_params"]
     assert parser_uses("import simulation.values as values\nx = values.convert_value('a', 1, '2')\n") == ["<module>"]
+
+
+def test_a_scene_of_your_own_may_write_its_defaults_as_strings(tmp_path):
+    """``experiment_defaults = {"seeds": "0,1"}`` (as --set writes it) is parsed like --set, before simulation/."""
+    import scenes.chain_rule as chain_rule
+    from cli.params import Layer, resolve_scenes
+
+    own = type("OwnProduct", (chain_rule.ChainRuleProduct,), {"experiment_defaults": {"seeds": "0,1"}})
+    typed = type("TypedProduct", (chain_rule.ChainRuleProduct,), {"experiment_defaults": {"seeds": (0, 1)}})
+    resolved = resolve_scenes([Layer("--set", common={"steps": "20"})], [own, typed])
+    assert resolved["OwnProduct"].params == resolved["TypedProduct"].params == {"seeds": (0, 1), "steps": 20}
+    assert resolved["OwnProduct"].runs == resolved["TypedProduct"].runs and len(resolved["OwnProduct"].runs) == 4
