@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from cli.doctor import doctor_command
-from cli.i18n import i18n_command
+from cli.i18n import i18n_command, try_own_words
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
                          recorded, trace_option, train_summary, user_errors, voices)
@@ -161,9 +161,8 @@ def all_command(ctx: click.Context, chapters: tuple[str, ...] = (), **_: Any) ->
 
 def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_only: bool = False,
             report_files: bool = True) -> tuple[list, list[Path], list[Path]] | None:
-    """Render ``scenes`` with the context's options (cli/plan.py plans, this runs the plan); returns (jobs,
-    written, unchanged), None after --check. ``video_only``: mp4, opaque, whatever --format and the file say
-    (decks and the page play the videos)."""
+    """Render ``scenes`` with the context's options (cli/plan.py plans; your own words tried first); returns (jobs,
+    written, unchanged), None after --check. ``video_only``: mp4, opaque, whatever --format says (decks, page)."""
     import scenes as lecture
     from cli.media import RenderError, concat_lecture, render_job
     from cli.pipeline import render_pipeline, train_before_render
@@ -179,6 +178,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         if ctx.params.get("check"):
             click.echo(f"check: the input is valid; {plan.summary()}")
             return None
+        try_own_words(plan, note)
         if plan.configs:
             note(f"traces: {plan.traces_summary()}")
         note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")

@@ -52,8 +52,11 @@ class Clip:
     title: dict[str, str] = field(default_factory=dict)  # {lang: on-screen title} (cli.media.scene_title)
 
     def heading(self, lang: str) -> str:
-        """The scene's on-screen title in ``lang`` (its class name only when it has none)."""
-        return self.title.get(lang) or self.scene
+        """The scene's on-screen title in ``lang`` (its class name only when it has none), with ``{model}`` (a
+        user's network: "Does {model} only learn to copy?") the name the scene showed (its numbers' ``model``)."""
+        title = self.title.get(lang) or self.scene
+        model = self.numbers.get("model") if isinstance(self.numbers, dict) else None
+        return title.replace("{model}", model) if isinstance(model, str) else title
 
     def beat_video(self, index: int) -> Path:
         return self.video.with_name(beat_video_name(self.scene, index, self.video.suffix.lstrip(".")))

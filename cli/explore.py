@@ -458,7 +458,8 @@ def write_explorer(traces: Mapping[str, Mapping[str, Any]], target: Path, page: 
     data = export_data(traces)
     data.update(strings=_strings(), themes=_themes(), clips=_clip_links(page),
                 model_clips=_clip_links(page, model_view_scenes()) if "model" in traces else {}, sources=_sources(),
-                defaults={"lang": lang, "theme": theme}, views_order=list(VIEWS))
+                defaults={"lang": lang, "theme": theme},
+                views_order=[v for v in VIEWS if data["views"][v]["families"]])  # a tab only for a view with runs
     payload = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     template = (WEB_DIR / "index.html").read_text(encoding="utf-8")
     strings = data["strings"][lang]["ui"]

@@ -15,7 +15,7 @@ from cli.options import PathType
 from narration.i18n import (LANGUAGES, ROOT, TEMPLATE, I18nError, Language, add_entry, catalog_langs, coverage,
                             init_catalog, language, languages, missing_keys, template, update_catalogs, used_keys)
 
-__all__ = ["i18n_command"]
+__all__ = ["i18n_command", "fit_check", "try_own_words"]
 
 
 # -- render.py i18n ---------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def check_command(scene_names: tuple[str, ...], lang: str, texts: tuple[str, ...
     missing, as `render` would), with the layout check on. Prints, per scene, each text that reached past the
     frame's safe area (by how much, and whether it was wrapped onto a second line, moved or shrunk to fit)
     and each text that still overlaps another or leaves the frame. Exit status 1 when one does."""
-    from cli.media import RenderError, load_scene, scene_config
+    from cli.media import RenderError
     from cli.params import config_layer, merged_texts, parse_texts, read_config
     from cli.plan import scenes_or_lecture
     from narration.i18n import check_overrides, owner_chain
@@ -115,19 +115,51 @@ def check_command(scene_names: tuple[str, ...], lang: str, texts: tuple[str, ...
     bad = 0
     for scene in scenes:
         mine = {k: v for k, v in words.items() if k.rpartition(".")[0] in owner_chain(scene)}
-        variant = type(scene.__name__, (scene,), {"lang": lang, "text_overrides": mine, "check_layout": True,
-                                                  "fit_words": True, "__module__": scene.__module__})
-        with scene_config({"dry_run": True, "quality": "low_quality", "disable_caching": True,
-                           "verbosity": "ERROR", "progress_bar": "none"}):
-            built = variant()
-            built.render()
-        lines = [f"  fitted: {note}" for note in built.fitted] + [f"  {p}" for p in built.layout_log]
-        bad += bool(built.layout_log)
-        click.echo(f"{scene.__name__} [{lang}]: " + ("fits" if not lines else f"{len(built.fitted)} fitted, "
-                                                      f"{len(built.layout_log)} problems"))
+        fitted, problems = fit_check(scene, lang, mine)
+        lines = [f"  fitted: {note}" for note in fitted] + [f"  {p}" for p in problems]
+        bad += bool(problems)
+        click.echo(f"{scene.__name__} [{lang}]: " + ("fits" if not lines else f"{len(fitted)} fitted, "
+                                                      f"{len(problems)} problems"))
         for line in lines:
             click.echo(line)
     click.echo(f"{len(scenes) - bad} of {len(scenes)} scenes fit in {lang}")
     if bad:
         raise click.ClickException(f"{bad} of {len(scenes)} scenes have texts that do not fit in {lang} (listed "
                                    "above): shorten them in the catalog or with --text")
+
+
+def fit_check(scene: type, lang: str, overrides: dict[str, str]) -> tuple[list[str], list[str]]:
+    """``scene`` built in ``lang`` with the words ``overrides`` ({"Owner.key": text}) without drawing a frame
+    (its runs from the trace cache, trained first where missing), the fitter (scenes.kit.fit) and the layout check
+    on: (what the fitter did to each text that did not fit: the text, by how much, how; what the layout check
+    still finds: texts over each other, in the margin, below the floor, past the frame)."""
+    from cli.media import scene_config
+
+    variant = type(scene.__name__, (scene,), {"lang": lang, "text_overrides": dict(overrides), "check_layout": True,
+                                              "fit_words": True, "__module__": scene.__module__})
+    with scene_config({"dry_run": True, "quality": "low_quality", "disable_caching": True,
+                       "verbosity": "ERROR", "progress_bar": "none"}):
+        built = variant()
+        built.render()
+    return list(built.fitted), list(built.layout_log)
+
+
+def try_own_words(plan, note) -> None:
+    """Your own words (--text, [text.Scene] in --config) tried in their places before anything is rendered: each
+    scene with an override is built without drawing (cli.i18n.fit_check; its runs trained first where missing);
+    what the fitter had to do is said (the scene, the text, by how much, how), and a text that still does not fit
+    (over another, past the frame, below the legibility floor) stops the render with the scene, the problem and
+    nothing written. ``plan``: a cli.plan.RenderPlan; ``note``: prints a line. RenderError."""
+    from cli.media import RenderError, make_variant
+
+    bad = []
+    for job in plan.todo:
+        if not job.text_overrides:
+            continue
+        fitted, problems = fit_check(make_variant(plan.by_name[job.scene], job), job.lang, job.text_overrides)
+        for line in fitted:
+            note(f"{job.scene}: your words did not fit as written: {line}")
+        bad += [f"{job.scene}: {problem}" for problem in problems]
+    if bad:
+        raise RenderError(f"your own words do not fit ({len(bad)} problems, nothing rendered): " + "; ".join(bad[:3])
+                          + ("; ..." if len(bad) > 3 else "") + ": shorten them (render.py i18n check lists all)")

@@ -190,7 +190,7 @@ class RenderJob:
 
     scene: str  # class name
     module: str  # module that defines the class (scenes.highway, or a user's module for module:Class)
-    params: dict[str, Any]  # overrides of the scene's experiment (build_runs converts them)
+    params: dict[str, Any]  # typed values of the scene's experiment (cli.params.resolve_scenes; lists after JSON)
     attrs: dict[str, Any]  # converted class-attribute overrides of the scene
     traces: dict[str, str]  # run name -> config digest of every trace the scene reads
     source: str  # source_digest of the scene class
@@ -226,8 +226,8 @@ class RenderJob:
         return {"key_version": KEY_VERSION, "manim": importlib.metadata.version("manim"), **inputs}
 
     def key(self) -> str:
-        """SHA-256 over :meth:`key_inputs` except ``params``: the raw overrides are spelled many ways
-        (``"3"``, ``3``) while the trace digests already say what they changed."""
+        """SHA-256 over :meth:`key_inputs` except ``params``: the trace digests already say what they changed
+        (and ``--set depth=3`` or ``depth = 3`` in a file, from another source, make the same clip)."""
         inputs = {k: v for k, v in self.key_inputs().items() if k != "params"}
         payload = json.dumps(inputs, sort_keys=True, default=list)
         return hashlib.sha256(payload.encode()).hexdigest()

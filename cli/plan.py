@@ -288,8 +288,7 @@ def plan_render(scenes: list[type], layers: list[Layer] | ParameterInputs, optio
     import scenes as scene_package
     from cli.jobs import check_jobs, default_jobs
     from cli.media import RenderJob, check_cache_dir, check_output_dir, check_voice, source_digest, up_to_date
-    from cli.params import (check_common_keys, check_render_options, experiment_overrides, job_sources, scene_overrides,
-                            scene_runs)
+    from cli.params import check_common_keys, check_render_options, resolve_scenes
     from simulation.cache import is_cached
     from simulation.experiments import get_experiment
     from simulation.runs import check_memory
@@ -318,25 +317,22 @@ def plan_render(scenes: list[type], layers: list[Layer] | ParameterInputs, optio
     check_cache_dir()
     # 3. One job per scene; its key says whether the files on disk are still current.
     jobs, runs_of = [], {}
+    resolved_all = resolve_scenes(layers, scenes)  # typed values, runs, knobs and sources (cli/params.py)
     for scene in scenes:
-        experiment = getattr(scene, "experiment", None)
-        overrides = experiment_overrides(layers, experiment, active[experiment]) if experiment else {}
-        try:  # the runs trained here and counted by --check are the runs the scene reads
-            params, runs = scene_runs(experiment, getattr(scene, "experiment_defaults", {}), overrides)
-        except ConfigError as exc:
-            raise ConfigError(f"{scene.__name__} (experiment {experiment}): {exc}") from None
+        resolved = resolved_all[scene.__name__]
+        runs = resolved.runs
         why = undrawable(scene, runs)
         if why is not None:
             raise ConfigError(f"{scene.__name__} cannot draw this trace: {why}")
-        job = RenderJob(scene=scene.__name__, module=scene.__module__, params=params,
-                        attrs=scene_overrides(layers, scene), traces=run_digests(runs),
+        job = RenderJob(scene=scene.__name__, module=scene.__module__, params=resolved.params,
+                        attrs=resolved.attrs, traces=run_digests(runs),
                         source=source_digest(scene), quality=options["quality"], lang=options["lang"],
                         theme=options["theme"], format=options["format"], voice=options["voice"],
                         transparent=options["transparent"], output=str(output), verbose=verbose,
                         texts=scene_texts(scene, options["lang"], words),
                         text_overrides={k: v for k, v in words.items()
                                         if k.rpartition(".")[0] in i18n.owner_chain(scene)},
-                        sources=job_sources(layers, scene, active[experiment] if experiment else ()))
+                        sources=resolved.sources)
         jobs.append(job)
         runs_of[job.scene] = list(runs.values())
     unchanged, todo = [], []

@@ -76,6 +76,19 @@ class WatchCallback(Callback):
             return
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         inner = getattr(optimizer, "optimizer", optimizer)  # Lightning's LightningOptimizer wraps the torch one
+        if self.rec.names is None:  # the watched module's forward never ran: training_step calls a submodule
+            from residual_lecture import WatchError
+
+            target = self._target(pl_module)
+            children = [name for name, child in target.named_children()
+                        if any(p.requires_grad for p in child.parameters())]
+            error = WatchError(f"WatchCallback: {type(target).__name__}'s forward did not run in training_step, so no "
+                               "residual block was found; if training_step calls a submodule (self.net(x)), name it: "
+                               f"WatchCallback(path, module={children[0] if children else 'net'!r})"
+                               + (f" (its submodules: {', '.join(children)})" if children else ""))
+            self.rec.__exit__(WatchError, error, None)  # closed as a with block would: this error says what went wrong
+            self.rec = None
+            raise error
         self.rec.step(inner, scaler=scaler, loss=self._loss)
         self._loss = None
 

@@ -15,7 +15,7 @@ was the same (:func:`simulation.summary.ratio_course`; seeds 0-4 unless ``--set 
 from __future__ import annotations
 
 import numpy as np
-from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, linear
+from manim import DL, DOWN, LEFT, UP, UR, Create, FadeIn, VGroup, VMobject, config, linear
 
 from scenes.kit.base import LectureScene
 from scenes.kit.layout import EDGE_BUFF
@@ -68,12 +68,26 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         self.narrate("n_intro", 3.5)
         self.play(FadeIn(title), run_time=1.2)
 
-        # 2. The ratio of every block, drawn as it trains.
+        # 2. The ratio of every block, drawn as it trains. Laid out before anything is drawn: the verdict of step 4
+        # (measured now) sits at the bottom, the charts above it (raised, and shorter, where it needs the room).
+        loss = np.asarray(shown["loss"], np.float64)
+        verdict_args = (course, steps, loss, depth, n_agree, n_total, total)
+        with self.unrecorded():  # recorded in step 4's beat, where it is shown
+            verdict_height = self._verdict_lines(*verdict_args).height
+        verdict_top = -config.frame_y_radius + 0.55 + verdict_height
         last = float(steps[-1]) or 1.0
         top = float(np.ceil(np.nanmax(ratios) * 4 + 1e-9) / 4) or 0.25
-        chart = LinearAxes((0, last), (0, top), width=5.2, height=2.7).move_to([-3.3, 0.45, 0])
-        heading = self.text("ratio_panel", size=SIZE_LABEL).next_to(chart, UP, buff=0.2)
-        x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+        height, chart_y = self._chart_height, self._chart_y
+        for _ in range(3):  # as planned; again, raised and (where that is not enough) shorter, if the verdict needs it
+            chart = LinearAxes((0, last), (0, top), width=5.2, height=height).move_to([-3.3, chart_y, 0])
+            heading = self.text("ratio_panel", size=SIZE_LABEL).next_to(chart, UP, buff=0.2)
+            x_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"]).next_to(chart, DOWN, buff=0.08)
+            short = verdict_top + self._gap - x_label.get_bottom()[1]  # how far the verdict reaches up past the label
+            if short <= 1e-9:
+                break
+            lift = min(short, max(0.0, title.get_bottom()[1] - self._gap - heading.get_top()[1]))
+            shorter = min(short - lift, height - self._chart_height / 2)  # never below half the planned height
+            height, chart_y = height - shorter, chart_y + lift + shorter / 2  # the chart's top: up by lift
         shades = [PALETTE["branch"].interpolate(PALETTE["residual"], l / max(depth - 1, 1)) for l in range(depth)]
         lines = [chart.polyline(steps, ratios[:, l], color=shade, stroke_width=2) for l, shade in enumerate(shades)]
         mean_line = chart.polyline(steps, mean, color=PALETTE["identity"], stroke_width=5)
@@ -88,7 +102,6 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         self.play(FadeIn(legend), run_time=0.6)
 
         # 3. The loss of the same run, on a log scale.
-        loss = np.asarray(shown["loss"], np.float64)
         for i, step in enumerate(steps):
             self.number(f"step.{int(step)}.loss", loss[i])
         finite = loss[np.isfinite(loss) & (loss > 0)]
@@ -96,7 +109,7 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
                      if finite.size else (-1, 1))  # no loss at all: an empty chart with a labelled gap
         if exp_range[0] == exp_range[1]:
             exp_range = (exp_range[0] - 1, exp_range[1])
-        loss_chart = LogAxes((0, last, last), exp_range, width=4.6, height=2.7).move_to([3.9, 0.45, 0])
+        loss_chart = LogAxes((0, last, last), exp_range, width=4.6, height=height).move_to([3.9, chart_y, 0])
         loss_heading = self.text("loss_panel", size=SIZE_LABEL).next_to(loss_chart, UP, buff=0.2)
         loss_x = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"])
         for tick in (0.0, last):  # LogAxes labels only its y axis
@@ -114,8 +127,21 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
         self.play(Create(loss_line, rate_func=linear), run_time=2.5)
 
         # 4. The verdict, computed from the run and checked on every seed.
+        lines = self._verdict_lines(*verdict_args)
+        lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)  # never shrunk: the legibility floor
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
+        self.cite("He et al. 2015, §3.1, Fig. 7")
+        self.wait(5)
+
+    _chart_y = 0.45  # centre y of both charts (raised where the verdict needs the room: step 2)
+    _chart_height = 2.7  # their height (shorter where raising them is not enough)
+    _gap = 0.15  # the least space between the verdict and the words above it
+
+    def _verdict_lines(self, course: dict, steps, loss, depth: int, n_agree: str, n_total: str, total: int) -> VGroup:
+        """The verdict's lines (not placed), their numbers recorded (unless :meth:`unrecorded`)."""
         settle = int(course["settle_index"])
-        lines = VGroup(
+        return VGroup(
             self.wrapped("start", size=SIZE_SMALL, start=self.number("course.start", course["start"]), depth=depth,
                       low=self.number("course.low", course["low"]),
                       low_step=self.number("course.low_step", steps[course["low_index"]], 6),
@@ -130,11 +156,6 @@ class DoesItOnlyCopy(SeedSpread, LectureScene):
             *([self.text("seeds", size=SIZE_SMALL, color=PALETTE["muted"], n=n_agree, total=n_total)]
               if self.seed_line_shown(total) else []),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
-        lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)  # never shrunk: the legibility floor
-        self.narrate("n_verdict", 3)
-        self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
-        self.cite("He et al. 2015, §3.1, Fig. 7")
-        self.wait(5)
 
     def seed_line_shown(self, total: int) -> bool:
         """Whether the verdict ends with "Same course on k of N seeds" (the lecture's claim: always)."""

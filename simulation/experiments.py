@@ -33,7 +33,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "get_experiment", "build_runs", "split_p
            "depth_run", "vanishing_run", "gain_run", "sweep_run", "CONV_DEFAULTS",
            "DepthSweepParams", "FULL_SWEEP", "ShortcutScaleParams", "scale_run", "gate_run",
            "NO_MODEL", "SAN", "SAN_MLP", "SAN_SKIP", "SAN_MLP_SKIP", "NormFreeParams", "init_run", "LandscapeParams", "GPT"]
-__all__ += ["scene_runs"]
+__all__ += ["scene_runs", "scenes_runs"]
 
 # -- run names: the keys of build_runs' result, and of a scene's self.traces ----------------------
 
@@ -275,6 +275,19 @@ def scene_runs(experiment: str | None, defaults: dict[str, Any], overrides: dict
         return {}, {}
     params = {**defaults, **overrides}
     return params, build_runs(experiment, dict(params))
+
+
+def scenes_runs(requests: dict[str, tuple[str | None, dict[str, Any], dict[str, Any]]]
+                ) -> dict[str, tuple[dict[str, Any], dict[RunKey, Any]]]:
+    """:func:`scene_runs` of many scenes at once: ``{scene: (experiment, defaults, values)}`` -> ``{scene: (params,
+    {RunKey: config})}``, in order. Raises ConfigError naming the scene and its experiment for a bad value."""
+    out = {}
+    for scene, (experiment, defaults, values) in requests.items():
+        try:
+            out[scene] = scene_runs(experiment, defaults, values)
+        except ConfigError as exc:
+            raise ConfigError(f"{scene} (experiment {experiment}): {exc}") from None
+    return out
 
 
 def _build_runs(name: str, overrides: dict[str, Any]) -> dict[RunKey, Any]:

@@ -26,6 +26,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 __all__ = ["source_hash", "run_sources", "package_imports", "trainer_root", "NOT_RUN_SHAPING", "code_fingerprint"]
@@ -60,12 +64,13 @@ def run_sources(package: Path = PACKAGE, root: str | None = None) -> list[Path]:
     if not package.joinpath(*root.split(".")).with_suffix(".py").is_file():
         raise ValueError(f"no module {root!r} in {package}")
     seen, todo = set(), [root]
+    modules = set(hashed)
     while todo:
         name = todo.pop()
         if name in seen or name not in hashed:
             continue
         seen.add(name)
-        todo.extend(package_imports(hashed[name].read_text(encoding="utf-8"), package.name, name, set(hashed)))
+        todo.extend(_imports_of(hashed[name], package, name, modules))
     return sorted(hashed[name] for name in seen)
 
 
@@ -123,10 +128,89 @@ def code_fingerprint(text: str) -> str:
 
 @functools.cache
 def source_hash(package: Path = PACKAGE, root: str | None = None) -> str:
-    """16 hex chars of SHA-256 over the name and :func:`code_fingerprint` of every :func:`run_sources` file (of
-    ``root``'s imports when given)."""
+    """16 hex chars of SHA-256 over the name and the SHA-256 of :func:`code_fingerprint` of every
+    :func:`run_sources` file (of ``root``'s imports when given).
+
+    Each file's fingerprint and imports are kept in a small memo keyed by the file's bytes (:func:`_memo_path`,
+    beside Python's own bytecode), so a process that rendered one scene does not parse the package again: a memo
+    entry is only ever read for the same bytes it was made from, a memo that cannot be read or written is ignored."""
     h = hashlib.sha256()
     for path in run_sources(package, root):
         name = path.relative_to(package).as_posix()
-        h.update(name.encode() + b"\0" + code_fingerprint(path.read_text(encoding="utf-8")).encode() + b"\0")
+        h.update(name.encode() + b"\0" + _fingerprint_of(path, package).encode() + b"\0")
+    _save_memo(package)
     return h.hexdigest()[:16]
+
+
+MEMO_ENTRIES = 2000  # the memo keeps at most this many entries of each table (the newest)
+
+
+def _memo_path(package: Path) -> Path:
+    """``<package>/__pycache__/provenance.<cache tag>.json``: beside the bytecode, per Python (``ast.dump``'s
+    text differs between versions)."""
+    return package / "__pycache__" / f"provenance.{sys.implementation.cache_tag}.json"
+
+
+@functools.cache
+def _memo(package: Path) -> dict[str, dict]:
+    """The memo of ``package`` as read once per process: ``{"fingerprints": {bytes sha: fingerprint sha},
+    "imports": {key: [module, ...]}}``; empty when missing or unreadable."""
+    memo: dict[str, dict] = {"fingerprints": {}, "imports": {}}
+    try:
+        data = json.loads(_memo_path(package).read_text(encoding="utf-8"))
+        for table in memo:
+            if isinstance(data.get(table), dict):
+                memo[table] = {k: v for k, v in data[table].items()
+                               if isinstance(k, str) and (isinstance(v, str) if table == "fingerprints"
+                                                           else isinstance(v, list) and all(isinstance(m, str) for m in v))}
+    except (OSError, ValueError, AttributeError):
+        pass
+    return memo
+
+
+_DIRTY: set[Path] = set()  # the packages whose memo this process added to
+
+
+def _fingerprint_of(path: Path, package: Path) -> str:
+    """SHA-256 (hex) of :func:`code_fingerprint` of ``path``'s code, from the memo when its bytes were seen."""
+    data = path.read_bytes()
+    key = hashlib.sha256(data).hexdigest()
+    table = _memo(package)["fingerprints"]
+    if key not in table:
+        table[key] = hashlib.sha256(code_fingerprint(data.decode("utf-8")).encode()).hexdigest()
+        _DIRTY.add(package)
+    return table[key]
+
+
+def _imports_of(path: Path, package: Path, module: str, modules: set[str]) -> set[str]:
+    """:func:`package_imports` of the file ``path`` (the module ``module``), from the memo when seen."""
+    data = path.read_bytes()
+    key = hashlib.sha256(b"\0".join([data, module.encode(), *sorted(m.encode() for m in modules)])).hexdigest()
+    table = _memo(package)["imports"]
+    if key not in table:
+        table[key] = sorted(package_imports(data.decode("utf-8"), package.name, module, modules))
+        _DIRTY.add(package)
+    return set(table[key])
+
+
+def _save_memo(package: Path) -> None:
+    """Write the memo back (atomically: a temporary file, then ``os.replace``) when this process added to it;
+    nothing when the folder cannot be written (an install in a read-only place)."""
+    if package not in _DIRTY:
+        return
+    _DIRTY.discard(package)
+    memo = _memo(package)
+    out = {table: dict(list(entries.items())[-MEMO_ENTRIES:]) for table, entries in memo.items()}
+    target = _memo_path(package)
+    try:
+        target.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".provenance-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(out, f)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass

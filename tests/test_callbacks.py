@@ -12,12 +12,14 @@ apart.
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from simulation.core.watch import WatchError
 from simulation.trace import Trace
 
 ACCUMULATION, STEPS, EVERY, LR = 2, 6, 2, 0.1
@@ -157,6 +159,23 @@ def test_lightning_callback_records_what_autograd_computes(tmp_path):
     assert trace["loss"][0] == pytest.approx(np.mean(losses), rel=1e-5)  # the step's mean over its micro-batches
     assert callback.names == trace.meta.layers and callback.rec is None  # closed at the end of fit
     assert_twin_differs(trace, initial, micro, prefix="net.")
+
+    # A training_step that calls self.net(x) rather than self(x) (as a new user's did): the LightningModule's own
+    # forward never runs, no block is found, and a fit used to end with nothing written and nothing said. Now the
+    # first optimiser step stops it with the keyword to give (the fit above, through self(x), is the twin).
+    class Direct(Module):
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+    with warnings.catch_warnings(record=True) as said, \
+            pytest.raises(WatchError, match=r"training_step.*WatchCallback\(path, module='net'\) \(its submodules: net\)$"):
+        warnings.simplefilter("always")
+        pl.Trainer(max_steps=1, callbacks=[WatchCallback(tmp_path / "direct.npz", every=EVERY)], accelerator="cpu",
+                   logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                   num_sanity_val_steps=0).fit(Direct(), loader)
+    assert not (tmp_path / "direct.npz").exists()
+    assert not [w for w in said if "recorded nothing" in str(w.message)]  # the error alone says what went wrong
 
 
 def _train_with_hf(model, tmp_path, every: int, max_steps: int, **extra):

@@ -269,7 +269,7 @@ def untrained_problems(page, arch: str, depth: int) -> list[str]:
     """The flow view at a combination without an ``arch`` run: it must say so and draw none of its blocks."""
     problems = []
     status = page.inner_text("#status")
-    if "not trained in these runs" not in status or f"{arch}, {depth} block" not in status:
+    if "not trained in these runs" not in status or f"{arch}, {depth} blocks," not in status:  # "8 blocks", not "8 block"
         problems.append(f"status does not say {arch} at depth {depth} was not trained: {status!r}")
     drawn = page.locator(f"#chart rect.blk.{arch}").count()
     if drawn:
@@ -602,7 +602,8 @@ def layout_problems(browser, folders: dict[str, Path], options: dict) -> list[st
     for name, folder in folders.items():
         page.goto((folder / "index.html").as_uri())
         page.wait_for_selector("html[data-ready=true]")
-        fragments = [f"view={view}&lang={lang}" for view in VIEWS for lang in ("en", "zh")]
+        views = read_data(folder)["views_order"]  # the views this folder's runs feed (the others have no tab)
+        fragments = [f"view={view}&lang={lang}" for view in views for lang in ("en", "zh")]
         fragments += [f"view=flow&depth=8&act=sigmoid&arch={arch}&lang=en" for arch in ("plain", "residual")]
         for fragment in fragments:
             page.evaluate(f"location.hash = '{fragment}'")
@@ -814,6 +815,21 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
         result = CliRunner().invoke(cli, ["explore", *args, "-o", str(tmp_path / "explore")])
         assert result.exit_code == 1 and message in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "explore").exists()
+
+
+def test_a_watched_run_gets_tabs_only_for_the_views_it_feeds(tmp_path):
+    """A run from a user's own loop records no error and no LayerNorm pair: the explorer offered Degradation, Residual
+    responses and Post-LN vs Pre-LN tabs that opened on "No recorded run has what this view needs." (a new user's
+    --trace explorer). Only the views the data feeds are tabs now, in their order; the lecture's runs keep all six."""
+    watched = ("step", "out_grad_norm", "in_grad_norm", "act_norm", "input_norm", "branch_norm", "shortcut_norm",
+               "grad_norm", "loss", "loss_curve")  # what watch records that these views read (no error, no pair)
+    source = Trace.load(user_like_trace_files("gpt2_24")["residual"])
+    trace = Trace(source.meta, {k: v for k, v in source.arrays.items() if k in watched})
+    write_explorer({"model": {RunKey("residual", 0): trace}}, tmp_path / "explore")
+    data = read_data(tmp_path / "explore")
+    fed = [v for v in VIEWS if data["views"][v]["families"]]
+    assert data["views_order"] == fed and {"flow", "chain", "map"} <= set(fed)
+    assert not {"degradation", "layernorm"} & set(data["views_order"])
 
 
 def test_traces_without_any_drawn_array_are_refused(traces):

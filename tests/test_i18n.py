@@ -12,6 +12,7 @@ has a twin that feeds it a tampered input and sees it fail.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 from pathlib import Path
@@ -258,7 +259,101 @@ def test_a_text_that_does_not_fit_is_wrapped_moved_or_shrunk_and_reported():
     assert fit_text(inside, 14.22, 8.0) is None  # the twin: a text that fits is left alone
 
 
+def test_the_texts_after_an_animation_are_those_it_leaves_on_screen():
+    """What the fitter separates: a FadeOut's text leaves, a Transform's target stands for its text, a FadeIn's text
+    comes, an Indicate (back where it began) changes nothing."""
+    from manim import FadeIn, FadeOut, Indicate, ReplacementTransform, Transform
+
+    from scenes.kit.fit import texts_after
+    from scenes.kit.style import make_text
+
+    a, b, c, d, e = (make_text(w) for w in ("one a", "two b", "three c", "four d", "five e"))
+    assert texts_after([a, b], [FadeOut(a), Transform(b, c), FadeIn(d)]) == [c, d]
+    assert texts_after([a], [ReplacementTransform(a, e)]) == [e]
+    assert texts_after([a], [Indicate(a)]) == [a]
+    assert texts_after([a, b]) == [a, b]
+
+
+def _clashes(mobjects):
+    from scenes.kit.layout import layout_problems
+
+    return layout_problems(mobjects, 14.22, 8.0)
+
+
+def test_a_new_text_over_another_gives_way_and_says_by_how_much():
+    """A label that runs onto the one beside it (a longer translation): the new one shrinks away from it (never
+    below the floor), wraps or moves; the one on screen stays where it was. The layout check (no overlap, inside the
+    margin, not below the floor) passes after, and failed before."""
+    from manim import RIGHT, FadeIn
+
+    from scenes.kit.fit import fit_texts
+    from scenes.kit.style import make_text
+
+    shown = make_text("[ţĥé ļåƀéļ öñ šçŕééñ]", size=22).move_to([-3.0, 0.5, 0])
+    new = make_text("[å ñéŵ ļåƀéļ ŵîţĥ mûçĥ möŕé ţö šåý ţĥåñ ƀéföŕé]", size=22).next_to(shown, RIGHT, buff=-1.2)
+    assert any(p.startswith("overlap") for p in _clashes([shown, new]))
+    where = shown.get_center().copy()
+    notes = fit_texts([shown], 14.22, 8.0, [FadeIn(new)])
+    assert _clashes([shown, new]) == []
+    assert (shown.get_center() == where).all()
+    assert len(notes) == 1 and notes[0].startswith("'[å ñéŵ ļåƀéļ") and " by 0." in notes[0], notes
+
+
+def test_texts_stacked_at_the_bottom_are_restacked_inside_the_margin():
+    """Four captions at the house's smallest size (nothing to shrink) that wrapped onto two lines and now lie over
+    each other at the foot of the frame: stacked one under the other and lifted inside the margin."""
+    from scenes.kit.fit import make_room
+    from scenes.kit.style import SIZE_SMALL, make_text
+
+    wide = "ţĥé ţĥéöŕý ŵîţĥîñ ×3, ţĥé ĝŕåðîéñţ föļļöŵš ţĥé ţĥéöŕý"
+    words = [f"[šöļîð: méåšûŕéð, {wide}]", f"[ĝ1: (1 − ĝ)·x + ĝ·F(x), {wide}\nĝ2: (1 − ĝ)·x + F(x)]",
+             f"[Övéŕ 5 ƀļöçķš {wide}\nţĥé ţĥéöŕý ŵîţĥîñ ×3]", f"[Méåšûŕéð: ţŕåîñîñĝ éŕŕöŕ, {wide}\nîš ñöţ ļöŵéšţ]"]
+    texts = [make_text(w, size=SIZE_SMALL).move_to([0, -2.2 - 0.42 * i, 0]) for i, w in enumerate(words)]
+    axis = make_text("[ķ (ƀļöçķš ƀéļöŵ ţĥé ļåšţ), " + wide + "]", size=SIZE_SMALL).move_to([0, -1.5, 0])
+    texts.append(axis)  # the axis label above them: the stack may not climb onto it
+    notes = make_room(texts, texts[1:], 14.22, 8.0)
+    assert _clashes(texts) == [] and any("stacked" in n for n in notes), notes
+
+
+def test_the_fitter_never_shrinks_below_the_floor_and_the_check_reports_what_is_left():
+    """The twin: eight long captions at the floor in one place, with no room to stack them, cannot all fit: the
+    fitter leaves them at or above the floor, and the layout check reports the overlaps that remain."""
+    from scenes.kit.fit import fit_texts
+    from scenes.kit.style import SIZE_SMALL, make_text
+
+    wide = "ţĥé çåpţîöñ îš ļöñĝ åñð šåýš å ĝŕéåţ ðéåļ öf ţĥîñĝš"
+    texts = [make_text(f"[{i}: {wide}\n{wide}\n{wide}\n{wide}]", size=SIZE_SMALL) for i in range(8)]
+    fit_texts(texts, 14.22, 8.0)
+    left = _clashes(texts)
+    assert left and all(p.startswith("overlap") for p in left), left  # not one below the floor, past the frame
+
+
+@pytest.mark.slow
+def test_your_words_that_do_not_fit_are_reported_before_rendering(tmp_path):
+    """render --text with a moral far too long for its place: refused before anything is rendered, with the scene,
+    the problem and nothing written; a moral a little too long is wrapped in its place and said so, with the scene,
+    the words and by how much (cli.i18n.fit_check, what render runs first); one that fits: nothing to say."""
+    from cli.i18n import fit_check
+    from scenes.analogies import Analogies
+    from support import files_under, invoke
+
+    out = tmp_path / "out"
+    long = "Keep x as it is and let F fine-tune it, " * 12
+    result = invoke("render", "Analogies", "-q", "l", "--output", out, "--text", f"Analogies.moral={long}")
+    assert result.exit_code == 1 and "your own words do not fit" in result.output and "Analogies:" in result.output
+    assert "nothing rendered" in result.output and files_under(out) == []
+    fitted, problems = fit_check(Analogies, "en", {"Analogies.moral": "Keep x as it is and let F fine-tune it: " * 3})
+    assert problems == [] and len(fitted) == 1, fitted
+    assert fitted[0].startswith("'Keep x as it is") and "units" in fitted[0] and "wrapped onto two lines" in fitted[0]
+    assert fit_check(Analogies, "en", {"Analogies.moral": "Keep x, fine-tune F"}) == ([], [])
+
+
 # -- the whole lecture in Spanish and in the pseudo-locale (slow: every scene built without drawing) -----------------
+
+# The Spanish whole lecture (52 builds) runs with RESIDUAL_LAYOUT_MATRIX=1 only, as the Chinese light builds do
+# (tests/test_scenes_all.py): en-XA below proves the same layouts with longer words in every scene.
+FULL_MATRIX = os.environ.get("RESIDUAL_LAYOUT_MATRIX") == "1"
+
 
 def _lecture_build(scene, lang):
     from dry_run import built_scene
@@ -268,6 +363,8 @@ def _lecture_build(scene, lang):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not FULL_MATRIX, reason="RESIDUAL_LAYOUT_MATRIX=1 runs it: the pseudo-locale's whole-lecture check "
+                    "below covers the layouts (its every string 40 % longer), the catalog tests the Spanish words")
 @pytest.mark.parametrize("scene", scenes.SCENES_IN_ORDER, ids=lambda s: s.__name__)
 def test_the_lecture_fits_in_spanish(scene):
     """Every scene in Spanish: the layout check passes (no text past the frame, none over another), every narration
@@ -282,10 +379,10 @@ def test_the_lecture_fits_in_spanish(scene):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scene", scenes.SCENES_IN_ORDER, ids=lambda s: s.__name__)
-def test_the_pseudo_locale_keeps_every_text_inside_the_frame(scene):
-    """Every scene in en-XA (40 % longer, accented): the fitter (scenes.kit.fit) leaves no text past the frame,
-    and the numbers stay the English scene's. Texts that overlap a neighbour are reported by
-    `render.py i18n check --lang en-XA`, not asserted here (layouts drawn for the English words; issue 37)."""
+def test_the_lecture_fits_in_the_pseudo_locale(scene):
+    """Every scene in en-XA (every string 40 % longer, accented, bracketed): the full layout check passes after the
+    fitter (scenes.kit.fit: wrapped, shrunk no lower than the floor, moved or stacked): no text over another, none
+    in the 3 % margin or past the frame, none below the legibility floor; the numbers stay the English scene's."""
     built = _lecture_build(scene, "en-XA")
-    assert [p for p in built.layout_log if p.startswith("outside the frame")] == []
+    assert built.layout_log == []
     assert built.numbers["values"] == _lecture_build(scene, "en").numbers["values"]

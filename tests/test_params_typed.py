@@ -120,21 +120,31 @@ def parser_uses(source: str) -> list[str]:
     return sorted(found)
 
 
-def test_in_simulation_only_its_own_command_lines_parse_strings():
-    """simulation/ parses a string only where its own developer command lines read their argv
-    (``python -m simulation.kinds.mlp --set depth=20``: simulation.config.parse_value); simulation/values.py holds
-    the parser (moving it to cli/ would re-key every cached trace: config.py, which every trainer imports, imports
-    it), which cli/params.py calls for everything render.py is given."""
+def test_no_module_of_simulation_parses_a_string_by_its_type():
+    """The value parser lives in cli/params.py; no module of simulation/ imports or calls it (its developer command
+    lines, ``python -m simulation.kinds.mlp --set depth=20``, read a JSON literal: simulation.config.parse_value)."""
     from support import ROOT
 
     uses = {}
     for path in sorted((ROOT / "simulation").rglob("*.py")):
-        if path.name != "values.py" and (found := parser_uses(path.read_text(encoding="utf-8"))):
+        if found := parser_uses(path.read_text(encoding="utf-8")):
             uses[path.relative_to(ROOT).as_posix()] = found
-    assert uses == {"simulation/config.py": ["<module>", "parse_value"]}
+    assert uses == {} and not (ROOT / "simulation" / "values.py").exists()
 
 
 def test_the_parser_scan_can_fail():
     planted = "from .values import convert_value\n\ndef split_params(e, v):\n    return convert_value('depth', 1, v)\n"
     assert parser_uses(planted) == ["<module>", "split_params"]
     assert parser_uses("import simulation.values as values\nx = values.convert_value('a', 1, '2')\n") == ["<module>"]
+
+
+def test_a_scene_of_your_own_may_write_its_defaults_as_strings(tmp_path):
+    """``experiment_defaults = {"seeds": "0,1"}`` (as --set writes it) is parsed like --set, before simulation/."""
+    import scenes.chain_rule as chain_rule
+    from cli.params import Layer, resolve_scenes
+
+    own = type("OwnProduct", (chain_rule.ChainRuleProduct,), {"experiment_defaults": {"seeds": "0,1"}})
+    typed = type("TypedProduct", (chain_rule.ChainRuleProduct,), {"experiment_defaults": {"seeds": (0, 1)}})
+    resolved = resolve_scenes([Layer("--set", common={"steps": "20"})], [own, typed])
+    assert resolved["OwnProduct"].params == resolved["TypedProduct"].params == {"seeds": (0, 1), "steps": 20}
+    assert resolved["OwnProduct"].runs == resolved["TypedProduct"].runs and len(resolved["OwnProduct"].runs) == 4

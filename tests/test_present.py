@@ -407,6 +407,28 @@ def test_other_language_cues_land_in_their_beats_at_frame_times(tmp_path, fps):
     assert [line for line in vtt.splitlines() if line.startswith("第")] == [f"第{i}句" for i in range(len(beats))]
 
 
+def test_a_users_model_title_is_headed_with_the_models_name_as_on_screen(tmp_path):
+    """ModelDoesItOnlyCopy shows "Does Net only learn to copy?" (its numbers record "model": "Net"); the page's chapter
+    and heading and the deck's slide said "Does {model} only learn to copy?" (a new user's page). A built-in scene's
+    title, without the field, is left as it is."""
+    from cli.deck import Clip
+    from cli.media import scene_title
+    from narration.beats import BeatRecord
+    from scenes.user_model import ModelDegradation, ModelDoesItOnlyCopy
+
+    def clip(scene, numbers):
+        return Clip(scene.__name__, tmp_path / "S.mp4", BeatRecord(scene.__name__, "en", 1.0, []), numbers, {}, None,
+                    scene_title(scene))
+
+    assert clip(ModelDoesItOnlyCopy, {"model": "Net"}).heading("en") == "Does Net only learn to copy?"
+    assert clip(ModelDegradation, {"model": "resnet18"}).heading("en") == "resnet18 with and without its shortcuts"
+    zh = clip(ModelDoesItOnlyCopy, {"model": "Net"}).heading("zh")
+    assert "Net" in zh and "{model}" not in zh and "{" not in zh
+    from scenes.highway import IdentityHighway
+
+    assert clip(IdentityHighway, {}).heading("en") == IdentityHighway.string("title", "en")
+
+
 @pytest.mark.xdist_group("present")  # one worker builds the module fixture, not both
 def test_page_tables_and_trace_summary(rendered):
     html = (rendered / "page" / "lecture.html").read_text(encoding="utf-8")

@@ -148,3 +148,38 @@ def test_every_module_is_either_hashed_or_listed_as_not_run_shaping():
     hashed = {p.relative_to(PACKAGE).as_posix() for p in run_sources()}
     assert hashed == names - NOT_RUN_SHAPING and {"kinds/mlp.py", "core/record.py", "loop.py", "models.py"} <= hashed
     assert code_fingerprint("x = 1  # one\n") == code_fingerprint('"""doc"""\nx = 1\n') != code_fingerprint("x = 2\n")
+
+
+def test_the_memo_gives_a_cold_computations_digests_and_is_read_only_for_the_bytes_it_was_made_from(tmp_path):
+    """simulation.provenance keeps each file's fingerprint and imports in a memo keyed by its bytes, so the next
+    process (a scene's render worker) does not parse the package again: the digests it gives equal a cold
+    computation's, a process that finds the memo parses nothing, and an edited file is parsed again."""
+    root = _edited_copy(tmp_path, "README_probe.txt", lambda _: "not python\n")
+    memo = root / "simulation" / "__pycache__" / f"provenance.{sys.implementation.cache_tag}.json"
+    official = (RunConfig().digest(), TransformerConfig().digest())
+    assert not memo.exists() and _digests(root) == official and memo.is_file()
+    no_parsing = "import simulation.provenance as p; p.code_fingerprint = p.package_imports = None; " + PROBE
+    warm = subprocess.run([sys.executable, "-c", no_parsing], cwd=root, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert warm.returncode == 0, warm.stderr  # None is not callable: any parse would have failed
+    assert tuple(warm.stdout.split()) == official
+    mlp = root / "simulation" / "kinds" / "mlp.py"  # the same edit as above, now with the memo present
+    mlp.write_text(mlp.read_text().replace("SWEEP_POINTS = 256", "SWEEP_POINTS = 255", 1))
+    edited = _digests(root)
+    assert edited[0] != official[0] and edited[1] == official[1]
+    mlp.write_text(mlp.read_text().replace("SWEEP_POINTS = 255", "SWEEP_POINTS = 256", 1))
+    assert _digests(root) == official  # both versions are in the memo now, each under its own bytes
+
+
+@pytest.mark.parametrize("spoil", ["garbage", "wrong types", "no folder"])
+def test_a_memo_that_cannot_be_read_or_written_is_ignored(tmp_path, spoil):
+    root = _edited_copy(tmp_path, "README_probe.txt", lambda _: "not python\n")
+    cache = root / "simulation" / "__pycache__"
+    if spoil == "no folder":
+        cache.write_text("a file where the folder would be\n")  # mkdir fails: nothing is written, nothing breaks
+    else:
+        cache.mkdir()
+        memo = cache / f"provenance.{sys.implementation.cache_tag}.json"
+        memo.write_text("{not json" if spoil == "garbage" else
+                        '{"fingerprints": {"x": 1}, "imports": ["a"], "other": null}')
+    assert _digests(root) == (RunConfig().digest(), TransformerConfig().digest())

@@ -187,12 +187,12 @@ _BOX_PROBES = {}
 @given(dx=st.floats(-9, 9), dy=st.floats(-6, 6), angle=st.floats(-3.2, 3.2), scale=st.floats(0.05, 4),
        which=st.sampled_from(["text", "group", "empty", "point"]))
 def test_layout_box_is_the_four_edges_manim_reports(dx, dy, angle, scale, which):
-    """layout._box (one pass over the boundary points) gives exactly Manim's get_left/right/bottom/top."""
+    """layout.bounding_box (one pass over the boundary points) gives exactly Manim's get_left/right/bottom/top."""
     if not _BOX_PROBES:
         _BOX_PROBES.update(text=Text("alpha ‖x‖"), group=VGroup(Text("omega"), Dot().shift(2 * DOWN)), empty=VGroup(),
                            point=VGroup(Text("x"), VMobject().set_points(np.array([[3.0, -2.0, 0.0]]))))
     mob = _BOX_PROBES[which].copy().scale(scale).rotate(angle).shift([dx, dy, 0])
-    assert layout._box(mob) == (mob.get_left()[0], mob.get_right()[0], mob.get_bottom()[1], mob.get_top()[1])
+    assert layout.bounding_box(mob) == (mob.get_left()[0], mob.get_right()[0], mob.get_bottom()[1], mob.get_top()[1])
     # the same points as Manim's get_points_defining_boundary, each as often, in another order
     ours, manims = layout._points_defining_boundary(mob), mob.get_points_defining_boundary().reshape(-1, 3)
     assert sorted(map(tuple, ours)) == sorted(map(tuple, manims))

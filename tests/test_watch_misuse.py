@@ -64,6 +64,25 @@ def test_rec_step_after_zero_grad_is_told_once(tmp_path):
     assert sum("found no gradient" in str(w.message) for w in said) == 1
 
 
+def test_a_loop_that_calls_another_module_than_the_watched_one_is_told_at_the_first_step(tmp_path):
+    """watch(outer) while the loop calls outer.body(x): outer's forward never runs, so no block is found. That was
+    silent (no record, no file, no warning); now the first rec.step says so, once (the documented loop above, which
+    calls the watched module, warns nothing)."""
+    outer = nn.Module()
+    outer.body = _net()
+    opt = torch.optim.SGD(outer.parameters(), lr=0.1)
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    with pytest.warns(UserWarning, match=r"forward has not run in training since watch began") as said:
+        with watch(outer, tmp_path / "run.npz", every=1) as rec:
+            for _ in range(3):
+                nn.functional.cross_entropy(outer.body(x), y).backward()
+                rec.step(opt)
+                opt.step()
+                opt.zero_grad()
+    assert sum("forward has not run" in str(w.message) for w in said) == 1
+    assert not (tmp_path / "run.npz").exists()
+
+
 def test_a_model_without_residual_additions_is_told_watchs_own_keyword(tmp_path):
     model = nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 2))
     with pytest.raises(WatchError) as caught:

@@ -45,7 +45,7 @@ from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
 from scenes.kit.fit import fit_texts
-from scenes.kit.layout import EDGE_BUFF, adopt_text_sizes, layout_problems, line_width
+from scenes.kit.layout import EDGE_BUFF, adopt_text_sizes, layout_problems, line_width, text_mobjects
 from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, make_wrapped_text, set_language
 from scenes.kit.theme import set_theme
 
@@ -250,11 +250,11 @@ class LectureScene(Scene):
         self._check_layout()
 
     def _fit(self, animations: tuple) -> None:
-        """Texts about to be shown (those on screen and those the animations bring) brought inside the frame;
-        notes in ``self.fitted`` and the numbers JSON (``"fitted"``)."""
-        coming = [getattr(animation, name) for animation in animations for name in ("mobject", "target_mobject")
-                  if isinstance(getattr(animation, name, None), Mobject)]
-        notes = [n for n in fit_texts(self.mobjects, config.frame_width, config.frame_height, coming)
+        """Texts that will be on screen once ``animations`` have run brought inside the frame and apart
+        (scenes.kit.fit.fit_texts; those not drawn yet give way first); notes in ``self.fitted`` and the numbers
+        JSON (``"fitted"``)."""
+        drawn = self.__dict__.get("_drawn_texts")
+        notes = [n for n in fit_texts(self.mobjects, config.frame_width, config.frame_height, animations, drawn)
                  if n not in self.fitted]
         if notes:
             self.fitted += notes
@@ -262,6 +262,8 @@ class LectureScene(Scene):
 
     def _check_layout(self) -> None:
         self._note_gaps()
+        if self.fit_words:  # the texts drawn now: the next fit moves those first that are not (scenes.kit.fit)
+            self._drawn_texts = text_mobjects(self.mobjects)
         if self.check_layout:
             found = layout_problems(self.mobjects, config.frame_width, config.frame_height)
             self.layout_log += [p for p in found if p not in self.layout_log]

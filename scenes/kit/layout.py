@@ -31,7 +31,7 @@ from manim.constants import SCALE_FACTOR_PER_FONT_POINT
 from manim.mobject.text.text_mobject import TEXT_MOB_SCALE_FACTOR
 
 __all__ = ["text_mobjects", "layout_problems", "cap_height", "legibility_problems", "CAP_FLOOR", "MARGIN",
-           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin"]
+           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin", "bounding_box"]
 
 TEXT_TYPES = (Text, MarkupText, SingleStringMathTex, MathTex, Tex)
 CAP_FLOOR = 1 / 45  # the smallest cap height, as a fraction of the frame's height (read from the back of a hall)
@@ -74,7 +74,7 @@ def inside_margin(mob: Mobject) -> Mobject:
 
     half_w = config.frame_width / 2 - MARGIN * config.frame_width
     half_h = config.frame_height / 2 - MARGIN * config.frame_height
-    l, r, b, t = _box(mob)
+    l, r, b, t = bounding_box(mob)
     dx = (-half_w - l) if l < -half_w else (half_w - r) if r > half_w else 0.0
     dy = (-half_h - b) if b < -half_h else (half_h - t) if t > half_h else 0.0
     if dx or dy:
@@ -143,8 +143,8 @@ def _visible(mob: Mobject) -> bool:
     return max(opacities) > 0.05
 
 
-def _box(mob: Mobject) -> tuple[float, float, float, float]:
-    """(left, right, bottom, top): the values of ``get_left()[0]``, ``get_right()[0]``, ``get_bottom()[1]``
+def bounding_box(mob: Mobject) -> tuple[float, float, float, float]:
+    """(left, right, bottom, top) in scene units: the values of ``get_left()[0]``, ``get_right()[0]``, ``get_bottom()[1]``
     and ``get_top()[1]``, from one pass over the boundary points instead of four (Manim's
     ``get_critical_point`` takes the min or max of the same points; none: all 0)."""
     points = _points_defining_boundary(mob)
@@ -185,7 +185,7 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
     texts = text_mobjects(mobjects)
     problems = []
     half_w, half_h = frame_width / 2, frame_height / 2
-    boxes = [_box(m) for m in texts]
+    boxes = [bounding_box(m) for m in texts]
     if floor is not None or margin is not None:
         problems += _legibility(texts, boxes, frame_width, frame_height, floor, margin)
     for mob, (l, r, b, t) in zip(texts, boxes):
@@ -207,7 +207,7 @@ def legibility_problems(mobjects: Iterable[Mobject], frame_width: float, frame_h
     per text that reaches into the margin (``margin`` x ``frame_width`` from the left or right edge, ``margin`` x
     ``frame_height`` from the top or bottom) without leaving the frame (:func:`layout_problems` says that)."""
     texts = text_mobjects(mobjects)
-    return _legibility(texts, [_box(m) for m in texts], frame_width, frame_height, floor, margin)
+    return _legibility(texts, [bounding_box(m) for m in texts], frame_width, frame_height, floor, margin)
 
 
 def _legibility(texts: list[Mobject], boxes: list[tuple], frame_width: float, frame_height: float,

@@ -139,7 +139,7 @@ def make_wrapped_text(content: str, width: float, size: float = SIZE_BODY, color
     """``content`` as lines of :func:`make_text` at ``size`` (never scaled down), each at most ``width`` scene units
     wide: broken at spaces, or between two Chinese characters (not before closing punctuation); a VGroup of the
     lines, aligned left, ``line_buff`` apart. A single word wider than ``width`` stays whole (the layout check
-    reports it). Each line costs one Pango text; a line that fits, none more."""
+    reports it). Each line costs one Pango text; a line that fits, none more. The group's ``paragraph`` is True."""
     from manim import DOWN, LEFT, VGroup
 
     tokens = _TOKENS.findall(content.strip())
@@ -172,7 +172,9 @@ def make_wrapped_text(content: str, width: float, size: float = SIZE_BODY, color
         tokens = tokens[k:]
         while tokens and tokens[0].isspace():
             tokens.pop(0)
-    return VGroup(*lines).arrange(DOWN, aligned_edge=LEFT, buff=line_buff)
+    paragraph = VGroup(*lines).arrange(DOWN, aligned_edge=LEFT, buff=line_buff)
+    paragraph.paragraph = True  # scenes.kit.fit shrinks or moves it whole, never one line of it
+    return paragraph
 
 
 def format_number(value: float, digits: int = 2) -> str:

@@ -324,6 +324,7 @@ class Watch:
         self.step_index = 0
         self.closed = False
         self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
+        self._warned_no_forward = False  # warned once that rec.step came with no training forward of the module
         self._warned_twice = False  # warned once that a second backward went through a recorded forward
         self.armed = False
         self._handles: list[Any] = []  # our hooks on the model while armed
@@ -661,6 +662,12 @@ class Watch:
         if self._pending is not None:  # the last record's optimiser step did not run (or ran unseen): w_(k+1) is now
             self._finish()
         k = self.step_index
+        if self.found.adds is None and not self._warned_no_forward:  # (a host-side check: no device sync)
+            self._warned_no_forward = True
+            warnings.warn(f"rec.step() at step {k}: {type(self.module).__name__}'s forward has not run in training "
+                          "since watch began, so no block is known and nothing is recorded: watch the module your "
+                          "loop calls (Lightning: WatchCallback(path, module=\"net\") when training_step calls "
+                          "self.net(x)); docs/how-to/watch.md", stacklevel=2)
         self._curve_point(k - self._curve_start, optimizer, scaler, loss)
         if self.armed and k % self.every == 0 and self.found.adds is not None:
             self._disarm()

@@ -257,7 +257,7 @@
   function untrainedStatus(fam, g, out) {
     for (const arch of ARCHS) {
       if (shown(arch) && !(arch in g.runs)) {
-        out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`,
+        out.status.push(ui('not_trained', {what: `${archName(arch)}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}`,
                                            trained: trainedList(fam, arch)}));
       }
     }
@@ -303,7 +303,7 @@
     for (const arch of ARCHS.filter((a) => shown(a) && a in g.runs)) {  // finite, but it did not train
       const run = fam.runs[g.runs[arch]];
       if (run.blew_up) {
-        const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+        const what = `${archName(arch)}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}`;
         out.status.push(ui('blew_up', {what, start: fmt(run.blew_up[0]), end: fmt(run.blew_up[1])}));
       }
     }
@@ -324,7 +324,7 @@
     const head = [S().common.block];
     for (const arch of ARCHS) {
       if (!shown(arch)) continue;
-      const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+      const what = `${archName(arch)}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}`;
       head.push(`${archName(arch)} ${ui('grad_out')}`);
       const rowTop = bottom ? bottom + 1.5 * gap : 4;
       if (!(arch in g.runs)) {
@@ -409,7 +409,7 @@
     const series = {};
     for (const arch of ARCHS) {
       if (!shown(arch)) continue;
-      const what = `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`;
+      const what = `${archName(arch)}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}`;
       if (!(arch in g.runs)) { out.status.push(ui('not_trained', {what, trained: trainedList(fam, arch)})); continue; }
       const run = fam.runs[g.runs[arch]];
       const k = run.steps.indexOf(state.step);
@@ -612,11 +612,11 @@
 
   function drawResponses(fam, out) {
     const {runs, first, seed0} = pairRuns(fam);
-    if (!runs.length) { out.status.push(ui('not_trained', {what: `${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, null)})); return; }
+    if (!runs.length) { out.status.push(ui('not_trained', {what: `${ui('depth_blocks', {n: state.depth})}, ${state.act}`, trained: trainedList(fam, null)})); return; }
     const archs = ARCHS.filter((a) => shown(a));
     const series = [];
     for (const arch of archs) {
-      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${state.depth} ${S().common.block}, ${state.act}`, trained: trainedList(fam, arch)})); continue; }
+      if (!(arch in first)) { out.status.push(ui('not_trained', {what: `${archName(arch)}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}`, trained: trainedList(fam, arch)})); continue; }
       if (first[arch].steps.indexOf(state.step) < 0) { out.status.push(ui('not_recorded', {what: archName(arch), step: state.step})); continue; }
       series.push({key: arch, cls: arch});
     }
@@ -818,7 +818,7 @@
     return uniq(fam.runs.filter((r) => !arch || r.arch === arch).map((r) => `${r.depth} ${r.activation}`)).join(', ') || '—';
   }
   function notTrained(fam, archs) {
-    const what = `${archs.map(archName).join(' / ') || '—'}, ${state.depth} ${S().common.block}, ${state.act}, ${ui('seed')} ${state.seed}`;
+    const what = `${archs.map(archName).join(' / ') || '—'}, ${ui('depth_blocks', {n: state.depth})}, ${state.act}, ${ui('seed')} ${state.seed}`;
     return ui('not_trained', {what, trained: trainedList(fam, null)});
   }
 
