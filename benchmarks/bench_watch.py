@@ -12,7 +12,8 @@ process (``time.process_time``; torch uses one thread):
 
 - ``bare``: ``loss.backward(); opt.step(); opt.zero_grad()``, nothing recorded.
 - ``watch``: the same loop inside ``watch(model, path, every=N)`` with ``rec.step(opt, loss=loss)`` each step;
-  ``watch-no-update``: the same with ``update_ratio=False`` (no copy of the weights before a recorded step).
+  ``watch-no-update``: the same with ``update_ratio=False`` (no copy of the weights at a recorded step, no
+  comparison after its optimiser step).
 - ``wandb``: ``wandb.watch(model, log="gradients", log_freq=N)`` in offline mode (``WANDB_MODE=offline``) and
   ``wandb.log({"loss": ...})`` every N steps (what commits the histograms).
 - ``tensorboard``: every N steps one ``SummaryWriter.add_histogram`` per residual block (all of its parameters'

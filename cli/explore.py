@@ -34,6 +34,7 @@ import numpy as np
 from narration import i18n
 from cli.deck import staged_dir
 from cli.media import RenderError
+from cli.public import public
 from simulation.runkeys import RunKey, key_texts
 
 __all__ = ["DEFAULT_EXPERIMENTS", "VIEWS", "ui_strings", "VIEW_SCENES", "CAPTIONS", "lecture_params",
@@ -189,7 +190,8 @@ def _run_record(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any
     config = trace.run_config
     return {"name": text, "experiment": experiment, "digest": trace.meta.digest, "seed": _seed(trace),
             "arch": _arch(key, config), "activation": str(getattr(config, "activation", "—")),
-            "config": dict(sorted(trace.meta.config.items()))}  # the config as the trace file holds it (JSON)
+            # the config as the trace file holds it (JSON), its file paths cut to the file's name (cli.public)
+            "config": public(dict(sorted(trace.meta.config.items())))}
 
 
 def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float) -> dict[str, Any] | None:

@@ -297,10 +297,13 @@ def _stamp(path: Path) -> list[int]:
 def _write_record(primary: Path, key: str, inputs: dict[str, Any], files: list[Path],
                   sources: dict[str, dict[str, str]] | None = None) -> Path:
     """``<file>.render.json``: the key, the inputs that made the files, their stamps and (``sources``) where each
-    parameter's value came from (:attr:`RenderJob.sources`)."""
-    record = {"key": key, "inputs": inputs, "files": {p.name: _stamp(p) for p in files}}
+    parameter's value came from (:attr:`RenderJob.sources`). Fit to publish beside its video: paths in the inputs
+    (``--trace FILE``) are cut to the file's name (:func:`cli.public.public`); the key still hashes the full ones."""
+    from cli.public import public
+
+    record = {"key": key, "inputs": public(inputs), "files": {p.name: _stamp(p) for p in files}}
     if sources is not None:
-        record["sources"] = sources
+        record["sources"] = public(sources)
     path = _record_path(primary)
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=list), encoding="utf-8")

@@ -22,6 +22,7 @@ from typing import Any
 from narration import i18n
 from cli.deck import Clip, format_value, staged_dir, web_ready
 from cli.media import RenderError
+from cli.public import public
 
 __all__ = ["write_page", "subtitles_vtt", "trace_summaries", "LANG_NAMES", "labels"]
 
@@ -78,7 +79,9 @@ def _stamp(value: timedelta) -> str:
 
 
 def trace_summaries(clip: Clip) -> dict[str, Any]:
-    """{run name: {"digest", "trace", "meta", "summary"}} of every trace the clip read (from the trace cache)."""
+    """{run name: {"digest", "trace", "meta", "summary"}} of every trace the clip read (from the trace cache), fit to
+    publish: "trace" is the cache file's name (``<digest>.npz``), never its folder; paths in "meta" (a ``--trace``
+    file, a ``--model`` file) are cut to the file's name (:func:`cli.public.public`)."""
     from simulation.cache import cache_dir
     from simulation.summary import summarize
     from simulation.trace import Trace, TraceError
@@ -88,11 +91,11 @@ def trace_summaries(clip: Clip) -> dict[str, Any]:
         path = cache_dir() / f"{digest}.npz"
         try:
             trace = Trace.load(path)
-            out[name] = {"digest": digest, "trace": str(path), "meta": trace.meta.to_dict(),
+            out[name] = {"digest": digest, "trace": path.name, "meta": trace.meta.to_dict(),
                          "summary": summarize(trace).to_dict()}
         except (OSError, TraceError, KeyError, IndexError, ValueError, TypeError) as exc:
-            out[name] = {"digest": digest, "trace": str(path), "error": f"{type(exc).__name__}: {exc}"}
-    return out
+            out[name] = {"digest": digest, "trace": path.name, "error": f"{type(exc).__name__}: {exc}"}
+    return public(out)
 
 
 def beat_label(text: str, limit: int = 60) -> str:
@@ -175,7 +178,7 @@ def write_page(clips: list[Clip], target: Path, lang: str, light: bool = False,
                 json.dumps({"scene": clip.scene, "runs": summary}, indent=2, ensure_ascii=False, default=str),
                 encoding="utf-8")
             values = clip.numbers.get("values", {})
-            inputs = clip.record.get("inputs", {})
+            inputs = public(clip.record.get("inputs", {}))  # a --trace FILE: its name, not where it lies
             params = [(k, json.dumps(v, ensure_ascii=False)) for k, v in sorted(inputs.get("params", {}).items())]
             params += [(f"{clip.scene}.{k}", json.dumps(v, ensure_ascii=False)) for k, v in sorted(inputs.get("attrs", {}).items())]
             params += [(k, str(inputs[k])) for k in ("quality", "lang") if k in inputs]

@@ -32,6 +32,7 @@ nor manim.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -39,17 +40,104 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from simulation.atomic_io import input_file
-from simulation.config import ConfigError, shown
-from simulation.values import convert_value, type_name  # the one value parser (simulation's own command lines too)
+from simulation.config import ConfigError, a_type, shown
 
 __all__ = [
     "Layer", "parse_sets", "parse_texts", "merged_texts", "load_config", "model_layer", "read_config", "config_layer", "RENDER_DEFAULTS", "QUALITIES",
     "FORMATS", "LANGS", "THEMES", "DECK_FORMATS",
     "check_render_options", "experiment_overrides", "check_common_keys", "scene_params", "scene_overrides",
     "convert_value", "parameter_layers", "all_params", "validate_scoped", "refuse_unused_sets", "experiment_runs",
-    "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources", "experiment_values", "build_runs",
+    "experiment_sources", "scene_sources", "DEFAULT_SOURCE", "job_sources", "type_name", "SIMPLE_TYPES",
+    "TRUE_WORDS", "FALSE_WORDS", "experiment_values", "build_runs",
     "scene_runs", "ParameterInputs", "as_layers", "SceneParameters", "resolve_scenes",
 ]
+
+# -- the one value parser: --set strings, TOML values and typed values, typed by a default --------------------------
+
+SIMPLE_TYPES = (bool, int, float, str)
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+_SHOWN = 60  # characters of a bad value quoted in a message: a 10,000-character value stays one short line
+
+
+def _error(message: str) -> Exception:
+    return ConfigError(message)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 5] + "...'" + f" ({len(text)} characters)"
+
+
+def type_name(default: Any) -> str | None:
+    """``"int"``, ``"tuple[float]"`` ... for a default of a supported type; None for any other default."""
+    if type(default) in SIMPLE_TYPES:
+        return type(default).__name__
+    if isinstance(default, tuple) and default and all(type(v) is type(default[0]) for v in default) \
+            and type(default[0]) in SIMPLE_TYPES:
+        return f"tuple[{type(default[0]).__name__}]"
+    return None
+
+
+def convert_value(label: str, default: Any, value: Any, finite: bool = False) -> Any:
+    """``value`` as the type of ``default``.
+
+    ``value``: a command-line string (``"3"``, ``"0.5"``, ``"yes"``, ``"8,20"``) or a TOML / Python value
+    (``3``, ``[8, 20]``; an int where a float is expected is widened). A tuple default takes a
+    comma-separated string or a list, at least one item. ``finite=True`` also refuses NaN and inf floats
+    (for parameters without a range check of their own, such as scene attributes). Raises ConfigError
+    naming ``label``; never another exception.
+    """
+    if isinstance(default, tuple):
+        if not default:
+            raise _error(f"{label} has an empty default; it cannot be set")
+        if isinstance(value, (list, tuple)):
+            items = list(value)
+        elif isinstance(value, str):
+            parts = value.split(",")
+            items = [v for v in parts if v.strip()]
+            if items and len(items) < len(parts):  # "8,,20" or "8,20,": a value left out?
+                raise _error(f"{label} has an empty item in {_show(value)}")
+        else:
+            items = [value]
+        kind = type(default[0])
+        if not items:
+            raise _error(f"{label} must hold at least one value; got {_show(value)}")
+        try:
+            return tuple(convert_value(label, default[0], item, finite) for item in items)
+        except Exception:
+            raise _error(f"{label} must be list[{kind.__name__}] (comma-separated), got {_show(value)}") from None
+    kind = type(default)
+    if kind not in SIMPLE_TYPES:
+        raise _error(f"{label} cannot be set (its default is {a_type(default)})")
+    if isinstance(value, str) and kind is not str:
+        text = value.strip()
+        try:
+            if kind is bool:
+                if text.lower() not in TRUE_WORDS + FALSE_WORDS:
+                    raise ValueError
+                value = text.lower() in TRUE_WORDS
+            elif not text.isascii() or "_" in text:  # int() also reads "１２", "٣" and "1_0"
+                raise ValueError
+            else:
+                value = kind(text)  # int("4300 digits and more") raises ValueError too
+        except (ValueError, OverflowError):
+            if kind in (int, float) and "," in text:  # a list where one number belongs
+                raise _error(f"{label} must be one {kind.__name__}; got {_show(text)}") from None
+            raise _error(f"{label} must be {kind.__name__}, got {_show(text)}") from None
+    elif isinstance(value, str):
+        value = value.strip()
+    if kind is float and type(value) is int:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise _error(f"{label} must be a float, got an integer too large for one") from None
+    if type(value) is not kind:
+        raise _error(f"{label} must be {kind.__name__}, got {_show(value)}")
+    if finite and kind is float and not math.isfinite(value):
+        raise _error(f"{label} must be a finite number; got {value}")
+    return value
+
 
 QUALITIES = {"l": "low_quality", "m": "medium_quality", "h": "high_quality", "k": "fourk_quality"}
 FORMATS = ("mp4", "webm", "gif", "png")

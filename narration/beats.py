@@ -23,7 +23,7 @@ import numpy as np
 
 from narration.text import LANGS
 from simulation.atomic_io import atomic_write
-from simulation.values import a_type
+from simulation.config import a_type
 
 __all__ = ["Beat", "BeatRecord", "BeatRecordError", "BEATS_VERSION", "BEAT_LANGS", "jsonable"]
 

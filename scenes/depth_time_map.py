@@ -29,7 +29,7 @@ from manim import (DOWN, LEFT, RESAMPLING_ALGORITHMS, RIGHT, UP, Create, FadeIn,
 
 from simulation.experiments import RESIDUAL
 
-from scenes.kit.block_labels import middle_ellipsis, split_prefix
+from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.theme import VIRIDIS, to_rgb
 from scenes.kit.widgets import LinearAxes, nice_ticks
@@ -260,9 +260,10 @@ class DepthTimeMap(UserModelScene):
 
         # 4. One measured reading of the last record.
         key = "verdict" if np.isfinite(ratio) else "verdict_missing"
-        rests = split_prefix(list(self.block_names))[1]
+        # the end blocks named as the other Model* scenes name one block (short_name: "h.0", "layer4.2"), never
+        # by what is left after the shared prefix ("0" says nothing without the labels' heading)
         verdict = self.text(key, size=SIZE_LABEL, ratio=shown_ratio, step=int(steps[-1]),
-                            first=middle_ellipsis(rests[0], 16), last=middle_ellipsis(rests[-1], 16))
+                            first=short_name(self.block_names[0], 16), last=short_name(self.block_names[-1], 16))
         verdict.to_edge(DOWN, buff=0.3).to_edge(LEFT, buff=0.5)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.0)

@@ -24,9 +24,8 @@ from typing import Any, ClassVar, Self
 
 from .atomic_io import input_file
 from .provenance import source_hash, trainer_root
-from .values import ConfigError, convert_value
 
-__all__ = ["config_from_sets", "RunConfig", "ConfigError", "parse_value", "block_widths", "Range", "param_range",
+__all__ = ["config_from_sets", "RunConfig", "ConfigError", "a_type", "parse_value", "block_widths", "Range", "param_range",
            "ARCHS", "ACTIVATIONS", "NORMS", "DATASETS", "SHORTCUTS", "OPTIMIZERS", "GATES", "RESIDUAL_INITS",
            "MAX_WIDTH", "MAX_DEPTH", "MAX_SEED", "MAX_STEPS"]
 
@@ -45,6 +44,16 @@ MAX_DEPTH = 1000
 MAX_SEED = 2**31 - 1  # seeds are offset by up to 20 000 for the batch, test and init generators
 MAX_STEPS = 10**6
 MAX_BATCH = 10**5
+
+
+class ConfigError(ValueError):
+    """A parameter has a wrong name, type or value; the message is one line for the user."""
+
+
+def a_type(value: Any) -> str:
+    """``value``'s type name after its article, for messages: "an int", "a list", "a NoneType"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 @dataclass(frozen=True)
@@ -227,15 +236,24 @@ def block_widths(width: int, depth: int, stages: int = 1) -> list[tuple[int, int
 
 
 def parse_value(key: str, text: str, cls: type | None = None) -> Any:
-    """Convert the command-line string ``text`` to the type of ``cls.key`` (``cls`` default RunConfig)
-    with the one parser, :func:`simulation.values.convert_value`.
+    """A developer command line's ``--set key=TEXT`` (``python -m simulation.kinds.mlp --set depth=20``): TEXT as
+    given for a string field of ``cls`` (default RunConfig), else read as a JSON literal (``20``, ``1e-3``,
+    ``true``), or left as text where it is none; the config checks type and range when it is built. Parsing by
+    type what render.py is given is cli/params.py's work (:func:`cli.params.convert_value`).
 
-    Raises ConfigError for an unknown key or a value of the wrong type.
+    Raises ConfigError for an unknown key.
     """
+    import json
+
     defaults = {f.name: f.default for f in fields(cls or RunConfig)}
     if key not in defaults:
         raise ConfigError(f"unknown parameter {key!r}; known: {', '.join(sorted(defaults))}")
-    return convert_value(key, defaults[key], text)
+    if isinstance(defaults[key], str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _check_fields(cfg: BaseConfig) -> None:

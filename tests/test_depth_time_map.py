@@ -165,3 +165,21 @@ def test_layout_from_two_blocks_and_records_to_three_hundred_and_ten_thousand(tm
     labels = [m for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
     assert len(labels) < 40  # sparse: at most MAX_LABELS block names, the ticks, the title and the verdict
     assert MAX_COLUMNS == 600
+
+
+def test_the_verdict_names_the_end_blocks_as_the_model_scenes_do(tmp_path):
+    """Blocks ``stages.0`` ... ``stages.5``: the verdict says "stages.0 (first) ... stages.5 (last)" (short_name,
+    as ModelDoesItOnlyCopy names its end blocks), never "0 (first) ... 5 (last)" (the names without their prefix)."""
+    from scenes.kit.block_labels import short_name
+
+    source = Trace.load(user_like_trace_files("resnet152_50")["residual"])
+    names = [f"stages.{i}" for i in range(6)]
+    path = tmp_path / "stages.npz"
+    Trace(Trace(meta={**source.meta.to_dict(), "layers": names, "blocks": 6}, arrays={}).meta,
+          {"step": np.arange(3), "out_grad_norm": np.resize(source["out_grad_norm"], (3, 6)),
+           "loss_curve": np.resize(source["loss_curve"], 3)}).save(path)
+    built = frame_build(DepthTimeMap, "en", {"residual": str(path)}, check_layout=False)
+    texts = [m.original_text for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
+    (verdict,) = [t for t in texts if "(first)" in t]
+    assert short_name(names[0], 16) == "stages.0"
+    assert "stages.0 (first)" in verdict and "stages.5 (last)" in verdict, verdict

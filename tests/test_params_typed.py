@@ -120,18 +120,16 @@ def parser_uses(source: str) -> list[str]:
     return sorted(found)
 
 
-def test_in_simulation_only_its_own_command_lines_parse_strings():
-    """simulation/ parses a string only where its own developer command lines read their argv
-    (``python -m simulation.kinds.mlp --set depth=20``: simulation.config.parse_value); simulation/values.py holds
-    the parser (moving it to cli/ would re-key every cached trace: config.py, which every trainer imports, imports
-    it), which cli/params.py calls for everything render.py is given."""
+def test_no_module_of_simulation_parses_a_string_by_its_type():
+    """The value parser lives in cli/params.py; no module of simulation/ imports or calls it (its developer command
+    lines, ``python -m simulation.kinds.mlp --set depth=20``, read a JSON literal: simulation.config.parse_value)."""
     from support import ROOT
 
     uses = {}
     for path in sorted((ROOT / "simulation").rglob("*.py")):
-        if path.name != "values.py" and (found := parser_uses(path.read_text(encoding="utf-8"))):
+        if found := parser_uses(path.read_text(encoding="utf-8")):
             uses[path.relative_to(ROOT).as_posix()] = found
-    assert uses == {"simulation/config.py": ["<module>", "parse_value"]}
+    assert uses == {} and not (ROOT / "simulation" / "values.py").exists()
 
 
 def test_the_parser_scan_can_fail():

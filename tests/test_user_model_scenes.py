@@ -132,7 +132,8 @@ def test_plan_never_overlaps_and_every_label_is_its_blocks_name(names, width):
         assert full.startswith(head) and full.endswith(tail), (text, full)
     covered = [i for first, last, _, _ in plan.groups for i in range(first, last + 1)]
     assert not plan.groups or covered == list(range(len(names)))  # groups tile the row in order
-    assert plan.heading.startswith(prefix)
+    assert plan.heading.startswith(prefix.rstrip("."))
+    assert not plan.heading.partition(" (")[0].endswith(".")  # "stages", never "stages." (issue 35 item 7)
 
 
 def test_plan_of_well_known_nets():
@@ -141,12 +142,12 @@ def test_plan_of_well_known_nets():
     assert [g[2] for g in plan.groups] == ["layer1", "layer2", "layer3", "layer4"] and plan.stride == 1
     gpt = user_like_names("gpt2_24")
     plan = plan_block_labels(gpt, np.linspace(-5, 5, 24))
-    assert plan.heading == "transformer.h. (attn, mlp)" and [g[2] for g in plan.groups] == [str(i) for i in range(12)]
+    assert plan.heading == "transformer.h (attn, mlp)" and [g[2] for g in plan.groups] == [str(i) for i in range(12)]
     plan = plan_block_labels(user_like_names("resnet152_50"), np.linspace(-3.5, 3.5, 50), (-4.0, 4.0))
     assert [g[2] for g in plan.groups] == ["layer1", "layer2", "layer3", "layer4"]
     flat = [f"encoder.layers.{i}" for i in range(160)]
     plan = plan_block_labels(flat, np.linspace(-5, 5, 160))
-    assert plan.heading == "encoder.layers." and plan.members[0][1] == "0" and plan.members[-1][1] == "159"
+    assert plan.heading == "encoder.layers" and plan.members[0][1] == "0" and plan.members[-1][1] == "159"
 
 
 def check_drawn_labels(names: list[str]) -> None:

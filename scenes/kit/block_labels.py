@@ -9,13 +9,13 @@ A user model's trace names its blocks (its residual additions) by module path (`
 ``transformer.h.11.mlp``, ``encoder.layers.3``). :func:`plan_block_labels` decides what is written under a row
 of 2 to 100+ evenly spaced blocks:
 
-- the dotted prefix every name shares becomes a heading (``transformer.h.``);
+- the dotted prefix every name shares becomes a heading, without its trailing dot (``transformer.h``);
 - the rest of each name splits into a group (all but its last component: ``11``) and a member (``mlp``);
   consecutive blocks of one group share a bracket and one group label (``layer3`` over 36 blocks);
 - member labels are thinned to every k-th block of their group (k from :data:`STRIDES`), group labels to every
   k-th group, and a label longer than its room gets a middle ellipsis (``enco…ers.3``), never fewer than
   :data:`MIN_KEPT` characters; where even the groups' first members would collide the member row is left out
-  and the heading lists the members (``transformer.h. (attn, mlp)``).
+  and the heading lists the members (``transformer.h (attn, mlp)``).
 
 :class:`BlockLabels` draws the plan and checks the drawn boxes once more (a label that would still touch its
 neighbour is dropped), so no two texts overlap whatever the names and the count.
@@ -111,8 +111,8 @@ def estimate_width(text: str, size: float = SIZE_SMALL) -> float:
 @dataclass(frozen=True)
 class LabelPlan:
     """What a row of block labels shows. ``members``: (block index, text, x of its centre); ``groups``: (first block, last
-    block, text; "" when its label is thinned out, x of the text's centre); ``heading``: the shared prefix (and the members when
-    their row is left out); ``stride`` / ``group_stride``: every how many labels are shown (0: that row is
+    block, text; "" when its label is thinned out, x of the text's centre); ``heading``: the shared prefix without its
+    trailing dot (``transformer.h``; "" when none; with the members when their row is left out); ``stride`` / ``group_stride``: every how many labels are shown (0: that row is
     left out)."""
 
     heading: str
@@ -236,6 +236,7 @@ def plan_block_labels(names: Sequence[str], xs: Sequence[float], bounds: tuple[f
     if bounds is None:
         bounds = (centre[0] - slot / 2 - _OVERHANG, centre[-1] + slot / 2 + _OVERHANG)
     prefix, rests = split_prefix(unique_names(names))
+    head = prefix.rstrip(".")  # the heading: the shared components, without the separator that joined them
     split = [rest.rsplit(".", 1) if "." in rest else [None, rest] for rest in rests]
     runs = _runs([g for g, _ in split])
     grouped = any(len(run) > 1 and split[run[0]][0] is not None for run in runs)
@@ -245,8 +246,8 @@ def plan_block_labels(names: Sequence[str], xs: Sequence[float], bounds: tuple[f
                 chosen = _member_choice([list(range(n))], k, last_too=True)
                 placed = _place([centre[i] for i in chosen], [rests[i] for i in chosen], measure, gap, bounds, kept)
                 if placed is not None:
-                    return LabelPlan(prefix, tuple(zip(chosen, *placed)), (), k, 0)
-        return LabelPlan(prefix, (), (), 0, 0)  # not even "…" fits between the bounds
+                    return LabelPlan(head, tuple(zip(chosen, *placed)), (), k, 0)
+        return LabelPlan(head, (), (), 0, 0)  # not even "…" fits between the bounds
     # groups: every k-th group labelled, as near the middle of its blocks as its neighbours allow, but always
     # over some of them (a label never drifts off its own bracket)
     half = slot / 2
@@ -274,12 +275,12 @@ def plan_block_labels(names: Sequence[str], xs: Sequence[float], bounds: tuple[f
                 break  # only each group's first member would be left: the row says nothing
             placed = _place([centre[i] for i in chosen], [member_text[i] for i in chosen], measure, gap, bounds)
             if placed is not None:
-                return LabelPlan(prefix, tuple(zip(chosen, *placed)), groups, k, group_stride)
+                return LabelPlan(head, tuple(zip(chosen, *placed)), groups, k, group_stride)
     distinct = list(dict.fromkeys(m for g, m in split if g is not None))
     if all(m.isdigit() for m in distinct):  # the blocks of a stage, numbered: the brackets say enough
-        return LabelPlan(prefix, (), groups, 0, group_stride)
+        return LabelPlan(head, (), groups, 0, group_stride)
     listed = ", ".join(middle_ellipsis(m, 12) for m in (distinct if len(distinct) <= 4 else distinct[:2] + ["…"]))
-    heading = f"{prefix} ({listed})" if prefix else f"({listed})"
+    heading = f"{head} ({listed})" if head else f"({listed})"
     return LabelPlan(heading, (), groups, 0, group_stride)
 
 

@@ -189,14 +189,13 @@ def texts_after(mobjects: Iterable[Mobject], animations: Iterable = ()) -> list[
         if back_where_it_began:
             return
         target = getattr(anim, "target_mobject", None)
-        if isinstance(anim, Transform) and not isinstance(anim, TransformFromCopy) and isinstance(target, Mobject) \
-                and target is not mob and text_mobjects([target]):
+        replaced = isinstance(anim, ReplacementTransform) and isinstance(target, Mobject)
+        if replaced or (isinstance(anim, Transform) and not isinstance(anim, TransformFromCopy)
+                        and isinstance(target, Mobject) and target is not mob and text_mobjects([target])):
             leave(mob)
             come(target)
             return
-        if isinstance(anim, ReplacementTransform):
-            leave(mob)
-        come(mob)
+        come(mob)  # FadeIn, Write, Create ... (a Transform's target is made as it begins: the mobject itself)
 
     for anim in animations:
         visit(anim)

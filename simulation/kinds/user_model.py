@@ -48,7 +48,7 @@ from ..core.record import (COUNT_KEYS, STAT_KEYS, HookPoint, HookRecorder, Recor
 from ..core.residual_adds import Discovery, Interceptor, NoResidualError, ResidualAdd, find_residual_adds, leaves
 from ..torchvision_ops import allow_torchvision_without_ops
 from ..trace import Trace
-from ..values import a_type
+from ..config import a_type
 
 __all__ = ["UserModelError", "allow_torchvision_without_ops", "user_error", "load_factory", "build_model", "is_tokens",
            "load_user_data", "probe", "UserRecorder", "UserTask", "run", "estimate_memory", "IMAGE_SIZE",
