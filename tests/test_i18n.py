@@ -377,12 +377,11 @@ def test_the_lecture_fits_in_spanish(scene):
     assert said and len(said) == len(english_said) and not set(said) & set(english_said) - {""}
 
 
-# The layout check's newer finding (scenes/kit/layout.py: a text over a marker Dot) in the lecture's en-XA builds,
-# where the fitter moved a text onto a chart's dots: it knows texts, not dots. Open (found 6 Dec 2026 with
-# tests/test_model_scenes_languages.py's check; the user-model scenes are fixed); every other finding is still
-# asserted for these scenes, and every finding for the rest.
-FITTER_LEAVES = {name: ("over a marker",) for name in ("DepthSweep", "LossLandscape", "PostLNvsPreLN", "ConveyorBelt",
-                                                       "LogitLens", "PathEnsemble")}
+# The layout check's newer finding (scenes/kit/layout.py: a text over a marker Dot) left in the lecture's en-XA builds:
+# LossLandscape's verdict lies over its four minima dots (y 0.35), where the fitter finds no other place. Open (found
+# 6 Dec 2026 with tests/test_model_scenes_languages.py's check); every other finding is still asserted for it, and
+# every finding for the rest.
+FITTER_LEAVES = {"LossLandscape": ("over a marker",)}
 
 
 @pytest.mark.slow

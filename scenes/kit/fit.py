@@ -19,7 +19,9 @@ animation has run (:func:`texts_after`), in two steps:
 2. each two whose boxes overlap (:func:`make_room`): the one not drawn yet gives way, by the first of: shrinking
    away from the other about its far edge (to the floor at most), wrapping onto two lines that grow away from the
    other (downwards below it), both, moving up, down or aside; where none keeps it inside and clear of every other
-   text, the texts of that column are stacked one under the other and lifted inside the margin.
+   text, the texts of that column are stacked one under the other and lifted inside the margin. Two side by side
+   on one line closer than the layout check's MIN_GAP count as overlapping; a text over a marker (a ``Dot``) leaves
+   it the same ways, and no way lands a text on one.
 
 What is left is what the layout check (scenes.kit.layout.layout_problems) reports. Each change is one line of
 ``LectureScene.fitted`` (the scene, the text, by how much, how), written to the numbers JSON and printed by
@@ -32,7 +34,7 @@ from collections.abc import Iterable
 
 from manim import Mobject, Text
 
-from scenes.kit.layout import CAP_FLOOR, MARGIN, MIN_GAP, bounding_box, cap_height, text_mobjects
+from scenes.kit.layout import CAP_FLOOR, MARGIN, MIN_GAP, bounding_box, cap_height, markers, text_mobjects
 
 __all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_after"]
 
@@ -136,7 +138,18 @@ def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: flo
         drawn = text_mobjects(mobjects)
     old = {id(t) for t in drawn}
     fresh = [t for t in after if id(t) not in old]
-    return notes + make_room(after, fresh, frame_width, frame_height, mobjects)
+    coming = [getattr(anim, "mobject", None) for anim in _flat(animations)]
+    return notes + make_room(after, fresh, frame_width, frame_height, mobjects,
+                             [_box(d) for d in markers([*mobjects, *[m for m in coming if m is not None]])])
+
+
+def _flat(animations: Iterable) -> list:
+    """``animations`` and the parts of the groups among them (AnimationGroup, Succession, LaggedStart)."""
+    found = []
+    for anim in animations:
+        found.append(anim)
+        found += _flat(getattr(anim, "animations", None) or [])
+    return found
 
 
 # -- texts over each other: shrink (to the floor), wrap, move -----------------------------------------------------
@@ -338,12 +351,15 @@ def _words(mob: Mobject) -> str:
 
 
 def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float, frame_height: float,
-              mobjects: Iterable[Mobject] = ()) -> list[str]:
+              mobjects: Iterable[Mobject] = (), dots: Iterable[tuple] = ()) -> list[str]:
     """Take apart every two of ``texts`` (those on screen after the coming animations: :func:`texts_after`) whose
     boxes overlap: the one not drawn yet (in ``fresh``; else the longer, a Text before LaTeX) is shrunk about its
     far edge (never below the floor, :data:`CAP_FLOOR`), else wrapped onto two lines growing away from the other,
     else both, else moved up, down or aside, whichever keeps it inside the safe area and clear of every other
-    text; a paragraph (make_wrapped_text) is shrunk or moved whole. Notes of what changed, one per change."""
+    text; a paragraph (make_wrapped_text) is shrunk or moved whole. A text over one of ``dots`` (boxes of the markers
+    on screen: scenes.kit.layout.markers) leaves it the same ways; no way lands a text on one. Notes of what changed,
+    one per change."""
+    dots = list(dots)
     parents = _paragraphs([*mobjects, *texts])
     units: dict[int, Mobject] = {}
     for text in texts:
@@ -363,7 +379,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         """The first way (:func:`_candidates`) for one of ``a``, ``b`` to leave the other that keeps it inside and
         clear of every other text, else a stack (:func:`_restack`), applied; what was done, or None."""
         for mover, other in sorted([(a, b), (b, a)], key=lambda pair: rank(pair[0])):
-            rest = [boxes[id(u)] for u in units_list if u is not mover]
+            rest = [boxes[id(u)] for u in units_list if u is not mover] + dots
             if id(mover) not in least:
                 least[id(mover)] = _floor_factor(mover, frame_height)
             for note, box, apply in _candidates(mover, boxes[id(mover)], boxes[id(other)], least[id(mover)]):
@@ -379,8 +395,28 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         return shifts and f"{_words(a)[:60]!r} overlapped {_words(b)[:30]!r} by {depth:.2f} units: stacked, " + \
             ", ".join(f"{_words(u)[:20]!r} {abs(dy):.2f} {'up' if dy > 0 else 'down'}" for u, dy in shifts)
 
+    def leave_dot(unit: Mobject, dot: tuple, depth: float) -> str | None:
+        """The first way for ``unit`` to leave the marker box ``dot`` that keeps it inside and clear of every other
+        text and marker, applied; what was done, or None."""
+        rest = [boxes[id(u)] for u in units_list if u is not unit] + [d for d in dots if d is not dot]
+        if id(unit) not in least:
+            least[id(unit)] = _floor_factor(unit, frame_height)
+        for note, box, apply in _candidates(unit, boxes[id(unit)], dot, least[id(unit)]):
+            if _inside(box, frame_width, frame_height) and not _clashes(box, rest):
+                apply()
+                boxes[id(unit)] = _box(unit)
+                least.pop(id(unit))
+                return f"{_words(unit)[:60]!r} covered a marker by {depth:.2f} units: {note}"
+        return None
+
     for _ in range(3):  # a change can make a new clash: passes until none changes (three settle the lecture)
         changed = False
+        for unit in units_list:
+            for dot in dots:
+                depth = min(_overlap(boxes[id(unit)], dot))
+                if depth > _CLEAR and (done := leave_dot(unit, dot, depth)):
+                    notes.append(done)
+                    changed = True
         for i, a in enumerate(units_list):
             for b in units_list[i + 1:]:
                 depth = _clash(boxes[id(a)], boxes[id(b)])
