@@ -20,9 +20,9 @@ from simulation.runkeys import RunKey
 def test_the_count_is_depths_times_archs_times_seeds():
     runs = full_sweep_runs()
     table = count(runs)
-    seeds = len(FULL_SWEEP["seeds"].split(","))
+    seeds = len(FULL_SWEEP["seeds"])
     for model in ("mlp", "conv"):
-        depths = [int(d) for d in FULL_SWEEP[f"{model}_depths"].split(",")]
+        depths = list(FULL_SWEEP[f"{model}_depths"])  # typed (simulation/ sees no raw string)
         assert sorted(table[model]) == depths
         assert all(cell["runs"] == 2 * seeds for cell in table[model].values())
         for depth, cell in table[model].items():  # the work of one run: steps x blocks (conv: 20 per block)

@@ -35,7 +35,7 @@ from support import FULL_LANGS as LANGS
 from scenes.summary import Summary
 from simulation.cache import trace_path
 from simulation.experiments import PLAIN_LARGE_LR
-from cli.params import build_runs  # parses string values as --set does
+from cli.params import build_runs, experiment_values  # parse string values as --set does
 from simulation.runkeys import one_seed
 from simulation.models import ResidualBlock, make_branch
 from simulation.trace import Trace
@@ -260,7 +260,9 @@ def _copy_traces(experiment: str, overrides: dict, tmp_path, edit=None) -> None:
 
 
 def _dry_run(scene: type, overrides: dict, media) -> LectureScene:
-    return dry_run(type(scene.__name__, (scene,), {"lang": "en", "params": overrides}), media)
+    """A dry run of ``scene`` with ``overrides`` (``--set`` strings, typed as cli.params types them for a scene)."""
+    params = experiment_values(scene.experiment, overrides)
+    return dry_run(type(scene.__name__, (scene,), {"lang": "en", "params": params}), media)
 
 
 @pytest.mark.xdist_group(scene_group(HighwayDenseNetResidual, "en"))
