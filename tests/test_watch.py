@@ -270,26 +270,37 @@ import os, signal, sys, torch
 sys.path.insert(0, {tests!r})
 from watch_models import Net, batches
 from residual_lecture import watch
+from simulation.core import watch as watch_module
 import torch.nn.functional as F
+watch_module.PROGRESS_SECONDS = {seconds!r}
 torch.manual_seed(0)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-rec = watch(model, {path!r}, every=2)
+rec = watch(model, {path!r}, every={every})
 for step, micro in enumerate(batches(9, 1)):
     F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
     rec.step(opt)
     opt.step(); opt.zero_grad()
-    if step == 6:
+    if step == {last}:
         os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def _killed_run(path, every: int, last: int, seconds: float | None = None) -> subprocess.CompletedProcess:
+    """A user's loop recording every ``every`` steps that kills itself (SIGKILL) after step ``last``; the writer
+    refreshes its progress every ``seconds`` (None: watch's own PROGRESS_SECONDS)."""
+    from simulation.core.watch import PROGRESS_SECONDS
+
+    script = KILLED.format(tests=str(ROOT / "tests"), path=str(path), every=every, last=last,
+                           seconds=PROGRESS_SECONDS if seconds is None else seconds)
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_sigkill_keeps_every_recorded_step(tmp_path):
     """A run killed by SIGKILL after step 6 (records at 0, 2, 4, 6) leaves parts that Trace.load reads as a
     partial trace with all four records."""
     path = tmp_path / "killed.npz"
-    done = subprocess.run([sys.executable, "-c", KILLED.format(tests=str(ROOT / "tests"), path=str(path))],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = _killed_run(path, every=2, last=6)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert not path.exists()
     trace = Trace.load(path)
@@ -306,27 +317,6 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
         Trace.load(path)
 
 
-KILLED_BETWEEN_RECORDS = """
-import os, signal, sys, time, torch
-sys.path.insert(0, {tests!r})
-from watch_models import Net, batches
-from residual_lecture import watch
-from simulation.core import watch as watch_module
-import torch.nn.functional as F
-watch_module.PROGRESS_SECONDS = {seconds!r}
-torch.manual_seed(0)
-model = Net()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-rec = watch(model, {path!r}, every=5)
-for step, micro in enumerate(batches(9, 1)):
-    F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
-    rec.step(opt)
-    opt.step(); opt.zero_grad()
-    if step == 7:
-        os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 @pytest.mark.parametrize("seconds, steps", [(0.0, 8), (1e9, 6)], ids=["progress-written", "tamper-no-progress"])
 def test_a_run_killed_between_records_says_how_far_it_went(tmp_path, seconds, steps):
     """Killed after step 7 with records at 0 and 5: the metadata the writer refreshes (every PROGRESS_SECONDS; 0
@@ -335,9 +325,7 @@ def test_a_run_killed_between_records_says_how_far_it_went(tmp_path, seconds, st
     from support import invoke
 
     path = tmp_path / "killed.npz"
-    done = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RECORDS.format(
-        tests=str(ROOT / "tests"), path=str(path), seconds=seconds)], cwd=ROOT, capture_output=True, text=True,
-        timeout=120)
+    done = _killed_run(path, every=5, last=7, seconds=seconds)
     assert done.returncode == -signal.SIGKILL, done.stderr
     trace = Trace.load(path)
     assert trace["step"].tolist() == [0, 5] and trace.meta.config["steps"] == steps
