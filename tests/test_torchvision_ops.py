@@ -8,6 +8,7 @@ torchvision's ops do not load beside this torch (PyPI's CUDA wheel beside the CP
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import sysconfig
@@ -28,14 +29,6 @@ assert not ours, ours
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "import sys\n" + code], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
-
-
-def _ops_load() -> bool:
-    """torchvision's own C++ ops load beside this torch (a CPU build of torchvision): no hook is needed."""
-    code = ("import importlib.util, torch, pathlib; s = importlib.util.find_spec('torchvision'); "
-            "[torch.ops.load_library(str(p)) for p in pathlib.Path(s.submodule_search_locations[0]).glob('_C*.so')]")
-    return subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.append({str(SITE)!r}); {code}"],
-                          capture_output=True).returncode == 0
 
 
 def test_the_venv_holds_the_current_hook():
@@ -73,12 +66,33 @@ def test_the_hook_imports_nothing_before_torchvision_is_looked_for(tmp_path):
     assert done.returncode == 0, (done.stderr[-2000:], SETUP)
 
 
+# One interpreter, the hook taken off first: the import, then whether torchvision's own C++ ops load beside this
+# torch (a CPU build of torchvision, which needs no hook). The failed import has imported torch already.
+TWIN = """
+import importlib.util, json, pathlib
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TorchvisionOps']
+try:
+    import torchvision
+    error = None
+except Exception as exc:
+    error = f'{type(exc).__name__}: {exc}'
+import torch
+try:
+    for p in pathlib.Path(importlib.util.find_spec('torchvision').submodule_search_locations[0]).glob('_C*.so'):
+        torch.ops.load_library(str(p))
+    ops_load = True
+except Exception:
+    ops_load = False
+print(json.dumps({'error': error, 'ops_load': ops_load}))
+"""
+
+
 def test_twin_without_the_hook_torchvision_fails_to_import(tmp_path):
     """The hook is what makes the import work: taken off sys.meta_path, ``import torchvision`` fails as the issue
     reports (skipped where torchvision's ops load: a CPU build needs no hook)."""
-    if _ops_load():
+    done = _python(TWIN, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    if found["ops_load"]:
         pytest.skip("torchvision's ops load beside this torch: nothing for the hook to do")
-    done = _python("sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TorchvisionOps']\n"
-                   "import torchvision", tmp_path)
-    assert done.returncode != 0
-    assert "operator torchvision::nms does not exist" in done.stderr
+    assert found["error"] is not None and "operator torchvision::nms does not exist" in found["error"], found

@@ -265,42 +265,78 @@ def test_plain_twin(tmp_path):
     assert np.isfinite(trace["out_grad_norm"]).all()
 
 
+# The killed runs of the tests below share one interpreter: it imports torch and watch once, then forks one child
+# per run, which trains as a user's loop would and kills itself (SIGKILL) after step ``last``; the parent only
+# imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what
+# subprocess.run would have returned (the exit status and the stderr).
 KILLED = """
-import os, signal, sys, torch
+import json, os, signal, sys, traceback, torch
 sys.path.insert(0, {tests!r})
 from watch_models import Net, batches
 from residual_lecture import watch
 from simulation.core import watch as watch_module
+import torch._dynamo  # what each child's first optimiser would import (~1 CPU s): imported once, before the forks
 import torch.nn.functional as F
-watch_module.PROGRESS_SECONDS = {seconds!r}
-torch.manual_seed(0)
-model = Net()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-rec = watch(model, {path!r}, every={every})
-for step, micro in enumerate(batches(9, 1)):
-    F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
-    rec.step(opt)
-    opt.step(); opt.zero_grad()
-    if step == {last}:
-        os.kill(os.getpid(), signal.SIGKILL)
+
+def loop(path, every, last, seconds):
+    if seconds is not None:
+        watch_module.PROGRESS_SECONDS = seconds
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = watch(model, path, every=every)
+    for step, micro in enumerate(batches(9, 1)):
+        F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
+        rec.step(opt)
+        opt.step(); opt.zero_grad()
+        if step == last:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+done = {{}}
+for name, (path, every, last, seconds) in {runs!r}.items():
+    err = path + ".stderr"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 2)
+            loop(path, every, last, seconds)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(1)  # a child never goes on into the parent's loop
+    status = os.waitpid(pid, 0)[1]
+    done[name] = {{"returncode": os.waitstatus_to_exitcode(status), "stderr": open(err).read()}}
+print(json.dumps(done))
 """
 
-
-def _killed_run(path, every: int, last: int, seconds: float | None = None) -> subprocess.CompletedProcess:
-    """A user's loop recording every ``every`` steps that kills itself (SIGKILL) after step ``last``; the writer
-    refreshes its progress every ``seconds`` (None: watch's own PROGRESS_SECONDS)."""
-    from simulation.core.watch import PROGRESS_SECONDS
-
-    script = KILLED.format(tests=str(ROOT / "tests"), path=str(path), every=every, last=last,
-                           seconds=PROGRESS_SECONDS if seconds is None else seconds)
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+# name: (every, last, seconds between progress refreshes; None: watch's own PROGRESS_SECONDS)
+KILLED_RUNS = {"every-2-killed-after-6": (2, 6, None), "progress-written": (5, 7, 0.0),
+               "tamper-no-progress": (5, 7, 1e9)}
 
 
-def test_sigkill_keeps_every_recorded_step(tmp_path):
+@pytest.fixture(scope="module")
+def killed_runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """{name: (trace path, the killed run's exit status and stderr)} of every run of KILLED_RUNS, a user's loop
+    recording every ``every`` steps that kills itself (SIGKILL) after step ``last``."""
+    folder = tmp_path_factory.mktemp("killed")
+    runs = {name: (str(folder / name / "killed.npz"), *spec) for name, spec in KILLED_RUNS.items()}
+    for path, *_ in runs.values():
+        Path(path).parent.mkdir()
+    script = KILLED.format(tests=str(ROOT / "tests"), runs=runs)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    return {name: (Path(runs[name][0]), subprocess.CompletedProcess(script, found[name]["returncode"], "",
+                                                                     found[name]["stderr"]))
+            for name in KILLED_RUNS}
+
+
+@pytest.mark.xdist_group("watch-killed-runs")  # one worker forks them all (the fixture above)
+def test_sigkill_keeps_every_recorded_step(killed_runs):
     """A run killed by SIGKILL after step 6 (records at 0, 2, 4, 6) leaves parts that Trace.load reads as a
     partial trace with all four records."""
-    path = tmp_path / "killed.npz"
-    done = _killed_run(path, every=2, last=6)
+    path, done = killed_runs["every-2-killed-after-6"]
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert not path.exists()
     trace = Trace.load(path)
@@ -317,15 +353,16 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
         Trace.load(path)
 
 
-@pytest.mark.parametrize("seconds, steps", [(0.0, 8), (1e9, 6)], ids=["progress-written", "tamper-no-progress"])
-def test_a_run_killed_between_records_says_how_far_it_went(tmp_path, seconds, steps):
+@pytest.mark.xdist_group("watch-killed-runs")
+@pytest.mark.parametrize("name, steps", [("progress-written", 8), ("tamper-no-progress", 6)],
+                         ids=["progress-written", "tamper-no-progress"])
+def test_a_run_killed_between_records_says_how_far_it_went(killed_runs, name, steps):
     """Killed after step 7 with records at 0 and 5: the metadata the writer refreshes (every PROGRESS_SECONDS; 0
     here: every step) says 8 steps ran, which the partial trace and render.py inspect report; the twin, whose
     writer never refreshed it, knows only the 6 steps its records and curves hold."""
     from support import invoke
 
-    path = tmp_path / "killed.npz"
-    done = _killed_run(path, every=5, last=7, seconds=seconds)
+    path, done = killed_runs[name]
     assert done.returncode == -signal.SIGKILL, done.stderr
     trace = Trace.load(path)
     assert trace["step"].tolist() == [0, 5] and trace.meta.config["steps"] == steps
