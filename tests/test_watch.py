@@ -55,7 +55,7 @@ def user_loop(model, path, *, steps=5, every=2, accumulation=4, autocast=None, s
     blocks = list(model.blocks)
     weights = [[p for p in b.parameters() if p.ndim >= 2] for b in blocks]
     refs = {}
-    with watch(model, path, every=every) as rec:
+    with watch(model, path, every=every, update_ratio=True) as rec:
         for step, micro in enumerate(batches(steps, accumulation)):
             recorded = step % every == 0
             outputs, grad_sq, act_rows = [], np.zeros(len(blocks)), [[] for _ in blocks]
@@ -622,7 +622,7 @@ def test_update_without_a_torch_optimiser_completes_at_the_next_step(tmp_path):
     model = Net()
     weights = [[p for p in b.parameters() if p.ndim >= 2] for b in model.blocks]
     expected, waiting = [], []
-    with watch(model, tmp_path / "a.npz", every=2) as rec:
+    with watch(model, tmp_path / "a.npz", every=2, update_ratio=True) as rec:
         for step, micro in enumerate(batches(5, 1)):
             x, y = micro[0]
             F.cross_entropy(model(x), y).backward()
@@ -645,20 +645,24 @@ def test_update_without_a_torch_optimiser_completes_at_the_next_step(tmp_path):
 
 
 def test_update_ratio_off(tmp_path):
-    """update_ratio=False: no copy of the weights, update_ratio NaN, the rest as with it."""
+    """update_ratio=False, the default: no copy of the weights, no optimiser hook, update_ratio NaN, the rest as
+    with it."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks
+
     micro = [m[0] for m in batches(3, 1)]
-    for flag in (True, False):
+    for flag in (True, None):
         torch.manual_seed(0)
         model = Net()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with watch(model, tmp_path / f"{flag}.npz", every=1, update_ratio=flag) as rec:
+        with watch(model, tmp_path / f"{flag}.npz", every=1, **({} if flag is None else {"update_ratio": flag})) as rec:
             for x, y in micro:
                 F.cross_entropy(model(x), y).backward()
                 rec.step(opt)
-                assert (rec._snapshot is not None) == flag
+                assert (rec._snapshot is not None) == bool(flag)
+                assert len(_global_optimizer_post_hooks) == bool(flag)
                 opt.step()
                 opt.zero_grad()
-    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "False.npz")
+    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "None.npz")
     assert np.isnan(off["update_ratio"]).all() and np.isfinite(on["update_ratio"][1:]).all()
     assert off.meta.watch["update_ratio"] is False
     np.testing.assert_array_equal(on["out_grad_norm"], off["out_grad_norm"])
