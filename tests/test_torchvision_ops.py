@@ -3,7 +3,8 @@
 
 Each check runs a fresh interpreter of this venv from an empty folder, so nothing of the checkout is on its path
 but what site-packages puts there. The twin removes the hook first and shows the same import failing, wherever
-torchvision's ops do not load beside this torch (PyPI's CUDA wheel beside the CPU torch).
+torchvision's ops do not load beside this torch (PyPI's CUDA wheel beside the CPU torch); it runs in a child of
+tests/forked.py's server, which imported torch (as torchvision's first line does) and had not looked for torchvision.
 """
 
 from __future__ import annotations
@@ -66,10 +67,12 @@ def test_the_hook_imports_nothing_before_torchvision_is_looked_for(tmp_path):
     assert done.returncode == 0, (done.stderr[-2000:], SETUP)
 
 
-# One interpreter, the hook taken off first: the import, then whether torchvision's own C++ ops load beside this
-# torch (a CPU build of torchvision, which needs no hook). The failed import has imported torch already.
+# One interpreter (a child of tests/forked.py's server, which imported torch; torchvision imports it first anyway),
+# the hook taken off first: the import, then whether torchvision's own C++ ops load beside this torch (a CPU build
+# of torchvision, which needs no hook).
 TWIN = """
-import importlib.util, json, pathlib
+import importlib.util, json, pathlib, sys
+hooked = [type(f).__name__ for f in sys.meta_path].count('TorchvisionOps') == 1 and 'torchvision' not in sys.modules
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TorchvisionOps']
 try:
     import torchvision
@@ -83,16 +86,20 @@ try:
     ops_load = True
 except Exception:
     ops_load = False
-print(json.dumps({'error': error, 'ops_load': ops_load}))
+print(json.dumps({'hooked': hooked, 'error': error, 'ops_load': ops_load}))
 """
 
 
+@pytest.mark.xdist_group("torch-probes")  # the worker that holds the probe server (tests/forked.py)
 def test_twin_without_the_hook_torchvision_fails_to_import(tmp_path):
     """The hook is what makes the import work: taken off sys.meta_path, ``import torchvision`` fails as the issue
     reports (skipped where torchvision's ops load: a CPU build needs no hook)."""
-    done = _python(TWIN, tmp_path)
+    from forked import run_forked
+
+    done = run_forked(TWIN, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.splitlines()[-1])
+    assert found["hooked"], (found, SETUP)  # the hook was there, and nothing had looked for torchvision
     if found["ops_load"]:
         pytest.skip("torchvision's ops load beside this torch: nothing for the hook to do")
     assert found["error"] is not None and "operator torchvision::nms does not exist" in found["error"], found

@@ -17,7 +17,6 @@ import json
 import math
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -265,9 +264,9 @@ def test_plain_twin(tmp_path):
     assert np.isfinite(trace["out_grad_norm"]).all()
 
 
-# The killed runs of the tests below share one interpreter: it imports torch and watch once, then forks one child
-# per run, which trains as a user's loop would and kills itself (SIGKILL) after step ``last``; the parent only
-# imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what
+# The killed runs of the tests below share one interpreter (a child of tests/forked.py's server, which imported
+# torch): it imports watch once, then forks one child per run, which trains as a user's loop would and kills itself
+# (SIGKILL) after step ``last``; the parent only imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what
 # subprocess.run would have returned (the exit status and the stderr).
 KILLED = """
 import json, os, signal, sys, traceback, torch
@@ -323,8 +322,10 @@ def killed_runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedP
     runs = {name: (str(folder / name / "killed.npz"), *spec) for name, spec in KILLED_RUNS.items()}
     for path, *_ in runs.values():
         Path(path).parent.mkdir()
+    from forked import run_forked
+
     script = KILLED.format(tests=str(ROOT / "tests"), runs=runs)
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = run_forked(script)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
     return {name: (Path(runs[name][0]), subprocess.CompletedProcess(script, found[name]["returncode"], "",
@@ -332,7 +333,7 @@ def killed_runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedP
             for name in KILLED_RUNS}
 
 
-@pytest.mark.xdist_group("watch-killed-runs")  # one worker forks them all (the fixture above)
+@pytest.mark.xdist_group("torch-probes")  # one worker forks them all (the fixture above; tests/forked.py)
 def test_sigkill_keeps_every_recorded_step(killed_runs):
     """A run killed by SIGKILL after step 6 (records at 0, 2, 4, 6) leaves parts that Trace.load reads as a
     partial trace with all four records."""
@@ -353,7 +354,7 @@ def test_sigkill_keeps_every_recorded_step(killed_runs):
         Trace.load(path)
 
 
-@pytest.mark.xdist_group("watch-killed-runs")
+@pytest.mark.xdist_group("torch-probes")
 @pytest.mark.parametrize("name, steps", [("progress-written", 8), ("tamper-no-progress", 6)],
                          ids=["progress-written", "tamper-no-progress"])
 def test_a_run_killed_between_records_says_how_far_it_went(killed_runs, name, steps):
