@@ -51,6 +51,10 @@ __all__ = ["train_before_render", "render_pipeline", "run_worker", "render_task"
            "ClusterTrainer", "run_pipeline", "module_root"]
 
 DIE_WITH_PARENT = "RESIDUAL_DIE_WITH_PARENT"  # render.py _worker: SIGTERM when the process that started it dies
+# A helper's trainer process imports torch and, at its first optimiser, torch._dynamo (~2.5 CPU s together) before
+# it trains anything: it starts only while the runs left hold more work than that, in simulation.runs.work's
+# block-steps (~0.2 ms of one core each); less is done by the trainer alone about as soon.
+HELPER_MIN_WORK = 10_000
 
 
 def die_with_parent() -> None:
@@ -256,7 +260,9 @@ class RunQueue:
     :class:`TrainingHelper` (from the tail); it keeps the two trainer processes within ``room`` bytes. An item
     is a config, or a list of configs that train together (their estimates summed).
 
-    ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.runs.estimate`); a
+    ``estimates``: bytes of each config beyond a trainer's base (:func:`simulation.runs.estimate`); ``works``: the
+    work of each (:func:`simulation.runs.work`, block-steps), and ``min_helper_work``: the least work left in the
+    queue for which a helper process is worth starting (:meth:`could_help`; 0: any). A
     trainer process counts as ``base`` plus the largest run it has taken (its memory does not shrink after
     a run). The trainer waits before a run that would not fit beside the helper, and the helper, which sees
     that (:attr:`head_waiting`), stops after its current run.
@@ -267,8 +273,10 @@ class RunQueue:
     its next small run, which gives that memory back (:meth:`take_head`)."""
 
     def __init__(self, configs: list, estimates: list[int] | None = None, base: int = 0,
-                 room: int | None = None, backlog: Callable[[], bool] = lambda: False) -> None:
-        self._items = list(zip(configs, estimates or [0] * len(configs)))
+                 room: int | None = None, backlog: Callable[[], bool] = lambda: False,
+                 works: list[int] | None = None, min_helper_work: int = 0) -> None:
+        self._items = list(zip(configs, estimates or [0] * len(configs), works or [0] * len(configs)))
+        self.min_helper_work = min_helper_work
         self.base, self.room, self.backlog = base, room, backlog
         self.trainer_bytes = 0  # base + largest run the trainer's process has taken (0 before its first)
         self.helper_bytes = 0  # the same for the helper's process while it lives, else 0
@@ -290,8 +298,8 @@ class RunQueue:
             while self._items:
                 index = 0
                 if self.backlog():
-                    index = next((i for i, (_, size) in enumerate(self._items) if self._large(size)), 0)
-                config, size = self._items[index]
+                    index = next((i for i, (_, size, _) in enumerate(self._items) if self._large(size)), 0)
+                config, size, _ = self._items[index]
                 fresh = self.base + size
                 restart = (self._helper_starved and not self._large(size) and self.trainer_bytes > fresh
                            and self._large(self.trainer_bytes - self.base))
@@ -314,7 +322,7 @@ class RunQueue:
             if self.head_waiting or self.room is None:
                 return None
             for index in range(len(self._items) - 1, -1, -1):
-                config, size = self._items[index]
+                config, size, _ = self._items[index]
                 need = max(helper_bytes, self.base + size)
                 if need + max(self.trainer_bytes, self.base) <= self.room:
                     del self._items[index]
@@ -324,14 +332,17 @@ class RunQueue:
 
     def could_help(self) -> bool:
         """Whether a helper process starting now would find a run that fits (if one would but for the trainer's
-        large run, the trainer starts afresh before its next small run)."""
+        large run, the trainer starts afresh before its next small run), and the runs left hold at least
+        ``min_helper_work`` (fewer: the trainer has them done before a second process could start)."""
         with self._cond:
             if self.room is None or self.head_waiting:
                 return False
+            if sum(work for *_, work in self._items) < self.min_helper_work:
+                return False
             trainer = max(self.trainer_bytes, self.base)
-            if any(self.base + size + trainer <= self.room for _, size in self._items):
+            if any(self.base + size + trainer <= self.room for _, size, _ in self._items):
                 return True
-            if any(not self._large(size) for _, size in self._items):
+            if any(not self._large(size) for _, size, _ in self._items):
                 self._helper_starved = True
             return False
 
@@ -619,7 +630,7 @@ def render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int,
     progress lines; ``stop_signal()`` says which signal stops the trainer and every render when the main
     thread is interrupted (Ctrl-C: SIGINT, a SIGTERM: SIGTERM)."""
     from cli.jobs import TRAINER_BASE_MIB, MiB, render_slots, training_room
-    from simulation.runs import estimate, seed_groups
+    from simulation.runs import estimate, seed_groups, work
 
     pool = ClusterPool(scheduler) if scheduler else LocalPool(n_jobs)
     trainer, helper, slots = None, None, n_jobs
@@ -631,7 +642,9 @@ def render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int,
         sizes = [sum(estimate(c).total for c in (g if isinstance(g, list) else [g])) for g in groups]
         # A second trainer may use an idle render slot when two trainers fit where a trainer and renders do.
         queue = RunQueue(groups, sizes, TRAINER_BASE_MIB * MiB, training_room(explicit) if n_jobs > 1 else None,
-                         backlog=lambda: pool.waiting > 0)
+                         backlog=lambda: pool.waiting > 0,
+                         works=[sum(map(work, g if isinstance(g, list) else [g])) for g in groups],
+                         min_helper_work=HELPER_MIN_WORK)
         trainer = Trainer(fresh, queue=queue)
         helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
         slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)

@@ -453,7 +453,10 @@ def watch_summary(trace: Trace) -> dict[str, Any] | None:
     ``wrappers``, ``model`` (its class); with a GradScaler ``scale`` [lowest, highest] at the records,
     ``scaler_skips_recorded`` (recorded steps it skipped) and ``scaler_skips`` (steps whose scale is below the
     step before's: a GradScaler backs off at each skipped step; the last step's skip is not seen);
-    ``nonfinite_records`` (records with a non-finite value in a block) and ``loss`` [first, last] recorded."""
+    ``nonfinite_records`` (records with a non-finite value in a block), ``loss`` [first, last] recorded and, for a
+    run watched with ``update_ratio=True``, ``update_ratio``: each block's median ||w_(k+1) - w_k|| / ||w_k|| over
+    its records as ``{"median", "lowest": [block, value], "highest": [block, value]}`` over the blocks (None
+    otherwise)."""
     info = trace.meta.watch if isinstance(getattr(trace.meta, "watch", None), dict) else None
     if info is None:
         return None
@@ -485,7 +488,23 @@ def watch_summary(trace: Trace) -> dict[str, Any] | None:
     loss = np.asarray(a.get("loss", np.array([])), np.float64)
     finite_loss = loss[np.isfinite(loss)]
     out["loss"] = [float(finite_loss[0]), float(finite_loss[-1])] if finite_loss.size else None
+    out["update_ratio"] = _update_summary(np.asarray(a["update_ratio"], np.float64), layers) if "update_ratio" in a else None
     return out
+
+
+def _update_summary(ratio: np.ndarray, layers: list[str]) -> dict[str, Any] | None:
+    """Each block's median update ratio over its records ([T, B] -> [B], NaN records left out): their median and
+    the lowest and highest block with its name; None where nothing was recorded (``update_ratio=False``)."""
+    ratio = ratio.reshape(len(ratio), -1)
+    held = np.isfinite(ratio).any(axis=0)
+    if not held.any():
+        return None
+    per_block = np.full(ratio.shape[1], np.nan)
+    per_block[held] = np.nanmedian(ratio[:, held], axis=0)
+    low, high = int(np.nanargmin(per_block)), int(np.nanargmax(per_block))
+    name = lambda b: layers[b] if b < len(layers) else str(b)  # noqa: E731
+    return {"median": float(np.nanmedian(per_block)), "lowest": [name(low), float(per_block[low])],
+            "highest": [name(high), float(per_block[high])]}
 
 
 def inspect_trace(path: str) -> dict[str, Any]:

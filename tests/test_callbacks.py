@@ -106,14 +106,15 @@ def with_labels(seen: list, xs: torch.Tensor, ys: torch.Tensor) -> list:
     return [(x, torch.stack([labels[tuple(row)] for row in x.tolist()])) for x in seen]
 
 
+@pytest.mark.xdist_group("torch-probes")  # the worker that holds the probe server (tests/forked.py)
 def test_importing_residual_lecture_needs_neither_trainer_package():
-    """The callbacks import lightning / transformers in their own modules only (a fresh interpreter)."""
-    import subprocess
-    import sys
+    """The callbacks import lightning / transformers in their own modules only (a fresh interpreter: a child of one
+    that imported only torch, tests/forked.py)."""
+    from forked import run_forked
 
     code = ("import sys, residual_lecture; residual_lecture.watch; "
             "print(sorted(m for m in ('lightning', 'transformers', 'pytorch_lightning') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = run_forked(code)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-1000:]
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -370,15 +368,14 @@ def test_digits_are_scikit_learns():
     assert y.dtype == y_ref.dtype and np.array_equal(y, y_ref) and set(y.tolist()) == set(range(10))
 
 
+@pytest.mark.xdist_group("torch-probes")  # the worker that holds the probe server (tests/forked.py)
 def test_digits_are_read_without_importing_scikit_learn():
-    import subprocess
-    import sys
+    from forked import run_forked
 
     code = ("import sys; from simulation.data import load_digits; x, y = load_digits(); "
             "print('sklearn' in sys.modules, x.shape, int(x.min()), int(x.max()), sorted(set(y.tolist())) == list(range(10)))")
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    done = run_forked(code)  # a fresh child of an interpreter that imported only torch
+    assert done.returncode == 0, done.stderr
     # the trainer never pays for importing scikit-learn (scipy.stats ...); 8x8 images of 0-16 gray levels, 10 digits
     assert done.stdout.strip() == "False (1797, 64) 0 16 True"
 

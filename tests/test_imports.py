@@ -96,8 +96,15 @@ def cycles(graph: nx.DiGraph) -> list[list[str]]:
     return sorted(sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1)
 
 
-def test_no_import_cycle_and_no_private_import_across_modules():
-    graph, private = import_graph(ROOT)
+@pytest.fixture(scope="module")
+def checkout_graph() -> tuple[nx.DiGraph, list[str]]:
+    """:func:`import_graph` of this checkout, read once for the tests that only read it (one worker: their group)."""
+    return import_graph(ROOT)
+
+
+@pytest.mark.xdist_group("checkout-import-graph")
+def test_no_import_cycle_and_no_private_import_across_modules(checkout_graph):
+    graph, private = checkout_graph
     assert {"simulation.runs", "simulation.cache", "scenes.kit.base", "cli.media", "render"} <= set(graph)
     assert graph.has_edge("simulation.cache", "simulation.sweep")  # the graph does see relative imports
     assert graph.has_edge("simulation.runs", "simulation.kinds.mlp")  # ... and the table's trainer strings
@@ -157,10 +164,11 @@ def _layer_imports(graph: nx.DiGraph, source: str, target: str) -> list[str]:
                   if a.split(".")[0] == source and b.split(".")[0] == target)
 
 
-def test_no_module_of_scenes_imports_cli():
+@pytest.mark.xdist_group("checkout-import-graph")
+def test_no_module_of_scenes_imports_cli(checkout_graph):
     """The drawing layer never reaches up to the command line's: the beat record lives in narration/, the
     languages in narration.text, the theme names in scenes.kit.theme (cli/params.py repeats both for --help)."""
-    graph, _ = import_graph(ROOT)
+    graph, _ = checkout_graph
     assert graph.has_edge("scenes.kit.beats", "narration.beats")  # the graph sees the scenes' imports
     assert _layer_imports(graph, "scenes", "cli") == []
 
@@ -180,16 +188,19 @@ print(sorted(top & {"manim", "click", "cli", "scenes", "narration", "render", "d
 """
 
 
-def test_the_core_imports_only_torch_numpy_and_the_standard_library():
+@pytest.mark.xdist_group("torch-probes")  # the worker that holds the probe server (tests/forked.py)
+def test_the_core_imports_only_torch_numpy_and_the_standard_library(checkout_graph):
     """simulation.core (the recorder, the residual-addition finder, watch): its modules import only torch, numpy,
-    the standard library, each other and the torch-free trace file (read with ``ast``), and a fresh interpreter that imports it loads neither
+    the standard library, each other and the torch-free trace file (read with ``ast``), and a fresh interpreter (a child
+    of one that imported only torch, tests/forked.py) that imports it loads neither
     Manim, click, Dask nor anything of cli/, scenes/ or narration/ (the package simulation/ above it loads its
     torch-free table of kinds). The twin: the probe does see a module that the import pulls in."""
-    import subprocess
     import sys
 
+    from forked import run_forked
+
     allowed = {"torch", "numpy", "__future__"} | set(sys.stdlib_module_names)
-    graph, _ = import_graph(ROOT)
+    graph, _ = checkout_graph
     core = [m for m in graph if m.startswith("simulation.core")]
     outside = {b for a in core for b in graph[a] if not b.startswith("simulation.core")}
     assert "simulation.core.record" in core and outside <= {"simulation.trace"}, outside  # the torch-free trace file
@@ -198,9 +209,8 @@ def test_the_core_imports_only_torch_numpy_and_the_standard_library():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             assert {n.split(".")[0] for n in names} <= allowed | {"simulation"}, f"{path.name} imports {names}"
-    out = subprocess.run([sys.executable, "-c", CORE_PROBE], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["[]"], out.stdout
-    twin = subprocess.run([sys.executable, "-c", CORE_PROBE.replace("import simulation.core, simulation.core.record, simulation.core.residual_adds",
-                                                          "import cli.params")],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
-    assert twin.stdout.splitlines() == ["['cli']"]
+    out = run_forked(CORE_PROBE)  # a fresh child of an interpreter that imported only torch (tests/forked.py)
+    assert out.returncode == 0 and out.stdout.splitlines() == ["[]"], (out.stdout, out.stderr)
+    twin = run_forked(CORE_PROBE.replace("import simulation.core, simulation.core.record, simulation.core.residual_adds",
+                                         "import cli.params"))
+    assert twin.returncode == 0 and twin.stdout.splitlines() == ["['cli']"], (twin.stdout, twin.stderr)

@@ -99,3 +99,53 @@ def test_inspect_reads_a_run_not_closed_as_partial(tmp_path):
     watched = json.loads(result.output)["watch"]
     assert watched["complete"] is False and watched["steps_recorded"] == 3 and watched["last_step"] == 4
     assert watched["blocks"] == 3 and watched["loss"] == [1.0, pytest.approx(0.2)] and watched["model"] == "ResNet"
+
+
+@pytest.mark.parametrize("update_ratio", [True, False], ids=["update", "default"])
+def test_inspect_prints_the_update_ratio_only_when_recorded(tmp_path, update_ratio):
+    """With ``update_ratio=True`` inspect prints each block's median update over its records (their median, the
+    lowest and highest block by name), equal to a loop over the trace's columns here; by default (no copy of the
+    weights, update_ratio NaN) it prints None, not a number."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from residual_lecture import watch
+    from simulation.trace import Trace
+
+    class Block(nn.Module):
+        def __init__(self, scale: float) -> None:
+            super().__init__()
+            self.f = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+            with torch.no_grad():
+                for p in self.f.parameters():
+                    p.mul_(scale)  # blocks of different weight sizes: different update ratios
+
+        def forward(self, x):
+            return x + self.f(x)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), Block(0.5), Block(1.0), Block(4.0), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = tmp_path / "run.npz"
+    with watch(model, path, every=1, **({"update_ratio": True} if update_ratio else {})) as rec:
+        for _ in range(5):
+            F.cross_entropy(model(torch.randn(16, 4)), torch.randint(0, 2, (16,))).backward()
+            rec.step(opt)
+            opt.step()
+            opt.zero_grad()
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)["watch"]["update_ratio"]
+    if not update_ratio:
+        assert printed is None
+        return
+    trace = Trace.load(path)
+    ratio = np.asarray(trace["update_ratio"], np.float64)
+    medians = [float(np.median(ratio[:, b])) for b in range(ratio.shape[1])]
+    assert all(0 < m < 1 for m in medians)
+    names = trace.meta.layers
+    assert printed["median"] == pytest.approx(sorted(medians)[1])
+    assert printed["lowest"] == [names[medians.index(min(medians))], pytest.approx(min(medians))]
+    assert printed["highest"] == [names[medians.index(max(medians))], pytest.approx(max(medians))]
+    assert printed["lowest"][0] != printed["highest"][0]

@@ -3,11 +3,13 @@
 
 Each check runs a fresh interpreter of this venv from an empty folder, so nothing of the checkout is on its path
 but what site-packages puts there. The twin removes the hook first and shows the same import failing, wherever
-torchvision's ops do not load beside this torch (PyPI's CUDA wheel beside the CPU torch).
+torchvision's ops do not load beside this torch (PyPI's CUDA wheel beside the CPU torch); it runs in a child of
+tests/forked.py's server, which imported torch (as torchvision's first line does) and had not looked for torchvision.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import sysconfig
@@ -28,14 +30,6 @@ assert not ours, ours
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "import sys\n" + code], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
-
-
-def _ops_load() -> bool:
-    """torchvision's own C++ ops load beside this torch (a CPU build of torchvision): no hook is needed."""
-    code = ("import importlib.util, torch, pathlib; s = importlib.util.find_spec('torchvision'); "
-            "[torch.ops.load_library(str(p)) for p in pathlib.Path(s.submodule_search_locations[0]).glob('_C*.so')]")
-    return subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.append({str(SITE)!r}); {code}"],
-                          capture_output=True).returncode == 0
 
 
 def test_the_venv_holds_the_current_hook():
@@ -73,12 +67,39 @@ def test_the_hook_imports_nothing_before_torchvision_is_looked_for(tmp_path):
     assert done.returncode == 0, (done.stderr[-2000:], SETUP)
 
 
+# One interpreter (a child of tests/forked.py's server, which imported torch; torchvision imports it first anyway),
+# the hook taken off first: the import, then whether torchvision's own C++ ops load beside this torch (a CPU build
+# of torchvision, which needs no hook).
+TWIN = """
+import importlib.util, json, pathlib, sys
+hooked = [type(f).__name__ for f in sys.meta_path].count('TorchvisionOps') == 1 and 'torchvision' not in sys.modules
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TorchvisionOps']
+try:
+    import torchvision
+    error = None
+except Exception as exc:
+    error = f'{type(exc).__name__}: {exc}'
+import torch
+try:
+    for p in pathlib.Path(importlib.util.find_spec('torchvision').submodule_search_locations[0]).glob('_C*.so'):
+        torch.ops.load_library(str(p))
+    ops_load = True
+except Exception:
+    ops_load = False
+print(json.dumps({'hooked': hooked, 'error': error, 'ops_load': ops_load}))
+"""
+
+
+@pytest.mark.xdist_group("torch-probes")  # the worker that holds the probe server (tests/forked.py)
 def test_twin_without_the_hook_torchvision_fails_to_import(tmp_path):
     """The hook is what makes the import work: taken off sys.meta_path, ``import torchvision`` fails as the issue
     reports (skipped where torchvision's ops load: a CPU build needs no hook)."""
-    if _ops_load():
+    from forked import run_forked
+
+    done = run_forked(TWIN, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["hooked"], (found, SETUP)  # the hook was there, and nothing had looked for torchvision
+    if found["ops_load"]:
         pytest.skip("torchvision's ops load beside this torch: nothing for the hook to do")
-    done = _python("sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TorchvisionOps']\n"
-                   "import torchvision", tmp_path)
-    assert done.returncode != 0
-    assert "operator torchvision::nms does not exist" in done.stderr
+    assert found["error"] is not None and "operator torchvision::nms does not exist" in found["error"], found

@@ -61,6 +61,22 @@ def test_a_large_run_goes_first_while_scenes_wait_for_the_slot():
     assert not queue.could_help() and queue.take_head() == (runs[2], True)
 
 
+def test_no_helper_starts_for_less_work_than_its_start_costs():
+    """A helper's process imports torch before its first run (cli.pipeline.HELPER_MIN_WORK): the runs left must hold
+    at least that much work (simulation.runs.work) for one to start; the trainer does less alone."""
+    from simulation.config import RunConfig
+    from simulation.runs import work
+
+    tiny, long = RunConfig(steps=20, depth=3), RunConfig(steps=2000, depth=8)
+    assert work(tiny) * 2 < pipeline.HELPER_MIN_WORK <= work(long)
+    for runs, helps in (([tiny, tiny, tiny], False), ([tiny, long, tiny], True)):
+        queue = RunQueue(runs, [MiB] * 3, BASE, 884 * MiB, works=list(map(work, runs)),
+                         min_helper_work=pipeline.HELPER_MIN_WORK)
+        queue.take_head()
+        assert queue.could_help() is helps, runs
+    assert RunQueue([tiny] * 3, [MiB] * 3, BASE, 884 * MiB).could_help()  # no works given: any work is enough
+
+
 def test_without_room_there_is_no_helper():
     queue = RunQueue([Run("a"), Run("b")], [0, 0], BASE, None)
     assert not queue.could_help() and queue.take_tail(0) is None

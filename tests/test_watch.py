@@ -17,7 +17,6 @@ import json
 import math
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +54,7 @@ def user_loop(model, path, *, steps=5, every=2, accumulation=4, autocast=None, s
     blocks = list(model.blocks)
     weights = [[p for p in b.parameters() if p.ndim >= 2] for b in blocks]
     refs = {}
-    with watch(model, path, every=every) as rec:
+    with watch(model, path, every=every, update_ratio=True) as rec:
         for step, micro in enumerate(batches(steps, accumulation)):
             recorded = step % every == 0
             outputs, grad_sq, act_rows = [], np.zeros(len(blocks)), [[] for _ in blocks]
@@ -265,42 +264,80 @@ def test_plain_twin(tmp_path):
     assert np.isfinite(trace["out_grad_norm"]).all()
 
 
+# The killed runs of the tests below share one interpreter (a child of tests/forked.py's server, which imported
+# torch): it imports watch once, then forks one child per run, which trains as a user's loop would and kills itself
+# (SIGKILL) after step ``last``; the parent only imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what
+# subprocess.run would have returned (the exit status and the stderr).
 KILLED = """
-import os, signal, sys, torch
+import json, os, signal, sys, traceback, torch
 sys.path.insert(0, {tests!r})
 from watch_models import Net, batches
 from residual_lecture import watch
 from simulation.core import watch as watch_module
+import torch._dynamo  # what each child's first optimiser would import (~1 CPU s): imported once, before the forks
 import torch.nn.functional as F
-watch_module.PROGRESS_SECONDS = {seconds!r}
-torch.manual_seed(0)
-model = Net()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-rec = watch(model, {path!r}, every={every})
-for step, micro in enumerate(batches(9, 1)):
-    F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
-    rec.step(opt)
-    opt.step(); opt.zero_grad()
-    if step == {last}:
-        os.kill(os.getpid(), signal.SIGKILL)
+
+def loop(path, every, last, seconds):
+    if seconds is not None:
+        watch_module.PROGRESS_SECONDS = seconds
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = watch(model, path, every=every)
+    for step, micro in enumerate(batches(9, 1)):
+        F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
+        rec.step(opt)
+        opt.step(); opt.zero_grad()
+        if step == last:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+done = {{}}
+for name, (path, every, last, seconds) in {runs!r}.items():
+    err = path + ".stderr"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 2)
+            loop(path, every, last, seconds)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(1)  # a child never goes on into the parent's loop
+    status = os.waitpid(pid, 0)[1]
+    done[name] = {{"returncode": os.waitstatus_to_exitcode(status), "stderr": open(err).read()}}
+print(json.dumps(done))
 """
 
-
-def _killed_run(path, every: int, last: int, seconds: float | None = None) -> subprocess.CompletedProcess:
-    """A user's loop recording every ``every`` steps that kills itself (SIGKILL) after step ``last``; the writer
-    refreshes its progress every ``seconds`` (None: watch's own PROGRESS_SECONDS)."""
-    from simulation.core.watch import PROGRESS_SECONDS
-
-    script = KILLED.format(tests=str(ROOT / "tests"), path=str(path), every=every, last=last,
-                           seconds=PROGRESS_SECONDS if seconds is None else seconds)
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+# name: (every, last, seconds between progress refreshes; None: watch's own PROGRESS_SECONDS)
+KILLED_RUNS = {"every-2-killed-after-6": (2, 6, None), "progress-written": (5, 7, 0.0),
+               "tamper-no-progress": (5, 7, 1e9)}
 
 
-def test_sigkill_keeps_every_recorded_step(tmp_path):
+@pytest.fixture(scope="module")
+def killed_runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """{name: (trace path, the killed run's exit status and stderr)} of every run of KILLED_RUNS, a user's loop
+    recording every ``every`` steps that kills itself (SIGKILL) after step ``last``."""
+    folder = tmp_path_factory.mktemp("killed")
+    runs = {name: (str(folder / name / "killed.npz"), *spec) for name, spec in KILLED_RUNS.items()}
+    for path, *_ in runs.values():
+        Path(path).parent.mkdir()
+    from forked import run_forked
+
+    script = KILLED.format(tests=str(ROOT / "tests"), runs=runs)
+    done = run_forked(script)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    return {name: (Path(runs[name][0]), subprocess.CompletedProcess(script, found[name]["returncode"], "",
+                                                                     found[name]["stderr"]))
+            for name in KILLED_RUNS}
+
+
+@pytest.mark.xdist_group("torch-probes")  # one worker forks them all (the fixture above; tests/forked.py)
+def test_sigkill_keeps_every_recorded_step(killed_runs):
     """A run killed by SIGKILL after step 6 (records at 0, 2, 4, 6) leaves parts that Trace.load reads as a
     partial trace with all four records."""
-    path = tmp_path / "killed.npz"
-    done = _killed_run(path, every=2, last=6)
+    path, done = killed_runs["every-2-killed-after-6"]
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert not path.exists()
     trace = Trace.load(path)
@@ -317,15 +354,16 @@ def test_sigkill_keeps_every_recorded_step(tmp_path):
         Trace.load(path)
 
 
-@pytest.mark.parametrize("seconds, steps", [(0.0, 8), (1e9, 6)], ids=["progress-written", "tamper-no-progress"])
-def test_a_run_killed_between_records_says_how_far_it_went(tmp_path, seconds, steps):
+@pytest.mark.xdist_group("torch-probes")
+@pytest.mark.parametrize("name, steps", [("progress-written", 8), ("tamper-no-progress", 6)],
+                         ids=["progress-written", "tamper-no-progress"])
+def test_a_run_killed_between_records_says_how_far_it_went(killed_runs, name, steps):
     """Killed after step 7 with records at 0 and 5: the metadata the writer refreshes (every PROGRESS_SECONDS; 0
     here: every step) says 8 steps ran, which the partial trace and render.py inspect report; the twin, whose
     writer never refreshed it, knows only the 6 steps its records and curves hold."""
     from support import invoke
 
-    path = tmp_path / "killed.npz"
-    done = _killed_run(path, every=5, last=7, seconds=seconds)
+    path, done = killed_runs[name]
     assert done.returncode == -signal.SIGKILL, done.stderr
     trace = Trace.load(path)
     assert trace["step"].tolist() == [0, 5] and trace.meta.config["steps"] == steps
@@ -585,7 +623,7 @@ def test_update_without_a_torch_optimiser_completes_at_the_next_step(tmp_path):
     model = Net()
     weights = [[p for p in b.parameters() if p.ndim >= 2] for b in model.blocks]
     expected, waiting = [], []
-    with watch(model, tmp_path / "a.npz", every=2) as rec:
+    with watch(model, tmp_path / "a.npz", every=2, update_ratio=True) as rec:
         for step, micro in enumerate(batches(5, 1)):
             x, y = micro[0]
             F.cross_entropy(model(x), y).backward()
@@ -608,20 +646,24 @@ def test_update_without_a_torch_optimiser_completes_at_the_next_step(tmp_path):
 
 
 def test_update_ratio_off(tmp_path):
-    """update_ratio=False: no copy of the weights, update_ratio NaN, the rest as with it."""
+    """update_ratio=False, the default: no copy of the weights, no optimiser hook, update_ratio NaN, the rest as
+    with it."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks
+
     micro = [m[0] for m in batches(3, 1)]
-    for flag in (True, False):
+    for flag in (True, None):
         torch.manual_seed(0)
         model = Net()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with watch(model, tmp_path / f"{flag}.npz", every=1, update_ratio=flag) as rec:
+        with watch(model, tmp_path / f"{flag}.npz", every=1, **({} if flag is None else {"update_ratio": flag})) as rec:
             for x, y in micro:
                 F.cross_entropy(model(x), y).backward()
                 rec.step(opt)
-                assert (rec._snapshot is not None) == flag
+                assert (rec._snapshot is not None) == bool(flag)
+                assert len(_global_optimizer_post_hooks) == bool(flag)
                 opt.step()
                 opt.zero_grad()
-    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "False.npz")
+    on, off = Trace.load(tmp_path / "True.npz"), Trace.load(tmp_path / "None.npz")
     assert np.isnan(off["update_ratio"]).all() and np.isfinite(on["update_ratio"][1:]).all()
     assert off.meta.watch["update_ratio"] is False
     np.testing.assert_array_equal(on["out_grad_norm"], off["out_grad_norm"])

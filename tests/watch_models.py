@@ -52,13 +52,13 @@ def batches(steps: int, accumulation: int, batch: int = 6, seed: int = 1) -> lis
 
 def train_steps(model: torch.nn.Module, path, micro: list, every: int = 1, rank: int = 0, world: int = 1) -> None:
     """SGD steps of ``model`` on ``micro`` (one (x, y) per step; rank r of ``world`` takes its share of the rows),
-    recorded by watch into ``path``."""
+    recorded by watch into ``path`` (with the update size)."""
     import torch.nn.functional as F
 
     from residual_lecture import watch
 
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with watch(model, path, every=every) as rec:
+    with watch(model, path, every=every, update_ratio=True) as rec:
         for x, y in micro:
             share = len(x) // world
             x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]

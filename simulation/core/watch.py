@@ -274,7 +274,7 @@ def _as_call(example_input: Any) -> tuple[tuple, dict]:
 # -- watch ----------------------------------------------------------------------------------------------
 
 def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "", example_input: Any = None,
-          norm_dtype: torch.dtype = torch.float32, update_ratio: bool = True) -> "Watch":
+          norm_dtype: torch.dtype = torch.float32, update_ratio: bool = False) -> "Watch":
     """Record ``model``'s residual blocks at steps 0, ``every``, 2 ``every`` ... of the user's own loop into the
     trace ``path`` (``.npz``, written as it goes; :class:`Watch`). A context manager; ``rec.step(optimizer,
     scaler=None, loss=None)`` once per optimiser step. A second watch of the same model closes the first.
@@ -283,10 +283,13 @@ def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = 
     (FSDP is refused). ``blocks``: a glob over module paths naming the blocks where the automatic rule cannot see
     them (``layer*.*``). ``example_input``: find the blocks now from this input instead of the first training
     forward. ``norm_dtype``: the dtype norms are computed in (float64 for gradients below ~1e-19, whose float32
-    squares flush to 0). ``update_ratio``: record ||w_(k+1) - w_k|| / ||w_k|| per block, which copies the
-    blocks' weights at each record and compares them after that step's optimiser step (memory: one copy of them,
-    kept from the first record to ``close``; time: five passes over them per record); False leaves ``update_ratio``
-    NaN. Raises :class:`WatchError` (one line) for a model or argument it cannot record."""
+    squares flush to 0). ``update_ratio=True``: also record ||w_(k+1) - w_k|| / ||w_k|| per block (the update
+    size, the "update / weight ratio" of CS231n's notes, ~1e-3 in a healthy run), which copies the blocks' weights
+    at each record and compares them after that step's optimiser step (memory: one copy of them, kept from the first
+    record to ``close``; time: about 0.1 of a ResNet-18 CPU step per record, benchmarks/bench_watch.py). Off by
+    default: no scene draws it (``render.py inspect`` prints it), and an exact update needs that copy; off,
+    ``update_ratio`` is NaN. Raises :class:`WatchError` (one line) for a model
+    or argument it cannot record."""
     return Watch(model, path, every, blocks=blocks, example_input=example_input, norm_dtype=norm_dtype,
                  update_ratio=update_ratio)
 
@@ -309,7 +312,7 @@ class Watch:
     """
 
     def __init__(self, model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = "",
-                 example_input: Any = None, norm_dtype: torch.dtype = torch.float32, update_ratio: bool = True) -> None:
+                 example_input: Any = None, norm_dtype: torch.dtype = torch.float32, update_ratio: bool = False) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise WatchError(f"every must be a whole number of steps >= 1; got {every!r}")
         if norm_dtype not in (torch.float32, torch.float64):
