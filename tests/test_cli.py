@@ -519,16 +519,20 @@ print(json.dumps(out))
 """
 
 
-# One bad value by default (each costs a fresh interpreter importing render.py, ~1.3 s); CI tries all three.
+# One bad value by default (each costs a fresh interpreter importing render.py); CI tries all three.
+@pytest.mark.xdist_group("manim-probes")  # the worker that holds the Manim probe server (tests/forked.py)
 @pytest.mark.parametrize("budget", ["abc", pytest.param("-1", marks=pytest.mark.slow),
                                     pytest.param("1.5", marks=pytest.mark.slow)])
 def test_a_bad_memory_budget_is_one_line_and_list_still_works(budget, tmp_path):
     """$RESIDUAL_MEMORY_BUDGET is read while --help text is built, when render.py is imported: in a fresh
     interpreter with a bad value, the import must work, `list` exit 0 and a render say why in one line (exit 1),
     never a traceback (an exception other than click's exit). One interpreter per value runs both commands."""
+    from forked import run_forked
+
     env = {**os.environ, "RESIDUAL_MEMORY_BUDGET": budget, "RESIDUAL_CACHE": str(tmp_path / "cache"),
            "PYTHONPATH": str(ROOT)}  # run in tmp_path: `render --check` reads the default output folder, media/
-    done = subprocess.run([sys.executable, "-c", BUDGET_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True)
+    # a child of tests/forked.py's Manim server: Manim loaded, nothing of this project's (render.py is imported here)
+    done = run_forked(BUDGET_PROBE, cwd=tmp_path, env=env, server="manim")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     listing, check = json.loads(done.stdout.splitlines()[-1]).values()
     assert listing["code"] == 0 and listing["exception"] in (None, "SystemExit"), listing

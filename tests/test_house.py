@@ -11,13 +11,12 @@ import importlib
 import json
 import pkgutil
 import string
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import scenes
+from forked import run_forked
 from narration import i18n
 from support import FULL_LANGS as LANGS
 
@@ -27,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = ["scenes", "cli.params", "cli.media", "render", "narration"]
 
 
+# Both probes run in children of tests/forked.py's Manim server (Manim imported, which loads no torch): the twin
+# shows that torch loaded there is seen.
+@pytest.mark.xdist_group("manim-probes")  # the worker that holds the Manim probe server
 def test_importing_never_loads_torch():
     """One fresh interpreter imports each module in turn and counts torch's modules after each: the first
     module whose import loads torch is the one named (one interpreter start instead of four)."""
@@ -35,8 +37,7 @@ def test_importing_never_loads_torch():
             "    importlib.import_module(name)\n"
             "    counts[name] = sum(1 for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
             "print(json.dumps(counts))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    done = run_forked(code, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, server="manim")
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout)
     assert list(counts) == TORCH_FREE
@@ -44,10 +45,11 @@ def test_importing_never_loads_torch():
     assert not loaded, f"importing {loaded[0]} loaded torch"
 
 
+@pytest.mark.xdist_group("manim-probes")
 def test_the_torch_check_can_fail():
-    done = subprocess.run([sys.executable, "-c", "import sys, simulation.kinds.mlp; print('torch' in sys.modules)"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT)})
-    assert done.stdout.strip() == "True"  # the trainer does import torch: the probe above would see it
+    done = run_forked("import sys\nprint('torch' in sys.modules)\nimport simulation.kinds.mlp\nprint('torch' in sys.modules)",
+                      env={"PYTHONPATH": str(ROOT)}, server="manim")
+    assert done.stdout.split() == ["False", "True"], done.stderr  # the trainer does import torch: the probe above would see it
 
 
 def _string_tables():

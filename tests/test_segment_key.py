@@ -4,10 +4,7 @@ same in every process."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,14 +166,17 @@ def _state_keys(media: str, texts: str) -> list[str]:
 _CHILD = "import json, sys; from tests.test_segment_key import _state_keys; print(json.dumps(_state_keys(*sys.argv[1:])))"
 
 
+@pytest.mark.xdist_group("manim-probes")  # the worker that holds the Manim probe server (tests/forked.py)
 def test_the_key_is_the_same_in_every_process(tmp_path):
     """Another process with other string hashing (PYTHONHASHSEED) and another private media folder, whose text
     cache holds the same SVG files (a text's path differs): the same key, so a re-render (or a pooled one) finds
     the segments a lone render cached. (Pango numbers the SVG surfaces it writes in a process, and the numbers
     reach both keys: the texts come from the shared cache, as cli/media.py links them in.)"""
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}  # this process hashes strings at random
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "child"), str(tmp_path / "child-texts")],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    from forked import run_forked
+
+    # a child of tests/forked.py's Manim server, which hashes strings with PYTHONHASHSEED=0 (this process: at random)
+    args = f"sys.argv[1:] = {[str(tmp_path / 'child'), str(tmp_path / 'child-texts')]!r}\n"
+    out = run_forked("import sys\n" + args + _CHILD, server="manim")
     assert out.returncode == 0, out.stderr[-2000:]
     theirs = json.loads(out.stdout.strip().splitlines()[-1])
     shutil.copytree(tmp_path / "child-texts", tmp_path / "texts")
