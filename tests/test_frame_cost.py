@@ -178,12 +178,12 @@ def test_glyph_outlines_placed_in_another_order_would_be_caught(monkeypatch):
 
     placed = frame_cost._outline_points
 
-    def placed_last(outline, matrix):
-        out = placed(outline, frame_cost.se.Matrix())
-        if out is not None:
+    def placed_last(placed_outlines):
+        outs = placed([(outline, frame_cost.se.Matrix()) for outline, _ in placed_outlines])
+        for out, (_, matrix) in zip(outs, placed_outlines):
             x, y = out[:, 0].copy(), out[:, 1].copy()
             out[:, 0], out[:, 1] = x * matrix.a + y * matrix.c + matrix.e, x * matrix.b + y * matrix.d + matrix.f
-        return out
+        return outs
 
     monkeypatch.setattr(frame_cost, "_outline_points", placed_last)
     with tempconfig(SMALL):

@@ -194,10 +194,10 @@ _OUTLINES: dict[str, tuple | None] = {}
 
 
 def _glyph_outline(pathdef: str) -> tuple | None:
-    """The points Manim reads from svgelements' parse of ``pathdef`` (an (n, 2) array, in segment order) and the
-    program of ``VMobjectFromSVGPath.handle_commands`` over them: ("M", i) a move to point i, ("L", i), ("Q", c, i),
-    ("C", c1, c2, i) a line or curve from the pen to point i, ("Z",) a close. None where a segment is one Manim
-    turns into others (an arc): that text takes Manim's way."""
+    """The points Manim reads from svgelements' parse of ``pathdef`` (an (n, 2) array, in segment order) and
+    ``VMobjectFromSVGPath.handle_commands`` over them compiled to index arrays (:func:`_compile`). None where a
+    segment is one Manim turns into others (an arc), or the path draws before its first move (Manim raises there):
+    that text takes Manim's way."""
     if pathdef in _OUTLINES:
         return _OUTLINES[pathdef]
     path = se.Path()
@@ -224,36 +224,35 @@ def _glyph_outline(pathdef: str) -> tuple | None:
         else:
             break
     else:
-        outline = (np.array(points, dtype=np.float64).reshape(-1, 2), tuple(program))
+        outline = _compile(np.array(points, dtype=np.float64).reshape(-1, 2), program)
     if len(_OUTLINES) < GLYPH_OUTLINES_MAX:
         _OUTLINES[pathdef] = outline
     return outline
 
 
-def _outline_points(outline: tuple, matrix: se.Matrix) -> np.ndarray | None:
-    """The points ``handle_commands`` makes of the glyph ``outline`` placed by ``matrix`` (Cairo: four per cubic);
-    None where the program draws before its first move (Manim raises there)."""
-    xy, program = outline
-    x, y = xy[:, 0], xy[:, 1]
-    placed = np.zeros((len(xy), 3))
-    placed[:, 0] = x * matrix.a + y * matrix.c + 1 * matrix.e  # svgelements' Matrix.point_in_matrix_space
-    placed[:, 1] = x * matrix.b + y * matrix.d + 1 * matrix.f
-    copies, thirds = [], []  # (row, point) and (row, i, j, k): row = (p_i + p_j + p_k) / 3, Manim's order
+def _compile(xy: np.ndarray, program: list) -> tuple | None:
+    """``handle_commands`` (Cairo: a cubic of four rows per line, curve or closing line) as index arrays over the
+    placed points: rows copied from a point, rows that are ``(p_i + p_j + p_k) / 3`` in Manim's order of operations,
+    and per close the (pen, last move) pair whose distance decides whether its closing line is drawn, with that
+    line's four rows. ``program``: ("M", i) a move to point i; ("L", i), ("Q", c, i), ("C", c1, c2, i) a line or
+    curve from the pen to point i; ("Z",) a close. None where a close is followed by anything but a move (the pen
+    would then depend on the placement) or a segment comes before the first move."""
+    copies, thirds, closes = [], [], []
     rows = 0
     pen = start = None
 
     def cubic(p0, c1, c2, p3) -> None:
         nonlocal rows
         for offset, row in enumerate((p0, c1, c2, p3)):
-            (copies if isinstance(row, int) else thirds).append((rows + offset, row))
+            (copies.append((rows + offset, row)) if isinstance(row, int) else thirds.append((rows + offset, *row)))
         rows += 4
 
-    for op in program:
+    for step, op in enumerate(program):
         code = op[0]
         if code == "M":
             pen = start = op[1]
             continue
-        if pen is None:
+        if pen is None or (code == "Z" and step + 1 < len(program) and program[step + 1][0] != "M"):
             return None
         if code == "L":
             cubic(pen, (pen, pen, op[1]), (pen, op[1], op[1]), op[1])
@@ -261,21 +260,63 @@ def _outline_points(outline: tuple, matrix: se.Matrix) -> np.ndarray | None:
             cubic(pen, (pen, op[1], op[1]), (op[1], op[1], op[2]), op[2])
         elif code == "C":
             cubic(pen, op[1], op[2], op[3])
-        else:  # close: a line back to the last move where the pen is not already there
-            if abs(np.linalg.norm(placed[pen] - placed[start])) > 0.0001:
-                cubic(pen, (pen, pen, start), (pen, start, start), start)
-            else:
-                continue
+        else:  # a close: a line back to the last move, drawn where the pen is not already there
+            closes.append((pen, start, rows))
+            cubic(pen, (pen, pen, start), (pen, start, start), start)
         pen = op[-1] if code != "Z" else start
-    out = np.empty((rows, 3))
-    if copies:
-        at, source = np.array(copies).T
-        out[at] = placed[source]
-    if thirds:
-        at = np.array([row for row, _ in thirds])
-        i, j, k = np.array([ijk for _, ijk in thirds]).T
-        out[at] = (placed[i] + placed[j] + placed[k]) / 3
-    return out
+    copy_rows = np.array(copies, dtype=np.intp).reshape(-1, 2).T
+    third_rows = np.array(thirds, dtype=np.intp).reshape(-1, 4).T
+    return xy, rows, copy_rows, third_rows, tuple(closes)
+
+
+def _outline_points(placed_outlines: list[tuple]) -> list[np.ndarray]:
+    """The points ``handle_commands`` makes of each glyph outline (:func:`_glyph_outline`) placed by its svgelements
+    matrix, for a list of (outline, matrix) (one text's glyphs, in one pass): ``Matrix.point_in_matrix_space`` on
+    every point, then Manim's rows, in Manim's order of operations."""
+    if not placed_outlines:
+        return []
+    xy = np.concatenate([outline[0] for outline, _ in placed_outlines])
+    counts = [len(outline[0]) for outline, _ in placed_outlines]
+    a, b, c, d, e, f = (np.repeat([getattr(m, name) for _, m in placed_outlines], counts) for name in "abcdef")
+    x, y = xy[:, 0], xy[:, 1]
+    placed = np.zeros((len(xy), 3))
+    placed[:, 0] = x * a + y * c + 1 * e
+    placed[:, 1] = x * b + y * d + 1 * f
+    copy_at, copy_from, third_at, i, j, k, bounds, skipped = [], [], [], [], [], [], [0], []
+    point0 = 0
+    for (outline, _), count in zip(placed_outlines, counts):
+        _, rows, copies, thirds, closes = outline
+        row0 = bounds[-1]
+        copy_at.append(copies[0] + row0)
+        copy_from.append(copies[1] + point0)
+        third_at.append(thirds[0] + row0)
+        for ijk, part in zip((i, j, k), thirds[1:]):
+            ijk.append(part + point0)
+        for pen, start, row in closes:  # a closing line is not drawn where the pen is back where the path began
+            if not abs(np.linalg.norm(placed[point0 + pen] - placed[point0 + start])) > 0.0001:
+                skipped.append(row0 + row)
+        bounds.append(row0 + rows)
+        point0 += count
+    out = np.empty((bounds[-1], 3))
+    out[np.concatenate(copy_at)] = placed[np.concatenate(copy_from)]
+    out[np.concatenate(third_at)] = (placed[np.concatenate(i)] + placed[np.concatenate(j)] + placed[np.concatenate(k)]) / 3
+    if not skipped:
+        return [out[lo:hi].copy() for lo, hi in zip(bounds, bounds[1:])]
+    keep = np.ones(len(out), dtype=bool)
+    for row in skipped:
+        keep[row:row + 4] = False
+    return [out[lo:hi][keep[lo:hi]] for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _styled(template, points: np.ndarray):
+    """A glyph like ``template`` (a ``VMobjectFromSVGPath`` styled as Manim styles a glyph) with ``points``: its
+    attributes copied, arrays and lists as copies (what building and styling a new one gives, without the ~0.1 ms
+    of ``VMobject.__init__`` and ``set_style``)."""
+    glyph = template.__class__.__new__(template.__class__)
+    glyph.__dict__ = {key: value.copy() if isinstance(value, (np.ndarray, list)) else value
+                      for key, value in template.__dict__.items()}
+    glyph.points = points
+    return glyph
 
 
 def _placed_glyphs(text: Text) -> list | None:
@@ -300,7 +341,7 @@ def _placed_glyphs(text: Text) -> list | None:
     if any(element.tag in _DRAWN_TAGS and id(element) not in stand_ins for element in tree.getroot().iter()):
         return None
     svg = se.SVG.parse(io.BytesIO(ET.tostring(text.modify_xml_tree(tree).getroot())), reify=False)
-    glyphs, stack = [], [svg]
+    shapes, stack, templates = [], [svg], {}
     while stack:  # GlyphText.get_mobjects_from's walk
         element = stack.pop()
         if isinstance(element, (se.Group, se.Use)):
@@ -309,17 +350,18 @@ def _placed_glyphs(text: Text) -> list | None:
             continue
         if not isinstance(element, se.Path) or len(element._segments) != 1:
             return None
-        glyph = outlines[int(element._segments[0].end[0])]
-        matrix = se.Matrix(element.transform)
+        shapes.append((element, outlines[int(element._segments[0].end[0])], se.Matrix(element.transform)))
         element.reify()  # what parsing with reify does to the shape: its stroke width, its transform reset
-        points = _outline_points(glyph, matrix)
-        if points is None:
-            return None
+    glyphs = []
+    for (element, _, _), points in zip(shapes, _outline_points([(outline, matrix) for _, outline, matrix in shapes])):
         if not len(points):
             continue  # Manim's get_mob_from_shape_element: a path without points is no glyph
-        mob = VMobjectFromSVGPath(se.Path(), **text.path_string_config)
-        mob.points = points
-        text.apply_style_to_mobject(mob, element)
+        style = (element.stroke_width if element.stroke.value is not None else 0, element.stroke.hexrgb,
+                 element.stroke.opacity, element.fill.hexrgb, element.fill.opacity)  # what apply_style_to_mobject reads
+        if style not in templates:
+            templates[style] = text.apply_style_to_mobject(
+                VMobjectFromSVGPath(se.Path(), **text.path_string_config), element)
+        mob = _styled(templates[style], points)
         if isinstance(element, se.Transformable) and element.apply:
             text.handle_transform(mob, element.transform)
         glyphs.append(mob)
