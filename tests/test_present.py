@@ -34,12 +34,14 @@ NARRATION = {"TinyBeats": ["one", "two", "two_more", "three", "end"], "TinyBeats
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    """The tiny scenes rendered once, with the html deck, the pptx, the pdf and the page; {name: folder}."""
+    """The tiny scenes rendered once, with the html deck, the pptx, the pdf and the page; {name: folder}. Rendered
+    here (--jobs 1): a render worker process per scene (render.py _worker; tests/test_jobs.py) would import Manim
+    and the scenes again, ~1.5 CPU s each, for the same clips."""
     out = tmp_path_factory.mktemp("present")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RESIDUAL_CACHE", str(tmp_path_factory.mktemp("present-cache")))
         for fmt in ("html", "pptx", "pdf"):
-            result = invoke("slides", *SCENES, "--format", fmt, "-o", out)
+            result = invoke("slides", *SCENES, "--jobs", "1", "--format", fmt, "-o", out)
             assert result.exit_code == 0, result.output
         result = invoke("page", *SCENES, "cli_scenes:TinyTrace", *TINY, "-o", out)
         assert result.exit_code == 0, result.output
