@@ -10,7 +10,11 @@ dry run and never change what a test sees:
 
 - Manim's LaTeX and Pango caches (``tex_dir``, ``text_dir``): files named by a hash of their content, so a
   formula compiled once is read back by every later dry run instead of calling latex and dvisvgm again.
-  (Not shared between processes: Manim's SVG parser writes and removes a temporary file beside each SVG.)
+  (Not shared between processes: Manim's SVG parser writes and removes a temporary file beside each SVG.) A
+  formula's SVG (LaTeX and dvisvgm: ~0.22 CPU s in the two child processes) is also published to the session's
+  folder ``$RESIDUAL_TEST_CACHE/manim-tex`` (tests/conftest.py; CI keeps it for both of its runs) and copied from
+  there into a process's own folder before Manim looks for it: one compile per formula per session, not one per
+  pytest-xdist worker (:func:`tex_to_svg_shared`).
 - :func:`built_scene`: the scene after one dry run with the layout check on, per (scene, language, trace
   files, theme). The layout, length, narration, numbers *and frame* tests of one scene read the same build
   (:func:`frame_build` runs it under the settings of Manim's ``frames_comparison`` and keeps its last
@@ -22,12 +26,15 @@ dry run and never change what a test sees:
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 from manim import config, tempconfig
+from manim.mobject.text import tex_mobject
+from manim.utils import tex_file_writing
 from manim.utils.testing.frames_comparison import _config_test
 
 from scenes.kit.base import LectureScene
@@ -55,6 +62,45 @@ def cache_settings() -> dict:
     ``frames_comparison``, whose own default is a fresh folder per test)."""
     cache = shared_manim_cache()
     return {"tex_dir": str(cache / "Tex"), "text_dir": str(cache / "texts")}
+
+
+SHARED_CACHE_ENV = "RESIDUAL_TEST_CACHE"  # support.SHARED_CACHE_ENV: the session's folder (tests/conftest.py)
+_TEX_TO_SVG = tex_file_writing.tex_to_svg_file  # Manim's: compiles unless the SVG is in config's tex_dir
+
+
+def _copy_into(src: Path, dst: Path) -> None:
+    """``src`` copied to ``dst`` through a hidden file in ``dst``'s folder and one atomic rename: a reader of ``dst``
+    sees the whole file or none (another process may be reading or writing the same name)."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def tex_to_svg_shared(expression: str, environment: str | None = None, tex_template=None) -> Path:
+    """Manim's ``tex_to_svg_file`` with one more place to look: the SVG of the same TeX file (named by the hash of
+    its whole source, as Manim names it) that another process of this session compiled, copied into this process's
+    ``tex_dir`` first; a formula compiled here is published for the others. Outside a test session (no
+    ``$RESIDUAL_TEST_CACHE``) Manim's own."""
+    session = os.environ.get(SHARED_CACHE_ENV)
+    if not session:
+        return _TEX_TO_SVG(expression, environment, tex_template)
+    shared = Path(session) / "manim-tex"
+    template = tex_template if tex_template is not None else config["tex_template"]
+    svg = tex_file_writing.generate_tex_file(expression, environment, template).with_suffix(".svg")
+    published = shared / svg.name
+    if not svg.exists() and published.is_file():
+        _copy_into(published, svg)
+    result = _TEX_TO_SVG(expression, environment, tex_template)
+    if not published.exists() and Path(result).is_file():
+        shared.mkdir(exist_ok=True)
+        _copy_into(Path(result), published)
+    return result
+
+
+tex_mobject.tex_to_svg_file = tex_to_svg_shared  # the name MathTex and Tex call
 
 
 SMALL_FRAME = {"pixel_height": 480, "pixel_width": 854}  # 16:9 as the default: same scene units, a quarter of the pixels

@@ -167,6 +167,29 @@ def test_glyph_text_is_manims_text_without_the_groups(content, font, size):
     assert _glyphs(ours) == _glyphs(manims)
     assert len(ours.submobjects) == len(manims.submobjects) and len(ours.chars) == len(manims.chars)
     assert ours.id_to_vgroup_dict == {} and manims.id_to_vgroup_dict
+    with tempconfig(SMALL):
+        assert frame_cost._placed_glyphs(ours) is not None  # the glyphs came from the outlines read once
+
+
+def test_glyph_outlines_placed_in_another_order_would_be_caught(monkeypatch):
+    """The twin: the same outline maths in another order (Manim's thirds taken first, svgelements' placement after)
+    gives points that differ in their last bits, and the comparison above sees it."""
+    from scenes.kit.frame_cost import GlyphText
+
+    placed = frame_cost._outline_points
+
+    def placed_last(outline, matrix):
+        out = placed(outline, frame_cost.se.Matrix())
+        if out is not None:
+            x, y = out[:, 0].copy(), out[:, 1].copy()
+            out[:, 0], out[:, 1] = x * matrix.a + y * matrix.c + matrix.e, x * matrix.b + y * matrix.d + matrix.f
+        return out
+
+    monkeypatch.setattr(frame_cost, "_outline_points", placed_last)
+    with tempconfig(SMALL):
+        ours, manims = (cls("error 0.153 ‖x‖ (plain)", font="DejaVu Sans", font_size=24.5, color=RED)
+                        for cls in (GlyphText, Text))
+    assert len(_glyphs(ours)) == len(_glyphs(manims)) and _glyphs(ours) != _glyphs(manims)
 
 
 def _built_twice(parse, make):

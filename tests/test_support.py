@@ -63,3 +63,51 @@ def test_a_run_the_other_worker_is_training_is_waited_for_not_trained_again(shar
     reader.join(60)
     assert not reader.is_alive()
     assert np.array_equal(result["traces"][0]["grad_norm"], trained["grad_norm"])
+
+
+# -- the session's formulas (tests/dry_run.tex_to_svg_shared): one LaTeX compile per formula, not one per worker ----
+
+def _formula_in(tex_dir, expression: str):
+    from manim import MathTex, tempconfig
+
+    with tempconfig({"tex_dir": str(tex_dir), "verbosity": "ERROR"}):
+        return MathTex(expression)
+
+
+def _counting_compiles(monkeypatch) -> list:
+    from manim.utils import tex_file_writing
+
+    compiled, compile_tex = [], tex_file_writing.compile_tex
+
+    def counting(*args, **kwargs):
+        compiled.append(args[0])
+        return compile_tex(*args, **kwargs)
+
+    monkeypatch.setattr(tex_file_writing, "compile_tex", counting)
+    return compiled
+
+
+def test_a_formula_another_worker_compiled_is_copied_not_compiled_again(shared, tmp_path, monkeypatch):
+    """Two processes' own tex_dirs (as two pytest-xdist workers have): the second reads the SVG the first
+    published, compiles nothing, and draws the same glyphs."""
+    import dry_run  # noqa: F401 (installs tex_to_svg_shared)
+
+    compiled = _counting_compiles(monkeypatch)
+    first = _formula_in(tmp_path / "worker-a", r"x_{l+1} = x_l + F(x_l) \quad (\mathrm{shared})")
+    assert len(compiled) == 1 and [p.name for p in (shared / "manim-tex").iterdir()] == [compiled[0].with_suffix(".svg").name]
+    second = _formula_in(tmp_path / "worker-b", r"x_{l+1} = x_l + F(x_l) \quad (\mathrm{shared})")
+    assert len(compiled) == 1, "compiled again"
+    pairs = list(zip(first.family_members_with_points(), second.family_members_with_points(), strict=True))
+    assert pairs and all(np.array_equal(a.points, b.points) for a, b in pairs)
+
+
+def test_without_the_session_folder_each_process_compiles_its_own(tmp_path, monkeypatch):
+    """The twin: outside a test session (no shared folder) the second process compiles the formula again, so the
+    count above can fail."""
+    import dry_run  # noqa: F401
+
+    monkeypatch.delenv(support.SHARED_CACHE_ENV, raising=False)
+    compiled = _counting_compiles(monkeypatch)
+    for worker in ("worker-a", "worker-b"):
+        _formula_in(tmp_path / worker, r"x_{l+1} = x_l + F(x_l) \quad (\mathrm{alone})")
+    assert len(compiled) == 2

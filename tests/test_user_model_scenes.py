@@ -47,8 +47,11 @@ FRAME_W, FRAME_H = 14.222222222222221, 8.0
 
 # -- module paths as users name them ------------------------------------------------------------------
 
-IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True)
-LONG_IDENT = st.from_regex(r"[a-z][a-z0-9_]{24,44}", fullmatch=True)
+# The identifiers of the regular expressions [a-z_][a-z0-9_]{0,10} and [a-z][a-z0-9_]{24,44}, drawn as a first character
+# and a text of the rest: the same strings, ~14x faster to draw than st.from_regex (most of these tests' time went there).
+_LOWER, _REST = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789_"
+IDENT = st.builds(str.__add__, st.sampled_from(_LOWER + "_"), st.text(_REST, max_size=10))
+LONG_IDENT = st.builds(str.__add__, st.sampled_from(_LOWER), st.text(_REST, min_size=24, max_size=44))
 
 
 @st.composite

@@ -42,7 +42,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import svgelements as se
-from manim import Animation, Mobject, Scene, Text, logger
+from manim import RIGHT, Animation, Mobject, Scene, Text, config, logger
 from manim._config.utils import ManimConfig
 from manim.constants import RendererType
 from manim.utils.paths import straight_path
@@ -144,11 +144,30 @@ _SHAPES = (se.Path, se.SimpleLine, se.Rect, se.Circle, se.Ellipse, se.Polygon, s
 
 
 class GlyphText(Text):
-    """Manim's ``Text`` without the groups nothing reads: ``SVGMobject.get_mobjects_from`` makes a VGroup per
-    element of the SVG (each glyph's ``<use>``, its group, the root) for ``id_to_vgroup_dict``, which only
-    ``MathTex``'s colouring by substring uses. This reads the same elements in the same order (a depth-first walk
-    of groups and uses) into the same glyphs, and leaves ``id_to_vgroup_dict`` empty. As in Manim, an element
-    that cannot be read is logged and skipped."""
+    """Manim's ``Text`` without the groups nothing reads, and with each glyph's outline read once per process.
+
+    ``SVGMobject.get_mobjects_from`` makes a VGroup per element of the SVG (each glyph's ``<use>``, its group, the
+    root) for ``id_to_vgroup_dict``, which only ``MathTex``'s colouring by substring uses. This reads the same
+    elements in the same order (a depth-first walk of groups and uses) into the same glyphs, and leaves
+    ``id_to_vgroup_dict`` empty. As in Manim, an element that cannot be read is logged and skipped.
+
+    Pango writes each glyph once (a ``<symbol>`` with one path) and places it with ``<use x= y=>``; svgelements
+    copies, parses and transforms the glyph's path anew at every place, and Manim turns its segments into points
+    one by one (~70 % of a text's cost). :meth:`generate_mobject` hands svgelements the same document with each
+    glyph's path cut to a one-move stand-in (styles, uses and transforms as they were), and makes each glyph's
+    points from its outline read once (:func:`_glyph_outline`): svgelements' own matrix arithmetic on the same
+    numbers, then Manim's ``handle_commands`` arithmetic, vectorised, in the same order of operations: the same
+    points, bit for bit (tests/test_frame_cost.py compares with Manim's ``Text``). A document with anything else
+    to draw (a shape outside a ``<symbol>``, an arc) and the OpenGL renderer take Manim's way."""
+
+    def generate_mobject(self):
+        glyphs = _placed_glyphs(self) if config.renderer == RendererType.CAIRO else None
+        if glyphs is None:
+            return super().generate_mobject()
+        self.add(*glyphs)
+        self.id_to_vgroup_dict = {}
+        self.flip(RIGHT)  # Flip y, as SVGMobject.generate_mobject does
+        return self
 
     def get_mobjects_from(self, svg: se.SVG) -> tuple[list, dict]:
         glyphs, stack = [], [svg]
@@ -165,6 +184,146 @@ class GlyphText(Text):
                 if glyph is not None:
                     glyphs.append(glyph)
         return glyphs, {}
+
+
+_SVG_NS = "{http://www.w3.org/2000/svg}"
+_DRAWN_TAGS = {_SVG_NS + tag for tag in ("path", "rect", "circle", "ellipse", "line", "polyline", "polygon", "image",
+                                         "text")}
+GLYPH_OUTLINES_MAX = 20_000  # distinct glyph paths kept (PARSED_PATHS_MAX's count)
+_OUTLINES: dict[str, tuple | None] = {}
+
+
+def _glyph_outline(pathdef: str) -> tuple | None:
+    """The points Manim reads from svgelements' parse of ``pathdef`` (an (n, 2) array, in segment order) and the
+    program of ``VMobjectFromSVGPath.handle_commands`` over them: ("M", i) a move to point i, ("L", i), ("Q", c, i),
+    ("C", c1, c2, i) a line or curve from the pen to point i, ("Z",) a close. None where a segment is one Manim
+    turns into others (an arc): that text takes Manim's way."""
+    if pathdef in _OUTLINES:
+        return _OUTLINES[pathdef]
+    path = se.Path()
+    _PARSE(path, pathdef)
+    points, program = [], []
+
+    def point(p) -> int:
+        points.append((p[0], p[1]))
+        return len(points) - 1
+
+    outline = None
+    for segment in path._segments:
+        kind = segment.__class__
+        if kind is se.Move:
+            program.append(("M", point(segment.end)))
+        elif kind is se.Line:
+            program.append(("L", point(segment.end)))
+        elif kind is se.QuadraticBezier:
+            program.append(("Q", point(segment.control), point(segment.end)))
+        elif kind is se.CubicBezier:
+            program.append(("C", point(segment.control1), point(segment.control2), point(segment.end)))
+        elif kind is se.Close:
+            program.append(("Z",))
+        else:
+            break
+    else:
+        outline = (np.array(points, dtype=np.float64).reshape(-1, 2), tuple(program))
+    if len(_OUTLINES) < GLYPH_OUTLINES_MAX:
+        _OUTLINES[pathdef] = outline
+    return outline
+
+
+def _outline_points(outline: tuple, matrix: se.Matrix) -> np.ndarray | None:
+    """The points ``handle_commands`` makes of the glyph ``outline`` placed by ``matrix`` (Cairo: four per cubic);
+    None where the program draws before its first move (Manim raises there)."""
+    xy, program = outline
+    x, y = xy[:, 0], xy[:, 1]
+    placed = np.zeros((len(xy), 3))
+    placed[:, 0] = x * matrix.a + y * matrix.c + 1 * matrix.e  # svgelements' Matrix.point_in_matrix_space
+    placed[:, 1] = x * matrix.b + y * matrix.d + 1 * matrix.f
+    copies, thirds = [], []  # (row, point) and (row, i, j, k): row = (p_i + p_j + p_k) / 3, Manim's order
+    rows = 0
+    pen = start = None
+
+    def cubic(p0, c1, c2, p3) -> None:
+        nonlocal rows
+        for offset, row in enumerate((p0, c1, c2, p3)):
+            (copies if isinstance(row, int) else thirds).append((rows + offset, row))
+        rows += 4
+
+    for op in program:
+        code = op[0]
+        if code == "M":
+            pen = start = op[1]
+            continue
+        if pen is None:
+            return None
+        if code == "L":
+            cubic(pen, (pen, pen, op[1]), (pen, op[1], op[1]), op[1])
+        elif code == "Q":
+            cubic(pen, (pen, op[1], op[1]), (op[1], op[1], op[2]), op[2])
+        elif code == "C":
+            cubic(pen, op[1], op[2], op[3])
+        else:  # close: a line back to the last move where the pen is not already there
+            if abs(np.linalg.norm(placed[pen] - placed[start])) > 0.0001:
+                cubic(pen, (pen, pen, start), (pen, start, start), start)
+            else:
+                continue
+        pen = op[-1] if code != "Z" else start
+    out = np.empty((rows, 3))
+    if copies:
+        at, source = np.array(copies).T
+        out[at] = placed[source]
+    if thirds:
+        at = np.array([row for row, _ in thirds])
+        i, j, k = np.array([ijk for _, ijk in thirds]).T
+        out[at] = (placed[i] + placed[j] + placed[k]) / 3
+    return out
+
+
+def _placed_glyphs(text: Text) -> list | None:
+    """The glyph mobjects of ``text``'s Pango SVG, or None where the document is not only glyphs placed by uses."""
+    import io
+    import xml.etree.ElementTree as ET
+
+    from manim.mobject.svg.svg_mobject import VMobjectFromSVGPath
+
+    tree = ET.parse(text.get_file_path())
+    outlines = []
+    for symbol in tree.getroot().iter(_SVG_NS + "symbol"):
+        for element in symbol:
+            if element.tag != _SVG_NS + "path" or len(element):
+                return None
+            outline = _glyph_outline(element.get("d", ""))
+            if outline is None:
+                return None
+            element.set("d", f"M {len(outlines)} 0")  # the stand-in: which glyph it is
+            outlines.append(outline)
+    stand_ins = {id(element) for symbol in tree.getroot().iter(_SVG_NS + "symbol") for element in symbol}
+    if any(element.tag in _DRAWN_TAGS and id(element) not in stand_ins for element in tree.getroot().iter()):
+        return None
+    svg = se.SVG.parse(io.BytesIO(ET.tostring(text.modify_xml_tree(tree).getroot())), reify=False)
+    glyphs, stack = [], [svg]
+    while stack:  # GlyphText.get_mobjects_from's walk
+        element = stack.pop()
+        if isinstance(element, (se.Group, se.Use)):
+            stack.extend(element[::-1])
+        if not isinstance(element, _SHAPES):
+            continue
+        if not isinstance(element, se.Path) or len(element._segments) != 1:
+            return None
+        glyph = outlines[int(element._segments[0].end[0])]
+        matrix = se.Matrix(element.transform)
+        element.reify()  # what parsing with reify does to the shape: its stroke width, its transform reset
+        points = _outline_points(glyph, matrix)
+        if points is None:
+            return None
+        if not len(points):
+            continue  # Manim's get_mob_from_shape_element: a path without points is no glyph
+        mob = VMobjectFromSVGPath(se.Path(), **text.path_string_config)
+        mob.points = points
+        text.apply_style_to_mobject(mob, element)
+        if isinstance(element, se.Transformable) and element.apply:
+            text.handle_transform(mob, element.transform)
+        glyphs.append(mob)
+    return glyphs
 
 
 PARSED_PATHS_MAX = 20_000  # distinct path strings kept (a glyph is ~2-4 kB of segments): the lecture uses ~3,000
