@@ -20,12 +20,15 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["run_forked", "SERVERS"]
+__all__ = ["run_forked", "start_forked", "Forked", "SERVERS"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # name: (what the server imports before it forks, variables it starts with). The Manim server hashes strings with
@@ -34,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVERS = {"torch": (("torch",), {}), "manim": (("manim",), {"PYTHONHASHSEED": "0"})}
 
 SERVER = r"""
-import json, os, sys, traceback
+import atexit, json, os, sys, traceback
 for name in sys.argv[1:]:
     __import__(name)
 os.chdir("/")
@@ -48,10 +51,11 @@ for line in sys.stdin:
             if request["env"] is not None:
                 os.environ.clear()
                 os.environ.update(request["env"])
+                sys.path[1:1] = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
             for fd, name, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY),
                                     (2, request["stderr"], os.O_WRONLY)):
                 os.dup2(os.open(name, flags), fd)
-            sys.argv = ["-c"]
+            sys.argv = request["argv"]
             exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
             status = 0
         except SystemExit as exc:
@@ -61,10 +65,14 @@ for line in sys.stdin:
         except BaseException:
             traceback.print_exc()
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)  # the child never goes on into the server's loop
-    print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), flush=True)
+            try:
+                atexit._run_exitfuncs()  # what an interpreter does as it exits
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)  # the child never goes on into the server's loop
+    print(json.dumps({"pid": pid}), flush=True)
+    print(json.dumps({"returncode": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}), flush=True)
 """
 
 _servers: dict[str, subprocess.Popen] = {}
@@ -76,8 +84,12 @@ def _start(name: str) -> subprocess.Popen:
         modules, variables = SERVERS[name]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RESIDUAL_")}
         env.update(variables, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        # Unbuffered: an answer is read byte by byte up to its newline, so the next one stays in the pipe for select.
+        # SIGINT back to the default, so that Python gives the server (and its children) its own handler: a shell
+        # without job control starts background jobs with SIGINT ignored, and Python keeps an inherited SIG_IGN.
         server = _servers[name] = subprocess.Popen([sys.executable, "-c", SERVER, *modules], stdin=subprocess.PIPE,
-                                                   stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+                                                   stdout=subprocess.PIPE, bufsize=0, env=env, cwd="/",
+                                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         atexit.register(_stop, server)
     return server
 
@@ -88,23 +100,53 @@ def _stop(server: subprocess.Popen) -> None:
         server.wait(timeout=60)
 
 
+class Forked:
+    """A child started by :func:`start_forked`: ``pid`` (to signal it) and :meth:`wait`."""
+
+    def __init__(self, server: str, process: subprocess.Popen, args: list[str], folder: Path) -> None:
+        self.server, self._process, self.args, self._folder = server, process, args, folder
+        self.pid = self._answer(None)["pid"]
+
+    def _answer(self, timeout: float | None) -> dict:
+        fd, answer = self._process.stdout.fileno(), b""
+        while not answer.endswith(b"\n"):
+            if not select.select([fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            byte = os.read(fd, 1)
+            if not byte:
+                raise RuntimeError(f"the {self.server} probe server stopped (exit status {self._process.wait()})")
+            answer += byte
+        return json.loads(answer)
+
+    def wait(self, timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Its exit status (negative: the signal that ended it), stdout and stderr, as subprocess.run gives them with
+        ``capture_output=True, text=True``; TimeoutExpired after ``timeout`` s."""
+        returncode = self._answer(timeout)["returncode"]
+        try:
+            return subprocess.CompletedProcess(self.args, returncode, (self._folder / "stdout").read_text(),
+                                               (self._folder / "stderr").read_text())
+        finally:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def start_forked(code: str, cwd: Path | str = ROOT, env: dict[str, str] | None = None, server: str = "torch",
+                 argv: list[str] | None = None) -> Forked:
+    """Start ``code`` as ``python -c code`` would in ``cwd`` (``argv``: its sys.argv, default ["-c"]), in a child of
+    ``server`` (its library loaded, see the module docstring), with ``env`` as os.environ (None: the server's, this
+    process's without RESIDUAL_*; its PYTHONPATH goes before the rest of sys.path, as at a start). sys.path also
+    holds the checkout's root (the server's PYTHONPATH). Only one child of a server runs at a time: wait for it."""
+    process = _start(server)
+    folder = Path(tempfile.mkdtemp(prefix="forked-"))
+    (folder / "stdout").touch()
+    (folder / "stderr").touch()
+    args = argv or ["-c"]
+    process.stdin.write(json.dumps({"code": code, "cwd": str(cwd), "stdout": str(folder / "stdout"),
+                                    "stderr": str(folder / "stderr"), "env": env, "argv": args}).encode() + b"\n")
+    return Forked(server, process, ["python", *args] if argv else ["python", "-c", code], folder)
+
+
 def run_forked(code: str, cwd: Path | str = ROOT, env: dict[str, str] | None = None,
                server: str = "torch") -> subprocess.CompletedProcess:
-    """Run ``code`` as ``python -c code`` would in ``cwd``, in a child of ``server`` (its library loaded, see the
-    module docstring), with ``env`` as os.environ (None: the server's, this process's without RESIDUAL_*); its exit
-    status (negative: the signal that ended it), stdout and stderr, as subprocess.run gives them with
-    ``capture_output=True, text=True``. sys.path holds the checkout's root (the server's PYTHONPATH) whatever
-    ``env`` says: it is read when an interpreter starts."""
-    process = _start(server)
-    with tempfile.TemporaryDirectory(prefix="forked-") as folder:
-        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        out.touch()
-        err.touch()
-        process.stdin.write(json.dumps({"code": code, "cwd": str(cwd), "stdout": str(out), "stderr": str(err),
-                                        "env": env}) + "\n")
-        process.stdin.flush()
-        answer = process.stdout.readline()
-        if not answer:
-            raise RuntimeError(f"the {server} probe server stopped (exit status {process.wait()})")
-        return subprocess.CompletedProcess(["python", "-c", code], json.loads(answer), out.read_text(),
-                                           err.read_text())
+    """:func:`start_forked` and wait: what ``subprocess.run([python, "-c", code], cwd=cwd, env=env,
+    capture_output=True, text=True)`` would return, run in a child of ``server``."""
+    return start_forked(code, cwd, env, server).wait()

@@ -414,26 +414,33 @@ def test_a_write_killed_midway_leaves_no_final_file(tmp_path):
 
 # SIGTERM raises Terminated where Ctrl-C raises KeyboardInterrupt (cli/options.py): the same unwinding. The default
 # run sends the two that differ (a kill cannot clean up), CI all three.
+RENDER_PY = "import runpy\nrunpy.run_path('render.py', run_name='__main__')\n"  # `python render.py ARGS...`
+
+
+@pytest.mark.xdist_group("manim-probes")  # the worker that holds the Manim probe server (tests/forked.py)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
                          ids=["kill", "ctrl-c", "sigterm"])
 def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cache, sig):
+    from forked import start_forked
+
     out = tmp_path / "out"
     folder = out / "480p15" / "en"
-    # preexec_fn: a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
-    # inherited SIG_IGN (CI started that way saw Ctrl-C do nothing); the command under test gets the default.
-    proc = subprocess.Popen([sys.executable, "render.py", "render", "cli_scenes:TinySlow", "-o", str(out)],
-                            cwd=ROOT, env=cli_env(isolated_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # `python render.py render ...` in a child of tests/forked.py's Manim server (Manim imported, nothing of this
+    # project's), with Python's own SIGINT handler: a shell without job control starts background jobs with SIGINT
+    # ignored, and Python keeps an inherited SIG_IGN (CI started that way saw Ctrl-C do nothing); the server starts
+    # with the default.
+    proc = start_forked(RENDER_PY, cwd=ROOT, env=cli_env(isolated_cache), server="manim",
+                        argv=["render.py", "render", "cli_scenes:TinySlow", "-o", str(out)])
     # Wait until Manim is writing the segment of the ten-minute animation, then interrupt.
     wait_for(lambda: any(folder.glob(".render-*/partial_movie_dir/*.mp4")))
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    assert proc.returncode != 0
+    os.kill(proc.pid, sig)
+    done = proc.wait(timeout=60)
+    assert done.returncode != 0
     assert not list(folder.glob("TinySlow*"))  # no video, no record at a final path
     assert not list((isolated_cache / "manim").rglob("*.mp4"))  # the half segment never reached the cache
     if sig in (signal.SIGINT, signal.SIGTERM):
-        assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig]
-        assert proc.stderr.read().decode().strip().splitlines()[-1] in ("Aborted!", "Terminated")
+        assert done.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], done.stderr
+        assert done.stderr.strip().splitlines()[-1] in ("Aborted!", "Terminated"), done.stderr
         assert not list(folder.glob(".render-*"))  # Ctrl-C and SIGTERM clean up their private folder
     else:
         assert list(folder.glob(".render-*"))  # a kill cannot; the next render in that folder does
