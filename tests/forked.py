@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVERS = {"torch": (("torch",), {}), "manim": (("manim",), {"PYTHONHASHSEED": "0"})}
 
 SERVER = r"""
-import atexit, json, os, sys, traceback
+import atexit, gc, json, os, sys, traceback
 for name in sys.argv[1:]:
     __import__(name)
 os.chdir("/")
+gc.freeze()  # the library's objects: the children's collections leave them (and their pages) alone
 for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
