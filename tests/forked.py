@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVERS = {"torch": (("torch",), {}), "manim": (("manim",), {"PYTHONHASHSEED": "0"})}
 
 SERVER = r"""
-import atexit, json, os, sys, traceback
+import atexit, gc, json, os, sys, traceback
 for name in sys.argv[1:]:
     __import__(name)
 os.chdir("/")
+gc.freeze()  # the library's objects: the children's collections leave them (and their pages) alone
 for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
@@ -95,9 +96,15 @@ def _start(name: str) -> subprocess.Popen:
 
 
 def _stop(server: subprocess.Popen) -> None:
+    for name, child in list(_running.items()):
+        if child._process is server:
+            child.kill()
     if server.poll() is None:
         server.stdin.close()
         server.wait(timeout=60)
+
+
+_running: dict[str, "Forked"] = {}  # server name: its child not waited for yet (a test that failed before its wait)
 
 
 class Forked:
@@ -118,10 +125,19 @@ class Forked:
             answer += byte
         return json.loads(answer)
 
+    def kill(self) -> None:
+        """SIGKILL it, if it still runs, and wait: the server can take the next probe."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait(timeout=60)
+
     def wait(self, timeout: float | None = None) -> subprocess.CompletedProcess:
         """Its exit status (negative: the signal that ended it), stdout and stderr, as subprocess.run gives them with
         ``capture_output=True, text=True``; TimeoutExpired after ``timeout`` s."""
         returncode = self._answer(timeout)["returncode"]
+        _running.pop(self.server, None)
         try:
             return subprocess.CompletedProcess(self.args, returncode, (self._folder / "stdout").read_text(),
                                                (self._folder / "stderr").read_text())
@@ -135,6 +151,8 @@ def start_forked(code: str, cwd: Path | str = ROOT, env: dict[str, str] | None =
     ``server`` (its library loaded, see the module docstring), with ``env`` as os.environ (None: the server's, this
     process's without RESIDUAL_*; its PYTHONPATH goes before the rest of sys.path, as at a start). sys.path also
     holds the checkout's root (the server's PYTHONPATH). Only one child of a server runs at a time: wait for it."""
+    if server in _running:  # a test that failed before it waited for its child
+        _running[server].kill()
     process = _start(server)
     folder = Path(tempfile.mkdtemp(prefix="forked-"))
     (folder / "stdout").touch()
@@ -142,7 +160,8 @@ def start_forked(code: str, cwd: Path | str = ROOT, env: dict[str, str] | None =
     args = argv or ["-c"]
     process.stdin.write(json.dumps({"code": code, "cwd": str(cwd), "stdout": str(folder / "stdout"),
                                     "stderr": str(folder / "stderr"), "env": env, "argv": args}).encode() + b"\n")
-    return Forked(server, process, ["python", *args] if argv else ["python", "-c", code], folder)
+    child = _running[server] = Forked(server, process, ["python", *args] if argv else ["python", "-c", code], folder)
+    return child
 
 
 def run_forked(code: str, cwd: Path | str = ROOT, env: dict[str, str] | None = None,
