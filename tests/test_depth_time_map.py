@@ -25,7 +25,7 @@ from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW,
 from scenes.kit.style import SIZE_SMALL
 from simulation.trace import Trace
 
-from data.make_traces import user_like_trace_files
+from data.make_traces import tiled_traces, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
@@ -196,7 +196,6 @@ def test_the_verdict_stays_inside_the_frame_with_long_block_names(tmp_path, monk
     check passes; the tamper twin lets any line pass as fitting (the old one line of 16-character names) and the same
     check reports the verdict outside the frame."""
     import scenes.depth_time_map as module
-    from test_user_model_scenes import tiled_traces
 
     if tamper:
         monkeypatch.setattr(module, "line_width", lambda: 100.0)
