@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from manim import (DOWN, LEFT, RESAMPLING_ALGORITHMS, RIGHT, UP, Create, FadeIn, Group, ImageMobject, Line, Rectangle,
-                   VGroup, linear)
+from manim import (DOWN, LEFT, RESAMPLING_ALGORITHMS, RIGHT, UP, Create, FadeIn, Group, ImageMobject, Line, Mobject,
+                   Rectangle, VGroup, linear)
 
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
+from scenes.kit.layout import line_width
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.theme import VIRIDIS, to_rgb
 from scenes.kit.widgets import LinearAxes, nice_ticks
@@ -262,12 +263,24 @@ class DepthTimeMap(UserModelScene):
         key = "verdict" if np.isfinite(ratio) else "verdict_missing"
         # the end blocks named as the other Model* scenes name one block (short_name: "h.0", "layer4.2"), never
         # by what is left after the shared prefix ("0" says nothing without the labels' heading)
-        verdict = self.text(key, size=SIZE_LABEL, ratio=shown_ratio, step=int(steps[-1]),
-                            first=short_name(self.block_names[0], 16), last=short_name(self.block_names[-1], 16))
+        verdict = self.verdict(key, ratio=shown_ratio, step=int(steps[-1]))
         verdict.to_edge(DOWN, buff=0.3).to_edge(LEFT, buff=0.5)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.0)
         self.wait(3)
+
+    def verdict(self, key: str, **fmt) -> Mobject:
+        """The one-line reading under the chart, naming the end blocks (:func:`short_name`, at most 16 characters
+        each); where long names would carry it past the margin, they are cut shorter (12, then 8 characters), and
+        only then is the line wrapped. The size never drops."""
+        first, last = self.block_names[0], self.block_names[-1]
+        room = line_width() - 0.1  # (it starts 0.5 from the left edge, not at the margin)
+        for limit in (16, 12, 8):
+            names = {"first": short_name(first, limit), "last": short_name(last, limit)}
+            verdict = self.text(key, size=SIZE_LABEL, **fmt, **names)
+            if verdict.width <= room:
+                return verdict
+        return self.wrapped(key, size=SIZE_LABEL, width=room, **fmt, **names)
 
     def block_name_labels(self, rows: np.ndarray, top: float, bottom: float, left: float) -> VGroup:
         """The names of some blocks (:func:`label_rows`) left of the map, each at its row's centre, with the shared

@@ -25,7 +25,7 @@ from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW,
 from scenes.kit.style import SIZE_SMALL
 from simulation.trace import Trace
 
-from data.make_traces import user_like_trace_files
+from data.make_traces import tiled_traces, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from frame_checks import assert_last_frame_matches, same_cairo_as_control_data  # noqa: F401 (an autouse fixture)
 
@@ -183,3 +183,28 @@ def test_the_verdict_names_the_end_blocks_as_the_model_scenes_do(tmp_path):
     (verdict,) = [t for t in texts if "(first)" in t]
     assert short_name(names[0], 16) == "stages.0"
     assert "stages.0 (first)" in verdict and "stages.5 (last)" in verdict, verdict
+
+
+# Two blocks with long names: the verdict named them at 16 characters each and ran past the right edge ("outside the
+# frame ... spans x [-6.62, 7.44]", found by test_user_model_scenes' Hypothesis layout test).
+LONG_NAMES = ["block_group_with_a_long_name_1.0", "block_group_with_a_long_name_1.1"]
+
+
+@pytest.mark.parametrize("tamper", [False, True], ids=["fitted", "tamper-no-room-check"])
+def test_the_verdict_stays_inside_the_frame_with_long_block_names(tmp_path, monkeypatch, tamper):
+    """Long block names: the verdict's names are cut shorter (never its size) until the line fits, and the layout
+    check passes; the tamper twin lets any line pass as fitting (the old one line of 16-character names) and the same
+    check reports the verdict outside the frame."""
+    import scenes.depth_time_map as module
+
+    if tamper:
+        monkeypatch.setattr(module, "line_width", lambda: 100.0)
+    built = frame_build(DepthTimeMap, "en", tiled_traces(LONG_NAMES, tmp_path), "dark")
+    if tamper:
+        assert any("outside the frame" in str(p) and "(first)" in str(p) for p in built.layout_log), built.layout_log
+    else:
+        assert built.layout_log == []
+        verdicts = [m for top in built.mobjects for m in top.get_family()
+                    if isinstance(m, Text) and "(first)" in m.text]
+        assert len(verdicts) == 1 and verdicts[0].text.count("…") == 2  # both names cut, one line
+        assert verdicts[0].get_right()[0] <= 7.11 * 0.97

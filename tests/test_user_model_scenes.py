@@ -37,7 +37,7 @@ from simulation.config import RunConfig, UserModelConfig
 from simulation.runkeys import RunKey
 from simulation.trace import Trace
 
-from data.make_traces import USER_LIKE, user_like_names, user_like_trace_files
+from data.make_traces import USER_LIKE, tiled_traces, user_like_names, user_like_trace_files
 from dry_run import built_scene, frame_build, scene_group
 from subtitles import as_srt_cues, too_fast
 from support import ROOT, examples
@@ -186,20 +186,6 @@ def test_overlap_check_catches_labels_drawn_on_top_of_each_other():
 
 
 # -- the scenes ---------------------------------------------------------------------------------------------
-
-def tiled_traces(names: list[str], folder: Path, base: str = "resnet152_50") -> dict[str, str]:
-    """Trace files of len(``names``) blocks named ``names``: a committed user-like run's per-block arrays
-    tiled (layout tests only; the numbers are real, their order along the blocks is not)."""
-    files = {}
-    for run, path in user_like_trace_files(base).items():
-        trace = Trace.load(path)
-        blocks = trace.meta.blocks
-        pick = np.arange(len(names)) % blocks
-        arrays = {k: (v[..., pick] if v.ndim == 2 and v.shape[-1] == blocks else v) for k, v in trace.arrays.items()}
-        meta = {**trace.meta.to_dict(), "layers": list(names), "blocks": len(names)}
-        files[run] = str(Trace(meta=meta, arrays=arrays).save(folder / f"{run}.npz"))
-    return files
-
 
 def check_scene(built, lang: str) -> None:
     assert built.layout_log == [], built.layout_log

@@ -151,6 +151,24 @@ def user_like_trace_files(case: str, folder: Path = DATA_DIR) -> dict[str, str] 
     return {k: str(v) for k, v in files.items()} if all(p.is_file() for p in files.values()) else None
 
 
+def tiled_traces(names: list[str], folder: Path, base: str = "resnet152_50") -> dict[str, str]:
+    """Trace files of len(``names``) blocks named ``names``: a committed user-like run's per-block arrays
+    tiled (layout tests only; the numbers are real, their order along the blocks is not)."""
+    import numpy as np
+
+    from simulation.trace import Trace
+
+    files = {}
+    for run, path in user_like_trace_files(base).items():
+        trace = Trace.load(path)
+        blocks = trace.meta.blocks
+        pick = np.arange(len(names)) % blocks
+        arrays = {k: (v[..., pick] if v.ndim == 2 and v.shape[-1] == blocks else v) for k, v in trace.arrays.items()}
+        meta = {**trace.meta.to_dict(), "layers": list(names), "blocks": len(names)}
+        files[run] = str(Trace(meta=meta, arrays=arrays).save(folder / f"{run}.npz"))
+    return files
+
+
 def write_user_like_traces(case: str, folder: Path = DATA_DIR) -> dict[str, str]:
     """Train and save the runs of user-like ``case`` (see :func:`user_like_names`)."""
     from simulation.trace import Trace
