@@ -8,6 +8,7 @@ import atexit
 import gc
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,7 +45,14 @@ WORKER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "3355443
 def pytest_configure(config):
     """On the controller, before pytest-xdist starts its workers (they inherit the environment): the workers'
     environment (WORKER_ENVIRONMENT), and one trace cache for the claim tests of this session, unless the caller
-    gives one (.ci/run gives one folder to both of its pytest runs). Removed at the end if made here."""
+    gives one (.ci/run gives one folder to both of its pytest runs). Removed at the end if made here.
+
+    In every process (controller and workers): bytecode is written as a default Python writes it. Where
+    PYTHONDONTWRITEBYTECODE is set (containers often set it; this machine does), pytest never kept the ~90 test
+    modules it rewrites for their asserts, and every worker rewrote them on every run: collection took 6.5 CPU s per
+    worker, 4.9 with the cache (docs/developers/speed.md). The files go where any Python puts them
+    (``__pycache__``, which the checkout guard ignores)."""
+    sys.dont_write_bytecode = False
     if hasattr(config, "workerinput"):
         return
     if getattr(config.option, "numprocesses", None):
