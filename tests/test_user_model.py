@@ -343,3 +343,26 @@ def test_twin_of_transformer_encoder_in_eval_mode(norm_first):
         residual = model(x)  # the fast path, no interceptor: the residual model as written
     assert torch.allclose(twin, expected, atol=1e-5)
     assert not torch.allclose(twin, residual, atol=1e-2)
+
+
+def test_a_model_file_is_loaded_without_bytecode_beside_it(tmp_path, monkeypatch):
+    """--model FILE.py:factory leaves the user's folder as it was, also where Python writes bytecode (a default
+    Python: the tests' own processes do): no __pycache__ beside the file or the neighbour it imports, and Python's
+    own flag is as it was after. The twin: the same file imported the plain way does write one."""
+    import importlib.util
+    import sys
+
+    from simulation.kinds.user_model import load_factory
+
+    (tmp_path / "helper_layers.py").write_text("WIDTH = 8\n")
+    (tmp_path / "net.py").write_text("import torch\nfrom helper_layers import WIDTH\n\n"
+                                     "def build():\n    return torch.nn.Linear(WIDTH, WIDTH)\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.delitem(sys.modules, "helper_layers", raising=False)
+    factory = load_factory(f"{tmp_path / 'net.py'}:build", "no-bytecode")
+    assert factory().in_features == 8
+    assert sys.dont_write_bytecode is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["helper_layers.py", "net.py"]
+    spec = importlib.util.spec_from_file_location("plain_net_import", tmp_path / "helper_layers.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert (tmp_path / "__pycache__").is_dir()

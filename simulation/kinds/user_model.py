@@ -108,9 +108,9 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
     """The callable named by ``spec`` (``path/to/file.py:factory`` or ``package.module:factory``).
 
     A file is loaded as a fresh module (its folder first on ``sys.path`` while it loads, so that it can import
-    its neighbours); ``source`` (the config's fingerprint of the code) only keys the cache, so an edited file is
-    loaded again. Raises :class:`UserModelError` (one line) for a missing file or module, code that raises
-    or does not parse, or a missing or non-callable factory."""
+    its neighbours; no bytecode is written beside it); ``source`` (the config's fingerprint of the code) only keys
+    the cache, so an edited file is loaded again. Raises :class:`UserModelError` (one line) for a missing file or
+    module, code that raises or does not parse, or a missing or non-callable factory."""
     kind, where, name = parse_spec(spec)
     allow_torchvision_without_ops()
     try:
@@ -122,10 +122,13 @@ def load_factory(spec: str, source: str = "") -> Callable[..., Any]:
                 raise UserModelError(f"model file {where} cannot be loaded as Python")
             module = importlib.util.module_from_spec(found)
             sys.path.insert(0, str(path.resolve().parent))
+            # the user's folder is left as it was: no __pycache__ beside their file (or the neighbours it imports)
+            writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
             try:
                 sys.modules[module_name] = module
                 found.loader.exec_module(module)
             finally:
+                sys.dont_write_bytecode = writes_bytecode
                 sys.path.remove(str(path.resolve().parent))
         else:
             try:
