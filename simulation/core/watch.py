@@ -288,8 +288,7 @@ def watch(model: nn.Module, path: str | Path, every: int = 50, *, blocks: str = 
     at each record and compares them after that step's optimiser step (memory: one copy of them, kept from the first
     record to ``close``; time: about 0.1 of a ResNet-18 CPU step per record, benchmarks/bench_watch.py). Off by
     default: no scene draws it (``render.py inspect`` prints it), and an exact update needs that copy; off,
-    ``update_ratio`` is NaN. Raises :class:`WatchError` (one line) for a model
-    or argument it cannot record."""
+    ``update_ratio`` is NaN. Raises :class:`WatchError` (one line) for a model or argument it cannot record."""
     return Watch(model, path, every, blocks=blocks, example_input=example_input, norm_dtype=norm_dtype,
                  update_ratio=update_ratio)
 
