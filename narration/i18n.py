@@ -122,41 +122,58 @@ def _read(path: Path):
         raise I18nError(f"catalog {path} is unreadable: {exc}") from None
 
 
-@functools.lru_cache(maxsize=None)
+def _folder(root: Path | None) -> Path:
+    """The catalogs' folder ``root`` names (``locale/`` when None), as the caches below are keyed: on the folder
+    itself, so that a catalog read while another folder stood in for ``locale/`` is never served for it."""
+    return Path(root) if root is not None else LOCALE_DIR
+
+
 def template(root: Path | None = None) -> dict[str, str]:
     """``{"Owner.key": English text}`` of the template, in its order."""
-    path = (root or LOCALE_DIR) / f"{DOMAIN}.pot"
-    return {m.context: m.id for m in _read(path) if m.id and m.context}
+    return _template(_folder(root))
 
 
 @functools.lru_cache(maxsize=None)
-def _translated(lang: str, root: Path | None) -> dict[str, str]:
+def _template(folder: Path) -> dict[str, str]:
+    return {m.context: m.id for m in _read(folder / f"{DOMAIN}.pot") if m.id and m.context}
+
+
+@functools.lru_cache(maxsize=None)
+def _translated(lang: str, folder: Path) -> dict[str, str]:
     """``{"Owner.key": text}`` of a catalog's entries that are translated (msgstr set, not fuzzy)."""
-    return {m.context: m.string for m in _read(catalog_path(lang, root))
+    return {m.context: m.string for m in _read(catalog_path(lang, folder))
             if m.id and m.context and m.string and not m.fuzzy}
 
 
-@functools.lru_cache(maxsize=None)
 def english(root: Path | None = None) -> dict[str, str]:
     """``{"Owner.key": English}``: the template's msgid, reworded where the English catalog sets a msgstr."""
-    out = dict(template(root))
-    if catalog_path("en", root).is_file():
-        out.update({k: v for k, v in _translated("en", root).items() if k in out})
+    return _english(_folder(root))
+
+
+@functools.lru_cache(maxsize=None)
+def _english(folder: Path) -> dict[str, str]:
+    out = dict(_template(folder))
+    if catalog_path("en", folder).is_file():
+        out.update({k: v for k, v in _translated("en", folder).items() if k in out})
     return out
 
 
-@functools.lru_cache(maxsize=None)
 def messages(lang: str, root: Path | None = None) -> dict[str, str]:
     """``{"Owner.key": text}`` of the entries ``lang`` has (without the English fallback; do not change it: it
     is cached). I18nError for a language that has no catalog."""
+    return _messages(lang, _folder(root))
+
+
+@functools.lru_cache(maxsize=None)
+def _messages(lang: str, folder: Path) -> dict[str, str]:
     if lang == "en":
-        return english(root)
+        return _english(folder)
     if lang == PSEUDO:
-        return {k: pseudo(v) for k, v in english(root).items()}
-    if lang not in LANGUAGES and not catalog_path(lang, root).is_file():
-        raise I18nError(f"unknown language {lang!r}; available: {', '.join(languages(root))}")
-    known = template(root)
-    return {k: v for k, v in _translated(lang, root).items() if k in known}
+        return {k: pseudo(v) for k, v in _english(folder).items()}
+    if lang not in LANGUAGES and not catalog_path(lang, folder).is_file():
+        raise I18nError(f"unknown language {lang!r}; available: {', '.join(languages(folder))}")
+    known = _template(folder)
+    return {k: v for k, v in _translated(lang, folder).items() if k in known}
 
 
 def owner_chain(scene: type) -> list[str]:
@@ -324,7 +341,7 @@ def _write(path: Path, catalog) -> None:
 
 def clear_caches() -> None:
     """Forget the catalogs read so far (after one was written)."""
-    for cached in (template, _translated, english, messages):
+    for cached in (_template, _translated, _english, _messages):
         cached.cache_clear()
 
 
@@ -433,7 +450,11 @@ def init_catalog(lang: str, root: Path | None = None) -> Path:
     try:
         locale = Locale.parse(lang.replace("-", "_"))
     except (UnknownLocaleError, ValueError):
-        raise I18nError(f"{lang!r} is not a language code Babel knows (es, de, pt_BR, ar ...)") from None
+        locale = None
+    # Babel reads a code it only partly knows as the part it knows ("no_such_module" as Norwegian "no"): the
+    # code must be the locale's own, or the folder would be named by a language nobody chose
+    if locale is None or str(locale) != lang.replace("-", "_"):
+        raise I18nError(f"{lang!r} is not a language code Babel knows (es, de, pt_BR, ar ...)")
     path = catalog_path(lang, root)
     if path.exists():
         raise I18nError(f"{path} exists already; `render.py i18n update` brings it up to date")

@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import scenes
 
@@ -171,6 +173,75 @@ def test_a_missing_translation_falls_back_to_english_string_by_string(tmp_path):
         i18n.init_catalog("de", locale)
     with pytest.raises(i18n.I18nError, match="not a language code"):
         i18n.init_catalog("xx-nonsense", locale)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(code=st.one_of(
+    st.sampled_from(["no_such_module:Scene", "de_foo", "en-XA:x", "../de", "zh/../../x", "pt_BR ", "es\x00"]),
+    st.text(min_size=1, max_size=12),
+    st.builds(lambda known, tail: f"{known}{tail}", st.sampled_from(["no", "de", "pt_BR", "zh_Hans"]),
+              st.text(min_size=1, max_size=8))))
+def test_init_makes_a_catalog_only_for_a_code_babel_knows_whole(tmp_path_factory, code):
+    """Babel reads "no_such_module:Scene" as Norwegian ("no"): a catalog named by it reached `i18n check`, which
+    then failed in the scene with a traceback (a CI run's property test). The code must be the locale's own, or
+    nothing is written."""
+    from babel import Locale
+
+    locale = tmp_path_factory.mktemp("locale")
+    shutil.copy(ROOT / "locale" / "lecture.pot", locale)
+    try:
+        path = i18n.init_catalog(code, locale)
+    except i18n.I18nError as exc:
+        assert "not a language code" in str(exc)
+        assert sorted(p.name for p in locale.iterdir()) == ["lecture.pot"]  # nothing half-made
+    else:
+        assert path == locale / code / "LC_MESSAGES" / "lecture.po" and path.is_file()
+        assert str(Locale.parse(code.replace("-", "_"))) == code.replace("-", "_")
+        assert code in i18n.languages(locale)
+
+
+@pytest.mark.parametrize("code", ["de", "pt_BR", "pt-BR", "sr_Latn", "zh_Hant_TW", "ar"])
+def test_init_takes_every_whole_code(tmp_path, code):
+    """The twin: real locale codes, with a region or a script, in either spelling, are taken."""
+    shutil.copy(ROOT / "locale" / "lecture.pot", tmp_path)
+    assert i18n.init_catalog(code, tmp_path).is_file()
+    assert code in i18n.languages(tmp_path)
+
+
+def test_a_stand_in_folder_never_serves_its_catalogs_for_locale(tmp_path, monkeypatch):
+    """The catalogs are cached by the folder they were read from: a copy that stood in for locale/ (as the
+    command tests' does) leaves nothing behind when it goes, without anyone clearing the caches."""
+    copy = tmp_path / "locale"
+    shutil.copytree(ROOT / "locale", copy)
+    po = i18n.catalog_path("zh", copy)
+    po.write_text(po.read_text(encoding="utf-8").replace('msgstr "恒等高速路"', 'msgstr "改过的标题"'),
+                  encoding="utf-8")
+    real = i18n.messages("zh")["IdentityHighway.title"]
+    monkeypatch.setattr(i18n, "LOCALE_DIR", copy)
+    assert i18n.messages("zh")["IdentityHighway.title"] == "改过的标题"
+    assert i18n.text("zh", ["IdentityHighway"], "title") == "改过的标题"
+    monkeypatch.undo()
+    assert i18n.messages("zh")["IdentityHighway.title"] == real == "恒等高速路"
+    assert i18n.text("zh", ["IdentityHighway"], "title") == real
+
+
+def test_a_catalog_made_in_this_process_can_be_drawn(tmp_path, monkeypatch):
+    """`i18n check --lang de` right after `i18n init de` in one process (a notebook, the command tests): the
+    scenes' language check reads locale/ as it is now, as the command's own check does."""
+    from scenes.kit import style
+
+    copy = tmp_path / "locale"
+    shutil.copytree(ROOT / "locale", copy)
+    monkeypatch.setattr(i18n, "LOCALE_DIR", copy)
+    with pytest.raises(ValueError, match="unknown language 'de'"):
+        style.set_language("de")
+    i18n.init_catalog("de")
+    try:
+        style.set_language("de")
+        assert style.current_language() == "de"
+    finally:
+        style.set_language("en")
+        i18n.clear_caches()
 
 
 def test_an_override_wins_for_its_owner_only():

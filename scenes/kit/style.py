@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from manim import Text, ManimColor, interpolate_color
 
-from narration.i18n import LANGUAGES, language
+from narration.i18n import LANGUAGES, language, languages
 from narration.text import LANGS  # defined once for the scenes, the beat record and the narration
 from scenes.kit.frame_cost import GlyphText, drop_svg_paths
 from scenes.kit.theme import ROLES, current_theme
@@ -80,9 +80,11 @@ SIZE_SMALL = 18  # the smallest size used: still readable at 480p
 
 
 def set_language(lang: str) -> None:
-    """Language of the texts made from now on (LectureScene.setup calls it)."""
-    if lang not in LANGS:
-        raise ValueError(f"unknown language {lang!r}; available: {', '.join(LANGS)}")
+    """Language of the texts made from now on (LectureScene.setup calls it). ValueError for a language that has
+    neither a catalog under locale/ now (one made since this process started counts) nor is English or en-XA."""
+    found = languages()
+    if lang not in found:
+        raise ValueError(f"unknown language {lang!r}; available: {', '.join(found)}")
     _current["lang"] = lang
 
 
