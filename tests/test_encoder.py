@@ -12,7 +12,10 @@ from manim.scene import video_segment_encoder as segment
 
 from scenes.kit import encoder
 
-PROFILES = [("mp4", "libx264", "yuv420p"), ("mov", "qtrle", "argb"), ("webm", "libvpx-vp9", "yuva420p")]
+# mp4 as a render writes it, the transparent formats, and raw YUV: nut/rawvideo stores the very frames the encoder
+# was handed (yuv420p, as libx264 gets them), so its bytes show what the held-frame path sends, pixel and timestamp.
+PROFILES = [("mp4", "libx264", "yuv420p"), ("mov", "qtrle", "argb"), ("webm", "libvpx-vp9", "yuva420p"),
+            ("nut", "rawvideo", "yuv420p")]
 
 
 def _frames(seed: int, width: int, height: int) -> list[tuple[np.ndarray, int]]:
@@ -37,30 +40,71 @@ def _encode(path, spec, frames, write) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("container,codec,pix_fmt", PROFILES)
+# Both encoders' files written in a child of the Manim probe server (tests/forked.py): libx264 in a test worker
+# that had run a few hundred tests wrote other bytes for the same frames and options, one thread, three times in a
+# row (two local runs of the whole suite; never in a fresh process, with denormals flushed, or with a heap filled
+# with garbage first). Its input is checked in this process too: the raw YUV profile.
+ENCODE_BOTH = r"""
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+from manim._config.video_encoder import VideoEncoderSpec
+from manim.scene import video_segment_encoder as segment
+
+from scenes.kit import encoder
+
+args = json.loads(open("spec.json").read())
+spec = VideoEncoderSpec(container_format=args["container"], codec=args["codec"], pixel_format=args["pix_fmt"],
+                        width=args["width"], height=args["height"], frame_rate=Fraction(args["rate"]),
+                        options=tuple(tuple(pair) for pair in args["options"]))
+frames = np.load("frames.npz")
+for name, write in (("manim", encoder._ORIGINAL), ("ours", encoder.write_frame)):
+    enc = segment.VideoSegmentEncoder(target=Path(f"{name}.{args['container']}").resolve(), spec=spec)
+    for pixels, repeat in zip(frames["pixels"], frames["repeats"]):
+        write(enc, np.ascontiguousarray(pixels), repeat=int(repeat))
+    enc.finish()
+"""
+
+
+def _encode_both_forked(folder, spec, frames) -> tuple[bytes, bytes]:
+    """(Manim's file, ours) for ``frames``, both encoded in one fresh child (see ENCODE_BOTH)."""
+    import json
+
+    from forked import run_forked
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spec.json").write_text(json.dumps({
+        "container": spec.container_format, "codec": spec.codec, "pix_fmt": spec.pixel_format, "width": spec.width,
+        "height": spec.height, "rate": str(spec.frame_rate), "options": [list(pair) for pair in spec.options]}))
+    np.savez(folder / "frames.npz", pixels=np.stack([f for f, _ in frames]), repeats=[r for _, r in frames])
+    done = run_forked(ENCODE_BOTH, cwd=folder, server="manim")
+    assert done.returncode == 0, done.stderr
+    return (folder / f"manim.{spec.container_format}").read_bytes(), (folder / f"ours.{spec.container_format}").read_bytes()
+
+
+@pytest.mark.parametrize("container,codec,pix_fmt", [
+    pytest.param(*profile, marks=[pytest.mark.xdist_group("manim-probes")] if profile[1] == "libx264" else [])
+    for profile in PROFILES])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_converted_once_writes_the_same_file_as_manim(tmp_path, container, codec, pix_fmt, seed):
     width, height = 64, 48
     # One encoder thread: x264 with threads was seen once to write other bytes for the same input under load.
-    options = {**_DEFAULT_OPTIONS.get(codec, {}), **({"threads": "1"} if codec != "qtrle" else {})}
+    options = {**_DEFAULT_OPTIONS.get(codec, {}), **({"threads": "1"} if codec in ("libx264", "libvpx-vp9") else {})}
     spec = VideoEncoderSpec(container_format=container, codec=codec, pixel_format=pix_fmt, width=width,
                             height=height, frame_rate=Fraction(15), options=tuple(sorted(options.items())))
     frames = _frames(seed, width, height)
-    theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
-    ours = _encode(tmp_path / f"ours.{container}", spec, frames, encoder.write_frame)
     assert sum(r for _, r in frames) > len(frames)  # the case at hand: held frames
+    if codec == "libx264":
+        theirs, ours = _encode_both_forked(tmp_path, spec, frames)
+    else:
+        theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
+        ours = _encode(tmp_path / f"ours.{container}", spec, frames, encoder.write_frame)
     if container == "webm":  # Matroska writes a random segment UID: the same frames, other bytes
         assert theirs != _encode(tmp_path / "manim-again.webm", spec, frames, encoder._ORIGINAL)
         assert _decoded(tmp_path / "ours.webm") == _decoded(tmp_path / "manim.webm")
     else:
-        # libx264 on this shared machine has written other bytes for the same input and options (twice in CI, one
-        # thread): both sides are encoded again, up to three times; a held-frame path that differs from Manim's
-        # differs every time, an encoder that wavered once does not.
-        for attempt in range(2):
-            if ours == theirs:
-                break
-            theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
-            ours = _encode(tmp_path / f"ours.{container}", spec, frames, encoder.write_frame)
         assert ours == theirs
     assert len(_decoded(tmp_path / f"ours.{container}")) == sum(r for _, r in frames)
 
@@ -70,16 +114,21 @@ def _decoded(path) -> list[bytes]:
         return [frame.to_ndarray(format="rgba").tobytes() for frame in video.decode(video=0)]
 
 
-def test_a_changed_frame_changes_the_file(tmp_path):
-    """The comparison above can fail: one pixel more in a held frame gives other bytes."""
-    spec = VideoEncoderSpec(container_format="mov", codec="qtrle", pixel_format="argb", width=64, height=48,
+@pytest.mark.parametrize("container,codec,pix_fmt", [("mov", "qtrle", "argb"), ("nut", "rawvideo", "yuv420p")])
+def test_a_changed_frame_changes_the_file(tmp_path, container, codec, pix_fmt):
+    """The comparison above can fail: one pixel more in a held frame gives other bytes, and so does one copy
+    fewer or one timestamp off."""
+    spec = VideoEncoderSpec(container_format=container, codec=codec, pixel_format=pix_fmt, width=64, height=48,
                             frame_rate=Fraction(15), options=())
     frames = _frames(3, 64, 48)
-    theirs = _encode(tmp_path / "manim.mov", spec, frames, encoder._ORIGINAL)
+    theirs = _encode(tmp_path / f"manim.{container}", spec, frames, encoder._ORIGINAL)
+    assert _encode(tmp_path / f"same.{container}", spec, frames, encoder.write_frame) == theirs
     tampered = [(f.copy(), r) for f, r in frames]
     held = next(i for i, (_, r) in enumerate(tampered) if r > 1)
     tampered[held][0][0, 0, :3] ^= 0xFF
-    assert _encode(tmp_path / "ours.mov", spec, tampered, encoder.write_frame) != theirs
+    assert _encode(tmp_path / f"ours.{container}", spec, tampered, encoder.write_frame) != theirs
+    fewer = [(f, r - (i == held)) for i, (f, r) in enumerate(frames)]
+    assert _encode(tmp_path / f"fewer.{container}", spec, fewer, encoder.write_frame) != theirs
 
 
 def test_bad_frames_are_refused_as_manim_refuses_them(tmp_path):
@@ -116,6 +165,7 @@ def test_video_options_shorten_the_look_ahead_from_720p_and_set_threads():
             encoder.video_options("h", bad)
 
 
+@pytest.mark.xdist_group("manim-probes")  # the worker that holds the Manim probe server (tests/forked.py)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_with_the_render_options_ours_still_writes_manims_bytes_and_a_browser_mp4(tmp_path, seed):
     """The options a 1080p render passes (short look-ahead, one thread): our held-frame path still gives
@@ -125,8 +175,8 @@ def test_with_the_render_options_ours_still_writes_manims_bytes_and_a_browser_mp
     spec = VideoEncoderSpec(container_format="mp4", codec="libx264", pixel_format="yuv420p", width=width,
                             height=height, frame_rate=Fraction(60), options=tuple(sorted(options.items())))
     frames = _frames(seed, width, height)
-    theirs = _encode(tmp_path / "manim.mp4", spec, frames, encoder._ORIGINAL)
-    assert _encode(tmp_path / "ours.mp4", spec, frames, encoder.write_frame) == theirs
+    theirs, ours = _encode_both_forked(tmp_path, spec, frames)
+    assert ours == theirs
     with av.open(str(tmp_path / "ours.mp4")) as video:
         stream = video.streams.video[0]
         assert (stream.codec_context.name, stream.format.name) == ("h264", "yuv420p")
