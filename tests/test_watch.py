@@ -264,6 +264,49 @@ def test_plain_twin(tmp_path):
     assert np.isfinite(trace["out_grad_norm"]).all()
 
 
+
+class BatchNormBlock(nn.Module):
+    """h = x + BN(Linear(x)): in train mode BatchNorm also adds 1 to num_batches_tracked inside the block."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.linear, self.norm = nn.Linear(width, width), nn.BatchNorm1d(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.norm(self.linear(x))
+
+
+def plain_by_hand(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``model``'s forward with every block returning F(x) alone, written out here (the twin's reference)."""
+    for block in model:
+        x = block.norm(block.linear(x))
+    return x
+
+
+@pytest.mark.parametrize("first", ["eval", "train"])
+def test_plain_twin_first_called_in_eval_mode(tmp_path, first):
+    """A plain twin whose first forward is an eval()/no_grad() check (BatchNorm's train-mode ``add_(1)`` absent then)
+    stays plain in train mode and in eval mode after it, and its watch records every block."""
+    torch.manual_seed(0)
+    model = nn.Sequential(BatchNormBlock(), BatchNormBlock())
+    twin = plain_twin(model)
+    x = torch.randn(6, 8)
+    with torch.no_grad():
+        twin.train(first == "train")(x)
+    twin.train()
+    reference = copy.deepcopy(twin)  # its BatchNorm statistics as they are now, updated by the same forward below
+    torch.testing.assert_close(twin(x), plain_by_hand(reference, x))
+    assert not torch.allclose(model(x), plain_by_hand(copy.deepcopy(model), x))  # the check tells residual from plain
+    twin.eval(), reference.eval()
+    torch.testing.assert_close(twin(x), plain_by_hand(reference, x))
+    twin.train()
+    opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    with watch(twin, tmp_path / "twin.npz", every=1) as rec:
+        twin(x).square().mean().backward()
+        rec.step(opt)
+    trace = Trace.load(tmp_path / "twin.npz")
+    assert trace.meta.layers == ["0", "1"] and np.isfinite(trace["out_grad_norm"]).all()
+
 # The killed runs of the tests below share one interpreter (a child of tests/forked.py's server, which imported
 # torch): it imports watch once, then forks one child per run, which trains as a user's loop would and kills itself
 # (SIGKILL) after step ``last``; the parent only imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what

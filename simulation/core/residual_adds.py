@@ -73,6 +73,13 @@ def leaves(value: Any) -> Iterator[torch.Tensor]:
             yield from leaves(item)
 
 
+def _counted(a: Any, b: Any) -> bool:
+    """Whether an addition counts in the keys: tensor + tensor only. A tensor + number, such as BatchNorm's
+    ``num_batches_tracked.add_(1)`` (made in train mode only), is skipped, so that a block's keys are the same in
+    train and eval mode (a plain twin first called in eval mode still finds its additions when it trains)."""
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+
+
 def _operands(func: Callable, args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     """(a, b, alpha) of an addition ``a + alpha * b`` in any of the call forms of :data:`ADD_FUNCTIONS`."""
     a = args[0] if args else kwargs.get("input", kwargs.get("self"))
@@ -225,14 +232,14 @@ class _Probe(TorchFunctionMode):
         return out
 
     def _add(self, func, args, kwargs, out, inputs) -> None:
+        a, b, alpha = _operands(func, args, kwargs)
+        if not _counted(a, b) or not isinstance(out, torch.Tensor):
+            return
         self.additions += 1
         call = self.calls[self.stack[-1]]
         key = (call.path, call.number, call.adds)  # where it is; the interceptor's key is made by _keys
         call.adds += 1
         self.all_adds.append(call.index)
-        a, b, alpha = _operands(func, args, kwargs)
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(out, torch.Tensor)):
-            return
         same = a.shape == b.shape == out.shape
         # The result's node is made after this returns; it will be the next node.
         self.events.append(_AddEvent(call.index, key, self.node_of[id(a)], self.node_of[id(b)], len(self.nodes),
@@ -582,6 +589,9 @@ class Interceptor(TorchFunctionMode):
         kwargs = kwargs or {}
         if func not in ADD_FUNCTIONS or not self.stack:
             return func(*args, **kwargs)
+        a, b, alpha = _operands(func, args, kwargs)
+        if not _counted(a, b):
+            return func(*args, **kwargs)
         top = self.stack[-1]
         key = (top[0], top[1], top[2])
         top[2] += 1
@@ -589,9 +599,6 @@ class Interceptor(TorchFunctionMode):
         if found is None:
             return func(*args, **kwargs)
         index, add = found
-        a, b, alpha = _operands(func, args, kwargs)
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            return func(*args, **kwargs)
         branch, shortcut = (a, b) if add.branch == 0 else (b, a)
         if add.branch == 1 and not (isinstance(alpha, (int, float)) and alpha == 1):
             branch = branch * alpha  # h = a + alpha * b: F(x) is alpha * b
