@@ -514,3 +514,19 @@ def test_i18n_stats_lines_up_its_columns_for_wide_characters():
     assert len(starts) == 1, result.output
     by_chars = {display_width(f"{'中文':12s} "), display_width(f"{'English':12s} ")}
     assert len(by_chars) == 2  # the twin: character padding misaligns the wide name
+
+
+def test_render_check_says_where_your_own_words_are_fitted(tmp_path):
+    """`render --check` writes nothing, so it does not build the scenes your words go into: it says so and names
+    the i18n check that fits them, instead of a bare "the input is valid". The twin: without own words, no such line."""
+    from support import files_under, invoke
+
+    env = {"RESIDUAL_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    own = invoke("render", "IdentityHighway", "--lang", "es", "--text", "IdentityHighway.title=La autopista",
+                 "--check", "-o", out, env=env)
+    assert own.exit_code == 0, own.output
+    assert "not fitted by --check: `render.py i18n check IdentityHighway --lang es`" in own.stdout
+    plain = invoke("render", "IdentityHighway", "--check", "-o", out, env=env)
+    assert plain.exit_code == 0 and "the input is valid" in plain.stdout and "not fitted" not in plain.stdout
+    assert files_under(tmp_path) == []
