@@ -267,7 +267,7 @@ class RenderPlan:
         read = len(self.read)
         own = [job for job in self.todo if job.text_overrides]
         return (f"{len(self.todo)} of {len(self.jobs)} scenes would be rendered ({where}), "
-                f"{len(self.fresh) - read} of {len(self.configs)} traces trained"
+                f"{len(self.fresh) - read} of {len(self.configs)} traces would be trained"
                 + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else "")
                 + (f"; your own words are not fitted by --check: `render.py i18n check "
                    f"{' '.join(dict.fromkeys(job.scene for job in own))} --lang {own[0].lang}` with the same --text / "
