@@ -9,6 +9,8 @@ Example::
 
 from __future__ import annotations
 
+import unicodedata
+
 import click
 
 from cli.options import PathType
@@ -75,12 +77,18 @@ def update_command() -> None:
         click.echo(f"{lang}: {done}/{total} translated")
 
 
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: 2 for a wide or full-width character (中文), else 1."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 @i18n_command.command("stats")
 def stats_command() -> None:
     """How much of each language's catalog is translated."""
     for lang in languages():
         done, total = coverage(lang)
-        click.echo(f"{lang:6s} {language(lang).name:12s} {done}/{total} "
+        name = language(lang).name
+        click.echo(f"{lang:6s} {name}{' ' * max(1, 13 - display_width(name))}{done}/{total} "
                    f"({100 * done / max(total, 1):.0f} %)")
 
 

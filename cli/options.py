@@ -237,7 +237,8 @@ def param_options(func):
                              "Scene.name. Repeatable; wins over --config.")(func)
     func = click.option("--config", "config_file", type=PathType(dir_okay=False), default=None, is_eager=True,
                         callback=_read_config, expose_value=True,
-                        help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] tables.")(func)
+                        help="TOML file with [render], [params], [experiments.NAME], [scenes.NAME] and [text.SCENE] "
+                             "tables.")(func)
     return func
 
 def scene_options(func):
@@ -247,7 +248,9 @@ def scene_options(func):
     func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
                         help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
-    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True)(func)
+    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True,
+                        help="The language of the words on screen, the subtitles and the notes: a catalog under "
+                             "locale/ (`render.py i18n init de` starts one), or en-XA, the pseudo-locale.")(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
                         show_default=True, help="l=480p15, m=720p30, h=1080p60, k=2160p60.")(func)
     return func

@@ -261,11 +261,17 @@ class RenderPlan:
                 + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
 
     def summary(self) -> str:
+        """What ``--check`` says: scenes to render, traces to train; and, with your own words, that fitting them
+        (which builds the scenes, and may train) is the i18n check's work, not --check's."""
         where = f"on {self.scheduler}" if self.cluster else f"{min(self.n_jobs, max(len(self.todo), 1))} at once"
         read = len(self.read)
+        own = [job for job in self.todo if job.text_overrides]
         return (f"{len(self.todo)} of {len(self.jobs)} scenes would be rendered ({where}), "
-                f"{len(self.fresh) - read} of {len(self.configs)} traces trained"
-                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
+                f"{len(self.fresh) - read} of {len(self.configs)} traces would be trained"
+                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else "")
+                + (f"; your own words are not fitted by --check: `render.py i18n check "
+                   f"{' '.join(dict.fromkeys(job.scene for job in own))} --lang {own[0].lang}` with the same --text / "
+                   "--config fits them" if own else ""))
 
 
 def scene_texts(scene: type, lang: str, overrides: dict[str, str]) -> dict[str, str]:

@@ -7,6 +7,7 @@ page that does not exist, and shows that the build then fails and names the link
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -34,6 +35,34 @@ def test_the_site_builds_strictly(tmp_path):
         assert f"render.py {command}" in commands, f"the generated command reference lacks {command}"
     scenes = (site / "reference" / "scenes" / "index.html").read_text(encoding="utf-8")
     assert "IdentityHighway" in scenes and "projection_factor" in scenes
+    # what a reader sees: no Python sentinel as a default, the <lang> of OUTPUT/<480p15>/<lang>/ shown, not hidden
+    assert "Sentinel" not in commands and "<td>None</td>" not in commands
+    assert "OUTPUT/&lt;480p15&gt;/&lt;lang&gt;/" in commands and "<lang>" not in commands
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_hook_generated", ROOT / "docs" / "hooks" / "generated.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_command_reference_is_tidied_of_sentinels_and_hidden_placeholders():
+    """mkdocs-click's table as it comes (the tamper twin: untidied, it shows the sentinel and hides <lang>)."""
+    hook = _hook()
+    assert "lang" in hook.help_placeholders()  # read from render.py's own help texts
+    raw = ("<tr><td><code>--check</code></td><td>boolean</td><td>Check.</td><td><code>Sentinel.UNSET</code></td></tr>"
+           "<tr><td><code>--config</code></td><td>file</td><td>TOML.</td><td>None</td></tr>"
+           "<p>Writes OUTPUT/&lt;480p15&gt;/<lang>/page/lecture.html</p><td><code>l</code></td>")
+    assert "Sentinel.UNSET" in raw and "<td>None</td>" in raw and "/<lang>/" in raw
+    tidy = hook.tidy_command_reference(raw, {"lang"})
+    assert "Sentinel" not in tidy and "<td>None</td>" not in tidy and tidy.count("<td>—</td>") == 2
+    assert "OUTPUT/&lt;480p15&gt;/&lt;lang&gt;/page" in tidy
+    assert "<p>" in tidy and "<td><code>l</code></td>" in tidy  # the page's own elements are left alone
+    with pytest.raises(ValueError, match="<code>"):
+        import click
+
+        hook.help_placeholders(click.Command("x", help="writes <code> here"))
 
 
 def _config() -> dict:

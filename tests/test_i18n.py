@@ -330,6 +330,35 @@ def test_a_text_that_does_not_fit_is_wrapped_moved_or_shrunk_and_reported():
     assert fit_text(inside, 14.22, 8.0) is None  # the twin: a text that fits is left alone
 
 
+def test_a_wrapped_line_keeps_the_edge_it_is_set_from():
+    """A verdict of a left-aligned list that runs off the right edge wraps and keeps its left edge (the German
+    IdentityHighway's 'Gewichte von F → 0: …' was re-centred out of its column); one that runs off the left keeps
+    its right edge; a centred title too wide on both sides stays centred. The twin: re-centred, as before, the
+    left-set line's left edge would have moved by more than a unit."""
+    from manim import LEFT, RIGHT
+
+    from scenes.kit.fit import MARGIN, fit_text, overshoot
+    from scenes.kit.style import make_text
+
+    words = "Gewichte von F → 0: der Block reicht x unverändert durch, die Schicht wird übersprungen"
+    half_w = 14.22 * (0.5 - MARGIN)
+    left_set = make_text(words, size=28).to_edge(LEFT, buff=0.5)
+    assert left_set.get_right()[0] > half_w  # runs off the right only
+    left, centre = left_set.get_left()[0], left_set.get_center()
+    recentred = make_text(words.replace("x unverändert", "x\nunverändert"), size=28).move_to(centre)
+    assert abs(recentred.get_left()[0] - left) > 1.0  # the twin: centring moves the left edge
+    assert "wrapped onto two lines" in fit_text(left_set, 14.22, 8.0)
+    assert left_set.get_left()[0] == pytest.approx(left, abs=1e-6) and overshoot(left_set, 14.22, 8.0) == 0
+    right_set = make_text(words, size=28).to_edge(RIGHT, buff=0.5)
+    right = right_set.get_right()[0]
+    assert "wrapped onto two lines" in fit_text(right_set, 14.22, 8.0)
+    assert right_set.get_right()[0] == pytest.approx(right, abs=1e-6)
+    title = make_text(words + " " + words, size=28)
+    assert title.get_left()[0] < -half_w and title.get_right()[0] > half_w
+    fit_text(title, 14.22, 8.0)
+    assert title.get_center()[0] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_the_texts_after_an_animation_are_those_it_leaves_on_screen():
     """What the fitter separates: a FadeOut's text leaves, a Transform's target stands for its text, a FadeIn's text
     comes, an Indicate (back where it began) changes nothing."""
@@ -467,3 +496,37 @@ def test_the_lecture_fits_in_the_pseudo_locale(scene):
     built = _lecture_build(scene, "en-XA")
     assert [p for p in built.layout_log if not p.startswith(FITTER_LEAVES.get(scene.__name__, ()))] == []
     assert built.numbers["values"] == _lecture_build(scene, "en").numbers["values"]
+
+
+def test_i18n_stats_lines_up_its_columns_for_wide_characters():
+    """`render.py i18n stats`: the counts start in one terminal column although 中文 takes four columns in two
+    characters. The twin: padded by characters (str.format), as before, the Chinese row's counts start two early."""
+    from click.testing import CliRunner
+
+    from cli.i18n import display_width
+    from render import cli
+
+    result = CliRunner().invoke(cli, ["i18n", "stats"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "/" in line]
+    assert any(line.startswith("zh ") for line in rows) and display_width("中文") == 4
+    starts = {display_width(line[:re.search(r"\d+/\d+", line).start()]) for line in rows}
+    assert len(starts) == 1, result.output
+    by_chars = {display_width(f"{'中文':12s} "), display_width(f"{'English':12s} ")}
+    assert len(by_chars) == 2  # the twin: character padding misaligns the wide name
+
+
+def test_render_check_says_where_your_own_words_are_fitted(tmp_path):
+    """`render --check` writes nothing, so it does not build the scenes your words go into: it says so and names
+    the i18n check that fits them, instead of a bare "the input is valid". The twin: without own words, no such line."""
+    from support import files_under, invoke
+
+    env = {"RESIDUAL_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    own = invoke("render", "IdentityHighway", "--lang", "es", "--text", "IdentityHighway.title=La autopista",
+                 "--check", "-o", out, env=env)
+    assert own.exit_code == 0, own.output
+    assert "not fitted by --check: `render.py i18n check IdentityHighway --lang es`" in own.stdout
+    plain = invoke("render", "IdentityHighway", "--check", "-o", out, env=env)
+    assert plain.exit_code == 0 and "the input is valid" in plain.stdout and "not fitted" not in plain.stdout
+    assert files_under(tmp_path) == []

@@ -113,7 +113,7 @@ def test_render_check_reads_both_files_and_trains_nothing(tmp_path):
     result = invoke("render", "GradientFlowOverTraining", "DoesItOnlyCopy", "--trace", FILES["residual"],
                     "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
-    assert "0 of 2 traces trained, 2 read from their files" in result.output
+    assert "0 of 2 traces would be trained, 2 read from their files" in result.output
 
 
 def test_train_counts_runs_read_from_files_apart_from_trained_ones():
@@ -158,7 +158,7 @@ def test_all_with_a_trace_renders_every_scene_that_can_draw_it_and_names_the_oth
     assert alone.exit_code == 0, alone.output
     assert "ModelChainRuleProduct left out: it draws the run 'plain' too" in alone.stderr
     assert "3 of 3 scenes would be rendered" in alone.stdout  # gradient flow (one row), only-copy, the map
-    assert "0 of 1 traces trained, 1 read from its file" in alone.stdout
+    assert "0 of 1 traces would be trained, 1 read from its file" in alone.stdout
     both = invoke("all", "--trace", cut, "--twin", FILES["plain"], "--check", "-o", tmp_path / "out")
     assert both.exit_code == 0, both.output
     assert f"ModelDegradation left out: --trace {cut} has no error_curve, test_error" in both.stderr

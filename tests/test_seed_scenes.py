@@ -171,7 +171,7 @@ def test_render_check_counts_the_runs_the_scene_reads(args, runs, tmp_path):
 
     result = CliRunner().invoke(cli, ["render", *args, "--check", "--output", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert f"{runs} of {runs} traces trained" in result.output
+    assert f"{runs} of {runs} traces would be trained" in result.output
 
 
 # -- PostLNvsPreLN's verdicts as plain functions (no Manim) ----------------------------------------------------

@@ -328,8 +328,9 @@ def loop(path, every, last, seconds):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rec = watch(model, path, every=every)
     for step, micro in enumerate(batches(9, 1)):
-        F.cross_entropy(model(micro[0][0]), micro[0][1]).backward()
-        rec.step(opt)
+        loss = F.cross_entropy(model(micro[0][0]), micro[0][1])
+        loss.backward()
+        rec.step(opt, loss=loss)
         opt.step(); opt.zero_grad()
         if step == last:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -402,14 +403,20 @@ def test_sigkill_keeps_every_recorded_step(killed_runs):
                          ids=["progress-written", "tamper-no-progress"])
 def test_a_run_killed_between_records_says_how_far_it_went(killed_runs, name, steps):
     """Killed after step 7 with records at 0 and 5: the metadata the writer refreshes (every PROGRESS_SECONDS; 0
-    here: every step) says 8 steps ran, which the partial trace and render.py inspect report; the twin, whose
-    writer never refreshed it, knows only the 6 steps its records and curves hold."""
+    here: every step) says 8 steps ran, which the partial trace and render.py inspect report, and the loss curve
+    written with it holds all 8 steps; the twin, whose writer never refreshed either, knows only the 6 steps its
+    records and curves hold (the same losses: both runs start from one seed)."""
     from support import invoke
 
     path, done = killed_runs[name]
     assert done.returncode == -signal.SIGKILL, done.stderr
     trace = Trace.load(path)
     assert trace["step"].tolist() == [0, 5] and trace.meta.config["steps"] == steps
+    curve = trace["loss_curve"]
+    assert len(curve) == steps and np.isfinite(curve).all()
+    assert curve[[0, 5]].tolist() == trace["loss"].tolist()  # the records' own losses, at their steps
+    twin = Trace.load(killed_runs["tamper-no-progress"][0])["loss_curve"]
+    np.testing.assert_array_equal(curve[:6], twin)
     result = invoke("inspect", path)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["watch"]["steps_run"] == steps

@@ -2,7 +2,8 @@
 
 A page asks for a table with a marker line (``<!-- generated: scenes -->``, ``model-scenes``, ``experiments``,
 ``voices``, ``trace-arrays``, ``trace-meta``); the hook replaces it at build time, so the reference cannot fall behind the code. It also puts the
-checkout's root on ``sys.path`` so that mkdocs-click can import ``render`` for the command reference.
+checkout's root on ``sys.path`` so that mkdocs-click can import ``render`` for the command reference, and tidies
+what mkdocs-click leaves on that page (:func:`tidy_command_reference`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+# An option without a default: mkdocs-click 0.9 prints click's UNSET sentinel (click >= 8.3) or "None" in the table.
+NO_DEFAULT = re.compile(r"<td>(?:<code>Sentinel\.UNSET</code>|None)</td>")
+PLACEHOLDER = re.compile(r"<([a-z][a-z0-9_-]*)>")
+# Elements the page itself is made of: a help text's placeholder must not share a name with one.
+PAGE_ELEMENTS = frozenset("a abbr b body br code div em h1 h2 h3 h4 h5 h6 head hr html i img label li link meta nav "
+                          "ol p pre script section small span strong style sub sup table tbody td th thead title tr "
+                          "ul".split())
 
 
 def on_config(config):
@@ -110,6 +118,38 @@ def render_marker(kind: str) -> str:
         return voices_table(data["voices"])
     raise ValueError(f"unknown generated table {kind!r} (scenes, model-scenes, experiments, voices, trace-arrays, "
                      "trace-meta)")
+
+
+def help_placeholders(command=None) -> set[str]:
+    """The ``<name>`` placeholders in the help texts of ``command`` and its subcommands (default: render.py's
+    ``cli``), e.g. ``lang`` of ``OUTPUT/<480p15>/<lang>/``."""
+    import click
+
+    if command is None:
+        from render import cli as command
+    texts = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]
+    found = {name for text in texts for name in PLACEHOLDER.findall(text)}
+    for sub in getattr(command, "commands", {}).values():
+        if isinstance(sub, click.Command):
+            found |= help_placeholders(sub)
+    if found & PAGE_ELEMENTS:
+        raise ValueError(f"a help text of render.py writes <{min(found & PAGE_ELEMENTS)}>, which is also an HTML "
+                         "element of the command reference: name the placeholder otherwise")
+    return found
+
+
+def tidy_command_reference(html: str, placeholders: set[str]) -> str:
+    """The command reference as a reader should see it: an option without a default says "—" (not click's
+    ``Sentinel.UNSET`` or Python's ``None``), and a placeholder of the help texts (``<lang>``), which Markdown
+    passes through as an HTML tag the browser hides, is shown as written."""
+    html = NO_DEFAULT.sub("<td>—</td>", html)
+    return PLACEHOLDER.sub(lambda m: f"&lt;{m[1]}&gt;" if m[1] in placeholders else m[0], html)
+
+
+def on_page_content(html, page, config, files):
+    if page.file.src_uri == "reference/commands.md":
+        return tidy_command_reference(html, help_placeholders())
+    return html
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -14,8 +14,8 @@ animation has run (:func:`texts_after`), in two steps:
 
 1. each by itself (:func:`fit_text`): a text its scene scaled below the floor (cap height 1/45 of the frame:
    scenes/kit/layout.py) is set back to it; one wider than the safe area (the frame less a :data:`MARGIN` on each
-   side) is broken onto a second line at the space nearest its middle, else scaled down to the safe width but never
-   below the floor; then moved inside.
+   side) is broken onto a second line at the space nearest its middle (keeping the edge it is set from when it ran
+   past only the other side), else scaled down to the safe width but never below the floor; then moved inside.
 2. each two whose boxes overlap (:func:`make_room`): the one not drawn yet gives way, by the first of: shrinking
    away from the other about its far edge (to the floor at most), wrapping onto two lines that grow away from the
    other (downwards below it), both, moving up, down or aside; where none keeps it inside and clear of every other
@@ -90,9 +90,16 @@ def fit_text(text: Text, frame_width: float, frame_height: float, margin: float 
     if width > safe_w:
         two = _wrapped(text) if isinstance(text, Text) else None
         if two is not None and two.width < width:
-            centre = text.get_center()
+            centre, (left, right, _, _) = text.get_center(), _box(text)
             text.become(two).move_to(centre)
             _adopt(text, two)
+            # keep the edge it is set from: a line of a left-aligned list that ran off the right keeps its left edge
+            # (centred, it would jump out of the list's column), one that ran off the left its right edge
+            half_w = frame_width * (0.5 - margin)
+            if left >= -half_w and right > half_w:
+                text.shift([left - _box(text)[0], 0, 0])
+            elif right <= half_w and left < -half_w:
+                text.shift([right - _box(text)[1], 0, 0])
             done.append("wrapped onto two lines")
         if text.width > safe_w:
             try:  # never below the house's smallest capitals: the layout check reports what is still too wide

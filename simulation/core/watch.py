@@ -66,7 +66,8 @@ _COUNTS = 8
 
 _CHUNK = 1024  # steps per chunk of the per-step buffers (loss, lr, scale)
 PROGRESS_SECONDS = 10.0  # the trace's metadata says how many steps the loop has taken at most this often (a run
-# killed between records then reads as having run at least that many; a host-side JSON write, never a device read)
+# killed between records then reads as having run at least that many; a host-side JSON write), and, in one process,
+# the loss curve since the last record is written with it (one device-to-host copy of [steps, 3] per interval)
 
 _WATCHES: "weakref.WeakKeyDictionary[nn.Module, Watch]" = weakref.WeakKeyDictionary()
 
@@ -682,6 +683,8 @@ class Watch:
         self.step_index = k + 1
         if self.writer is not None and self.found.adds is not None and time.monotonic() >= self._progress_due:
             self._progress_due = time.monotonic() + PROGRESS_SECONDS
+            if self.world == 1 and self._pending is None:  # ranks would each decide by their own clock: not in DDP
+                self._flush_curve()
             self.writer.set_meta(self._meta())
         if self.step_index % self.every == 0:
             self._arm()
@@ -863,6 +866,28 @@ class Watch:
         if self.writer is not None:
             self.writer.append(record)
 
+    def _flush_curve(self) -> None:
+        """The loss, learning rate and scale of the steps since the last record (or flush) as a part of their own:
+        at close, and at the progress interval in one process, so that a run killed between records keeps its
+        curve up to the last interval. Under DDP a collective (the mean over ranks): every rank calls it at once."""
+        tail = self.step_index - self._curve_start
+        if tail <= 0:
+            return
+        host, device = self._curves(tail)
+        curve = device.reshape(-1) if device is not None else torch.full((tail * 3,), math.nan, dtype=torch.float64)
+        if self.world > 1:
+            curve = curve.to(self.device)
+            torch.distributed.all_reduce(curve)
+        curve = curve.cpu().numpy().reshape(tail, 3) / self.world
+        curve = np.where(np.isnan(host), curve, host)
+        if self.writer is not None:
+            self.writer.append({"step": np.zeros(0, np.int64),
+                                "curve_step": np.arange(self._curve_start, self.step_index, dtype=np.int64),
+                                "loss_curve": curve[:, 0].astype(np.float32),
+                                "lr_curve": curve[:, 1].astype(np.float32),
+                                "scale_curve": curve[:, 2].astype(np.float32)})
+        self._curve_start = self.step_index
+
     def _weight_nonfinite(self, grad_norm: np.ndarray, grads: list) -> np.ndarray:
         """Non-finite entries of each block's weight gradients; counted (a second pass) only for the blocks whose
         norm is not finite, in ``grads``: the (gradient, version) of each parameter when the record was taken (the
@@ -934,22 +959,8 @@ class Watch:
             if self._pending is not None:  # the last record's update: the weights as they are now
                 self._finish()
             self._snapshot = None
-            tail = self.step_index - self._curve_start
-            if tail > 0 and self.found.adds is not None:
-                host, device = self._curves(tail)
-                curve = device.reshape(-1) if device is not None else torch.full((tail * 3,), math.nan,
-                                                                                  dtype=torch.float64)
-                if self.world > 1:
-                    curve = curve.to(self.device)
-                    torch.distributed.all_reduce(curve)
-                curve = curve.cpu().numpy().reshape(tail, 3) / self.world
-                curve = np.where(np.isnan(host), curve, host)
-                if self.writer is not None:
-                    self.writer.append({"step": np.zeros(0, np.int64),
-                                        "curve_step": np.arange(self._curve_start, self.step_index, dtype=np.int64),
-                                        "loss_curve": curve[:, 0].astype(np.float32),
-                                        "lr_curve": curve[:, 1].astype(np.float32),
-                                        "scale_curve": curve[:, 2].astype(np.float32)})
+            if self.found.adds is not None:
+                self._flush_curve()
             if self.writer is not None:
                 return self.writer.close(self._meta())
             return None
