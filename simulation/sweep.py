@@ -40,10 +40,10 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from .atomic_io import shown_path
-from .config import BaseConfig, ConfigError, config_from_dict
+from .config import BaseConfig, ConfigError, RecordedConfig, config_from_dict
 from .runs import seed_groups, start_line, train, train_group, work
 
-__all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
+__all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "sweep_note", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
            "SweepError"]
 
 log = logging.getLogger(__name__)
@@ -163,8 +163,18 @@ def sweep(configs: Iterable[Config], scheduler: str | None = None, progress: boo
         yield from _here(configs, show)
     else:
         yield from _on_dask(configs, address, show, retries, workers, connect_timeout, in_order)
-    log.info("sweep: %d runs trained in %.1f s (%s)", len(configs), time.perf_counter() - started,
+    log.info("sweep: %s in %.1f s (%s)", sweep_note(configs), time.perf_counter() - started,
              "this process" if local else (address or "local cluster"))
+
+
+def sweep_note(configs: list[Config]) -> str:
+    """What the sweep did: "2 runs trained", "1 run read from its file" (``--trace``: nothing trained), or both."""
+    read = sum(isinstance(c, RecordedConfig) for c in configs)
+    trained = len(configs) - read
+    parts = [f"{trained} run{'s' * (trained != 1)} trained"] if trained or not read else []
+    if read:
+        parts.append(f"{read} run{'s' * (read != 1)} read from {'its file' if read == 1 else 'their files'}")
+    return ", ".join(parts)
 
 
 def _bar(total: int, show: bool):

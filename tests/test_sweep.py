@@ -273,3 +273,29 @@ def test_the_scheduler_is_installed_with_the_dask_version_the_project_pins():
     """docs/how-to/cluster.md's install line for a scheduler without the checkout names pyproject.toml's pin."""
     pin = re.search(r'"(dask\[distributed\]==[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     assert f'pip install "{pin}"' in PAGES[0].read_text()
+
+
+def test_a_sweep_of_trace_files_says_it_read_them(tmp_path, caplog):
+    """``render.py render SCENE --trace FILE`` trains nothing: the sweep's log line says the run was read from its
+    file (it said "1 runs trained in 0.0 s"); a sweep that trains says so (the line tells the two apart)."""
+    import logging
+
+    import torch
+
+    from residual_lecture import watch
+    from simulation.config import RecordedConfig
+    from simulation.sweep import sweep_note
+    from watch_models import Net, batches
+
+    model, path = Net(), tmp_path / "mine.npz"
+    with watch(model, path, every=1) as rec:
+        x, y = batches(1, 1)[0][0]
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        rec.step(torch.optim.SGD(model.parameters(), lr=0.1))
+    recorded = RecordedConfig(path=str(path))
+    with caplog.at_level(logging.INFO, logger="simulation.sweep"):
+        assert len(list(sweep([recorded], here=True))) == 1
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("sweep:"))
+    assert line.startswith("sweep: 1 run read from its file in ") and "trained" not in line
+    assert sweep_note([RunConfig(), recorded, recorded]) == "1 run trained, 2 runs read from their files"
+    assert sweep_note([RunConfig()] * 2) == "2 runs trained"

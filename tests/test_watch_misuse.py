@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -108,3 +109,43 @@ def test_a_second_backward_through_a_recorded_forward_is_told_once(tmp_path):
                 opt.step()
                 opt.zero_grad()
     assert sum("second backward" in str(w.message) for w in said) == 1
+
+
+class Detour(nn.Module):
+    """Two residual blocks and a head; with ``detour`` set, the forward skips the blocks (another path than the one
+    watch saw at the first training forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks, self.head, self.detour = nn.Sequential(Block(), Block()), nn.Linear(6, 2), False
+
+    def forward(self, x):
+        return self.head(x if self.detour else self.blocks(x))
+
+
+@pytest.mark.parametrize("detour", [True, False], ids=["detour", "twin"])
+def test_a_record_that_sees_no_block_says_so(tmp_path, detour):
+    """A recorded step whose training forward passed none of the blocks found at the first forward (the plain twin
+    of a BatchNorm model called first in eval mode did this silently: every block NaN) warns once; its twin, the same
+    loop on the blocks' path, warns nothing and records every block."""
+    from simulation.trace import Trace
+
+    model = Detour()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with watch(model, tmp_path / "a.npz", every=1) as rec:
+            for step in range(3):
+                model.detour = detour and step > 0
+                nn.functional.cross_entropy(model(x), y).backward()
+                rec.step(opt)
+                opt.step()
+                opt.zero_grad()
+    unseen = [w for w in caught if "none of the 2 residual additions" in str(w.message)]
+    grads = Trace.load(tmp_path / "a.npz")["out_grad_norm"]
+    if detour:
+        assert len(unseen) == 1 and "step 1's" in str(unseen[0].message) and np.isnan(grads[1:]).all()
+    else:
+        assert not caught and np.isfinite(grads).all()

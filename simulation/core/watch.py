@@ -327,6 +327,7 @@ class Watch:
         self.step_index = 0
         self.closed = False
         self._warned_no_grad = False  # warned once that rec.step came after zero_grad (or before backward)
+        self._warned_unseen = False  # warned once that a recorded step's forwards passed none of the blocks
         self._warned_no_forward = False  # warned once that rec.step came with no training forward of the module
         self._warned_twice = False  # warned once that a second backward went through a recorded forward
         self.armed = False
@@ -801,6 +802,12 @@ class Watch:
         sums = take(B * _SUMS).reshape(B, _SUMS)
         counts = take(B * _COUNTS).reshape(B, _COUNTS)
         forwards = take(1)[0]
+        if forwards > 0 and not counts[:, _C_H_EX].any() and not self._warned_unseen:
+            self._warned_unseen = True
+            warnings.warn(f"watch: step {k}'s training forwards ran through none of the {B} residual additions found at "
+                          f"the first forward ({self.names[0]} ...), so this record's block statistics are NaN: the "
+                          "forward takes another path than it did then (blocks=... names them by module path; "
+                          "docs/how-to/watch.md)")
         grads, before = take(B + 1) / W, take(B + 1) / W  # identical on every rank (DDP averaged them)
         scale, found_inf = take(2) / W
         curve = take(n * 3).reshape(n, 3) / W
