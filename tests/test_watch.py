@@ -307,6 +307,29 @@ def test_plain_twin_first_called_in_eval_mode(tmp_path, first):
     trace = Trace.load(tmp_path / "twin.npz")
     assert trace.meta.layers == ["0", "1"] and np.isfinite(trace["out_grad_norm"]).all()
 
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_watch_example_input_in_eval_mode(tmp_path, mode):
+    """watch(..., example_input=x) of a BatchNorm model left in eval mode finds the blocks that its training
+    forwards then pass (each record's ‖∂L/∂h‖ equals autograd's, within RTOL)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(BatchNormBlock(), BatchNormBlock())
+    x = torch.randn(6, 8)
+    model.train(mode == "train")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, tmp_path / "a.npz", every=1, example_input=x) as rec:
+        model.train()
+        reference = copy.deepcopy(model)
+        outputs = []
+        handles = [b.register_forward_hook(lambda m, i, o: outputs.append(o)) for b in reference]
+        expected = torch.autograd.grad(reference(x).square().mean(), outputs)
+        for h in handles:
+            h.remove()
+        model(x).square().mean().backward()
+        rec.step(opt)
+    recorded = Trace.load(tmp_path / "a.npz")["out_grad_norm"][0]
+    np.testing.assert_allclose(recorded, [g.double().norm().item() for g in expected], rtol=RTOL)
+
 # The killed runs of the tests below share one interpreter (a child of tests/forked.py's server, which imported
 # torch): it imports watch once, then forks one child per run, which trains as a user's loop would and kills itself
 # (SIGKILL) after step ``last``; the parent only imports, nothing of torch runs in it before the forks. Each child's stderr goes to a file of its own; the parent prints, per run, what
