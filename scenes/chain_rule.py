@@ -271,6 +271,7 @@ class ChainRuleExploding(ChainRuleProduct):
             lines.add(make_text(text, size=SIZE_SMALL, color=PALETTE["warn"]))
         if len(lines):
             lines.arrange(DOWN, aligned_edge=LEFT, buff=0.08).next_to(summary, DOWN, buff=0.15, aligned_edge=LEFT)
+            self.above_citation(lines, self._source)  # a long line (zh) reaches over the citation: raised into the gap
             self.narrate("n_diverged", 4)
             self.play(FadeIn(lines), run_time=1)
         self.wait(3)

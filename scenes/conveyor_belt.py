@@ -58,6 +58,8 @@ def _dashed_with_gaps(chart: LinearAxes, xs: np.ndarray, ys: np.ndarray, color, 
 class ConveyorBelt(SeedSpread, LectureScene):
     """Cosine similarity of a token's vector at the stack input and after each encoder layer, Post-LN vs Pre-LN."""
 
+    _source = "Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1"  # cited on screen
+
     experiment = "conveyor_belt"
     experiment_defaults = {"seeds": (0, 1, 2)}  # two Transformers per seed (~25 s each): three keep the lecture fast
 
@@ -132,7 +134,8 @@ class ConveyorBelt(SeedSpread, LectureScene):
                       n=self.number("seeds.pre_keeps_more", agree, 6), total=self.number("seeds.total", total, 6)),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.55)
+        self.above_citation(verdict, self._source)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1")
+        self.cite(self._source)
         self.wait(5)

@@ -145,6 +145,7 @@ class Degradation(SeedSpread, LectureScene):
                                         line_width(), size=SIZE_SMALL, color=PALETTE[arch]))
         lines.arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         lines.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
+        self.above_citation(lines, self._source)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(lines, shift=UP * 0.2), run_time=1.2)
         self.cite(self._source)

@@ -53,6 +53,8 @@ def hyper_claim(hc: Mapping[str, Any], mhc: Mapping[str, Any]) -> bool | None:
 class HyperConnections(SeedSpread, LectureScene):
     """The gain of the product of the residual-mixing matrices across blocks: free (HC) vs doubly stochastic (mHC)."""
 
+    _source = "Zhu et al. 2025; DeepSeek 2025 (mHC)"  # cited on screen
+
     experiment = "hyper_connections"
     chapter = "beyond"  # its runs are small, but the chapter gathers the findings after 2016 (README)
     experiment_defaults = {"seeds": (0, 1, 2)}
@@ -128,9 +130,10 @@ class HyperConnections(SeedSpread, LectureScene):
             self.wrapped("scale", size=SIZE_SMALL, hc=fmt["hc"]),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
+        self.above_citation(verdict, self._source)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         self.narrate("n_errors", 3, hc_err=self.percent("hc.test_error", float(hc["final_test_error"])),
                      mhc_err=self.percent("mhc.test_error", float(mhc["final_test_error"])))
-        self.cite("Zhu et al. 2025; DeepSeek 2025 (mHC)")
+        self.cite(self._source)
         self.wait(5)

@@ -75,6 +75,8 @@ def lens_verdicts(kl: np.ndarray, top1: np.ndarray) -> dict[str, bool | None]:
 class LogitLens(SeedSpread, LectureScene):
     """KL to the final prediction and top-1 agreement of every layer's residual stream (the logit lens)."""
 
+    _source = "nostalgebraist 2020 (the logit lens); Belrose et al. 2023 (tuned lens)"  # on screen
+
     experiment = "logit_lens"
     experiment_defaults = {"seeds": (0, 1, 2)}  # one small GPT per seed (~8 s each)
 
@@ -170,6 +172,7 @@ class LogitLens(SeedSpread, LectureScene):
                          make_text(with_seed_count(self, kl_line, *counts["kl_falls"]), size=SIZE_SMALL)
                          ).arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         verdict.to_edge(LEFT, buff=0.5).to_edge(DOWN, buff=0.6)
+        self.above_citation(verdict, self._source)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("nostalgebraist 2020 (the logit lens); Belrose et al. 2023 (tuned lens)")
+        self.cite(self._source)
         self.wait(5)

@@ -101,6 +101,8 @@ def _cell_map(values: np.ndarray, frame: VMobject, low, high, missing) -> VGroup
 class LossLandscape(SeedSpread, LectureScene):
     """Filter-normalised random 2-D slices of the loss around trained conv nets, plain and residual, by depth."""
 
+    _source = "Li et al. 2018, Fig. 5 and Fig. 7"  # cited on screen
+
     experiment = "loss_landscape"
     chapter = "beyond"  # ~3 min of training per seed: rendered by `render.py all --chapter beyond` (README)
     experiment_defaults = {"seeds": (0, 1, 2)}
@@ -217,6 +219,7 @@ class LossLandscape(SeedSpread, LectureScene):
                                           depth=shallow, plain=fractions[sp], residual=fractions[sr]))
         verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
+        self.above_citation(verdict, self._source)
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
         # said, not shown (the legibility floor): how these nets compare with Li et al.'s
@@ -226,7 +229,7 @@ class LossLandscape(SeedSpread, LectureScene):
         if not is_missing(error) and error > UNTRAINED:
             self.narrate("untrained", 4, depth=deep, steps=self.number("steps", config.steps, 6),
                          pct=self.percent(f"{plain}.test_error", error))
-        self.cite("Li et al. 2018, Fig. 5 and Fig. 7")
+        self.cite(self._source)
         self.wait(5)
 
 

@@ -54,6 +54,8 @@ def scaled_sweep(gradient: np.ndarray) -> tuple[np.ndarray, float]:
 class ShatteredGradients(SeedSpread, LectureScene):
     """d(output)/d(input) over a swept scalar input at init, and its autocorrelation (Balduzzi 2017)."""
 
+    _source = "Balduzzi et al. 2017, Fig. 1, Fig. 2"  # cited on screen
+
     experiment = "shattered"
 
     def construct(self) -> None:
@@ -177,6 +179,7 @@ class ShatteredGradients(SeedSpread, LectureScene):
                                               k, n), line_width(), size=SIZE_SMALL),
         ).arrange(DOWN, aligned_edge=LEFT, buff=0.12)
         verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.6)
+        self.above_citation(verdict, self._source)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("Balduzzi et al. 2017, Fig. 1, Fig. 2")
+        self.cite(self._source)
         self.wait(4)

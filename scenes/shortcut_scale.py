@@ -138,6 +138,8 @@ def count_seeds(seed_runs: dict[int, dict[str, dict]]) -> dict[str, tuple[int, i
 class ShortcutScale(SeedSpread, LectureScene):
     """Shortcuts scaled by lambda (and gated): the step-0 gradient ratio across the stack, and training error."""
 
+    _source = "He et al. 2016, Identity Mappings, §3, eq. 7-8, Table 1"  # cited on screen
+
     experiment = "shortcut_scale"
     required_arrays = ("out_grad_norm", "error_curve")
 
@@ -268,8 +270,9 @@ class ShortcutScale(SeedSpread, LectureScene):
         lines[2].add(lines[3].next_to(lines[2], RIGHT, buff=0.2))
         block = VGroup(legend, lines[0], lines[2]).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
         block.to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=EDGE_BUFF)
+        self.above_citation(block, self._source)
         self.narrate("n_verdict", 4)
         self.play(FadeIn(block, shift=UP * 0.2), run_time=1.2)
         self.narrate("paper", 4)
-        self.cite("He et al. 2016, Identity Mappings, §3, eq. 7-8, Table 1")
+        self.cite(self._source)
         self.wait(5)

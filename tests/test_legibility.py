@@ -16,7 +16,7 @@ the lecture is checked in tests/test_scenes_all.py (both languages, both themes)
 from __future__ import annotations
 
 import pytest
-from manim import DOWN, RIGHT, UP, MathTex, Text, Transform, VGroup, config
+from manim import DOWN, LEFT, RIGHT, UP, MathTex, Text, Transform, VGroup, config
 
 from scenes.kit import layout
 from scenes.kit.base import LectureScene
@@ -194,3 +194,68 @@ def test_fonts_of_both_languages_are_measured():
     for font in FONTS.values():
         per_point = layout._cap_per_point("pango", font)
         assert 0.0095 < per_point < 0.0105, (font, per_point)  # ~0.73 em: DejaVu Sans and Noto Sans CJK's Latin H
+
+
+# -- the citation: a text just above it reads as one more line of it ---------------------------------------------
+
+SOURCE = "Balduzzi et al. 2017, Fig. 1, Fig. 2"
+
+
+class _Verdict(LectureScene):
+    """A verdict line set at the bottom left as the lecture's verdicts are, long enough to reach over the citation;
+    ``gap``: how far above the citation's top it sits (None: placed with :meth:`LectureScene.above_citation`)."""
+
+    strings = {"v": {"en": "Measured: the plain gradient is close to white noise, the residual one is not",
+                     "zh": "甲"}}
+    check_layout = True
+    lang = "en"
+    gap: float | None = None
+
+    def construct(self) -> None:
+        verdict = self.text("v", size=SIZE_SMALL).to_edge(LEFT, buff=0.5).to_edge(DOWN, buff=0.6)
+        top = self.cite_label(SOURCE).get_top()[1]
+        if self.gap is None:
+            self.above_citation(verdict, SOURCE)
+        else:
+            verdict.shift(UP * (top + self.gap - verdict.get_bottom()[1]))
+        self.add(verdict)
+        self.cite(SOURCE)
+        self.wait(0.1)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.04, 0.09])
+def test_a_text_just_above_the_citation_is_reported(tmp_path, gap):
+    log = dry_run(type("_Close", (_Verdict,), {"gap": gap}), tmp_path).layout_log
+    assert len(log) == 1 and log[0].startswith("too close:") and "stacked" in log[0] and "Balduzzi" in log[0], log
+
+
+def test_above_citation_raises_a_verdict_just_enough(tmp_path):
+    """The twin: the same verdict raised by above_citation (and one set 0.11 above by hand) passes; one that does
+    not reach over the citation in x is left where it is."""
+    built = dry_run(_Verdict, tmp_path)
+    assert built.layout_log == []
+    verdict = next(m for m in built.mobjects if getattr(m, "text", "").startswith("Measured"))
+    top = LectureScene.cite_label(SOURCE).get_top()[1]
+    assert verdict.get_bottom()[1] == pytest.approx(top + layout.MIN_GAP, abs=1e-6)
+    assert dry_run(type("_Clear", (_Verdict,), {"gap": 0.11}), tmp_path).layout_log == []
+    short = make_text("short", size=SIZE_SMALL).to_edge(LEFT, buff=0.5).to_edge(DOWN, buff=0.6)
+    bottom = short.get_bottom()[1]
+    assert built.above_citation(short, SOURCE).get_bottom()[1] == bottom
+
+
+def test_the_fitter_keeps_a_moved_text_clear_of_the_citation_gap():
+    """A text the fitter stacks against the citation ends at least MIN_GAP above it, and the citation keeps its
+    size and its corner (it gives way last)."""
+    from scenes.kit.fit import make_room
+
+    cite = LectureScene.cite_label(SOURCE)
+    corner = cite.get_center().copy()
+    verdict = make_text("Measured: the plain gradient is close to white noise, the residual one is not",
+                        size=SIZE_SMALL).to_edge(LEFT, buff=0.5)
+    verdict.shift(UP * (cite.get_top()[1] - 0.05 - verdict.get_bottom()[1]))  # over the citation by 0.05
+    assert layout_problems([verdict, cite], FRAME_W, FRAME_H) != []
+    notes = make_room([verdict, cite], [cite], FRAME_W, FRAME_H)
+    assert notes and layout_problems([verdict, cite], FRAME_W, FRAME_H) == [], notes
+    reaches_over = verdict.get_right()[0] > cite.get_left()[0]
+    assert not reaches_over or verdict.get_bottom()[1] >= cite.get_top()[1] + layout.MIN_GAP - 1e-6, notes
+    assert cite.get_center() == pytest.approx(corner) and cap_height(cite) >= FLOOR

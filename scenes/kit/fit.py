@@ -40,8 +40,13 @@ __all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_a
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
-    """(left, right, bottom, top) of ``mob`` in scene units (scenes.kit.layout.bounding_box)."""
-    return tuple(float(v) for v in bounding_box(mob))
+    """(left, right, bottom, top) of ``mob`` in scene units (scenes.kit.layout.bounding_box); a citation's
+    (``citation = True``, ``LectureScene.cite``) reaches :data:`MIN_GAP` higher: the layout check keeps that much
+    free above it, so a text the fitter stacks on it stays clear of the gap too."""
+    left, right, bottom, top = (float(v) for v in bounding_box(mob))
+    if any(getattr(text, "citation", False) for text in text_mobjects([mob])):
+        top += MIN_GAP
+    return left, right, bottom, top
 
 
 def overshoot(mob: Mobject, frame_width: float, frame_height: float, margin: float = MARGIN) -> float:
@@ -133,10 +138,13 @@ def _overlap(a: tuple, b: tuple) -> tuple[float, float]:
 
 
 def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: float, animations: Iterable = (),
-              drawn: Iterable[Mobject] | None = None) -> list[str]:
+              drawn: Iterable[Mobject] | None = None, reserved: Iterable[tuple] = ()) -> list[str]:
     """Before ``animations`` play on a scene showing ``mobjects``: :func:`fit_text` on every outermost text that
     will be on screen (:func:`texts_after`; LaTeX too: moved and shrunk, never wrapped), then :func:`make_room`
-    between them, where the texts not in ``drawn`` (None: those the animations bring) give way first; the notes."""
+    between them, where the texts not in ``drawn`` (None: those the animations bring) give way first; the notes.
+    ``reserved``: boxes (left, right, bottom, top) kept for a text still to come (the citation with its gap above,
+    ``LectureScene.cite``): every other text leaves them as it leaves a marker; a citation (``citation = True``)
+    may lie in them."""
     mobjects, animations = list(mobjects), list(animations)
     after = texts_after(mobjects, animations)
     notes = [fit_text(mob, frame_width, frame_height) for mob in after]
@@ -147,7 +155,7 @@ def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: flo
     fresh = [t for t in after if id(t) not in old]
     coming = [getattr(anim, "mobject", None) for anim in _flat(animations)]
     return notes + make_room(after, fresh, frame_width, frame_height, mobjects,
-                             [_box(d) for d in markers([*mobjects, *[m for m in coming if m is not None]])])
+                             [_box(d) for d in markers([*mobjects, *[m for m in coming if m is not None]])], reserved)
 
 
 def _flat(animations: Iterable) -> list:
@@ -244,7 +252,7 @@ def _floor_factor(unit: Mobject, frame_height: float) -> float:
     caps = []
     for text in text_mobjects([unit], visible_only=False):
         try:
-            box = _box(text)
+            box = bounding_box(text)  # the text's own height (a citation's _box reaches higher)
             caps.append(cap_height(text, box[3] - box[2]))
         except TypeError:
             pass
@@ -358,15 +366,15 @@ def _words(mob: Mobject) -> str:
 
 
 def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float, frame_height: float,
-              mobjects: Iterable[Mobject] = (), dots: Iterable[tuple] = ()) -> list[str]:
+              mobjects: Iterable[Mobject] = (), dots: Iterable[tuple] = (), reserved: Iterable[tuple] = ()) -> list[str]:
     """Take apart every two of ``texts`` (those on screen after the coming animations: :func:`texts_after`) whose
     boxes overlap: the one not drawn yet (in ``fresh``; else the longer, a Text before LaTeX) is shrunk about its
     far edge (never below the floor, :data:`CAP_FLOOR`), else wrapped onto two lines growing away from the other,
     else both, else moved up, down or aside, whichever keeps it inside the safe area and clear of every other
     text; a paragraph (make_wrapped_text) is shrunk or moved whole. A text over one of ``dots`` (boxes of the markers
-    on screen: scenes.kit.layout.markers) leaves it the same ways; no way lands a text on one. Notes of what changed,
-    one per change."""
-    dots = list(dots)
+    on screen: scenes.kit.layout.markers) leaves it the same ways; no way lands a text on one. ``reserved`` (see
+    :func:`fit_texts`) count as markers for every text but a citation. Notes of what changed, one per change."""
+    dots, reserved = list(dots), list(reserved)
     parents = _paragraphs([*mobjects, *texts])
     units: dict[int, Mobject] = {}
     for text in texts:
@@ -378,15 +386,17 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
     least: dict[int, float] = {}  # id -> the least factor it may be scaled by (_floor_factor), once asked for
     notes: list[str] = []
 
-    def rank(unit: Mobject) -> tuple:  # who gives way first: a text not drawn yet, a Text, the wider
-        return (id(unit) not in new, not isinstance(unit, Text) and not getattr(unit, "paragraph", False),
+    def rank(unit: Mobject) -> tuple:  # who gives way first: not the citation (its corner), a text not drawn yet,
+        # a Text, the wider
+        return (any(getattr(t, "citation", False) for t in text_mobjects([unit])), id(unit) not in new,
+                not isinstance(unit, Text) and not getattr(unit, "paragraph", False),
                 -(boxes[id(unit)][1] - boxes[id(unit)][0]))
 
     def give_way(a: Mobject, b: Mobject, depth: float) -> str | None:
         """The first way (:func:`_candidates`) for one of ``a``, ``b`` to leave the other that keeps it inside and
         clear of every other text, else a stack (:func:`_restack`), applied; what was done, or None."""
         for mover, other in sorted([(a, b), (b, a)], key=lambda pair: rank(pair[0])):
-            rest = [boxes[id(u)] for u in units_list if u is not mover] + dots
+            rest = [boxes[id(u)] for u in units_list if u is not mover] + dots + reserved
             if id(mover) not in least:
                 least[id(mover)] = _floor_factor(mover, frame_height)
             for note, box, apply in _candidates(mover, boxes[id(mover)], boxes[id(other)], least[id(mover)]):
@@ -405,7 +415,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
     def leave_dot(unit: Mobject, dot: tuple, depth: float) -> str | None:
         """The first way for ``unit`` to leave the marker box ``dot`` that keeps it inside and clear of every other
         text and marker, applied; what was done, or None."""
-        rest = [boxes[id(u)] for u in units_list if u is not unit] + [d for d in dots if d is not dot]
+        rest = [boxes[id(u)] for u in units_list if u is not unit] + [d for d in dots + reserved if d is not dot]
         if id(unit) not in least:
             least[id(unit)] = _floor_factor(unit, frame_height)
         for note, box, apply in _candidates(unit, boxes[id(unit)], dot, least[id(unit)]):
@@ -419,7 +429,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
     for _ in range(3):  # a change can make a new clash: passes until none changes (three settle the lecture)
         changed = False
         for unit in units_list:
-            for dot in dots:
+            for dot in dots + ([] if any(getattr(t, "citation", False) for t in text_mobjects([unit])) else reserved):
                 depth = min(_overlap(boxes[id(unit)], dot))
                 if depth > _CLEAR and (done := leave_dot(unit, dot, depth)):
                     notes.append(done)

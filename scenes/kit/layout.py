@@ -208,7 +208,8 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
     per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes and per text whose box
     overlaps a marker's (a visible ``Dot``) by more than ``tolerance`` on both axes; with ``gap`` (default
     :data:`MIN_GAP`; None: not checked) per pair of texts on one line (their heights overlapping by half the
-    shorter's) less than ``gap`` apart side by side; with ``floor`` and ``margin`` (the defaults; None: not
+    shorter's) less than ``gap`` apart side by side, and per text less than ``gap`` above or below the citation
+    (a text with ``citation = True``, as ``LectureScene.cite`` makes it) where they overlap in x; with ``floor`` and ``margin`` (the defaults; None: not
     checked) also :func:`legibility_problems`."""
     mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
@@ -230,6 +231,10 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
             elif gap is not None and dx > -gap and dy > 0.5 * min(t1 - b1, t2 - b2) and dx <= tolerance:
                 problems.append(f"too close: {_describe(texts[i])} and {_describe(texts[j])} on one line, "
                                 f"{-dx:.3f} apart (at least {gap})")
+            elif (gap is not None and dx > tolerance and -gap < dy <= tolerance
+                  and (getattr(texts[i], "citation", False) or getattr(texts[j], "citation", False))):
+                problems.append(f"too close: {_describe(texts[i])} and {_describe(texts[j])} stacked, {-dy:.3f} "
+                                f"apart (at least {gap}): the citation reads as one more line of the text")
     dots = markers(mobjects)
     if dots:
         for mob, (l1, r1, b1, t1) in zip(texts, boxes):
