@@ -40,12 +40,17 @@ __all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_a
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
-    """(left, right, bottom, top) of ``mob`` in scene units (scenes.kit.layout.bounding_box); a citation's
-    (``citation = True``, ``LectureScene.cite``) reaches :data:`MIN_GAP` higher: the layout check keeps that much
-    free above it, so a text the fitter stacks on it stays clear of the gap too."""
-    left, right, bottom, top = (float(v) for v in bounding_box(mob))
+    """(left, right, bottom, top) of ``mob`` in scene units (scenes.kit.layout.bounding_box)."""
+    return tuple(float(v) for v in bounding_box(mob))
+
+
+def _room_box(mob: Mobject) -> tuple[float, float, float, float]:
+    """The box :func:`make_room` keeps ``mob`` in: :func:`_box`, but a citation's (``citation = True``,
+    ``LectureScene.cite``) reaches :data:`MIN_GAP` higher and lower: the layout check keeps that much free above and
+    below it, so a text the fitter stacks on it (or it on a text) stays clear of the gap."""
+    left, right, bottom, top = _box(mob)
     if any(getattr(text, "citation", False) for text in text_mobjects([mob])):
-        top += MIN_GAP
+        bottom, top = bottom - MIN_GAP, top + MIN_GAP
     return left, right, bottom, top
 
 
@@ -252,7 +257,7 @@ def _floor_factor(unit: Mobject, frame_height: float) -> float:
     caps = []
     for text in text_mobjects([unit], visible_only=False):
         try:
-            box = bounding_box(text)  # the text's own height (a citation's _box reaches higher)
+            box = _box(text)
             caps.append(cap_height(text, box[3] - box[2]))
         except TypeError:
             pass
@@ -382,7 +387,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         units.setdefault(id(unit), unit)
     units_list = list(units.values())
     new = {id(_unit_of(t, parents)) for t in fresh}
-    boxes = {id(u): _box(u) for u in units_list}
+    boxes = {id(u): _room_box(u) for u in units_list}
     least: dict[int, float] = {}  # id -> the least factor it may be scaled by (_floor_factor), once asked for
     notes: list[str] = []
 
@@ -402,13 +407,13 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
             for note, box, apply in _candidates(mover, boxes[id(mover)], boxes[id(other)], least[id(mover)]):
                 if _inside(box, frame_width, frame_height) and not _clashes(box, rest):
                     apply()
-                    boxes[id(mover)] = _box(mover)
+                    boxes[id(mover)] = _room_box(mover)
                     least.pop(id(mover))
                     return f"{_words(mover)[:60]!r} overlapped {_words(other)[:30]!r} by {depth:.2f} units: {note}"
         shifts = _restack(units_list, boxes, a, b, frame_height)
         for unit, dy in shifts or ():
             unit.shift([0, dy, 0])
-            boxes[id(unit)] = _box(unit)
+            boxes[id(unit)] = _room_box(unit)
         return shifts and f"{_words(a)[:60]!r} overlapped {_words(b)[:30]!r} by {depth:.2f} units: stacked, " + \
             ", ".join(f"{_words(u)[:20]!r} {abs(dy):.2f} {'up' if dy > 0 else 'down'}" for u, dy in shifts)
 
@@ -421,7 +426,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
         for note, box, apply in _candidates(unit, boxes[id(unit)], dot, least[id(unit)]):
             if _inside(box, frame_width, frame_height) and not _clashes(box, rest):
                 apply()
-                boxes[id(unit)] = _box(unit)
+                boxes[id(unit)] = _room_box(unit)
                 least.pop(id(unit))
                 return f"{_words(unit)[:60]!r} covered a marker by {depth:.2f} units: {note}"
         return None
