@@ -17,6 +17,7 @@ import json
 import math
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -506,7 +507,19 @@ def test_ddp_two_processes_match_one(tmp_path):
 
     torch.manual_seed(0)
     train_steps(Net(), tmp_path / "one.npz", [m[0] for m in batches(3, 1, batch=8)])
-    mp.spawn(ddp_worker, args=(2, str(tmp_path / "ddp.npz"), str(tmp_path / "rendezvous")), nprocs=2, join=True)
+    ranks = mp.spawn(ddp_worker, args=(2, str(tmp_path / "ddp.npz"), str(tmp_path / "rendezvous")), nprocs=2,
+                     join=False)
+    # gloo's destroy_process_group hangs now and then after the trace is written (one run in nine in a user's
+    # torchrun loop; pytorch/pytorch#75097, open): once rank 0 has written it, the ranks get 60 s to exit, then go
+    written_at, started = None, time.monotonic()
+    while not ranks.join(timeout=1):
+        if written_at is None and (tmp_path / "ddp.npz").exists():
+            written_at = time.monotonic()
+        if (written_at is not None and time.monotonic() - written_at > 60) or time.monotonic() - started > 600:
+            for process in ranks.processes:
+                process.kill()
+            assert written_at is not None, "the DDP ranks wrote no trace in 600 s"
+            break
     one, ddp = Trace.load(tmp_path / "one.npz"), Trace.load(tmp_path / "ddp.npz")
     assert ddp.meta.watch["world_size"] == 2 and ddp.meta.watch["wrappers"] == ["DistributedDataParallel"]
     for key in ("act_norm", "act_mean", "act_std", "input_norm", "branch_norm", "out_grad_norm", "in_grad_norm",
