@@ -308,13 +308,7 @@ def test_twin_of_resnet18_in_eval_mode():
     model, x = tv.resnet18(weights=None, num_classes=10), torch.randn(4, 3, 16, 16)
     adds = find_residual_adds(model, (x[:2],)).adds  # train mode, as the run finds them
     model.eval()
-    interceptor = Interceptor(model, adds, plain=True)
-    interceptor.acquire()
-    try:
-        with torch.no_grad():
-            twin = model(x)
-    finally:
-        interceptor.release()
+    twin = _plain_eval(model, adds, x)
     reference = copy.deepcopy(model)
 
     def plain_forward(block, inp):  # torchvision's BasicBlock.forward without `out += identity`
@@ -326,6 +320,18 @@ def test_twin_of_resnet18_in_eval_mode():
     with torch.no_grad():
         torch.testing.assert_close(twin, reference(x))
         assert not torch.allclose(twin, model(x), atol=1e-3)  # the residual model (no interceptor) differs
+
+
+def _plain_eval(model, adds, x):
+    """``model(x)`` without gradients through an interceptor that removes ``adds`` (the plain twin's forward)."""
+    interceptor = Interceptor(model, adds, plain=True)
+    interceptor.acquire()
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        interceptor.release()
+
 
 def test_hooks_are_removed_after_an_exception():
     torch.manual_seed(0)
@@ -349,14 +355,8 @@ def test_twin_of_transformer_encoder_in_eval_mode(norm_first):
     torch.manual_seed(0)
     model, x = um.encoder(norm_first, layers=2), torch.randn(3, 5, 16)
     adds = find_residual_adds(model, (x[:2],)).adds
-    interceptor = Interceptor(model, adds, plain=True)
     model.eval()
-    interceptor.acquire()
-    try:
-        with torch.no_grad():
-            twin = model(x)
-    finally:
-        interceptor.release()
+    twin = _plain_eval(model, adds, x)
 
     def plain_layer(layer, h):  # TransformerEncoderLayer.forward without its two `x + ...`
         if norm_first:
