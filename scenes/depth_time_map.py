@@ -42,6 +42,7 @@ __all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "colo
 MAX_COLUMNS = 600  # columns of the map image: recorded steps beyond this are averaged (log10) in equal step bins
 MAX_ROWS = 300  # rows: more blocks than this are averaged in groups of neighbours
 MAX_LABELS = 10  # block names beside the map at most (the map is 3.4 units tall; SIZE_SMALL is ~0.25)
+LABEL_GAP = 0.0  # scene units between two block names beside the map, at least: they may touch, never overlap
 MAX_LOSS_POINTS = 600  # points of the loss line (means over equal step bins beyond that)
 UNDERFLOW, OVERFLOW = -np.inf, np.inf  # grid markers: every value of the cell was 0; one was not finite
 
@@ -155,9 +156,20 @@ def grid_colors(grid: np.ndarray, low: float, high: float, background, warn) -> 
     return out
 
 
-def label_rows(blocks: int, limit: int = MAX_LABELS) -> list[int]:
-    """Which blocks get their name beside the map: the first, the last and evenly between, at most ``limit``."""
-    return sorted(set(np.linspace(0, blocks - 1, min(blocks, limit)).round().astype(int).tolist()))
+def label_rows(blocks: int, limit: int = MAX_LABELS, apart: int = 1) -> list[int]:
+    """Which blocks get their name beside the map: the first, the last and evenly between, at most ``limit``, each
+    at least ``apart`` rows from the next (a name is taller than a row of a deep map)."""
+    count = min(blocks, limit)
+    while count > 2 and (blocks - 1) / (count - 1) < apart:  # evenly spread, as many as fit
+        count -= 1
+    picks = sorted(set(np.linspace(0, blocks - 1, count).round().astype(int).tolist()))
+    kept: list[int] = []  # (rounding can bring two a row closer)
+    for row in picks:
+        if not kept or row - kept[-1] >= apart:
+            kept.append(row)
+    if kept[-1] != blocks - 1:  # the last block is always named: it takes the place of a pick too close to it
+        kept[-1 if blocks - 1 - kept[-1] < apart and len(kept) > 1 else len(kept):] = [blocks - 1]
+    return kept
 
 
 def color_scale(grid: np.ndarray, decades: int) -> tuple[int, int]:
@@ -289,9 +301,16 @@ class DepthTimeMap(UserModelScene):
         prefix, rests = split_prefix(names)
         row_height = (top - bottom) / (len(rows) - 1)
         group = VGroup()
-        for r in label_rows(len(rows) - 1):
+        for apart in range(1, len(rows)):  # names a row apart while they clear each other, else fewer names
+            picks = label_rows(len(rows) - 1, apart=apart)
+            labels = [make_text(middle_ellipsis(rests[int(rows[r])], 16), size=SIZE_SMALL, color=PALETTE["muted"])
+                      for r in picks]
+            gaps = [(b - a) * row_height - (upper.height + lower.height) / 2
+                    for a, b, upper, lower in zip(picks, picks[1:], labels, labels[1:])]
+            if min(gaps, default=1.0) >= LABEL_GAP:
+                break
+        for r, label in zip(picks, labels):
             y = top - (r + 0.5) * row_height
-            label = make_text(middle_ellipsis(rests[int(rows[r])], 16), size=SIZE_SMALL, color=PALETTE["muted"])
             label.move_to([left - 0.2 - label.width / 2, y, 0])
             group.add(label, Line([left - 0.12, y, 0], [left, y, 0], color=PALETTE["muted"], stroke_width=1.5))
         heading = make_text(middle_ellipsis(prefix.rstrip(".") or self.t("blocks_axis"), 18), size=SIZE_SMALL,

@@ -34,7 +34,7 @@ from scenes.degradation import Degradation, error_curve, smoothing_window
 from scenes.does_it_copy import DoesItOnlyCopy
 from scenes.gradient_flow import GradientFlowOverTraining
 from scenes.kit.helpers import compare, finite_max
-from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.layout import EDGE_BUFF, MIN_GAP, inside_margin, line_width
 from scenes.kit.seeds import count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LinearAxes, make_legend
@@ -293,6 +293,7 @@ class ModelDegradation(UserModelScene, Degradation):
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
             note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0])
         floor = note.get_top()[1] + self._gap if note is not None else -config.frame_y_radius + 0.62
+        floor = max(floor, self.cite_label(self._source).get_top()[1] + MIN_GAP)  # clear of the citation (a full line)
         last_step = float(max(steps - 1, 1))
         panels = [("panel_train", "n_train", {name: curves[name] for name in runs}),
                   ("panel_test", "n_test", tests)]
@@ -335,7 +336,7 @@ class ModelDegradation(UserModelScene, Degradation):
         verdict.to_edge(LEFT, buff=EDGE_BUFF).shift((floor - verdict.get_bottom()[1]) * UP)  # never shrunk
         self.narrate("n_verdict", 3)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("He et al. 2015, Fig. 1, Fig. 6")
+        self.cite(self._source)
         if note is not None:
             self.add(note)
         self.wait(4)

@@ -18,6 +18,7 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 from manim import Text
 
 from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW, DepthTimeMap, depth_time_grid,
@@ -92,6 +93,29 @@ def test_colours_span_the_scale_and_mark_what_has_no_value():
 def test_at_most_max_labels_block_names_first_and_last_included(blocks):
     rows = label_rows(blocks)
     assert rows[0] == 0 and rows[-1] == blocks - 1 and len(rows) == min(blocks, MAX_LABELS)
+
+
+@given(blocks=st.integers(1, 400), limit=st.integers(2, 12), apart=st.integers(1, 30))
+def test_named_rows_are_apart_and_include_the_ends(blocks, limit, apart):
+    rows = label_rows(blocks, limit, apart)
+    assert rows[0] == 0 and rows[-1] == blocks - 1 and rows == sorted(set(rows)) and len(rows) <= limit
+    gaps = np.diff(rows)
+    assert len(rows) <= 2 or gaps.min() >= apart, rows  # two ends closer than apart: a map of fewer rows
+
+
+def test_block_names_of_fourteen_blocks_with_descenders_do_not_overlap(tmp_path):
+    """Found by the layout property test: 'layer1.0', 'layer2.0' ... 'layer2.12' beside a map of 14 rows (0.22 units
+    each) named rows 0 and 1, 3 and 4 ... whose names ('y' reaches below the line) are 0.26 tall; now fewer names,
+    two rows apart. The twin: one row apart, the old choice, overlaps."""
+    from scenes.kit.layout import layout_problems
+    from scenes.kit.style import PALETTE, make_text
+
+    names = ["layer1.0", *[f"layer2.{i}" for i in range(13)]]
+    built = frame_build(DepthTimeMap, "en", tiled_traces(names, tmp_path), check_layout=True)
+    _check(built)
+    old = [make_text(names[r], size=SIZE_SMALL, color=PALETTE["muted"]).move_to([0, -(r + 0.5) * 3.1 / 14, 0])
+           for r in label_rows(14, apart=1)]
+    assert any(p.startswith("overlap") for p in layout_problems(old, 14.2, 8.0))
 
 
 def _check(built) -> None:
