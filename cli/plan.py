@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from cli.params import Layer, ParameterInputs, all_params, as_layers, merged_texts, refuse_unused_sets, validate_scoped
 from narration import i18n
-from simulation.config import ConfigError
+from simulation.config import ConfigError, read_from
 
 __all__ = ["RenderPlan", "plan_render", "scene_texts", "language_listing", "resolve_scenes", "scenes_or_lecture",
            "lecture_listing", "model_experiment", "model_scenes", "undrawable", "refuse_untrainable",
@@ -38,7 +38,7 @@ def traces_note(fresh: list[Any], total: int) -> str:
     read from trace files, which nothing trains)."""
     read = len(read_from_files(fresh))
     return (f"traces: {len(fresh) - read} trained, {total - len(fresh)} from the cache"
-            + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
+            + (f", {read} {read_from(read)}" if read else ""))
 
 
 def model_experiment(experiment: str | None, model: str | None) -> str:
@@ -258,7 +258,7 @@ class RenderPlan:
         """What becomes of the traces: "1 to train, 2 from the cache" (", 1 read from its file" with --trace)."""
         read = len(self.read)
         return (f"{len(self.fresh) - read} to train, {len(self.configs) - len(self.fresh)} from the cache"
-                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else ""))
+                + (f", {read} {read_from(read)}" if read else ""))
 
     def summary(self) -> str:
         """What ``--check`` says: scenes to render, traces to train; and, with your own words, that fitting them
@@ -268,7 +268,7 @@ class RenderPlan:
         own = [job for job in self.todo if job.text_overrides]
         return (f"{len(self.todo)} of {len(self.jobs)} scenes would be rendered ({where}), "
                 f"{len(self.fresh) - read} of {len(self.configs)} traces would be trained"
-                + (f", {read} read from {'its file' if read == 1 else 'their files'}" if read else "")
+                + (f", {read} {read_from(read)}" if read else "")
                 + (f"; your own words are not fitted by --check: `render.py i18n check "
                    f"{' '.join(dict.fromkeys(job.scene for job in own))} --lang {own[0].lang}` with the same --text / "
                    "--config fits them" if own else ""))

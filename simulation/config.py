@@ -731,7 +731,13 @@ def _trace_source(path: str, stamp: tuple) -> str:
     return h.hexdigest()[:16]
 
 
-__all__ += ["RecordedConfig", "trace_source", "file_stamp", "trace_files", "spec_title"]
+def read_from(count: int) -> str:
+    """How the logs say where ``count`` runs of :class:`RecordedConfig` came from: "read from its file" (one) or
+    "read from their files"."""
+    return f"read from {'its file' if count == 1 else 'their files'}"
+
+
+__all__ += ["RecordedConfig", "trace_source", "file_stamp", "trace_files", "spec_title", "read_from"]
 
 
 # -- configs of run kinds, by name ----------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from .atomic_io import shown_path
-from .config import BaseConfig, ConfigError, RecordedConfig, config_from_dict
+from .config import BaseConfig, ConfigError, RecordedConfig, config_from_dict, read_from
 from .runs import seed_groups, start_line, train, train_group, work
 
 __all__ = ["run_to_bytes", "group_to_bytes", "submit_by_name", "sweep", "sweep_note", "runs_here", "scheduler_address", "sweep_work", "LOCAL_MAX_WORK",
@@ -173,7 +173,7 @@ def sweep_note(configs: list[Config]) -> str:
     trained = len(configs) - read
     parts = [f"{trained} run{'s' * (trained != 1)} trained"] if trained or not read else []
     if read:
-        parts.append(f"{read} run{'s' * (read != 1)} read from {'its file' if read == 1 else 'their files'}")
+        parts.append(f"{read} run{'s' * (read != 1)} {read_from(read)}")
     return ", ".join(parts)
 
 
