@@ -259,3 +259,18 @@ def test_the_fitter_keeps_a_moved_text_clear_of_the_citation_gap():
     reaches_over = verdict.get_right()[0] > cite.get_left()[0]
     assert not reaches_over or verdict.get_bottom()[1] >= cite.get_top()[1] + layout.MIN_GAP - 1e-6, notes
     assert cite.get_center() == pytest.approx(corner) and cap_height(cite) >= FLOOR
+
+
+def test_the_fitter_moves_a_text_the_check_finds_just_inside_the_gap():
+    """A text 0.09 above the citation overlaps a room of MIN_GAP by less than the fitter's tolerance; the room
+    reaches the tolerance further (fit.CITATION_ROOM), so the fitter moves what the layout check would report."""
+    from scenes.kit.fit import CITATION_ROOM, make_room
+
+    assert CITATION_ROOM > layout.MIN_GAP
+    cite = LectureScene.cite_label(SOURCE)
+    verdict = make_text("Measured: the plain gradient is close to white noise, the residual one is not",
+                        size=SIZE_SMALL).to_edge(LEFT, buff=0.5)
+    verdict.shift(UP * (cite.get_top()[1] + 0.09 - verdict.get_bottom()[1]))
+    assert any("stacked" in p for p in layout_problems([verdict, cite], FRAME_W, FRAME_H))
+    assert make_room([verdict, cite], [], FRAME_W, FRAME_H)
+    assert layout_problems([verdict, cite], FRAME_W, FRAME_H) == []

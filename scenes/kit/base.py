@@ -44,7 +44,7 @@ from narration.mux import mux_audio, video_duration
 from scenes.kit import encoder, segment_key
 from scenes.kit.frame_cost import keep_renderer_bases, parse_each_path_once, share_svg_paths
 from scenes.kit.helpers import compare, fill_missing_arrays, fill_required_arrays, is_missing, percent_value
-from scenes.kit.fit import fit_texts
+from scenes.kit.fit import citation_room, fit_texts
 from scenes.kit.layout import (EDGE_BUFF, MIN_GAP, adopt_text_sizes, bounding_box, layout_problems, line_width,
                                text_mobjects)
 from scenes.kit.style import PALETTE, SIZE_SMALL, SIZE_TITLE, format_number, make_text, make_wrapped_text, set_language
@@ -207,17 +207,25 @@ class LectureScene(Scene):
         """``mob`` (placed at the bottom of the frame, e.g. a verdict) raised until each of its texts that overlaps
         the citation ``source`` in x is at least ``gap`` (scene units) above it, where it is closer: the citation
         then never reads as one more line of the text (the layout check's rule). Returns ``mob``."""
-        cite_left, _, _, cite_top = bounding_box(self.cite_label(source))
+        cite_left, _, _, cite_top = bounding_box(self._citation(source))
         lows = [bounding_box(text)[2] for text in text_mobjects([mob]) if bounding_box(text)[1] > cite_left]
         if lows and min(lows) < cite_top + gap:
             mob.shift(UP * (cite_top + gap - min(lows)))
         return mob
 
+    def _citation(self, source: str) -> Text:
+        """:meth:`cite_label` of ``source``, made once per scene (asked before every animation when words are fitted)
+        and never added: where the citation will be."""
+        made = self.__dict__.setdefault("_citations", {})
+        if source not in made:
+            made[source] = self.cite_label(source)
+        return made[source]
+
     @staticmethod
     def cite_label(source: str) -> Text:
         """The citation :meth:`cite` adds, placed but not added (a layout measures the room it leaves)."""
         label = make_text(source, size=SIZE_SMALL, color=PALETTE["muted"]).to_corner(DR, buff=[EDGE_BUFF, 0.3, 0])
-        label.citation = True  # the layout check keeps other texts at least MIN_GAP above it
+        label.citation = True  # the layout check keeps other texts at least MIN_GAP above and below it
         return label
 
     def narrate(self, key: str, duration: float = 2.0, **fmt: Any) -> None:
@@ -275,11 +283,8 @@ class LectureScene(Scene):
         (scenes.kit.fit.fit_texts; those not drawn yet give way first); notes in ``self.fitted`` and the numbers
         JSON (``"fitted"``)."""
         drawn = self.__dict__.get("_drawn_texts")
-        source = getattr(self, "_source", None)  # the citation to come: its corner and the gap above it kept free
-        reserved = []
-        if isinstance(source, str) and source:
-            left, right, bottom, top = bounding_box(self.cite_label(source))
-            reserved.append((left, right, bottom, top + MIN_GAP + 0.01))
+        source = getattr(self, "_source", None)  # the citation to come: its corner and the gaps about it kept free
+        reserved = [citation_room(self._citation(source))] if isinstance(source, str) and source else []
         notes = [n for n in fit_texts(self.mobjects, config.frame_width, config.frame_height, animations, drawn,
                                       reserved) if n not in self.fitted]
         if notes:

@@ -36,7 +36,7 @@ from manim import Mobject, Text
 
 from scenes.kit.layout import CAP_FLOOR, MARGIN, MIN_GAP, bounding_box, cap_height, markers, text_mobjects
 
-__all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_after"]
+__all__ = ["MARGIN", "fit_text", "fit_texts", "make_room", "overshoot", "texts_after", "citation_room"]
 
 
 def _box(mob: Mobject) -> tuple[float, float, float, float]:
@@ -44,14 +44,20 @@ def _box(mob: Mobject) -> tuple[float, float, float, float]:
     return tuple(float(v) for v in bounding_box(mob))
 
 
+def citation_room(citation: Mobject) -> tuple[float, float, float, float]:
+    """The box a citation (``LectureScene.cite_label``) keeps to itself: its own, :data:`CITATION_ROOM` higher and
+    lower, so that a text clear of it (overlapping it by no more than the check's tolerance) is at least the layout
+    check's :data:`MIN_GAP` above or below the citation."""
+    left, right, bottom, top = _box(citation)
+    return left, right, bottom - CITATION_ROOM, top + CITATION_ROOM
+
+
 def _room_box(mob: Mobject) -> tuple[float, float, float, float]:
-    """The box :func:`make_room` keeps ``mob`` in: :func:`_box`, but a citation's (``citation = True``,
-    ``LectureScene.cite``) reaches :data:`MIN_GAP` higher and lower: the layout check keeps that much free above and
-    below it, so a text the fitter stacks on it (or it on a text) stays clear of the gap."""
-    left, right, bottom, top = _box(mob)
+    """The box :func:`make_room` keeps ``mob`` in: :func:`_box`, a citation's (``citation = True``) its
+    :func:`citation_room`."""
     if any(getattr(text, "citation", False) for text in text_mobjects([mob])):
-        bottom, top = bottom - MIN_GAP, top + MIN_GAP
-    return left, right, bottom, top
+        return citation_room(mob)
+    return _box(mob)
 
 
 def overshoot(mob: Mobject, frame_width: float, frame_height: float, margin: float = MARGIN) -> float:
@@ -147,7 +153,7 @@ def fit_texts(mobjects: Iterable[Mobject], frame_width: float, frame_height: flo
     """Before ``animations`` play on a scene showing ``mobjects``: :func:`fit_text` on every outermost text that
     will be on screen (:func:`texts_after`; LaTeX too: moved and shrunk, never wrapped), then :func:`make_room`
     between them, where the texts not in ``drawn`` (None: those the animations bring) give way first; the notes.
-    ``reserved``: boxes (left, right, bottom, top) kept for a text still to come (the citation with its gap above,
+    ``reserved``: boxes (left, right, bottom, top) kept for a text still to come (the citation's :func:`citation_room`,
     ``LectureScene.cite``): every other text leaves them as it leaves a marker; a citation (``citation = True``)
     may lie in them."""
     mobjects, animations = list(mobjects), list(animations)
@@ -177,6 +183,7 @@ def _flat(animations: Iterable) -> list:
 GAP = 0.04  # scene units left between two texts the fitter separates (the layout check allows 0.02 of overlap)
 SIDE_GAP = MIN_GAP + 0.01  # ... and between two it sets side by side on one line (the check asks for MIN_GAP)
 _CLEAR = 0.02  # the layout check's tolerance: boxes that overlap by no more than this on an axis do not clash
+CITATION_ROOM = MIN_GAP + _CLEAR  # how far a citation's room reaches above and below it (citation_room)
 
 
 def texts_after(mobjects: Iterable[Mobject], animations: Iterable = ()) -> list[Mobject]:
