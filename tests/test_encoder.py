@@ -81,7 +81,7 @@ def _encode_both_forked(folder, spec, frames) -> tuple[bytes, bytes]:
     np.savez(folder / "frames.npz", pixels=np.stack([f for f, _ in frames]), repeats=[r for _, r in frames])
     done = run_forked(ENCODE_BOTH, cwd=folder, server="manim")
     assert done.returncode == 0, done.stderr
-    return (folder / f"manim.{spec.container_format}").read_bytes(), (folder / f"ours.{spec.container_format}").read_bytes()
+    return tuple((folder / f"{name}.{spec.container_format}").read_bytes() for name in ("manim", "ours"))
 
 
 @pytest.mark.parametrize("container,codec,pix_fmt", [

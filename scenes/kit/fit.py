@@ -52,10 +52,15 @@ def citation_room(citation: Mobject) -> tuple[float, float, float, float]:
     return left, right, bottom - CITATION_ROOM, top + CITATION_ROOM
 
 
+def _is_citation(mob: Mobject) -> bool:
+    """Whether ``mob`` is (or holds) the citation: a text with ``citation = True`` (``LectureScene.cite_label``)."""
+    return any(getattr(text, "citation", False) for text in text_mobjects([mob]))
+
+
 def _room_box(mob: Mobject) -> tuple[float, float, float, float]:
     """The box :func:`make_room` keeps ``mob`` in: :func:`_box`, a citation's (``citation = True``) its
     :func:`citation_room`."""
-    if any(getattr(text, "citation", False) for text in text_mobjects([mob])):
+    if _is_citation(mob):
         return citation_room(mob)
     return _box(mob)
 
@@ -378,7 +383,8 @@ def _words(mob: Mobject) -> str:
 
 
 def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float, frame_height: float,
-              mobjects: Iterable[Mobject] = (), dots: Iterable[tuple] = (), reserved: Iterable[tuple] = ()) -> list[str]:
+              mobjects: Iterable[Mobject] = (), dots: Iterable[tuple] = (),
+              reserved: Iterable[tuple] = ()) -> list[str]:
     """Take apart every two of ``texts`` (those on screen after the coming animations: :func:`texts_after`) whose
     boxes overlap: the one not drawn yet (in ``fresh``; else the longer, a Text before LaTeX) is shrunk about its
     far edge (never below the floor, :data:`CAP_FLOOR`), else wrapped onto two lines growing away from the other,
@@ -400,7 +406,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
 
     def rank(unit: Mobject) -> tuple:  # who gives way first: not the citation (its corner), a text not drawn yet,
         # a Text, the wider
-        return (any(getattr(t, "citation", False) for t in text_mobjects([unit])), id(unit) not in new,
+        return (_is_citation(unit), id(unit) not in new,
                 not isinstance(unit, Text) and not getattr(unit, "paragraph", False),
                 -(boxes[id(unit)][1] - boxes[id(unit)][0]))
 
@@ -441,7 +447,7 @@ def make_room(texts: list[Mobject], fresh: Iterable[Mobject], frame_width: float
     for _ in range(3):  # a change can make a new clash: passes until none changes (three settle the lecture)
         changed = False
         for unit in units_list:
-            for dot in dots + ([] if any(getattr(t, "citation", False) for t in text_mobjects([unit])) else reserved):
+            for dot in dots + ([] if _is_citation(unit) else reserved):
                 depth = min(_overlap(boxes[id(unit)], dot))
                 if depth > _CLEAR and (done := leave_dot(unit, dot, depth)):
                     notes.append(done)

@@ -209,8 +209,8 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
     overlaps a marker's (a visible ``Dot``) by more than ``tolerance`` on both axes; with ``gap`` (default
     :data:`MIN_GAP`; None: not checked) per pair of texts on one line (their heights overlapping by half the
     shorter's) less than ``gap`` apart side by side, and per text less than ``gap`` above or below the citation
-    (a text with ``citation = True``, as ``LectureScene.cite`` makes it) where they overlap in x; with ``floor`` and ``margin`` (the defaults; None: not
-    checked) also :func:`legibility_problems`."""
+    (a text with ``citation = True``, as ``LectureScene.cite`` makes it) where they overlap in x; with ``floor``
+    and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`."""
     mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
     problems = []
