@@ -43,6 +43,7 @@ MAX_COLUMNS = 600  # columns of the map image: recorded steps beyond this are av
 MAX_ROWS = 300  # rows: more blocks than this are averaged in groups of neighbours
 MAX_LABELS = 10  # block names beside the map at most (the map is 3.4 units tall; SIZE_SMALL is ~0.25)
 LABEL_GAP = 0.0  # scene units between two block names beside the map, at least: they may touch, never overlap
+HEADING_GAP = 0.04  # scene units between the first block name and the heading above the names, at least
 MAX_LOSS_POINTS = 600  # points of the loss line (means over equal step bins beyond that)
 UNDERFLOW, OVERFLOW = -np.inf, np.inf  # grid markers: every value of the cell was 0; one was not finite
 
@@ -168,7 +169,10 @@ def label_rows(blocks: int, limit: int = MAX_LABELS, apart: int = 1) -> list[int
         if not kept or row - kept[-1] >= apart:
             kept.append(row)
     if kept[-1] != blocks - 1:  # the last block is always named: it takes the place of a pick too close to it
-        kept[-1 if blocks - 1 - kept[-1] < apart and len(kept) > 1 else len(kept):] = [blocks - 1]
+        if len(kept) > 1 and blocks - 1 - kept[-1] < apart:
+            kept[-1] = blocks - 1
+        else:
+            kept.append(blocks - 1)
     return kept
 
 
@@ -316,6 +320,8 @@ class DepthTimeMap(UserModelScene):
         heading = make_text(middle_ellipsis(prefix.rstrip(".") or self.t("blocks_axis"), 18), size=SIZE_SMALL,
                             color=PALETTE["text"])
         heading.next_to([left - 0.2, top, 0], UP, buff=0.1).align_to(group, RIGHT)
+        # clear of the first name too, where that is taller than its row (a deep map) and reaches up to the heading
+        heading.shift(max(0.0, group.get_top()[1] + HEADING_GAP - heading.get_bottom()[1]) * UP)
         return group.add(heading)
 
     def color_bar(self, low: int, high: int, x: float, top: float, bottom: float) -> Group:

@@ -293,7 +293,7 @@ class ModelDegradation(UserModelScene, Degradation):
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
             note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0])
         floor = note.get_top()[1] + self._gap if note is not None else -config.frame_y_radius + 0.62
-        floor = max(floor, self.cite_label(self._source).get_top()[1] + MIN_GAP)  # clear of the citation (a full line)
+        floor = max(floor, self._citation(self._source).get_top()[1] + MIN_GAP)  # clear of the citation (a full line)
         last_step = float(max(steps - 1, 1))
         panels = [("panel_train", "n_train", {name: curves[name] for name in runs}),
                   ("panel_test", "n_test", tests)]

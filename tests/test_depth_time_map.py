@@ -232,3 +232,18 @@ def test_the_verdict_stays_inside_the_frame_with_long_block_names(tmp_path, monk
                     if isinstance(m, Text) and "(first)" in m.text]
         assert len(verdicts) == 1 and verdicts[0].text.count("…") == 2  # both names cut, one line
         assert verdicts[0].get_right()[0] <= 7.11 * 0.97
+
+
+@pytest.mark.parametrize("clear", [True, False], ids=["heading-clear", "tamper-heading-at-the-map"])
+def test_the_heading_clears_a_first_name_taller_than_its_row(tmp_path, monkeypatch, clear):
+    """Found by the layout property test: 160 blocks with no shared prefix in Chinese, the heading (块) set 0.1 above
+    the map, and the first name (0.26 tall, Noto Sans CJK), centred on a 0.02-unit row, reaching up into it. The
+    twin: the heading where it was (HEADING_GAP so low that it never moves) overlaps the name."""
+    import scenes.depth_time_map as depth_time_map
+
+    if not clear:
+        monkeypatch.setattr(depth_time_map, "HEADING_GAP", -1.0)
+    names = ["block_group_with_a_long_name_1.0", *[f"block_group_with_a_long_name_2.{i}" for i in range(159)]]
+    built = frame_build(DepthTimeMap, "zh", tiled_traces(names, tmp_path), check_layout=True)
+    overlaps = [p for p in built.layout_log if p.startswith("overlap") and "'块'" in p]
+    assert (overlaps == []) if clear else overlaps, built.layout_log
