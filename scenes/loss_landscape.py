@@ -24,8 +24,9 @@ import numpy as np
 from manim import DOWN, LEFT, UP, Create, Dot, FadeIn, FadeOut, Square, VGroup, VMobject, interpolate_color
 
 from scenes.kit.base import LectureScene
+from scenes.kit.fit import citation_room
 from scenes.kit.helpers import is_missing
-from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.layout import EDGE_BUFF, MIN_GAP
 from scenes.kit.seeds import SeedSpread
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import GapMark
@@ -39,7 +40,9 @@ __all__ = ["LossLandscape", "landscape_claim", "claim_by_seed", "slice_depths", 
 MARGIN = 0.05
 # A net whose test error stays above this did not train (ten digits: chance is 0.9).
 UNTRAINED = 0.5
-PANEL = 2.75  # side of one slice's map, scene units
+PANEL = 2.75  # side of one slice's map, scene units, where the words under the slices leave the room
+SLICE_TOP = 1.725  # the top of the slices' row, scene units
+INNER_GAP, PAIR_GAP = 0.15, 0.55  # between the two slices of one depth, and between depths
 
 
 def landscape_claim(plain: Mapping[str, Any], residual: Mapping[str, Any], margin: float = MARGIN) -> bool | None:
@@ -135,16 +138,24 @@ class LossLandscape(SeedSpread, LectureScene):
         self.play(FadeIn(title), FadeIn(setup), run_time=1.2)
         self.narrate("n_setup", 3, examples=self.number("eval_examples", config.eval_examples, 6))
 
-        # 2. One map of the log loss per net, with contour lines and the trained weights at the centre.
+        # 2. One map of the log loss per net, with contour lines and the trained weights at the centre. The words
+        # under the slices are made first, and the slices take the height they leave: a language longer than English
+        # wraps them onto more lines (the slices' tops stay below the headers).
         logs = {run: _log_loss(self.traces[run]["loss_grid"]) for run in runs}
         finite = np.concatenate([v[np.isfinite(v)] for v in logs.values()] or [np.zeros(1)])
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         decade_step = 0.5 if high - low <= 6 else 1.0 if high - low <= 12 else 2.0
         levels = np.arange(math.ceil(low / decade_step) * decade_step, high, decade_step)
         self.number("contour_decades", decade_step)
+        row = _row_width(len(runs), PANEL)
+        key = self.wrapped("loss_key", size=SIZE_SMALL, color=PALETTE["muted"], width=row,
+                           step=self.number("contour_decades", decade_step))
+        ratio_key = self.wrapped("ratio_key", size=SIZE_SMALL, color=PALETTE["muted"], width=row)
+        verdict = self._verdict(depths, figures)
+        side, stats, crowded = self._slice_side(runs, figures, max(key.height, ratio_key.height), verdict)
         panels, maps, lines, centres, gaps = VGroup(), {}, VGroup(), VGroup(), VGroup()
         for k, run in enumerate(runs):
-            frame = _panel_frame(k, len(runs))
+            frame = _panel_frame(k, len(runs), side)
             panels.add(frame.set_z_index(1))
             scaled = (logs[run] - low) / (high - low or 1.0)
             maps[run] = _cell_map(scaled, frame, PALETTE["background"], PALETTE["grad"], PALETTE["warn"])
@@ -161,8 +172,6 @@ class LossLandscape(SeedSpread, LectureScene):
                         .next_to(pair, UP, buff=0.42))
             for arch, panel in zip(("plain", "residual"), pair):
                 headers.add(self.text(f"{arch}_col", size=SIZE_SMALL, color=PALETTE[arch]).next_to(panel, UP, buff=0.08))
-        key = self.text("loss_key", size=SIZE_SMALL, color=PALETTE["muted"],
-                        step=self.number("contour_decades", decade_step))
         key.next_to(panels, DOWN, buff=0.12)
         self.narrate("n_slice", 4)
         self.play(FadeIn(headers), FadeIn(panels), *[FadeIn(maps[run]) for run in runs], FadeIn(key), FadeIn(gaps),
@@ -180,25 +189,65 @@ class LossLandscape(SeedSpread, LectureScene):
             ratio = curvature_ratio(t["loss_grid"], step)
             inner = _inner_frame(panels[k], ratio.shape[0] + 2)
             ratio_maps.add(_cell_map(ratio, inner, PALETTE["identity"], PALETTE["warn"], PALETTE["muted"]))
-        ratio_key = self.text("ratio_key", size=SIZE_SMALL, color=PALETTE["muted"])
-        ratio_key.move_to(key)
-        stats = VGroup()
-        for k, run in enumerate(runs):
-            column = VGroup(
-                self.text("nonconvex", size=SIZE_SMALL, pct=self.percent(f"{run}.nonconvex_fraction",
-                                                                         figures[run]["nonconvex_fraction"], 2)),
-                self.text("minima", size=SIZE_SMALL, m=self.number(f"{run}.local_minima",
-                                                                    figures[run]["local_minima"], 6)),
-                self.text("test_error", size=SIZE_SMALL, color=PALETTE["muted"],
-                          pct=self.percent(f"{run}.test_error", float(self.traces[run]["final_test_error"]))),
-            ).arrange(DOWN, aligned_edge=LEFT, buff=0.04)
-            stats.add(column.scale_to_fit_width(min(column.width, PANEL)).next_to(panels[k], DOWN, buff=0.45))
+        ratio_key.next_to(panels, DOWN, buff=0.12)
+        figures_top = panels.get_bottom()[1] - _key_drop(key, ratio_key)
+        for k, column in enumerate(stats):
+            column.set_x(panels[k].get_x()).shift(UP * (figures_top - column.get_top()[1]))
         self.narrate("n_curv", 4)
         self.play(FadeOut(VGroup(*maps.values())), FadeIn(ratio_maps), FadeOut(key), FadeIn(ratio_key),
                   FadeIn(stats), run_time=1.5)
         self.wait(1)
 
-        # 4. The verdict at the deepest depth on every seed, and what the shallowest and the untrained nets say.
+        # 4. The verdict at the deepest depth on every seed, and what the shallowest and the untrained nets say. Where
+        # it needs the room (a language longer than English), it takes the figures' place: they were on screen the
+        # whole step before, and the verdict says again the fractions it compares.
+        if crowded:
+            self.above_citation(verdict.shift(UP * (figures_top - verdict.get_top()[1])), self._source)
+        self.narrate("n_verdict", 3)
+        self.play(FadeIn(verdict, shift=UP * 0.2), *([FadeOut(stats)] if crowded else []), run_time=1.2)
+        # said, not shown (the legibility floor): how these nets compare with Li et al.'s
+        if len(depths) > 1:
+            self.narrate("n_li", 3)
+        deep = depths[-1]
+        plain = depth_run("plain", deep)
+        error = float(self.traces[plain]["final_test_error"])
+        if not is_missing(error) and error > UNTRAINED:
+            self.narrate("untrained", 4, depth=deep, steps=self.number("steps", config.steps, 6),
+                         pct=self.percent(f"{plain}.test_error", error))
+        self.cite(self._source)
+        self.wait(5)
+
+    def _slice_side(self, runs: list[str], figures: Mapping[str, Mapping[str, float]], key_height: float,
+                    verdict: VGroup) -> tuple[float, VGroup, bool]:
+        """The slices' side (scene units, :data:`PANEL` where the words leave it), the figures under each slice
+        wrapped to it, and whether the verdict must take the figures' place (at the bottom of the frame, above the
+        citation, it would reach them). ``verdict`` is placed at the bottom; the figures, or the verdict in their
+        place, end above the citation's room (scenes.kit.fit.citation_room)."""
+        self.above_citation(verdict.to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=EDGE_BUFF), self._source)
+        drop = _key_drop(None, None, key_height)
+        floor = citation_room(self._citation(self._source))[3]
+        side, crowded = PANEL, False
+        for _ in range(3):  # the figures wrap to the side they are under: three rounds settle it
+            stats = VGroup(*[self._figures(run, figures, side) for run in runs])
+            column = max(c.height for c in stats)
+            crowded = verdict.get_top()[1] + MIN_GAP > SLICE_TOP - side - drop - column
+            room = SLICE_TOP - drop - floor  # from the slices' top to the citation's room, less the key
+            side = min(PANEL, max(PANEL / 2, room - max(column, verdict.height if crowded else 0.0)))
+        return side, VGroup(*[self._figures(run, figures, side) for run in runs]), crowded
+
+    def _figures(self, run: str, figures: Mapping[str, Mapping[str, float]], width: float) -> VGroup:
+        """The figures under one slice, each wrapped to ``width`` (never shrunk below the legibility floor)."""
+        pct = self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"], 2)
+        minima = self.number(f"{run}.local_minima", figures[run]["local_minima"], 6)
+        error = self.percent(f"{run}.test_error", float(self.traces[run]["final_test_error"]))
+        return VGroup(self.wrapped("nonconvex", size=SIZE_SMALL, width=width, pct=pct),
+                      self.wrapped("minima", size=SIZE_SMALL, width=width, m=minima),
+                      self.wrapped("test_error", size=SIZE_SMALL, color=PALETTE["muted"], width=width, pct=error),
+                      ).arrange(DOWN, aligned_edge=LEFT, buff=0.04)
+
+    def _verdict(self, depths: list[int], figures: Mapping[str, Mapping[str, float]]) -> VGroup:
+        """Li et al.'s claim at the deepest depth (on the first seed, with how many seeds agree), and what the
+        shallowest slices say: lines, placed by the caller."""
         deep = depths[-1]
         plain, residual = depth_run("plain", deep), depth_run("residual", deep)
         verdicts = claim_by_seed(self.seed_traces, deep)
@@ -206,31 +255,25 @@ class LossLandscape(SeedSpread, LectureScene):
         seeds = self.t("seed_of", k=self.number("claim.seeds", n_true, 6), n=self.number("claim.of", n_all, 6))
         first = verdicts.get(next(iter(self.seed_traces)))
         fractions = {run: self.percent(f"{run}.nonconvex_fraction", figures[run]["nonconvex_fraction"])
-                     for run in runs}
-        lines_out = [self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
-                               color=PALETTE["identity"], depth=deep, plain=fractions[plain],
-                               residual=fractions[residual], seeds=seeds)]
+                     for run in figures}
+        lines = [self.wrapped("no_verdict" if first is None else "holds" if first else "fails", size=SIZE_LABEL,
+                              color=PALETTE["identity"], depth=deep, plain=fractions[plain],
+                              residual=fractions[residual], seeds=seeds)]
         if len(depths) > 1:
             shallow = depths[0]
             sp, sr = depth_run("plain", shallow), depth_run("residual", shallow)
             nearly = all(figures[r]["nonconvex_fraction"] <= MARGIN for r in (sp, sr)
                          if not is_missing(figures[r]["nonconvex_fraction"]))
-            lines_out.append(self.wrapped("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
-                                          depth=shallow, plain=fractions[sp], residual=fractions[sr]))
-        verdict = VGroup(*lines_out).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
-        verdict.to_edge(LEFT, buff=EDGE_BUFF).to_edge(DOWN, buff=0.62)
-        self.above_citation(verdict, self._source)
-        self.narrate("n_verdict", 3)
-        self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        # said, not shown (the legibility floor): how these nets compare with Li et al.'s
-        if len(depths) > 1:
-            self.narrate("n_li", 3)
-        error = float(self.traces[plain]["final_test_error"])
-        if not is_missing(error) and error > UNTRAINED:
-            self.narrate("untrained", 4, depth=deep, steps=self.number("steps", config.steps, 6),
-                         pct=self.percent(f"{plain}.test_error", error))
-        self.cite(self._source)
-        self.wait(5)
+            lines.append(self.wrapped("shallow_agrees" if nearly else "shallow_also", size=SIZE_SMALL,
+                                      depth=shallow, plain=fractions[sp], residual=fractions[sr]))
+        return VGroup(*lines).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
+
+
+def _key_drop(key, ratio_key, height: float | None = None) -> float:
+    """From the slices' bottom down to the figures' top (scene units): the key below the slices (0.12 under them,
+    ``height`` or the taller of ``key`` and ``ratio_key`` tall) and 0.08 more; 0.45 at least (one line of key)."""
+    height = max(key.height, ratio_key.height) if height is None else height
+    return max(0.45, 0.2 + height)
 
 
 def _log_loss(loss: Any) -> np.ndarray:
@@ -241,13 +284,16 @@ def _log_loss(loss: Any) -> np.ndarray:
     return np.where(np.isfinite(out), out, np.nan)
 
 
-def _panel_frame(k: int, count: int) -> VMobject:
-    """The outline of panel ``k`` of ``count`` in one row, pairs (plain, residual) of one depth set closer."""
-    pair_gap, inner_gap = 0.55, 0.15
+def _row_width(count: int, side: float) -> float:
+    """The width of a row of ``count`` panels of ``side``, pairs (plain, residual) of one depth set closer."""
     pairs = count // 2
-    total = count * PANEL + pairs * inner_gap + (pairs - 1) * pair_gap
-    x = -total / 2 + PANEL / 2 + k * PANEL + (k // 2) * (inner_gap + pair_gap) + (k % 2) * inner_gap
-    return Square(side_length=PANEL, color=PALETTE["muted"], stroke_width=1.5).move_to([x, 0.35, 0])
+    return count * side + pairs * INNER_GAP + (pairs - 1) * PAIR_GAP
+
+
+def _panel_frame(k: int, count: int, side: float = PANEL) -> VMobject:
+    """The outline of panel ``k`` of ``count`` (side ``side``, top at :data:`SLICE_TOP`) in one row."""
+    x = -_row_width(count, side) / 2 + side / 2 + k * side + (k // 2) * (INNER_GAP + PAIR_GAP) + (k % 2) * INNER_GAP
+    return Square(side_length=side, color=PALETTE["muted"], stroke_width=1.5).move_to([x, SLICE_TOP - side / 2, 0])
 
 
 def _inner_frame(frame: VMobject, grid: int) -> VMobject:

@@ -472,15 +472,16 @@ def _restack(units: list[Mobject], boxes: dict[int, tuple], a: Mobject, b: Mobje
     half_h = frame_height * (0.5 - MARGIN)
     cur = {id(u): boxes[id(u)] for u in units}
     by_id = {id(u): u for u in units}
-    moved: set[int] = set()
+    moved: dict[int, None] = {}  # ids in the order first moved (dicts, not sets: a set of ids iterates in address
+    # order, which differs between runs, and the first overlapping pair found decides the stack)
 
     def shift(i: int, dy: float) -> None:
         l, r, bo, t = cur[i]
         cur[i] = (l, r, bo + dy, t + dy)
-        moved.add(i)
+        moved[i] = None
 
-    def relax(down: bool, start: set[int]) -> bool:
-        stack = set(start)
+    def relax(down: bool, start: Iterable[int]) -> bool:
+        stack = dict.fromkeys(start)
         for _ in range(4 * len(units)):
             pair = next(((i, j) for i in stack for j in cur if j != i and min(_overlap(cur[i], cur[j])) > _CLEAR), None)
             if pair is None:
@@ -489,19 +490,19 @@ def _restack(units: list[Mobject], boxes: dict[int, tuple], a: Mobject, b: Mobje
             hi, lo = (i, j) if sum(cur[i][2:]) >= sum(cur[j][2:]) else (j, i)
             if down:
                 shift(lo, cur[hi][2] - GAP - cur[lo][3])
-                stack.add(lo)
+                stack[lo] = None
             else:
                 shift(hi, cur[lo][3] + GAP - cur[hi][2])
-                stack.add(hi)
+                stack[hi] = None
         return False
 
-    if not relax(True, {id(a), id(b)}):
+    if not relax(True, (id(a), id(b))):
         return None
     low = min(cur[i][2] for i in moved)
     if low < -half_h:
         for i in list(moved):
             shift(i, -half_h - low + 1e-3)
-        if not relax(False, set(moved)):
+        if not relax(False, list(moved)):
             return None
     if any(cur[i][2] < -half_h - 1e-6 or cur[i][3] > half_h + 1e-6 for i in moved):
         return None
