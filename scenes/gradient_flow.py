@@ -30,20 +30,33 @@ from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "decade_label", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
 
 
-def flow_scale(grads: list[np.ndarray], decades: int) -> tuple[int, int]:
-    """(bottom, top) integer exponents of the log scale shared by every array in ``grads``.
+MIN_DECADES = 2  # the log scale spans at least this many decades: a run whose norms lie within one still reads
 
-    ``top`` is the ceiling of log10 of the largest finite positive value; ``bottom = top - decades``.
-    Raises ValueError when no value is finite and positive (nothing to draw)."""
+
+def flow_scale(grads: list[np.ndarray], decades: int = 40, min_decades: int = MIN_DECADES) -> tuple[int, int]:
+    """(bottom, top): the whole decades the finite positive values of every array in ``grads`` hold, the log scale
+    they share (integer exponents of 10).
+
+    ``top`` is the ceiling of log10 of the largest value and ``bottom`` the floor of log10 of the smallest, so every
+    measured value lies on the scale; the span ``top - bottom`` is at most ``decades`` (smaller values draw dark, as
+    an exact 0 does) and at least ``min(min_decades, decades)``, widened downwards (a flat run's values draw bright,
+    not as the two ends of the bar). Raises ValueError when no value is finite and positive (nothing to draw)."""
     values = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for g in grads])
     positive = values[np.isfinite(values) & (values > 0)]
     if positive.size == 0:
         raise ValueError("no finite positive gradient norm to draw")
     top = int(math.ceil(math.log10(float(positive.max())) - 1e-12))
-    return top - int(decades), top
+    bottom = int(math.floor(math.log10(float(positive.min())) + 1e-12))
+    span = min(max(top - bottom, min(int(min_decades), int(decades))), int(decades))
+    return top - span, top
+
+
+def decade_label(exponent: int) -> str:
+    """The label of the power of ten 10**exponent on a log scale: "1" for 0, else "1e<exponent>" ("1e-7")."""
+    return "1" if exponent == 0 else f"1e{exponent}"
 
 
 def brightness(values: np.ndarray | float, bottom: float, top: float) -> np.ndarray:
@@ -98,7 +111,8 @@ class GradientFlowOverTraining(LectureScene):
     experiment = "vanishing"
     shown_depth: int = 20  # depth of the two nets drawn (the nearest depth the experiment ran)
     activation: str = "sigmoid"
-    decades: int = 6  # the log scale spans this many powers of ten below the largest ||dL/dh_l||
+    decades: int = 40  # the log scale spans the decades the drawn ||dL/dh_l|| hold, at most this many (flow_scale)
+    faded_ratio: float = 1e-3  # the plain pulse "fades" where its input end gets less than this of its loss end
     param_limits = {"shown_depth": (1, 1000), "activation": ("sigmoid", "tanh", "relu"), "decades": (1, 40)}
 
     _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
@@ -118,6 +132,7 @@ class GradientFlowOverTraining(LectureScene):
         bottom, top = flow_scale([g[:records] for g in grads.values()], self.decades)
         self.number("scale.log10_bottom", bottom)
         self.number("scale.log10_top", top)
+        self.number("scale.decades", top - bottom)
         for arch, name in names.items():
             for k in range(records):
                 for l in range(depth):
@@ -145,7 +160,7 @@ class GradientFlowOverTraining(LectureScene):
         for arch in names:
             if arch == "plain":
                 self.narrate("n_plain_missing" if is_missing(grads["plain"][0, 0])
-                             else "n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
+                             else "n_plain_fades" if ratios["plain"][0] < self.faded_ratio else "n_plain_survives", 4.2)
             else:
                 self.narrate("n_residual_missing" if is_missing(ratios["residual"][0])
                              else "n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
@@ -179,7 +194,7 @@ class GradientFlowOverTraining(LectureScene):
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
         if "plain" in names:
-            dark = levels["plain"][records - 1, 0] < 0.05
+            dark = ratios["plain"][records - 1] < self.faded_ratio
             self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
                          else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
         for arch in [a for a in ("residual", "plain") if a in names]:  # a finite run that did not train is said so
@@ -326,14 +341,15 @@ class GradientFlowOverTraining(LectureScene):
         return VGroup(dot, label)
 
     def _make_scale_bar(self, bottom: int, top: int) -> VGroup:
-        """A strip from dark (10**bottom and below) to bright (10**top), with its two end labels."""
+        """A strip from dark (10**bottom and below) to bright (10**top), labelled with the two ends of the range the
+        trace holds (:func:`flow_scale`)."""
         cells = VGroup(*[Rectangle(width=0.16, height=0.22, stroke_width=0, fill_color=PALETTE["grad"],
                                    fill_opacity=self._fill_opacity(k / 19)) for k in range(20)])
         cells.arrange(RIGHT, buff=0)
         frame = Rectangle(width=cells.width, height=cells.height, stroke_color=PALETTE["muted"], stroke_width=1)
         frame.move_to(cells)
-        low = make_text(f"1e{bottom}" if bottom else "1", size=SIZE_SMALL, color=PALETTE["muted"])
-        high = make_text(f"1e{top}" if top else "1", size=SIZE_SMALL, color=PALETTE["muted"])
+        low = make_text(decade_label(bottom), size=SIZE_SMALL, color=PALETTE["muted"])
+        high = make_text(decade_label(top), size=SIZE_SMALL, color=PALETTE["muted"])
         low.next_to(cells, LEFT, buff=0.12)
         high.next_to(cells, RIGHT, buff=0.12)
         caption = self.text(self.scale_caption, size=SIZE_SMALL, color=PALETTE["muted"])
