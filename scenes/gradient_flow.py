@@ -27,10 +27,10 @@ from scenes.kit.layout import MARGIN
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.helpers import is_missing, steps_run
 from scenes.kit.frame_cost import Restyle, draw_first
-from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
+from scenes.kit.widgets import GapMark, LogAxes, axes_gap, decade_label, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "decade_label", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
 
 
 MIN_DECADES = 2  # the log scale spans at least this many decades: a run whose norms lie within one still reads
@@ -52,11 +52,6 @@ def flow_scale(grads: list[np.ndarray], decades: int = 40, min_decades: int = MI
     bottom = int(math.floor(math.log10(float(positive.min())) + 1e-12))
     span = min(max(top - bottom, min(int(min_decades), int(decades))), int(decades))
     return top - span, top
-
-
-def decade_label(exponent: int) -> str:
-    """The label of the power of ten 10**exponent on a log scale: "1" for 0, else "1e<exponent>" ("1e-7")."""
-    return "1" if exponent == 0 else f"1e{exponent}"
 
 
 def brightness(values: np.ndarray | float, bottom: float, top: float) -> np.ndarray:

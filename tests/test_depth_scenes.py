@@ -20,8 +20,9 @@ import pytest
 
 from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
                                 trains_worse)
-from scenes.gradient_flow import (MIN_DECADES, GradientFlowOverTraining, brightness, decade_label, flow_scale,
-                                  pick_flow_runs, value_along)
+from scenes.gradient_flow import (MIN_DECADES, GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs,
+                                  value_along)
+from scenes.kit.widgets import decade_label
 from scenes.kit.layout import text_mobjects
 from scenes.kit.seeds import count_true, seed_range
 from support import FULL_LANGS as LANGS

@@ -18,9 +18,9 @@ from narration import i18n
 from scenes.kit.helpers import finite_runs, log_range, missing_runs
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
 
-__all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
+__all__ = ["LogAxes", "safe_log10", "decade_label", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
-           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
+           "nice_ticks", "nice_axis", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
 
 
 class GapMark(VGroup):
@@ -78,6 +78,11 @@ def safe_log10(values: np.ndarray | Sequence[float], floor: float = 1e-300) -> n
     return np.where(np.isnan(arr), np.nan, out)
 
 
+def decade_label(exponent: int) -> str:
+    """The label of the power of ten 10**exponent on a log scale: "1" for 0, else "1e<exponent>" ("1e-7")."""
+    return "1" if exponent == 0 else f"1e{exponent}"
+
+
 def tick_exponents(exp_min: int, exp_max: int, max_ticks: int = 7) -> list[int]:
     """Integer exponents in [exp_min, exp_max], multiples of a common step (so 0 is one when in
     range), at most ``max_ticks`` of them."""
@@ -103,7 +108,7 @@ class LogAxes(VGroup):
                          y_axis_config={"include_ticks": False})
         self.ticks = VGroup()
         for exp in tick_exponents(self.exp_min, self.exp_max):
-            label = make_text("1" if exp == 0 else f"1e{exp}", size=SIZE_SMALL, color=PALETTE["muted"])
+            label = make_text(decade_label(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             label.next_to(self.axes.c2p(x_range[0], exp - self.exp_min), LEFT, buff=0.12)
             grid = Line(self.axes.c2p(x_range[0], exp - self.exp_min), self.axes.c2p(x_range[1], exp - self.exp_min),
                         stroke_width=1, stroke_opacity=0.25, color=PALETTE["muted"])
@@ -270,6 +275,27 @@ def nice_ticks(low: float, high: float, max_ticks: int = 5) -> list[float]:
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     first = math.ceil(low / step - 1e-9) * step
     return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def nice_axis(low: float, high: float, max_ticks: int = 4, margin: float = 0.05) -> tuple[float, float, list[float]]:
+    """A linear axis for data in [``low``, ``high``]: ``(start, end, ticks)``. The data range is widened by ``margin``
+    of its span on each side (by ``margin`` of |value|, or 1, where it is one value), ``ticks`` are
+    :func:`nice_ticks` inside it (at most ``max_ticks``), and the ends are rounded outwards to half a tick step, so
+    the data fill most of the axis and every tick label is a round real value. Data that are all >= 0 never give an
+    axis below 0. Raises ValueError for a non-finite or reversed range."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        raise ValueError(f"nice_axis needs a finite range low <= high; got [{low}, {high}]")
+    pad = margin * (high - low) if high > low else margin * abs(high) or 1.0
+    lo, hi = low - pad, high + pad
+    if low >= 0:
+        lo = max(lo, 0.0)
+    ticks = nice_ticks(lo, hi, max_ticks)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 10.0 ** math.floor(math.log10(hi - lo))
+    half = step / 2
+    start, end = math.floor(lo / half + 1e-9) * half, math.ceil(hi / half - 1e-9) * half
+    if low >= 0:
+        start = max(start, 0.0)
+    return round(start, 12), round(end, 12), ticks
 
 
 def _tick_text(value: float) -> str:
