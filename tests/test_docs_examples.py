@@ -287,3 +287,38 @@ def test_every_file_the_docs_name_exists(path):
 
 def test_tamper_twin_a_moved_file_is_reported():
     assert missing_paths("the scene base is `scenes/base.py`; the kit's is scenes/kit/base.py") == ["scenes/base.py"]
+
+
+# -- the interpreter a command names ----------------------------------------------------------------------------------
+
+BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) (?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+"
+                         r"|tests/)")
+ACTIVATED_BLOCK = re.compile(r"^```[^\n]*\n(?:(?!^```).)*\bactivate\b.*?^```", re.MULTILINE | re.DOTALL)
+# README.md is left to the lead (its `python -m benchmarks.bench_watch` is in /work/notes/s5-newuser.md)
+USER_PAGES = [p for p in doc_files() if "developers" not in p.parts and p.name != "README.md"]
+
+
+def bare_python_commands(text: str) -> list[str]:
+    """Commands in ``text`` that run the checkout's code with a bare ``python`` (``python render.py ...``,
+    ``python -m benchmarks.X``, ``pytest -m slow``): outside an activated environment (a block that says
+    ``activate``) that ``python`` has neither torch nor manim, and the command fails where README's set-up made
+    ``.venv``. ``python -m pip``, ``python3 -m venv`` and the installed package (``python -m residual_lecture``) are
+    fine anywhere."""
+    return BARE_PYTHON.findall(ACTIVATED_BLOCK.sub("", text))
+
+
+@pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_user_commands_name_the_venv_python(path):
+    """A new user copied ``python render.py render DepthTimeMap --trace ...`` from the watch pages and got
+    ``ModuleNotFoundError: No module named 'manim'``: README sets up ``.venv``, so the pages say ``.venv/bin/python``."""
+    assert bare_python_commands(path.read_text(encoding="utf-8")) == []
+
+
+def test_tamper_twin_a_bare_python_is_reported():
+    assert bare_python_commands("draw it: `python render.py render DepthTimeMap --trace run.npz`") == [
+        "python render.py"]
+    assert bare_python_commands("```\npython -m benchmarks.bench_watch\npytest -m slow tests/test_x.py\n```") == [
+        "python -m benchmarks.bench_watch", "pytest -m slow"]
+    assert bare_python_commands("`.venv/bin/python -m pytest -m slow tests/test_x.py`, `python3 -m venv .venv`") == []
+    assert bare_python_commands("`.venv/bin/python render.py list`, `python -m pip install dask`") == []
+    assert bare_python_commands("```bash\nconda activate lecture\npython render.py doctor\n```") == []

@@ -8,6 +8,7 @@ with the file's own arrays.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -95,6 +96,33 @@ def test_what_cannot_be_drawn_together_is_refused_in_one_line(base, trace, twin,
     with pytest.raises(ConfigError, match=message) as info:
         recorded_runs(base, paths.get(trace, trace), paths.get(twin, twin))
     assert "\n" not in str(info.value)
+
+
+def _renamed(path: str, tmp_path, layers: list[str]) -> str:
+    """A copy of the trace at ``path`` whose blocks are named ``layers`` (its arrays cut to as many blocks)."""
+    trace = Trace.load(path)
+    blocks = len(trace.meta.layers)
+    arrays = {k: (v[:, :len(layers)] if v.ndim == 2 and v.shape[1] == blocks else v) for k, v in trace.arrays.items()}
+    meta = dataclasses.replace(trace.meta, layers=list(layers))
+    if meta.shortcuts is not None:
+        meta = dataclasses.replace(meta, shortcuts=list(meta.shortcuts)[:len(layers)])
+    out = tmp_path / f"twin-{len(layers)}.npz"
+    Trace(meta, arrays).save(out)
+    return str(out)
+
+
+def test_a_twin_of_another_model_names_the_block_that_differs(tmp_path):
+    """A twin of as many blocks named otherwise names the first that differs (was "its blocks (24) are not those
+    of --trace (24)", which reads as no difference at all); one of fewer blocks gives both counts."""
+    layers = Trace.load(FILES["plain"]).meta.layers
+    renamed = _renamed(FILES["plain"], tmp_path, ["net." + name for name in layers])
+    with pytest.raises(ConfigError) as info:
+        recorded_runs(UserModelConfig(), FILES["residual"], renamed)
+    assert f"its block 0 is 'net.{layers[0]}', --trace's is '{layers[0]}'" in str(info.value)
+    assert "plain_twin" in str(info.value) and "\n" not in str(info.value)
+    shorter = _renamed(FILES["plain"], tmp_path, layers[:4])
+    with pytest.raises(ConfigError, match=f"it has 4 blocks, --trace has {len(layers)}"):
+        recorded_runs(UserModelConfig(), FILES["residual"], shorter)
 
 
 def test_missing_names_the_run_or_the_arrays_a_scene_reads(tmp_path):

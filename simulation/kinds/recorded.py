@@ -114,6 +114,15 @@ def _title(meta: TraceMeta) -> str:
     return str(watch.get("model") or spec_title(meta.config.get("spec")) or "")
 
 
+def _other_blocks(twin: list[str], trace: list[str]) -> str:
+    """How the twin's block names differ from the trace's: their counts, or the first block named otherwise (a
+    new user was told "its blocks (4) are not those of --trace (4)" for two nets of four blocks named apart)."""
+    if len(twin) != len(trace):
+        return f"it has {len(twin)} blocks, --trace has {len(trace)}"
+    index = next(i for i, (a, b) in enumerate(zip(twin, trace)) if a != b)
+    return f"its block {index} is {twin[index]!r}, --trace's is {trace[index]!r}"
+
+
 def recorded_runs(base: UserModelConfig, trace: str, twin: str) -> dict[str, RecordedConfig]:
     """The runs of the experiment ``model`` read from files: ``residual`` (``trace``) and ``plain`` (``twin``, if
     given). Refuses (ConfigError, one line) a twin without a trace, a --model beside them, training parameters
@@ -134,9 +143,8 @@ def recorded_runs(base: UserModelConfig, trace: str, twin: str) -> dict[str, Rec
         metas["plain"] = check_file(os.path.abspath(twin), "plain")
         runs["plain"] = RecordedConfig(path=twin, arch="plain", title=title)
         if metas["plain"].layers != metas["residual"].layers:
-            raise ConfigError(f"--twin {twin}: its blocks ({len(metas['plain'].layers)}) are not those of --trace "
-                              f"({len(metas['residual'].layers)}); record the twin of the same model "
-                              "(residual_lecture.plain_twin)")
+            raise ConfigError(f"--twin {twin}: {_other_blocks(metas['plain'].layers, metas['residual'].layers)}; "
+                              "record the twin of the same model (residual_lecture.plain_twin)")
     return runs
 
 
