@@ -235,6 +235,7 @@ class GradientFlowOverTraining(LectureScene):
             seg = Line([bounds[l], path_y, 0], [bounds[l + 1], path_y, 0], color=PALETTE["grad"], stroke_width=0,
                        stroke_opacity=0)
             segments.add(seg)
+        segments.opacity_is_data = True  # dim where ||dL/dh_l|| is small (tests/theme_checks.py reads this)
         frame.add(base, segments)  # lit segments lie on the wire, under the blocks
         for l, x in enumerate(xs):
             block = RoundedRectangle(corner_radius=min(0.08, block_w / 4), width=block_w, height=block_h,
