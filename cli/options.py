@@ -241,6 +241,20 @@ def param_options(func):
                              "tables.")(func)
     return func
 
+class LangChoice(click.Choice):
+    """``--lang``: one of :data:`LANGS`; a language code without a catalog is told how to start one (a new user
+    typed ``--lang de`` and read only the list of the languages that have one)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            if isinstance(value, str) and re.fullmatch(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]+)?", value):
+                exc.message += (f" locale/ has no catalog for {value!r}: start one with "
+                                f"`render.py i18n init {value}`.")
+            raise
+
+
 def scene_options(func):
     """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
     --set/--config, --quality, --lang and --theme."""
@@ -248,7 +262,7 @@ def scene_options(func):
     func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
                         help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
-    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True,
+    func = click.option("--lang", type=LangChoice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True,
                         help="The language of the words on screen, the subtitles and the notes: a catalog under "
                              "locale/ (`render.py i18n init de` starts one), or en-XA, the pseudo-locale.")(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],
