@@ -315,8 +315,8 @@ def test_tamper_twin_a_moved_file_is_reported():
 
 # -- the interpreter a command names ----------------------------------------------------------------------------------
 
-BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) (?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+"
-                         r"|tests/)")
+BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) "
+                         r"(?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+|tests/)")
 ACTIVATED_BLOCK = re.compile(r"^```[^\n]*\n(?:(?!^```).)*\bactivate\b.*?^```", re.MULTILINE | re.DOTALL)
 # README.md is left to the lead (its `python -m benchmarks.bench_watch` is in /work/notes/s5-newuser.md)
 USER_PAGES = [p for p in doc_files() if "developers" not in p.parts and p.name != "README.md"]
@@ -334,7 +334,8 @@ def bare_python_commands(text: str) -> list[str]:
 @pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_user_commands_name_the_venv_python(path):
     """A new user copied ``python render.py render DepthTimeMap --trace ...`` from the watch pages and got
-    ``ModuleNotFoundError: No module named 'manim'``: README sets up ``.venv``, so the pages say ``.venv/bin/python``."""
+    ``ModuleNotFoundError: No module named 'manim'``: README sets up ``.venv``, so the pages say
+    ``.venv/bin/python``."""
     assert bare_python_commands(path.read_text(encoding="utf-8")) == []
 
 

@@ -176,8 +176,8 @@ def missing(runs: dict[RunKey, Any], needs_runs: Iterable[str], needs_keys: Iter
         records = file_records(config.path)
         if records < min_records:
             return (f"{RUN_FLAGS.get(name, name)} {config.path} recorded {records} "
-                    f"{'step' if records == 1 else 'steps'}; the scene draws a course over training and needs {min_records} or "
-                    "more: record more often (watch(..., every=N), N below the steps the loop runs)")
+                    f"{'step' if records == 1 else 'steps'}; the scene draws a course over training and needs "
+                    f"{min_records} or more: record more often (watch(..., every=N), N below the steps the loop runs)")
     return None
 
 
