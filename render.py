@@ -32,7 +32,7 @@ from cli.doctor import doctor_command
 from cli.i18n import i18n_command, try_own_words
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
-                         recorded, trace_option, train_summary, user_errors, voices)
+                         recorded, trace_option, train_summary, TracePathType, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
                       recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture, traces_note)
@@ -117,7 +117,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
 
 
 @cli.command()
-@click.argument("trace_file", type=PathType(dir_okay=False))
+@click.argument("trace_file", type=TracePathType())
 def inspect(trace_file: str) -> None:
     """Print a trace's metadata, array shapes and summary as JSON (a watched run: what it recorded, in "watch")."""
     from simulation.summary import inspect_trace

@@ -33,7 +33,7 @@ from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 __all__ = ["setup_logging", "user_errors", "note", "report", "Terminated", "LectureCli", "scheduler_option",
            "PathType", "param_options", "scene_options", "voice_option", "render_options", "resolved_options",
            "voices", "echo_params", "figure", "diverged_where", "RENDER_PARAMS", "echo_listing",
-           "echo_run_summaries", "train_summary", "model_option", "short_message"]
+           "echo_run_summaries", "train_summary", "model_option", "short_message", "TracePathType", "LangChoice"]
 
 
 def setup_logging(verbose: bool) -> None:
@@ -173,6 +173,21 @@ class PathType(click.Path):
         return super().convert(value, param, ctx)
 
 
+class TracePathType(PathType):
+    """A trace file (``--trace``, ``--twin``, ``inspect FILE``). A run's parts folder (``run.npz.parts/``, all that a
+    watched run killed before its ``close`` leaves) is answered with the path to give: the run as far as it got."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value).rstrip("/\\") if isinstance(value, (str, Path)) else ""
+        if text.endswith(".parts") and Path(text).is_dir():
+            self.fail(f"{value!r} is the parts folder of a watched run (killed, or still recording): give the trace "
+                      f"{text[:-len('.parts')]!r}, read as far as the run got", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 # TOML [render] keys -> the names of the click parameters they give defaults to.
 RENDER_PARAMS = {"quality": "quality", "lang": "lang", "theme": "theme", "format": "fmt",
                   "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat",
@@ -211,10 +226,10 @@ def model_option(func):
 def trace_option(func):
     """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
     training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/kinds/recorded.py)."""
-    func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
+    func = click.option("--twin", type=TracePathType(), default=None, metavar="FILE",
                         help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
                              "the scenes that compare the two need it.")(func)
-    return click.option("--trace", type=PathType(dir_okay=False), default=None, metavar="FILE",
+    return click.option("--trace", type=TracePathType(), default=None, metavar="FILE",
                         help="Draw a run recorded in your own training loop (residual_lecture.watch) or by "
                              "`render.py train --model`: nothing is trained.")(func)
 

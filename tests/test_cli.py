@@ -62,6 +62,12 @@ def _a_file(tmp: Path) -> Path:
     return tmp / "a_file"
 
 
+def _parts_folder(tmp: Path) -> Path:
+    """What a watched run killed before its first consolidation leaves: ``run.npz.parts/`` and no ``run.npz``."""
+    (tmp / "run.npz.parts").mkdir()
+    return tmp / "run.npz.parts"
+
+
 R = ["render", "cli_scenes:TinyTrace"]
 BAD_INPUTS = [
     # (id, command, exit code, message); "{out}" is the output folder, callables make a file first
@@ -112,6 +118,10 @@ BAD_INPUTS = [
     ("config unknown experiment", [*R, "--config", _toml("[experiments.nosuch]\ndepth = 1")], 1,
      "unknown experiment 'nosuch'"),
     ("missing trace", ["inspect", "no_such.npz"], 1, "does not exist"),
+    ("parts folder given", ["inspect", _parts_folder], 2,
+     "run.npz.parts' is the parts folder of a watched run (killed, or still recording): give the trace '"),
+    ("parts folder as --trace", ["render", "DepthTimeMap", "--trace", _parts_folder], 2,
+     "run.npz.parts' is the parts folder of a watched run"),
     ("corrupt trace", ["inspect", _corrupt], 1, "is corrupt or truncated"),
     ("truncated trace", ["inspect", _truncated], 1, "is corrupt or truncated"),
     ("old-schema trace", ["inspect", lambda t: fake_trace(t / "old.npz", schema=0)], 1, "has schema version 0"),
