@@ -347,3 +347,39 @@ def test_tamper_twin_a_bare_python_is_reported():
     assert bare_python_commands("`.venv/bin/python -m pytest -m slow tests/test_x.py`, `python3 -m venv .venv`") == []
     assert bare_python_commands("`.venv/bin/python render.py list`, `python -m pip install dask`") == []
     assert bare_python_commands("```bash\nconda activate lecture\npython render.py doctor\n```") == []
+
+
+# -- commands in running text ----------------------------------------------------------------------------------------
+
+INLINE_COMMAND = re.compile(r"`((?:\S*python3? )?(?:render\.py|residual-lecture) [^`]+)`")
+
+
+def unknown_names_inline(text: str) -> list[str]:
+    """The ``render.py`` commands quoted in running text (`` `render.py explore --lang de` ``) that name an option or
+    a command that does not exist; a span with a placeholder (``COMMAND``, ``NAME``, ``...``) is left alone."""
+    out = []
+    for m in INLINE_COMMAND.finditer(ILLUSTRATIVE_BLOCK.sub("", FENCE.sub("", text))):
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            continue
+        if any(re.fullmatch(r"[A-Z][A-Z_]+|\.\.\.|…", w) for w in words):
+            continue
+        if words[0] == "render.py":
+            words = ["python", *words]
+        if problem := unknown_names(words):
+            out.append(problem)
+    return out
+
+
+@pytest.mark.parametrize("path", doc_files() + [ROOT / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_in_the_text_name_options_that_exist(path):
+    assert unknown_names_inline(path.read_text(encoding="utf-8")) == []
+
+
+def test_tamper_twin_an_inline_command_with_a_wrong_option_is_reported():
+    assert unknown_names_inline("spread it over the cores with `render.py --jobs`") == [
+        "python render.py --jobs: No such option '--jobs'."]
+    assert unknown_names_inline("`render.py explore --lang de` and `render.py -v COMMAND`") == [
+        "python render.py explore --lang de: No such option '--lang'."]
+    assert unknown_names_inline("`.venv/bin/python render.py all --jobs 2`") == []
