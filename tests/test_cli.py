@@ -455,6 +455,7 @@ def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cac
         assert done.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], done.stderr
         assert done.stderr.strip().splitlines()[-1] in ("Aborted!", "Terminated"), done.stderr
         assert not list(folder.glob(".render-*"))  # Ctrl-C and SIGTERM clean up their private folder
+        assert not out.exists()  # and the output folders the render made (was: out/480p15/en/ left, empty)
     else:
         assert list(folder.glob(".render-*"))  # a kill cannot; the next render in that folder does
         result = invoke("render", "cli_scenes:TinySquare", "-o", out)
