@@ -32,7 +32,7 @@ from cli.doctor import doctor_command
 from cli.i18n import i18n_command, try_own_words
 from cli.options import (LectureCli, PathType, Terminated, echo_listing, echo_run_summaries, model_option, note,
                          param_options, render_options, report, resolved_options, scheduler_option, setup_logging,
-                         recorded, trace_option, train_summary, user_errors, voices)
+                         recorded, trace_option, train_summary, TracePathType, user_errors, voices)
 from cli.params import DECK_FORMATS, QUALITIES, RENDER_DEFAULTS, ParameterInputs, experiment_runs
 from cli.plan import (CHAPTER_HELP, lecture_listing, lecture_with, model_experiment, model_scenes, plan_render,
                       recorded_scenes, refuse_untrainable, resolve_scenes, scenes_or_lecture, traces_note)
@@ -117,7 +117,7 @@ def train(ctx: click.Context, experiment: str | None, config_file: str | None, s
 
 
 @cli.command()
-@click.argument("trace_file", type=PathType(dir_okay=False))
+@click.argument("trace_file", type=TracePathType())
 def inspect(trace_file: str) -> None:
     """Print a trace's metadata, array shapes and summary as JSON (a watched run: what it recorded, in "watch")."""
     from simulation.summary import inspect_trace
@@ -164,7 +164,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     """Render ``scenes`` with the context's options (cli/plan.py plans; your own words tried first); returns (jobs,
     written, unchanged), None after --check. ``video_only``: mp4, opaque, whatever --format says (decks, page)."""
     import scenes as lecture
-    from cli.media import RenderError, concat_lecture, render_job
+    from cli.media import RenderError, concat_lecture, remove_if_empty, render_job
     from cli.pipeline import render_pipeline, train_before_render
 
     with user_errors():
@@ -184,6 +184,10 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")
         # Train in lecture order and render each scene as soon as its traces are cached; then join.
         written, unchanged = [], list(plan.unchanged)
+        # the output folders no job has made yet: gone again if Ctrl-C or SIGTERM leaves them empty (render_job does
+        # the same for its own, but jobs in parallel race to make them)
+        made = sorted({p for job in plan.todo for p in (job.final_dir, *job.final_dir.parents) if not p.exists()},
+                      key=lambda p: len(p.parts), reverse=True)
         try:
             if plan.pipelined:
                 stop = lambda: signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
@@ -204,6 +208,9 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 (written if wrote else unchanged).extend(files)
         except (RenderError, ConfigError):
             report(written, unchanged)
+            raise
+        except (KeyboardInterrupt, Terminated):
+            remove_if_empty(made)
             raise
     if report_files:
         report(written, unchanged)

@@ -438,12 +438,39 @@ def make_variant(scene: type, job: RenderJob) -> type:
     return type(scene.__name__, (scene,), namespace)
 
 
+def make_folders(folder: Path) -> list[Path]:
+    """``folder.mkdir(parents=True, exist_ok=True)``, returning the folders this call made, deepest first."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove those of ``folders`` (deepest first) that are empty; one that holds anything stays."""
+    for path in folders:
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+
+
 def render_job(job: RenderJob, scene: type, progress: bool = False) -> list[Path]:
     """Render one scene into a private media folder and move its files into ``job.final_dir``:
     ``<Scene>.<format>``, ``<Scene>.srt`` (videos with narration), ``<Scene>.numbers.json`` and the
-    record ``<Scene>.<format>.render.json``. Returns the paths written; RenderError if no file came out."""
+    record ``<Scene>.<format>.render.json``. Returns the paths written; RenderError if no file came out.
+    Ctrl-C or SIGTERM (cli.options.Terminated) before the files are moved in leaves nothing: the private folder
+    goes, and so do the output folders this call made, if empty (a new user found ``out/480p15/en/`` left)."""
+    made = make_folders(job.final_dir)
+    try:
+        return _render_job(job, scene, progress)
+    except BaseException as exc:  # not on an error: another scene's job may be about to use the folder
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ == "Terminated":  # cli.options'
+            remove_if_empty(made)
+        raise
+
+
+def _render_job(job: RenderJob, scene: type, progress: bool) -> list[Path]:
     final_dir = job.final_dir
-    final_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale(final_dir)
     caches = _shared_caches(job)
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=final_dir) as name:

@@ -33,7 +33,7 @@ from cli.params import FORMATS, LANGS, QUALITIES, RENDER_DEFAULTS, THEMES
 __all__ = ["setup_logging", "user_errors", "note", "report", "Terminated", "LectureCli", "scheduler_option",
            "PathType", "param_options", "scene_options", "voice_option", "render_options", "resolved_options",
            "voices", "echo_params", "figure", "diverged_where", "RENDER_PARAMS", "echo_listing",
-           "echo_run_summaries", "train_summary", "model_option", "short_message"]
+           "echo_run_summaries", "train_summary", "model_option", "short_message", "TracePathType", "LangChoice"]
 
 
 def setup_logging(verbose: bool) -> None:
@@ -173,6 +173,21 @@ class PathType(click.Path):
         return super().convert(value, param, ctx)
 
 
+class TracePathType(PathType):
+    """A trace file (``--trace``, ``--twin``, ``inspect FILE``). A run's parts folder (``run.npz.parts/``, all that a
+    watched run killed before its ``close`` leaves) is answered with the path to give: the run as far as it got."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value).rstrip("/\\") if isinstance(value, (str, Path)) else ""
+        if text.endswith(".parts") and Path(text).is_dir():
+            self.fail(f"{value!r} is the parts folder of a watched run (killed, or still recording): give the trace "
+                      f"{text[:-len('.parts')]!r}, read as far as the run got", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 # TOML [render] keys -> the names of the click parameters they give defaults to.
 RENDER_PARAMS = {"quality": "quality", "lang": "lang", "theme": "theme", "format": "fmt",
                   "transparent": "transparent", "output": "output", "jobs": "jobs", "concat": "concat",
@@ -211,10 +226,10 @@ def model_option(func):
 def trace_option(func):
     """``--trace FILE`` and ``--twin FILE``: runs recorded elsewhere (residual_lecture.watch), drawn in place of
     training (the parameters ``trace`` and ``twin`` of experiment ``model``; simulation/kinds/recorded.py)."""
-    func = click.option("--twin", type=PathType(dir_okay=False), default=None, metavar="FILE",
+    func = click.option("--twin", type=TracePathType(), default=None, metavar="FILE",
                         help="With --trace: the trace of its plain twin (residual_lecture.plain_twin), recorded alike; "
                              "the scenes that compare the two need it.")(func)
-    return click.option("--trace", type=PathType(dir_okay=False), default=None, metavar="FILE",
+    return click.option("--trace", type=TracePathType(), default=None, metavar="FILE",
                         help="Draw a run recorded in your own training loop (residual_lecture.watch) or by "
                              "`render.py train --model`: nothing is trained.")(func)
 
@@ -241,6 +256,20 @@ def param_options(func):
                              "tables.")(func)
     return func
 
+class LangChoice(click.Choice):
+    """``--lang``: one of :data:`LANGS`; a language code without a catalog is told how to start one (a new user
+    typed ``--lang de`` and read only the list of the languages that have one)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            if isinstance(value, str) and re.fullmatch(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]+)?", value):
+                exc.message += (f" locale/ has no catalog for {value!r}: start one with "
+                                f"`render.py i18n init {value}`.")
+            raise
+
+
 def scene_options(func):
     """What decides how a scene looks, shared by every command that renders scenes (render, all, slides):
     --set/--config, --quality, --lang and --theme."""
@@ -248,7 +277,7 @@ def scene_options(func):
     func = text_option(func)
     func = click.option("--theme", type=click.Choice(THEMES), default=RENDER_DEFAULTS["theme"], show_default=True,
                         help="dark, or light for projectors in bright halls (scenes/kit/theme.py).")(func)
-    func = click.option("--lang", type=click.Choice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True,
+    func = click.option("--lang", type=LangChoice(LANGS), default=RENDER_DEFAULTS["lang"], show_default=True,
                         help="The language of the words on screen, the subtitles and the notes: a catalog under "
                              "locale/ (`render.py i18n init de` starts one), or en-XA, the pseudo-locale.")(func)
     func = click.option("--quality", "-q", type=click.Choice(list(QUALITIES)), default=RENDER_DEFAULTS["quality"],

@@ -77,11 +77,13 @@ def model_scenes(scenes: list[type]) -> list[type]:
 
 def undrawable(scene: type, runs: dict[Any, Any]) -> str | None:
     """Why ``scene`` cannot draw ``runs`` (``{RunKey: config}``) where some are read from trace files
-    (``--trace``): a run or an array it reads that the files lack (its ``needs_runs`` and ``required_arrays``);
+    (``--trace``): a run, an array or records it reads that the files lack (its ``needs_runs``, ``required_arrays``
+    and ``min_records``);
     None when it can, or when every run is trained here."""
     from simulation.kinds.recorded import missing
 
-    return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()))
+    return missing(runs, getattr(scene, "needs_runs", ()), getattr(scene, "required_arrays", ()),
+                   getattr(scene, "min_records", 1))
 
 
 def drawable_scenes(scenes: list[type], layers: list[Layer] | ParameterInputs, say=None) -> list[type]:

@@ -75,6 +75,7 @@ class UserModelScene(LectureScene):
     # refuses a scene whose files lack one (cli.plan.undrawable).
     needs_runs: tuple[str, ...] = (PLAIN, RESIDUAL)
     required_arrays: tuple[str, ...] = ("step", "out_grad_norm")
+    min_records = 1  # the recorded steps each file must hold (one that draws a course over training: 2)
 
     def setup(self) -> None:
         super().setup()
@@ -232,6 +233,7 @@ class ModelDoesItOnlyCopy(UserModelScene, DoesItOnlyCopy):
 
     needs_runs = (RESIDUAL,)
     required_arrays = ("step", "out_grad_norm", "input_norm", "branch_norm", "loss")
+    min_records = 2  # the ratio's course (simulation.summary.ratio_course) needs a start and an end
 
     def end_block_names(self, depth: int) -> tuple[str, str]:
         return short_name(self.block_names[0], 20), short_name(self.block_names[-1], 20)

@@ -62,6 +62,12 @@ def _a_file(tmp: Path) -> Path:
     return tmp / "a_file"
 
 
+def _parts_folder(tmp: Path) -> Path:
+    """What a watched run killed before its first consolidation leaves: ``run.npz.parts/`` and no ``run.npz``."""
+    (tmp / "run.npz.parts").mkdir()
+    return tmp / "run.npz.parts"
+
+
 R = ["render", "cli_scenes:TinyTrace"]
 BAD_INPUTS = [
     # (id, command, exit code, message); "{out}" is the output folder, callables make a file first
@@ -93,6 +99,9 @@ BAD_INPUTS = [
     ("unknown format", [*R, "--format", "avi"], 2, "Invalid value for '--format'"),
     ("unknown quality", [*R, "--quality", "z"], 2, "Invalid value for '--quality'"),
     ("unknown language", [*R, "--lang", "fr"], 2, "Invalid value for '--lang'"),
+    ("language without a catalog", [*R, "--lang", "de"], 2,
+     "no catalog for 'de': start one with `render.py i18n init de`"),
+    ("not a language code", [*R, "--lang", "Deutsch"], 2, "'Deutsch' is not one of 'en', 'zh'"),
     ("zero jobs", [*R, "--jobs", "0"], 2, "Invalid value for '--jobs'"),
     ("voice swallows the scene", ["render", "--voice", "IdentityHighway"], 2,
      "'IdentityHighway' is a scene, not a voice: put the scene first (render IdentityHighway --voice)"),
@@ -109,6 +118,10 @@ BAD_INPUTS = [
     ("config unknown experiment", [*R, "--config", _toml("[experiments.nosuch]\ndepth = 1")], 1,
      "unknown experiment 'nosuch'"),
     ("missing trace", ["inspect", "no_such.npz"], 1, "does not exist"),
+    ("parts folder given", ["inspect", _parts_folder], 2,
+     "run.npz.parts' is the parts folder of a watched run (killed, or still recording): give the trace '"),
+    ("parts folder as --trace", ["render", "DepthTimeMap", "--trace", _parts_folder], 2,
+     "run.npz.parts' is the parts folder of a watched run"),
     ("corrupt trace", ["inspect", _corrupt], 1, "is corrupt or truncated"),
     ("truncated trace", ["inspect", _truncated], 1, "is corrupt or truncated"),
     ("old-schema trace", ["inspect", lambda t: fake_trace(t / "old.npz", schema=0)], 1, "has schema version 0"),
@@ -442,6 +455,7 @@ def test_a_render_interrupted_midway_leaves_no_final_file(tmp_path, isolated_cac
         assert done.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], done.stderr
         assert done.stderr.strip().splitlines()[-1] in ("Aborted!", "Terminated"), done.stderr
         assert not list(folder.glob(".render-*"))  # Ctrl-C and SIGTERM clean up their private folder
+        assert not out.exists()  # and the output folders the render made (was: out/480p15/en/ left, empty)
     else:
         assert list(folder.glob(".render-*"))  # a kill cannot; the next render in that folder does
         result = invoke("render", "cli_scenes:TinySquare", "-o", out)

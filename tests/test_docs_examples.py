@@ -170,9 +170,30 @@ def problems_of_python(code: str) -> list[str]:
     return out
 
 
+def unknown_names(words: list[str]) -> str | None:
+    """Why the ``render.py`` command ``words`` names an option or a command that does not exist, or None. An
+    illustrative block is checked this far: its files and values may be placeholders, its names may not (the
+    translate page told a new user ``render.py explore --lang de``, which has no ``--lang``)."""
+    args = render_args(words)
+    if args is None or any(re.search(r"<[^>]+>", w) for w in words):
+        return None
+    try:
+        parse_render(args)
+    except click.NoSuchOption as error:
+        return f"{shlex.join(words)}: {error.format_message()}"
+    except click.UsageError as error:
+        if "No such command" in error.format_message():
+            return f"{shlex.join(words)}: {error.format_message()}"
+    except click.ClickException:
+        pass  # a placeholder file or value
+    return None
+
+
 def block_problems(block: Block) -> list[str]:
     if block.marker == "illustrative":
-        return []
+        if block.lang == "python":
+            return []
+        return [p for words in commands(block.text) if (p := unknown_names(words))]
     if block.lang == "python":
         return problems_of_python(block.text)
     return [p for words in commands(block.text) if (p := problems_of_command(words))]
@@ -220,7 +241,10 @@ def test_tamper_twin_a_stale_example_is_reported(tmp_path, snippet, expected):
     found = block_problems(block)
     assert found and expected in found[0]
     marked = blocks_of(page, "<!-- illustrative -->\n" + snippet)[0]
-    assert block_problems(marked) == []  # the marker really skips it
+    if expected in ("No such option", "No such command"):  # a name that does not exist: reported all the same
+        assert block_problems(marked) and expected in block_problems(marked)[0]
+    else:
+        assert block_problems(marked) == []  # the marker really skips its values, files and imports
 
 
 RUNNABLE = [b for b in BLOCKS if b.marker is None]
@@ -291,8 +315,8 @@ def test_tamper_twin_a_moved_file_is_reported():
 
 # -- the interpreter a command names ----------------------------------------------------------------------------------
 
-BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) (?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+"
-                         r"|tests/)")
+BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) "
+                         r"(?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+|tests/)")
 ACTIVATED_BLOCK = re.compile(r"^```[^\n]*\n(?:(?!^```).)*\bactivate\b.*?^```", re.MULTILINE | re.DOTALL)
 # README.md is left to the lead (its `python -m benchmarks.bench_watch` is in /work/notes/s5-newuser.md)
 USER_PAGES = [p for p in doc_files() if "developers" not in p.parts and p.name != "README.md"]
@@ -310,7 +334,8 @@ def bare_python_commands(text: str) -> list[str]:
 @pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_user_commands_name_the_venv_python(path):
     """A new user copied ``python render.py render DepthTimeMap --trace ...`` from the watch pages and got
-    ``ModuleNotFoundError: No module named 'manim'``: README sets up ``.venv``, so the pages say ``.venv/bin/python``."""
+    ``ModuleNotFoundError: No module named 'manim'``: README sets up ``.venv``, so the pages say
+    ``.venv/bin/python``."""
     assert bare_python_commands(path.read_text(encoding="utf-8")) == []
 
 
@@ -322,3 +347,39 @@ def test_tamper_twin_a_bare_python_is_reported():
     assert bare_python_commands("`.venv/bin/python -m pytest -m slow tests/test_x.py`, `python3 -m venv .venv`") == []
     assert bare_python_commands("`.venv/bin/python render.py list`, `python -m pip install dask`") == []
     assert bare_python_commands("```bash\nconda activate lecture\npython render.py doctor\n```") == []
+
+
+# -- commands in running text ----------------------------------------------------------------------------------------
+
+INLINE_COMMAND = re.compile(r"`((?:\S*python3? )?(?:render\.py|residual-lecture) [^`]+)`")
+
+
+def unknown_names_inline(text: str) -> list[str]:
+    """The ``render.py`` commands quoted in running text (`` `render.py explore --lang de` ``) that name an option or
+    a command that does not exist; a span with a placeholder (``COMMAND``, ``NAME``, ``...``) is left alone."""
+    out = []
+    for m in INLINE_COMMAND.finditer(ILLUSTRATIVE_BLOCK.sub("", FENCE.sub("", text))):
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            continue
+        if any(re.fullmatch(r"[A-Z][A-Z_]+|\.\.\.|…", w) for w in words):
+            continue
+        if words[0] == "render.py":
+            words = ["python", *words]
+        if problem := unknown_names(words):
+            out.append(problem)
+    return out
+
+
+@pytest.mark.parametrize("path", doc_files() + [ROOT / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_in_the_text_name_options_that_exist(path):
+    assert unknown_names_inline(path.read_text(encoding="utf-8")) == []
+
+
+def test_tamper_twin_an_inline_command_with_a_wrong_option_is_reported():
+    assert unknown_names_inline("spread it over the cores with `render.py --jobs`") == [
+        "python render.py --jobs: No such option '--jobs'."]
+    assert unknown_names_inline("`render.py explore --lang de` and `render.py -v COMMAND`") == [
+        "python render.py explore --lang de: No such option '--lang'."]
+    assert unknown_names_inline("`.venv/bin/python render.py all --jobs 2`") == []

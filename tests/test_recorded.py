@@ -98,6 +98,17 @@ def test_what_cannot_be_drawn_together_is_refused_in_one_line(base, trace, twin,
     assert "\n" not in str(info.value)
 
 
+def _first_records(path: str, tmp_path, records: int) -> str:
+    """A copy of the trace at ``path`` cut to its first ``records`` recorded steps (a loop recorded every=50 that
+    ran fewer than 51 steps records one)."""
+    trace = Trace.load(path)
+    total = len(trace["step"])
+    arrays = {k: (v[:records] if v.ndim and v.shape[0] == total else v) for k, v in trace.arrays.items()}
+    out = tmp_path / f"first{records}.npz"
+    Trace(trace.meta, arrays).save(out)
+    return str(out)
+
+
 def _renamed(path: str, tmp_path, layers: list[str]) -> str:
     """A copy of the trace at ``path`` whose blocks are named ``layers`` (its arrays cut to as many blocks)."""
     trace = Trace.load(path)
@@ -133,6 +144,11 @@ def test_missing_names_the_run_or_the_arrays_a_scene_reads(tmp_path):
     why = missing({RunKey("residual", 0): RecordedConfig(path=cut)}, ("residual",), ("step", "error_curve", "test_error"))
     assert why.startswith(f"--trace {cut} has no error_curve, test_error")
     assert missing({RunKey("residual", 0): UserModelConfig()}, ("plain",), ("nothing",)) is None  # trained: not asked
+    two = _first_records(FILES["residual"], tmp_path, 2)
+    assert missing({RunKey("residual", 0): RecordedConfig(path=two)}, ("residual",), ("step",), min_records=2) is None
+    one = _first_records(FILES["residual"], tmp_path, 1)
+    assert "recorded 1 step;" in missing({RunKey("residual", 0): RecordedConfig(path=one)}, ("residual",), ("step",),
+                                          min_records=2)
 
 
 # -- the command line ------------------------------------------------------------------------------------
@@ -165,13 +181,18 @@ def test_train_counts_runs_read_from_files_apart_from_trained_ones():
     # an .npz of someone else's (a torch.save zip reads the same): said as such, not "corrupt or truncated"
     (["render", "DepthTimeMap", "--trace", "NOMETA"],
      r"--trace: trace .*nometa\.npz has no metadata; it was not written by this tool$"),
+    # a course over training from one record: was "ModelDoesItOnlyCopy failed: ValueError: a course needs at least
+    # two finite values" after the other scenes had rendered
+    (["render", "DoesItOnlyCopy", "--trace", "ONE"],
+     r"ModelDoesItOnlyCopy cannot draw this trace: --trace .*first1\.npz recorded 1 step; .* needs 2 or more"),
     (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
     (["explore", "--twin", "P"], "--twin needs --trace"),
 ])
 def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
     np.savez(tmp_path / "nometa.npz", step=np.arange(3), out_grad_norm=np.ones((3, 2)))
     paths = {"R": FILES["residual"], "P": FILES["plain"], "NOMETA": str(tmp_path / "nometa.npz"),
-             "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve")}
+             "CUT": _without(FILES["residual"], tmp_path, "test_error", "error_curve"),
+             "ONE": _first_records(FILES["residual"], tmp_path, 1)}
     result = invoke(*[paths.get(a, a) for a in args], *(["--check"] if args[0] != "explore" else []),
                     "-o", tmp_path / "out")
     assert result.exit_code != 0

@@ -36,7 +36,7 @@ from ..config import ConfigError, RecordedConfig, UserModelConfig, file_stamp, s
 from ..runkeys import RunKey
 from ..trace import Trace, TraceError, TraceMeta
 
-__all__ = ["run", "recorded_runs", "file_meta", "file_keys", "missing", "check_file", "RUN_FLAGS"]
+__all__ = ["run", "recorded_runs", "file_meta", "file_keys", "file_records", "missing", "check_file", "RUN_FLAGS"]
 
 RUN_FLAGS = {"residual": "--trace", "plain": "--twin"}  # the option that names each run's file
 
@@ -49,10 +49,10 @@ def _arch_of(meta: TraceMeta) -> str | None:
 
 
 @functools.lru_cache(maxsize=32)
-def _described(path: str, stamp: tuple) -> tuple[TraceMeta, frozenset[str]]:
+def _described(path: str, stamp: tuple) -> tuple[TraceMeta, frozenset[str], int]:
     if not os.path.lexists(path) and os.path.isdir(f"{path}.parts"):  # a watched run not closed: read the parts
         trace = Trace.load(path)
-        return trace.meta, frozenset(trace.arrays)
+        return trace.meta, frozenset(trace.arrays), len(np.atleast_1d(trace["step"]))
     input_file(path, "trace", TraceError)
     # Trace.load's checks, without reading the arrays
     if not zipfile.is_zipfile(path):
@@ -74,7 +74,7 @@ def _described(path: str, stamp: tuple) -> tuple[TraceMeta, frozenset[str]]:
     if not steps:
         raise TraceError(f"trace {path} has no records (its 'step' array is missing or empty)")
     try:
-        return TraceMeta.from_dict(meta), keys
+        return TraceMeta.from_dict(meta), keys, steps
     except TypeError as exc:
         raise TraceError(f"trace {path} has unreadable metadata ({exc})") from None
 
@@ -87,6 +87,12 @@ def file_meta(path: str) -> TraceMeta:
 def file_keys(path: str) -> frozenset[str]:
     """The names of the arrays of the trace at ``path`` (not read). Raises TraceError (one line)."""
     return _described(os.path.abspath(path), file_stamp(os.path.abspath(path)))[1]
+
+
+def file_records(path: str) -> int:
+    """How many steps the trace at ``path`` recorded (the length of its ``step`` array; at least 1). Raises
+    TraceError (one line)."""
+    return _described(os.path.abspath(path), file_stamp(os.path.abspath(path)))[2]
 
 
 def check_file(path: str, arch: str) -> TraceMeta:
@@ -148,9 +154,11 @@ def recorded_runs(base: UserModelConfig, trace: str, twin: str) -> dict[str, Rec
     return runs
 
 
-def missing(runs: dict[RunKey, Any], needs_runs: Iterable[str], needs_keys: Iterable[str]) -> str | None:
-    """What a scene that reads the runs ``needs_runs`` and their arrays ``needs_keys`` lacks among ``runs`` (keys
-    :class:`RunKey`), where those are read from files; None when nothing is missing or no run is read from a file."""
+def missing(runs: dict[RunKey, Any], needs_runs: Iterable[str], needs_keys: Iterable[str],
+            min_records: int = 1) -> str | None:
+    """What a scene that reads the runs ``needs_runs``, their arrays ``needs_keys`` and at least ``min_records``
+    recorded steps of each (a course over training needs two) lacks among ``runs`` (keys :class:`RunKey`), where
+    those are read from files; None when nothing is missing or no run is read from a file."""
     recorded = {key.name: config for key, config in runs.items() if isinstance(config, RecordedConfig)}
     if not recorded:
         return None
@@ -165,6 +173,11 @@ def missing(runs: dict[RunKey, Any], needs_runs: Iterable[str], needs_keys: Iter
             return (f"{RUN_FLAGS.get(name, name)} {config.path} has no {', '.join(lacking)}"
                     + (" (a watched run records no classification error)"
                        if set(lacking) & {"error_curve", "test_error", "error"} else ""))
+        records = file_records(config.path)
+        if records < min_records:
+            return (f"{RUN_FLAGS.get(name, name)} {config.path} recorded {records} "
+                    f"{'step' if records == 1 else 'steps'}; the scene draws a course over training and needs "
+                    f"{min_records} or more: record more often (watch(..., every=N), N below the steps the loop runs)")
     return None
 
 
