@@ -31,7 +31,7 @@ from simulation.experiments import RESIDUAL
 
 from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
 from scenes.kit.layout import line_width
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.theme import VIRIDIS, to_rgb
 from scenes.kit.widgets import LinearAxes, nice_ticks
 from scenes.user_model import UserModelScene
@@ -337,7 +337,7 @@ class DepthTimeMap(UserModelScene):
         every = max(1, math.ceil((high - low) / 6))
         for exp in range(high, low - 1, -every):
             y = bottom + (exp - low) / (high - low) * (top - bottom)
-            label = make_text("1" if exp == 0 else f"1e{exp}", size=SIZE_SMALL, color=PALETTE["muted"])
+            label = make_text(power_of_ten(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             group.add(label.move_to([x + 0.4 + label.width / 2, y, 0]))
         heading = self.text("color_axis", size=SIZE_SMALL, color=PALETTE["text"])
         heading.next_to([x + 0.14, top, 0], UP, buff=0.1)

@@ -24,7 +24,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 
 from scenes.kit.base import LectureScene
 from scenes.kit.layout import MARGIN
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.helpers import is_missing, steps_run
 from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
@@ -332,8 +332,8 @@ class GradientFlowOverTraining(LectureScene):
         cells.arrange(RIGHT, buff=0)
         frame = Rectangle(width=cells.width, height=cells.height, stroke_color=PALETTE["muted"], stroke_width=1)
         frame.move_to(cells)
-        low = make_text(f"1e{bottom}" if bottom else "1", size=SIZE_SMALL, color=PALETTE["muted"])
-        high = make_text(f"1e{top}" if top else "1", size=SIZE_SMALL, color=PALETTE["muted"])
+        low = make_text(power_of_ten(bottom), size=SIZE_SMALL, color=PALETTE["muted"])
+        high = make_text(power_of_ten(top), size=SIZE_SMALL, color=PALETTE["muted"])
         low.next_to(cells, LEFT, buff=0.12)
         high.next_to(cells, RIGHT, buff=0.12)
         caption = self.text(self.scale_caption, size=SIZE_SMALL, color=PALETTE["muted"])

@@ -213,7 +213,7 @@ def test_a_residual_run_whose_loss_blew_up_is_said_so(tmp_path):
     assert {"residual_sigmoid_d8.initial_loss", "residual_sigmoid_d8.final_train_loss_avg"} <= set(expected)
     assert s.numbers["values"] == pytest.approx(expected, rel=1e-6)
     (line,) = [c.content for c in s.renderer.file_writer.subcaptions if "did not train" in c.content]
-    assert line.startswith("Careful: this residual net's loss grew from 2.") and "e+" in line, line
+    assert line.startswith("Careful: this residual net's loss grew from 2.") and "×10²⁰" in line, line
 
 
 def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "mlp") -> dict[str, float]:

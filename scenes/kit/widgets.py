@@ -16,7 +16,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobj
 
 from narration import i18n
 from scenes.kit.helpers import finite_runs, log_range, missing_runs
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text, power_of_ten
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
@@ -103,7 +103,7 @@ class LogAxes(VGroup):
                          y_axis_config={"include_ticks": False})
         self.ticks = VGroup()
         for exp in tick_exponents(self.exp_min, self.exp_max):
-            label = make_text("1" if exp == 0 else f"1e{exp}", size=SIZE_SMALL, color=PALETTE["muted"])
+            label = make_text(power_of_ten(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             label.next_to(self.axes.c2p(x_range[0], exp - self.exp_min), LEFT, buff=0.12)
             grid = Line(self.axes.c2p(x_range[0], exp - self.exp_min), self.axes.c2p(x_range[1], exp - self.exp_min),
                         stroke_width=1, stroke_opacity=0.25, color=PALETTE["muted"])
