@@ -30,7 +30,8 @@ from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs", "last_step_run",
+           "plain_end_line", "LIT"]
 
 
 def flow_scale(grads: list[np.ndarray], decades: int) -> tuple[int, int]:
@@ -74,6 +75,22 @@ def last_step_run(trace, last_recorded: int) -> int:
     if "loss_curve" not in trace.arrays:
         return last_recorded
     return max(last_recorded, steps_run(trace, len(trace["loss_curve"])) - 1)
+
+
+LIT = 0.05  # a block drawn at this level of the log scale or above is lit (the narration says it gets a gradient)
+
+
+def plain_end_line(start: float, end: float, start_level: float, end_level: float) -> str:
+    """The key of the line that closes the plain net's story: its first block's ‖∂L/∂h‖ at the first and the last
+    record (``start``, ``end``) and the levels they are drawn at (:func:`brightness`). Dark at step 0: it lights
+    up or stays dark; lit at step 0 (a shallow twin): it stays lit or goes dark. Not "lights up ... too" for a
+    block lit from the start, as a new user's 6-block twin heard (its ratio had fallen, 5.4e-4 to 3.8e-4)."""
+    if is_missing(end):
+        return "n_end_missing"
+    dark = end_level < LIT
+    if is_missing(start) or start_level < LIT:
+        return "n_plain_stays_dark" if dark else "n_plain_lights_up"
+    return "n_plain_goes_dark" if dark else "n_plain_stays_lit"
 
 
 def pick_flow_runs(traces: dict, depth: int, activation: str) -> tuple[str, str]:
@@ -145,7 +162,7 @@ class GradientFlowOverTraining(LectureScene):
         for arch in names:
             if arch == "plain":
                 self.narrate("n_plain_missing" if is_missing(grads["plain"][0, 0])
-                             else "n_plain_fades" if levels["plain"][0, 0] < 0.05 else "n_plain_survives", 4.2)
+                             else "n_plain_fades" if levels["plain"][0, 0] < LIT else "n_plain_survives", 4.2)
             else:
                 self.narrate("n_residual_missing" if is_missing(ratios["residual"][0])
                              else "n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
@@ -179,9 +196,8 @@ class GradientFlowOverTraining(LectureScene):
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
         if "plain" in names:
-            dark = levels["plain"][records - 1, 0] < 0.05
-            self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
-                         else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+            self.narrate(plain_end_line(grads["plain"][0, 0], grads["plain"][records - 1, 0],
+                                        levels["plain"][0, 0], levels["plain"][records - 1, 0]), 4)
         for arch in [a for a in ("residual", "plain") if a in names]:  # a finite run that did not train is said so
             blown = blown_up_losses(traces[arch])
             if blown is not None:

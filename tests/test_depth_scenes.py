@@ -20,7 +20,8 @@ import pytest
 
 from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
                                 trains_worse)
-from scenes.gradient_flow import GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs, value_along
+from scenes.gradient_flow import (LIT, GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs,
+                                  plain_end_line, value_along)
 from scenes.kit.seeds import count_true, seed_range
 from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey, by_seed, one_seed
@@ -59,6 +60,26 @@ def test_value_along_interpolates_between_blocks_and_holds_at_the_ends():
 
 def _fake(arch, depth, act="sigmoid"):
     return Trace(meta={"config": {"arch": arch, "depth": depth, "activation": act}})
+
+
+@pytest.mark.parametrize("start, end, key", [
+    (1e-9, 1e-9, "n_plain_stays_dark"),   # the lecture's 20-block sigmoid net: dark, and dark after training
+    (1e-9, 1e-2, "n_plain_lights_up"),
+    (9.2e-5, 6.4e-5, "n_plain_stays_lit"),  # a new user's 6-block twin: lit at step 0, its ratio fell (was "lights up")
+    (9.2e-5, 1e-9, "n_plain_goes_dark"),
+    (float("nan"), 1e-2, "n_plain_lights_up"),  # step 0 missing: said so then; the end as from dark
+    (9.2e-5, float("nan"), "n_end_missing"),
+])
+def test_the_plain_nets_last_line_says_how_its_first_block_changed(start, end, key):
+    """On the scene's log scale (top 1, six decades: lit from ~2e-6), the first block of the plain net at step 0
+    and at the last record; the key must exist in the catalog of both variants."""
+    bottom, top = -6, 0
+    levels = [float(brightness(v, bottom, top)) for v in (start, end)]
+    assert plain_end_line(start, end, *levels) == key
+    assert (levels[0] >= LIT) == (start == 9.2e-5)
+    from narration import i18n
+    for scene in ("GradientFlowOverTraining", "ModelGradientFlowOverTraining"):
+        assert i18n.english().get(f"{scene}.{key}") or key == "n_end_missing"
 
 
 def test_pick_flow_runs_takes_the_nearest_depth_with_both_nets():
