@@ -164,7 +164,7 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
     """Render ``scenes`` with the context's options (cli/plan.py plans; your own words tried first); returns (jobs,
     written, unchanged), None after --check. ``video_only``: mp4, opaque, whatever --format says (decks, page)."""
     import scenes as lecture
-    from cli.media import RenderError, concat_lecture, remove_if_empty, render_job
+    from cli.media import RenderError, concat_lecture, render_job
     from cli.pipeline import render_pipeline, train_before_render
 
     with user_errors():
@@ -184,10 +184,6 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
         note(f"scenes: {len(plan.todo)} to render, {len(plan.jobs) - len(plan.todo)} up to date")
         # Train in lecture order and render each scene as soon as its traces are cached; then join.
         written, unchanged = [], list(plan.unchanged)
-        # the output folders no job has made yet: gone again if Ctrl-C or SIGTERM leaves them empty (render_job does
-        # the same for its own, but jobs in parallel race to make them)
-        made = sorted({p for job in plan.todo for p in (job.final_dir, *job.final_dir.parents) if not p.exists()},
-                      key=lambda p: len(p.parts), reverse=True)
         try:
             if plan.pipelined:
                 stop = lambda: signal.SIGTERM if isinstance(sys.exc_info()[1], Terminated) else signal.SIGINT
@@ -208,9 +204,6 @@ def _render(ctx: click.Context, scenes: list[type], concat_allowed: bool, video_
                 (written if wrote else unchanged).extend(files)
         except (RenderError, ConfigError):
             report(written, unchanged)
-            raise
-        except (KeyboardInterrupt, Terminated):
-            remove_if_empty(made)
             raise
     if report_files:
         report(written, unchanged)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cli import INSTALLED, ROOT, render_command
-from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files
+from cli.media import RECORD_SUFFIX, RenderError, RenderJob, place_files, remove_if_empty
 from simulation.cache import digest_path
 
 __all__ = ["train_before_render", "render_pipeline", "run_worker", "render_task", "LocalPool", "ClusterPool", "RunQueue", "Trainer", "TrainingHelper",
@@ -648,4 +648,14 @@ def render_pipeline(todo: list, fresh: list, scheduler: str | None, n_jobs: int,
         trainer = Trainer(fresh, queue=queue)
         helper = TrainingHelper(queue, pool) if n_jobs > 1 else None
         slots = render_slots(n_jobs, quality, TRAINER_BASE_MIB * MiB + max(sizes), explicit)
-    return run_pipeline(todo, pool, trainer, slots, note, stop_signal, progress=sys.stderr.isatty(), helper=helper)
+    # the output folders no job has made yet go again if Ctrl-C or SIGTERM leaves them empty (each render_job does
+    # the same for its own, but jobs in parallel race to make them: the loser thinks it made only the deepest)
+    made = sorted({p for job in todo for p in (job.final_dir, *job.final_dir.parents) if not p.exists()},
+                  key=lambda p: len(p.parts), reverse=True)
+    try:
+        return run_pipeline(todo, pool, trainer, slots, note, stop_signal, progress=sys.stderr.isatty(),
+                            helper=helper)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Terminated":  # cli.options.Terminated
+            remove_if_empty(made)
+        raise

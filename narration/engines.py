@@ -31,7 +31,7 @@ import numpy as np
 
 from narration.i18n import LANGUAGES
 from narration.audio import SAMPLE_RATE, VoiceError, level, read_wav, trim
-from narration.text import split_zh, spoken_formula, to_pinyin
+from narration.text import split_zh, spoken_formula, spoken_powers, to_pinyin
 
 __all__ = ["SpeechEngine", "PiperEngine", "EspeakPinyinEngine", "EspeakEngine", "VOICES", "get_voice", "default_voice",
            "missing_voice"]
@@ -94,7 +94,7 @@ class PiperEngine(SpeechEngine):
         return voice
 
     def synthesize(self, text: str) -> np.ndarray:
-        chunks = [c.audio_float_array for c in self._voice.synthesize(text)]
+        chunks = [c.audio_float_array for c in self._voice.synthesize(spoken_powers(text))]
         pause = np.zeros(int(0.25 * SAMPLE_RATE), np.float32)  # between sentences
         parts = [part for chunk in chunks for part in (chunk, pause)][:-1]
         return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)

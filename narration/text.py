@@ -16,7 +16,7 @@ import numpy as np
 from narration.i18n import LANGUAGES, language, languages
 
 __all__ = ["LANGS", "READING_RATE", "cue_chars", "reading_time", "split_zh", "chinese_number", "to_pinyin", "PHRASES",
-           "spoken_formula", "CJK_PUNCT"]
+           "spoken_formula", "spoken_powers", "CJK_PUNCT"]
 
 # the lecture's languages: en, zh, each language with a catalog under locale/, and the pseudo-locale en-XA
 # (cli/params.py reads them the same way so that --help loads no numpy; tests/test_cli.py checks that the two agree)
@@ -145,8 +145,25 @@ _FORMULA_WORDS = [(" - ", " minus "), ("=", " equals "), ("+", " plus "), ("−"
                   ("_", " "), ("(", " of "), (")", " "), ("^", " to the power ")]
 
 
+_POWER_OF_TEN = re.compile("(×)?10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
+_FROM_SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
+
+
+def spoken_powers(text: str) -> str:
+    """Powers of ten as the screen writes them (scenes.kit.style.format_number: ``1.3×10²⁰``) as English speech:
+    ``1.3 times ten to the 20``, ``ten to the minus 8``; the rest of ``text`` unchanged."""
+    def say(match: re.Match) -> str:
+        exponent = int(match.group(2).translate(_FROM_SUPERSCRIPT))
+        power = f"ten to the {'minus ' if exponent < 0 else ''}{abs(exponent)}"
+        return f" times {power}" if match.group(1) else power
+
+    return _POWER_OF_TEN.sub(say, text)
+
+
 def spoken_formula(latin: str) -> str:
-    """A Latin run as English speech: operators and Greek letters as words (``F(x)`` -> ``F of x``)."""
+    """A Latin run as English speech: powers of ten (:func:`spoken_powers`), operators and Greek letters as words
+    (``F(x)`` -> ``F of x``)."""
+    latin = spoken_powers(latin)
     for symbol, word in _FORMULA_WORDS:
         latin = latin.replace(symbol, word)
     return re.sub(r"\s+", " ", latin).strip()

@@ -23,7 +23,8 @@ from simulation.experiments import PLAIN, PLAIN_LARGE_LR, RESIDUAL
 
 from scenes.kit.base import LectureScene
 from scenes.kit.helpers import log_range
-from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
+from scenes.kit.fit import citation_room
+from scenes.kit.layout import EDGE_BUFF, MIN_GAP, inside_margin, line_width
 from scenes.kit.seeds import SeedSpread, count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LogAxes, thin_stroke
@@ -138,12 +139,12 @@ class ChainRuleProduct(SeedSpread, LectureScene):
             self.wait(0.5)
 
         # 4. One more measured ratio per run (weight gradients, or the forward signal).
-        summary = self.get_summary(names)
-        summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=EDGE_BUFF)
-        overflow = -config.frame_y_radius + 0.05 - summary.get_bottom()[1]
-        if overflow > 0:  # a user model's block names under the axis took the room: up into the gap, on screen
-            summary.shift(UP * overflow)
-        inside_margin(summary)  # and inside the frame's margin (the legibility floor's 3 %)
+        summary = self._place_summary(self.get_summary(names, line_width()), x_label)
+        cite_left, _, _, cite_top = citation_room(self._citation(self._source))
+        if summary.get_bottom()[1] < cite_top and summary.get_right()[0] > cite_left:  # it would reach the citation:
+            # smaller, or wrapped, to its left
+            room = cite_left - MIN_GAP - (EDGE_BUFF - config.frame_x_radius)
+            summary = self._place_summary(self.get_summary(names, room), x_label)
         self.play(FadeIn(summary))
         seed_lines = self.seed_claim(names)
         if seed_lines is not None:  # under the legend: how many seeds show the same
@@ -154,6 +155,15 @@ class ChainRuleProduct(SeedSpread, LectureScene):
         self.finish(names, summary)
 
     _source = "He et al. 2015, §1; D2L §5.4"  # citation shown in the corner
+
+    @staticmethod
+    def _place_summary(summary: Mobject, x_label: Mobject) -> Mobject:
+        """``summary`` under the axis label at the left edge, on screen and inside the frame's margin."""
+        summary.next_to(x_label, DOWN, buff=0.12).to_edge(LEFT, buff=EDGE_BUFF)
+        overflow = -config.frame_y_radius + 0.05 - summary.get_bottom()[1]
+        if overflow > 0:  # a user model's block names under the axis took the room: up into the gap, on screen
+            summary.shift(UP * overflow)
+        return inside_margin(summary)  # and inside the frame's margin (the legibility floor's 3 %)
 
     # -- what a variant changes ---------------------------------------------------------------------
     def pick_runs(self) -> tuple[str, str]:
@@ -208,12 +218,13 @@ class ChainRuleProduct(SeedSpread, LectureScene):
                       self.text("seeds_residual", size=SIZE_SMALL, color=PALETTE["residual"], k=rn, n=n),
                       ).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
 
-    def get_summary(self, names: tuple[str, str]):
-        """||dL/dW|| of the first block over the last block's at step 0, for both runs."""
+    def get_summary(self, names: tuple[str, str], room: float):
+        """||dL/dW|| of the first block over the last block's at step 0, for both runs: :func:`fitted_text` in
+        ``room`` (scene units)."""
         shown = [self.number(f"{name}.first_over_last_grad_norm",
                              self.traces[name]["grad_norm"][0, 0] / self.traces[name]["grad_norm"][0, -1])
                  for name in names]
-        return self.text("weights", size=SIZE_LABEL, plain=shown[0], residual=shown[1])
+        return fitted_text(self.t("weights", plain=shown[0], residual=shown[1]), room, None)
 
     def finish(self, names: tuple[str, str], summary) -> None:
         self.wait(2)
@@ -242,12 +253,12 @@ class ChainRuleExploding(ChainRuleProduct):
     def seed_claim(self, names: tuple[str, str]):
         return None
 
-    def get_summary(self, names: tuple[str, str]):
-        """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0."""
+    def get_summary(self, names: tuple[str, str], room: float):
+        """The forward signal grows or shrinks with the same gains: ||h_L|| / ||h_1|| at step 0 (in ``room``)."""
         a, b = (self.number(f"{n}.init_gain", self.traces[n].run_config.init_gain) for n in names)
         ra, rb = (self.number(f"{n}.last_over_first_act_norm",
                               self.traces[n]["act_norm"][0, -1] / self.traces[n]["act_norm"][0, 0]) for n in names)
-        return self.text("forward", size=SIZE_LABEL, a=a, ra=ra, b=b, rb=rb)
+        return fitted_text(self.t("forward", a=a, ra=ra, b=b, rb=rb), room, None)
 
     def finish(self, names: tuple[str, str], summary) -> None:
         """Where training diverged: the large-gain run and the large-learning-rate run, from the trace metadata."""

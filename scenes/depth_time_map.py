@@ -31,9 +31,9 @@ from simulation.experiments import RESIDUAL
 
 from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
 from scenes.kit.layout import line_width
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.theme import VIRIDIS, to_rgb
-from scenes.kit.widgets import LinearAxes, decade_label, nice_axis, nice_ticks, safe_log10, tick_exponents
+from scenes.kit.widgets import LinearAxes, nice_axis, nice_ticks, safe_log10, tick_exponents
 from scenes.user_model import UserModelScene
 
 __all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_axis", "loss_line", "MAX_COLUMNS",
@@ -278,7 +278,7 @@ class DepthTimeMap(UserModelScene):
         self.number("loss_axis.high", 10.0 ** y1 if log else y1)
         x0, x1 = float(edges[0]), float(edges[-1])
         # drawn from y0 up (Manim's Axes put the x axis through y = 0 wherever 0 lies inside the range)
-        label = (lambda v: decade_label(round(v + y0))) if log else (lambda v: f"{round(v + y0, 12):g}")
+        label = (lambda v: power_of_ten(round(v + y0))) if log else (lambda v: f"{round(v + y0, 12):g}")
         chart = LinearAxes((x0, x1), (0.0, y1 - y0), width=right - left, height=1.45,
                            x_ticks=[t for t in nice_ticks(x0, x1, 6) if float(t).is_integer()],
                            y_ticks=[t - y0 for t in y_ticks], y_format=label)
@@ -355,7 +355,7 @@ class DepthTimeMap(UserModelScene):
         every = max(1, math.ceil((high - low) / 6))
         for exp in range(high, low - 1, -every):
             y = bottom + (exp - low) / (high - low) * (top - bottom)
-            label = make_text(decade_label(exp), size=SIZE_SMALL, color=PALETTE["muted"])
+            label = make_text(power_of_ten(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             group.add(label.move_to([x + 0.4 + label.width / 2, y, 0]))
         heading = self.text("color_axis", size=SIZE_SMALL, color=PALETTE["text"])
         heading.next_to([x + 0.14, top, 0], UP, buff=0.1)

@@ -24,13 +24,14 @@ from manim import (DOWN, LEFT, RIGHT, UP, Circle, Create, Dot, FadeIn, FadeOut, 
 
 from scenes.kit.base import LectureScene
 from scenes.kit.layout import MARGIN
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.helpers import is_missing, steps_run
 from scenes.kit.frame_cost import Restyle, draw_first
-from scenes.kit.widgets import GapMark, LogAxes, axes_gap, decade_label, gapped_polyline, log_floor_exponent
+from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs", "last_step_run"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs",
+           "last_step_run", "plain_end_line", "LIT"]
 
 
 MIN_DECADES = 2  # the log scale spans at least this many decades: a run whose norms lie within one still reads
@@ -82,6 +83,22 @@ def last_step_run(trace, last_recorded: int) -> int:
     if "loss_curve" not in trace.arrays:
         return last_recorded
     return max(last_recorded, steps_run(trace, len(trace["loss_curve"])) - 1)
+
+
+LIT = 0.05  # a block drawn at this level of the log scale or above is lit (the narration says it gets a gradient)
+
+
+def plain_end_line(start: float, end: float, start_level: float, end_level: float) -> str:
+    """The key of the line that closes the plain net's story: its first block's ‖∂L/∂h‖ at the first and the last
+    record (``start``, ``end``) and the levels they are drawn at (:func:`brightness`). Dark at step 0: it lights
+    up or stays dark; lit at step 0 (a shallow twin): it stays lit or goes dark. Not "lights up ... too" for a
+    block lit from the start, as a new user's 6-block twin heard (its ratio had fallen, 5.4e-4 to 3.8e-4)."""
+    if is_missing(end):
+        return "n_end_missing"
+    dark = end_level < LIT
+    if is_missing(start) or start_level < LIT:
+        return "n_plain_stays_dark" if dark else "n_plain_lights_up"
+    return "n_plain_goes_dark" if dark else "n_plain_stays_lit"
 
 
 def pick_flow_runs(traces: dict, depth: int, activation: str) -> tuple[str, str]:
@@ -189,9 +206,10 @@ class GradientFlowOverTraining(LectureScene):
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
         if "plain" in names:
-            dark = ratios["plain"][records - 1] < self.faded_ratio
-            self.narrate("n_end_missing" if is_missing(grads["plain"][records - 1, 0])
-                         else "n_plain_stays_dark" if dark else "n_plain_lights_up", 4)
+            # lit or dark read from the ratio, not from the colour scale (the run's own decades: its smallest
+            # value is always drawn at level 0)
+            lit = [float(ratios["plain"][k] >= self.faded_ratio) for k in (0, records - 1)]
+            self.narrate(plain_end_line(grads["plain"][0, 0], grads["plain"][records - 1, 0], *lit), 4)
         for arch in [a for a in ("residual", "plain") if a in names]:  # a finite run that did not train is said so
             blown = blown_up_losses(traces[arch])
             if blown is not None:
@@ -344,8 +362,8 @@ class GradientFlowOverTraining(LectureScene):
         cells.arrange(RIGHT, buff=0)
         frame = Rectangle(width=cells.width, height=cells.height, stroke_color=PALETTE["muted"], stroke_width=1)
         frame.move_to(cells)
-        low = make_text(decade_label(bottom), size=SIZE_SMALL, color=PALETTE["muted"])
-        high = make_text(decade_label(top), size=SIZE_SMALL, color=PALETTE["muted"])
+        low = make_text(power_of_ten(bottom), size=SIZE_SMALL, color=PALETTE["muted"])
+        high = make_text(power_of_ten(top), size=SIZE_SMALL, color=PALETTE["muted"])
         low.next_to(cells, LEFT, buff=0.12)
         high.next_to(cells, RIGHT, buff=0.12)
         caption = self.text(self.scale_caption, size=SIZE_SMALL, color=PALETTE["muted"])

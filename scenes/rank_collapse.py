@@ -114,6 +114,7 @@ class RankCollapse(SeedSpread, LectureScene):
 
     experiment = "rank_collapse"
     experiment_defaults = {"seeds": (0, 1, 2)}  # four small encoders per seed (~5 s each): three keep the lecture fast
+    _source = "Dong, Cordonnier & Loukas 2021, Fig. 1-2"  # cited on screen
 
     def construct(self) -> None:
         res = {run: (rank_residual(t, 0), rank_residual(t, -1)) for run, t in self.traces.items() if run in RUNS}
@@ -190,6 +191,7 @@ class RankCollapse(SeedSpread, LectureScene):
         verdict = VGroup(*[make_text(line, size=SIZE_SMALL) for line in lines]).arrange(DOWN, aligned_edge=LEFT,
                                                                                        buff=0.1)
         verdict.to_edge(LEFT, buff=0.5).to_edge(DOWN, buff=0.6)
+        self.above_citation(verdict, self._source)
         self.play(FadeIn(verdict, shift=UP * 0.2), run_time=1.2)
-        self.cite("Dong, Cordonnier & Loukas 2021, Fig. 1-2")
+        self.cite(self._source)
         self.wait(5)

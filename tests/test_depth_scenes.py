@@ -20,10 +20,10 @@ import pytest
 
 from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
                                 trains_worse)
-from scenes.gradient_flow import (MIN_DECADES, GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs,
-                                  value_along)
-from scenes.kit.widgets import decade_label
+from scenes.gradient_flow import (LIT, MIN_DECADES, GradientFlowOverTraining, brightness, flow_scale,
+                                  pick_flow_runs, plain_end_line, value_along)
 from scenes.kit.layout import text_mobjects
+from scenes.kit.style import power_of_ten
 from scenes.kit.seeds import count_true, seed_range
 from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey, by_seed, one_seed
@@ -79,6 +79,26 @@ def test_value_along_interpolates_between_blocks_and_holds_at_the_ends():
 
 def _fake(arch, depth, act="sigmoid"):
     return Trace(meta={"config": {"arch": arch, "depth": depth, "activation": act}})
+
+
+@pytest.mark.parametrize("start, end, key", [
+    (1e-9, 1e-9, "n_plain_stays_dark"),   # the lecture's 20-block sigmoid net: dark, and dark after training
+    (1e-9, 1e-2, "n_plain_lights_up"),
+    (9.2e-5, 6.4e-5, "n_plain_stays_lit"),  # a new user's 6-block twin: lit at step 0, its ratio fell (was "lights up")
+    (9.2e-5, 1e-9, "n_plain_goes_dark"),
+    (float("nan"), 1e-2, "n_plain_lights_up"),  # step 0 missing: said so then; the end as from dark
+    (9.2e-5, float("nan"), "n_end_missing"),
+])
+def test_the_plain_nets_last_line_says_how_its_first_block_changed(start, end, key):
+    """On the scene's log scale (top 1, six decades: lit from ~2e-6), the first block of the plain net at step 0
+    and at the last record; the key must exist in the catalog of both variants."""
+    bottom, top = -6, 0
+    levels = [float(brightness(v, bottom, top)) for v in (start, end)]
+    assert plain_end_line(start, end, *levels) == key
+    assert (levels[0] >= LIT) == (start == 9.2e-5)
+    from narration import i18n
+    for scene in ("GradientFlowOverTraining", "ModelGradientFlowOverTraining"):
+        assert i18n.english().get(f"{scene}.{key}") or key == "n_end_missing"
 
 
 def test_pick_flow_runs_takes_the_nearest_depth_with_both_nets():
@@ -210,7 +230,7 @@ def test_gradient_flow_numbers_equal_the_trace(built):
     bottom, top = int(expected["scale.log10_bottom"]), int(expected["scale.log10_top"])
     assert top - bottom > 6, "the committed trace holds more than the old fixed 6 decades"
     texts = {m.text for m in text_mobjects(s.mobjects)}
-    assert {decade_label(bottom), decade_label(top)} <= texts, texts
+    assert {power_of_ten(bottom), power_of_ten(top)} <= texts, texts
 
 
 @pytest.mark.slow  # a twin: test_depth_sweep_numbers_when_tampered is the default run's number twin here
@@ -240,7 +260,7 @@ def test_a_residual_run_whose_loss_blew_up_is_said_so(tmp_path):
     assert {"residual_sigmoid_d8.initial_loss", "residual_sigmoid_d8.final_train_loss_avg"} <= set(expected)
     assert s.numbers["values"] == pytest.approx(expected, rel=1e-6)
     (line,) = [c.content for c in s.renderer.file_writer.subcaptions if "did not train" in c.content]
-    assert line.startswith("Careful: this residual net's loss grew from 2.") and "e+" in line, line
+    assert line.startswith("Careful: this residual net's loss grew from 2.") and "×10²⁰" in line, line
 
 
 def depth_sweep_numbers(seed_traces: dict[int, dict[str, Trace]], model: str = "mlp") -> dict[str, float]:

@@ -20,6 +20,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 from scenes.analogies import Analogies
@@ -137,7 +139,29 @@ def test_format_number_keeps_counts_exact():
     assert format_number(2048) == "2,048"
     assert format_number(31680.0) == "31,680"
     assert format_number(1234.5) == "1,234"
-    assert format_number(0.153) == "0.15" and format_number(12.44) == "12.4" and format_number(3.1e-8) == "3.1e-8"
+    assert format_number(0.153) == "0.15" and format_number(12.44) == "12.4" and format_number(3.1e-8) == "3.1×10⁻⁸"
+
+
+@given(st.floats(min_value=1e-300, max_value=1e300) | st.floats(min_value=-1e300, max_value=-1e-300),
+       st.integers(1, 4))
+def test_format_number_writes_powers_of_ten_as_on_a_board(value, digits):
+    """Whatever the magnitude, the screen never shows the programmer's 3.1e-08: a number outside 0.01 to 10,000 is
+    m×10ⁿ with ``digits`` significant digits, and read back (superscripts undone, independently of the formatter) it
+    is ``value`` to within half a unit of its last digit."""
+    shown = format_number(value, digits)
+    assert "e" not in shown.lower().replace("inf", "")
+    if "×10" not in shown:
+        return
+    mantissa, power = shown.split("×10")
+    exponent = int(power.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
+    assert 1 <= abs(float(mantissa)) < 10 and len(mantissa.lstrip("-").replace(".", "")) == digits
+    assert abs(float(mantissa) * 10.0 ** exponent - value) <= 0.5 * 10.0 ** (exponent - digits + 1) * (1 + 1e-9)
+
+
+def test_power_of_ten_labels_a_log_axis():
+    from scenes.kit.style import power_of_ten
+
+    assert [power_of_ten(e) for e in (-12, -3, 0, 1, 2)] == ["10⁻¹²", "10⁻³", "1", "10", "10²"]
 
 
 # -- scenes in a dry run ---------------------------------------------------------------------------------

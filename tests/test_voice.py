@@ -89,6 +89,19 @@ def test_zh_line_with_a_latin_word_and_a_formula_is_split_out():
     assert parts == [("zh", "残差网络"), ("latin", "ResNet"), ("zh", "对"), ("latin", "y = x + F(x)"),
                      ("zh", "求导，得到一百五十二层。")]
     assert voice.spoken_formula("y = x + F(x)") == "y equals x plus F of x"
+
+
+def test_powers_of_ten_on_screen_are_read_as_spoken():
+    """What the screen writes (scenes.kit.style's formatter itself, not a copy of it) reaches the English voice as
+    a lecturer says it; a plain 10 stays a number."""
+    from narration.text import spoken_powers
+
+    from scenes.kit.style import format_number, power_of_ten
+
+    assert spoken_powers(f"grew to {format_number(1.3e20)}.") == "grew to 1.3 times ten to the 20."
+    assert spoken_powers(f"{format_number(-4.1e-13)} and {power_of_ten(-3)}") == \
+        "-4.1 times ten to the minus 13 and ten to the minus 3"
+    assert spoken_powers("block 10, 2×10 grid") == "block 10, 2×10 grid"  # no superscript: not a power
     assert voice.to_pinyin("残差网络") == "can2 cha1 wang3 luo4"  # 差 chā here, not chà (pypinyin's guess)
 
 

@@ -22,7 +22,7 @@ from scenes.kit.theme import ROLES, current_theme
 
 __all__ = [
     "PALETTE", "RoleColors", "FONTS", "set_language", "SIZE_TITLE", "SIZE_BODY", "SIZE_LABEL", "SIZE_SMALL",
-    "make_text", "make_wrapped_text", "format_number", "value_to_color", "LANGS", "current_language",
+    "make_text", "make_wrapped_text", "format_number", "power_of_ten", "value_to_color", "LANGS", "current_language",
 ]
 
 
@@ -179,9 +179,18 @@ def make_wrapped_text(content: str, width: float, size: float = SIZE_BODY, color
     return paragraph
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(exponent: int) -> str:
+    """10 to the power ``exponent`` as written on a board, for a log axis's tick: "1", "10", "10⁻³", "10¹²"."""
+    return {0: "1", 1: "10"}.get(exponent, f"10{str(exponent).translate(_SUPERSCRIPT)}")
+
+
 def format_number(value: float, digits: int = 2) -> str:
-    """Short human form: 0.153, 12.4, 3.1e-08, whole numbers from 1,000 on as 2,048; 'nan' / 'inf' / '0'
-    spelled out."""
+    """Short human form: 0.153, 12.4, whole numbers from 1,000 on as 2,048, and outside 0.01 to 10,000 the way a
+    lecturer writes it on a board: 3.1×10⁻⁸ (``digits`` significant digits; never the programmer's 3.1e-08);
+    'nan' / 'inf' / '0' spelled out."""
     if value is None or not math.isfinite(value):
         return "nan" if value is None or math.isnan(value) else ("inf" if value > 0 else "-inf")
     if value == 0:
@@ -193,7 +202,8 @@ def format_number(value: float, digits: int = 2) -> str:
         if magnitude >= 10 ** (digits + 1) - 0.5:
             return f"{value:,.0f}"  # 1,234 rather than 1.23e+03
         return f"{value:.{digits}g}" if magnitude < 1 else f"{value:.{digits + 1}g}"
-    return f"{value:.{digits - 1}e}".replace("e-0", "e-").replace("e+0", "e+")
+    mantissa, exponent = f"{value:.{max(digits, 1) - 1}e}".split("e")
+    return f"{mantissa}×10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
 def value_to_color(value: float, vmin: float, vmax: float, low: ManimColor | None = None,

@@ -16,10 +16,10 @@ from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobj
 
 from narration import i18n
 from scenes.kit.helpers import finite_runs, log_range, missing_runs
-from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text
+from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text, power_of_ten
 from scenes.kit.theme import stroke_opacity
 
-__all__ = ["LogAxes", "safe_log10", "decade_label", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
+__all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
            "nice_ticks", "nice_axis", "LinearAxes", "thin_stroke", "GRID_OPACITY", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
 
@@ -90,11 +90,6 @@ def safe_log10(values: np.ndarray | Sequence[float], floor: float = 1e-300) -> n
     return np.where(np.isnan(arr), np.nan, out)
 
 
-def decade_label(exponent: int) -> str:
-    """The label of the power of ten 10**exponent on a log scale: "1" for 0, else "1e<exponent>" ("1e-7")."""
-    return "1" if exponent == 0 else f"1e{exponent}"
-
-
 def tick_exponents(exp_min: int, exp_max: int, max_ticks: int = 7) -> list[int]:
     """Integer exponents in [exp_min, exp_max], multiples of a common step (so 0 is one when in
     range), at most ``max_ticks`` of them."""
@@ -120,7 +115,7 @@ class LogAxes(VGroup):
                          y_axis_config={"include_ticks": False})
         self.ticks = VGroup()
         for exp in tick_exponents(self.exp_min, self.exp_max):
-            label = make_text(decade_label(exp), size=SIZE_SMALL, color=PALETTE["muted"])
+            label = make_text(power_of_ten(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             label.next_to(self.axes.c2p(x_range[0], exp - self.exp_min), LEFT, buff=0.12)
             grid = Line(self.axes.c2p(x_range[0], exp - self.exp_min), self.axes.c2p(x_range[1], exp - self.exp_min),
                         stroke_width=1, stroke_opacity=stroke_opacity(PALETTE["muted"], GRID_OPACITY, 1),
