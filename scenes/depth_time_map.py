@@ -231,8 +231,11 @@ class DepthTimeMap(UserModelScene):
         # 1. Title and what the picture holds.
         title = self.title("title")
         curve = np.asarray(trace["loss_curve"], np.float64)
-        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], blocks=blocks, records=records,
-                             steps=len(curve))
+        # a watched run killed (or still recording) before its close is said so: its steps are those it had taken
+        complete = (getattr(trace.meta, "watch", None) or {}).get("complete", True) is not False
+        self.number("run_complete", float(complete), 6)
+        subtitle = self.text("subtitle" if complete else "subtitle_unfinished", size=SIZE_SMALL,
+                             color=PALETTE["muted"], blocks=blocks, records=records, steps=len(curve))
         subtitle.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3.5)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1.2)

@@ -247,3 +247,20 @@ def test_the_heading_clears_a_first_name_taller_than_its_row(tmp_path, monkeypat
     built = frame_build(DepthTimeMap, "zh", tiled_traces(names, tmp_path), check_layout=True)
     overlaps = [p for p in built.layout_log if p.startswith("overlap") and "'块'" in p]
     assert (overlaps == []) if clear else overlaps, built.layout_log
+
+
+@pytest.mark.parametrize("lang, unfinished", [("en", False), ("en", True), ("es", True), ("zh", True)])
+def test_an_unfinished_watched_run_is_said_so(tmp_path, lang, unfinished):
+    """A watched run killed before its close (meta.watch.complete false; Trace.load reads its parts) is drawn as far
+    as it got, and the subtitle says the run did not finish (a new user's run killed at step 40 of 100 read "(of 40)"
+    like a whole run); the numbers JSON says it too; the longer line still fits (the layout check, at its size)."""
+    trace = Trace.load(FILES["residual"])
+    meta = Trace(meta={**trace.meta.to_dict(), "watch": {"complete": not unfinished, "schema": 2}}, arrays={}).meta
+    path = tmp_path / "run.npz"
+    Trace(meta, trace.arrays).save(path)
+    built = frame_build(DepthTimeMap, lang, {"residual": str(path)}, check_layout=True)
+    _check(built)
+    texts = [m.original_text for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
+    said = {"en": "unfinished run", "es": "sin terminar", "zh": "运行未完成"}[lang]
+    assert any(said in t for t in texts) == unfinished, texts
+    assert built.numbers["values"]["run_complete"] == (0.0 if unfinished else 1.0)
