@@ -294,8 +294,10 @@ class DepthTimeMap(UserModelScene):
         only then is the line wrapped. The size never drops."""
         first, last = self.block_names[0], self.block_names[-1]
         room = line_width() - 0.1  # (it starts 0.5 from the left edge, not at the margin)
+        # a bare index (an nn.Sequential's children: "0" ... "4") is said as a block ("block 0 (first)"), not "0 (first)"
+        said = lambda name: self.t("numbered_block", index=name) if name.isdigit() else name
         for limit in (16, 12, 8):
-            names = {"first": short_name(first, limit), "last": short_name(last, limit)}
+            names = {"first": said(short_name(first, limit)), "last": said(short_name(last, limit))}
             verdict = self.text(key, size=SIZE_LABEL, **fmt, **names)
             if verdict.width <= room:
                 return verdict

@@ -264,3 +264,20 @@ def test_an_unfinished_watched_run_is_said_so(tmp_path, lang, unfinished):
     said = {"en": "unfinished run", "es": "sin terminar", "zh": "运行未完成"}[lang]
     assert any(said in t for t in texts) == unfinished, texts
     assert built.numbers["values"]["run_complete"] == (0.0 if unfinished else 1.0)
+
+
+@pytest.mark.parametrize("lang, first, last", [("en", "block 0 (first)", "block 5 (last)"),
+                                                ("zh", "第 0 块（第一块）", "第 5 块（最后一块）")])
+def test_the_verdict_says_a_bare_index_as_a_block(tmp_path, lang, first, last):
+    """An nn.Sequential's blocks are named "0" ... "5" (watch(nn.Sequential(...)), or a Lightning module="net"): the
+    verdict read "Step 2: 0 (first) receives 1.1× the gradient of 5 (last)."; it says "block 0" now."""
+    source = Trace.load(user_like_trace_files("resnet152_50")["residual"])
+    names = [str(i) for i in range(6)]
+    path = tmp_path / "sequential.npz"
+    Trace(Trace(meta={**source.meta.to_dict(), "layers": names, "blocks": 6}, arrays={}).meta,
+          {"step": np.arange(3), "out_grad_norm": np.resize(source["out_grad_norm"], (3, 6)),
+           "loss_curve": np.resize(source["loss_curve"], 3)}).save(path)
+    built = frame_build(DepthTimeMap, lang, {"residual": str(path)}, check_layout=True)
+    _check(built)
+    texts = "".join(m.original_text for top in built.mobjects for m in top.get_family() if isinstance(m, Text))
+    assert first in texts and last in texts, texts
