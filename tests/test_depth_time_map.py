@@ -144,6 +144,7 @@ def test_numbers_equal_the_trace():
     assert values["scale.high_exponent"] == math.ceil(logs.max())
     assert values["scale.low_exponent"] == max(math.floor(logs.min()), math.ceil(logs.max()) - DepthTimeMap.decades)
     assert built.numbers["blocks"] == trace.meta.layers
+    assert values["run_complete"] == 1.0  # not a watched run left unfinished (test_an_unfinished_watched_run_...)
 
 
 @GROUP
@@ -249,7 +250,9 @@ def test_the_heading_clears_a_first_name_taller_than_its_row(tmp_path, monkeypat
     assert (overlaps == []) if clear else overlaps, built.layout_log
 
 
-@pytest.mark.parametrize("lang, unfinished", [("en", False), ("en", True), ("es", True), ("zh", True)])
+@pytest.mark.parametrize("lang, unfinished", [("en", True), pytest.param("en", False, marks=pytest.mark.slow),
+                                              pytest.param("es", True, marks=pytest.mark.slow),
+                                              pytest.param("zh", True, marks=pytest.mark.slow)])
 def test_an_unfinished_watched_run_is_said_so(tmp_path, lang, unfinished):
     """A watched run killed before its close (meta.watch.complete false; Trace.load reads its parts) is drawn as far
     as it got, and the subtitle says the run did not finish (a new user's run killed at step 40 of 100 read "(of 40)"
@@ -267,7 +270,8 @@ def test_an_unfinished_watched_run_is_said_so(tmp_path, lang, unfinished):
 
 
 @pytest.mark.parametrize("lang, first, last", [("en", "block 0 (first)", "block 5 (last)"),
-                                                ("zh", "第 0 块（第一块）", "第 5 块（最后一块）")])
+                                                pytest.param("zh", "第 0 块（第一块）", "第 5 块（最后一块）",
+                                                             marks=pytest.mark.slow)])
 def test_the_verdict_says_a_bare_index_as_a_block(tmp_path, lang, first, last):
     """An nn.Sequential's blocks are named "0" ... "5" (watch(nn.Sequential(...)), or a Lightning module="net"): the
     verdict read "Step 2: 0 (first) receives 1.1× the gradient of 5 (last)."; it says "block 0" now."""
