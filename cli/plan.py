@@ -306,6 +306,9 @@ def plan_render(scenes: list[type], layers: list[Layer] | ParameterInputs, optio
     layers = as_layers(layers)
     by_name = {s.__name__: s for s in [*scene_package.ALL_SCENES, *scenes]}
     if options["concat"] and not concat_allowed:
+        if any(layer.experiments.get("model", {}).get("trace") for layer in layers):  # was "use `all --concat`"
+            raise ConfigError("--concat joins the lecture, and runs read from files (--trace) draw a few scenes of "
+                              "their own: leave --concat out")
         raise ConfigError("concat joins the whole lecture: use `render.py all --concat`")
     check_render_options(options)
     active = {s.experiment: list(get_experiment(s.experiment).params())

@@ -248,8 +248,11 @@ class DepthTimeMap(UserModelScene):
         # 1. Title and what the picture holds.
         title = self.title("title")
         curve = np.asarray(trace["loss_curve"], np.float64)
-        subtitle = self.text("subtitle", size=SIZE_SMALL, color=PALETTE["muted"], blocks=blocks, records=records,
-                             steps=len(curve))
+        # a watched run killed (or still recording) before its close is said so: its steps are those it had taken
+        complete = (getattr(trace.meta, "watch", None) or {}).get("complete", True) is not False
+        self.number("run_complete", float(complete), 6)
+        subtitle = self.text("subtitle" if complete else "subtitle_unfinished", size=SIZE_SMALL,
+                             color=PALETTE["muted"], blocks=blocks, records=records, steps=len(curve))
         subtitle.next_to(title, DOWN, buff=0.12)
         self.narrate("n_intro", 3.5)
         self.play(FadeIn(title), FadeIn(subtitle), run_time=1.2)
@@ -309,8 +312,10 @@ class DepthTimeMap(UserModelScene):
         only then is the line wrapped. The size never drops."""
         first, last = self.block_names[0], self.block_names[-1]
         room = line_width() - 0.1  # (it starts 0.5 from the left edge, not at the margin)
+        # a bare index (an nn.Sequential's children: "0" ... "4") is said as a block ("block 0 (first)"), not "0 (first)"
+        said = lambda name: self.t("numbered_block", index=name) if name.isdigit() else name
         for limit in (16, 12, 8):
-            names = {"first": short_name(first, limit), "last": short_name(last, limit)}
+            names = {"first": said(short_name(first, limit)), "last": said(short_name(last, limit))}
             verdict = self.text(key, size=SIZE_LABEL, **fmt, **names)
             if verdict.width <= room:
                 return verdict

@@ -187,6 +187,7 @@ def test_numbers_equal_the_trace():
     assert values["scale.high_exponent"] == math.ceil(logs.max())
     assert values["scale.low_exponent"] == max(math.floor(logs.min()), math.ceil(logs.max()) - DepthTimeMap.decades)
     assert built.numbers["blocks"] == trace.meta.layers
+    assert values["run_complete"] == 1.0  # not a watched run left unfinished (test_an_unfinished_watched_run_...)
     drawn = curve[:shown].astype(np.float64)  # the loss axis the chart shows (log for this run)
     assert values["loss_axis.log"] == 1 and values["loss_axis.low"] == pytest.approx(10.0 ** math.floor(
         math.log10(drawn.min()))) and values["loss_axis.high"] == pytest.approx(10.0 ** math.ceil(math.log10(drawn.max())))
@@ -293,3 +294,40 @@ def test_the_heading_clears_a_first_name_taller_than_its_row(tmp_path, monkeypat
     built = frame_build(DepthTimeMap, "zh", tiled_traces(names, tmp_path), check_layout=True)
     overlaps = [p for p in built.layout_log if p.startswith("overlap") and "'块'" in p]
     assert (overlaps == []) if clear else overlaps, built.layout_log
+
+
+@pytest.mark.parametrize("lang, unfinished", [("en", True), pytest.param("en", False, marks=pytest.mark.slow),
+                                              pytest.param("es", True, marks=pytest.mark.slow),
+                                              pytest.param("zh", True, marks=pytest.mark.slow)])
+def test_an_unfinished_watched_run_is_said_so(tmp_path, lang, unfinished):
+    """A watched run killed before its close (meta.watch.complete false; Trace.load reads its parts) is drawn as far
+    as it got, and the subtitle says the run did not finish (a new user's run killed at step 40 of 100 read "(of 40)"
+    like a whole run); the numbers JSON says it too; the longer line still fits (the layout check, at its size)."""
+    trace = Trace.load(FILES["residual"])
+    meta = Trace(meta={**trace.meta.to_dict(), "watch": {"complete": not unfinished, "schema": 2}}, arrays={}).meta
+    path = tmp_path / "run.npz"
+    Trace(meta, trace.arrays).save(path)
+    built = frame_build(DepthTimeMap, lang, {"residual": str(path)}, check_layout=True)
+    _check(built)
+    texts = [m.original_text for top in built.mobjects for m in top.get_family() if isinstance(m, Text)]
+    said = {"en": "unfinished run", "es": "sin terminar", "zh": "运行未完成"}[lang]
+    assert any(said in t for t in texts) == unfinished, texts
+    assert built.numbers["values"]["run_complete"] == (0.0 if unfinished else 1.0)
+
+
+@pytest.mark.parametrize("lang, first, last", [("en", "block 0 (first)", "block 5 (last)"),
+                                                pytest.param("zh", "第 0 块（第一块）", "第 5 块（最后一块）",
+                                                             marks=pytest.mark.slow)])
+def test_the_verdict_says_a_bare_index_as_a_block(tmp_path, lang, first, last):
+    """An nn.Sequential's blocks are named "0" ... "5" (watch(nn.Sequential(...)), or a Lightning module="net"): the
+    verdict read "Step 2: 0 (first) receives 1.1× the gradient of 5 (last)."; it says "block 0" now."""
+    source = Trace.load(user_like_trace_files("resnet152_50")["residual"])
+    names = [str(i) for i in range(6)]
+    path = tmp_path / "sequential.npz"
+    Trace(Trace(meta={**source.meta.to_dict(), "layers": names, "blocks": 6}, arrays={}).meta,
+          {"step": np.arange(3), "out_grad_norm": np.resize(source["out_grad_norm"], (3, 6)),
+           "loss_curve": np.resize(source["loss_curve"], 3)}).save(path)
+    built = frame_build(DepthTimeMap, lang, {"residual": str(path)}, check_layout=True)
+    _check(built)
+    texts = "".join(m.original_text for top in built.mobjects for m in top.get_family() if isinstance(m, Text))
+    assert first in texts and last in texts, texts

@@ -186,6 +186,8 @@ def test_train_counts_runs_read_from_files_apart_from_trained_ones():
     (["render", "DoesItOnlyCopy", "--trace", "ONE"],
      r"ModelDoesItOnlyCopy cannot draw this trace: --trace .*first1\.npz recorded 1 step; .* needs 2 or more"),
     (["all", "--trace", "R", "--chapter", "beyond"], "leave --chapter out"),
+    # was "concat joins the whole lecture: use `render.py all --concat`", said to `render.py all --concat`
+    (["all", "--trace", "R", "--concat"], r"--concat joins the lecture, and runs read from files .*leave --concat out$"),
     (["explore", "--twin", "P"], "--twin needs --trace"),
 ])
 def test_commands_refuse_what_the_files_cannot_draw(tmp_path, args, message):
