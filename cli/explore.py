@@ -55,7 +55,6 @@ _PREFERRED = {"flow": ("vanishing",), "chain": ("chain_rule", "vanishing"), "deg
               "responses": ("residual_response",), "layernorm": ("layernorm",), "map": ("model", "vanishing")}
 MAX_RECORDS = 600  # the flow, chain-rule and responses views step through at most this many records (evenly spread)
 PAGE_LANGS = tuple(lang for lang in i18n.languages() if lang != i18n.PSEUDO)  # the explorer's language menu
-DECADES = 6  # the flow view's log scale spans this many powers of ten (as GradientFlowOverTraining.decades)
 
 # The explorer's own words (controls, states) are the catalogs' "Explorer.<key>" (locale/, narration.i18n); captions
 # and titles are the scenes' strings.
@@ -224,8 +223,8 @@ def _flow_runs(key: RunKey, text: str, trace, experiment: str, max_slope: float)
 
 def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any]]:
     """The plain/residual pairs of one family by (depth, activation, seed), each with its shared log scale
-    (scenes.gradient_flow.flow_scale over both nets' every record, ``DECADES`` decades)."""
-    from scenes.gradient_flow import flow_scale
+    (scenes.gradient_flow.flow_scale over both nets' every record: the decades they hold, as the scene draws them)."""
+    from scenes.gradient_flow import GradientFlowOverTraining, flow_scale
 
     groups: dict[tuple, dict[str, Any]] = {}
     for index, run in enumerate(runs):
@@ -235,7 +234,7 @@ def _flow_groups(runs: list[dict[str, Any]], scales: dict) -> list[dict[str, Any
     for key, group in groups.items():
         arrays = [scales[i] for i in group["runs"].values()]
         try:
-            group["scale"] = list(flow_scale(arrays, DECADES))
+            group["scale"] = list(flow_scale(arrays, GradientFlowOverTraining.decades))
         except ValueError:  # nothing finite and positive: every block draws dark
             group["scale"] = None
     return list(groups.values())

@@ -27,7 +27,7 @@ from scenes.kit.fit import citation_room
 from scenes.kit.layout import EDGE_BUFF, MIN_GAP, inside_margin, line_width
 from scenes.kit.seeds import SeedSpread, count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.kit.widgets import LogAxes
+from scenes.kit.widgets import LogAxes, thin_stroke
 
 __all__ = ["ChainRuleProduct", "ChainRuleExploding", "running_product"]
 
@@ -132,8 +132,8 @@ class ChainRuleProduct(SeedSpread, LectureScene):
                 self.play(ReplacementTransform(curve, new_curve), *moves, ReplacementTransform(readout, new_readout),
                           run_time=0.35)
                 curve, readout = new_curve, new_readout
-            spread = VGroup(*[axes.polyline(blocks, p, color, what=f"{name}.seed.{seed}.out_grad_norm").set_stroke(
-                width=2, opacity=0.45) for seed, p in others.get(name, {}).items()])  # the other seeds, thin
+            spread = VGroup(*[thin_stroke(axes.polyline(blocks, p, color, what=f"{name}.seed.{seed}.out_grad_norm"),
+                                          0.45, width=2) for seed, p in others.get(name, {}).items()])  # other seeds
             if len(spread):
                 self.play(FadeIn(spread), run_time=0.5)
             self.wait(0.5)

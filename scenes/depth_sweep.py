@@ -34,6 +34,7 @@ from scenes.kit.seeds import SeedSpread, count_true, seed_range
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
 from scenes.kit.widgets import (LinearAxes, LogAxes, axes_gap, gapped_polyline, log_floor_exponent, nice_ticks,
                                safe_log10)
+from scenes.kit.theme import stroke_opacity
 from simulation.summary import tail_mean
 
 __all__ = ["DepthSweep", "DepthSweepConv", "sweep_points", "sweep_counts", "first_over_last", "trains_worse",
@@ -279,7 +280,7 @@ class DepthSweep(SeedSpread, LectureScene):
                                    for s in sorted(cells) if cells[s]["diverged"]])
                     if math.isfinite(low):
                         bar = Line(where(depth, low) + nudge, where(depth, high) + nudge, color=PALETTE[arch],
-                                   stroke_width=2, stroke_opacity=0.6)
+                                   stroke_width=2, stroke_opacity=stroke_opacity(PALETTE[arch], 0.6, 2))
                         dots.add(bar)
                     for s in lacking:  # a labelled gap where the trace lacks this seed's value
                         dots.add(axes_gap(axes.axes, [depth], 0, 1, f"{arch}.d{depth}.seed.{s}.{key}"))

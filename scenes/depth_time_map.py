@@ -33,10 +33,10 @@ from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
 from scenes.kit.layout import line_width
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.theme import VIRIDIS, to_rgb
-from scenes.kit.widgets import LinearAxes, nice_ticks
+from scenes.kit.widgets import LinearAxes, nice_axis, nice_ticks, safe_log10, tick_exponents
 from scenes.user_model import UserModelScene
 
-__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_line", "MAX_COLUMNS",
+__all__ = ["DepthTimeMap", "depth_time_grid", "grid_colors", "label_rows", "color_scale", "loss_axis", "loss_line", "MAX_COLUMNS",
            "MAX_ROWS", "MAX_LABELS"]
 
 MAX_COLUMNS = 600  # columns of the map image: recorded steps beyond this are averaged (log10) in equal step bins
@@ -185,6 +185,23 @@ def color_scale(grid: np.ndarray, decades: int) -> tuple[int, int]:
     return min(low, high - 1), high
 
 
+def loss_axis(loss: np.ndarray) -> tuple[bool, float, float, list[float]]:
+    """``(log, start, end, ticks)`` of the loss chart for the values drawn, ``loss`` [n] (NaN: a gap): where every
+    finite value is positive and the largest is more than ten times the smallest, a log10 axis in whole decades
+    (``start``, ``end`` and ``ticks`` are exponents: floor and ceiling of log10 of the smallest and the largest);
+    otherwise a linear one around the values (:func:`scenes.kit.widgets.nice_axis`: the values fill most of it,
+    its ticks round real values); 0 to 1 where no value is finite."""
+    finite = np.asarray(loss, np.float64)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return False, 0.0, 1.0, [0.0, 0.5, 1.0]
+    low, high = float(finite.min()), float(finite.max())
+    if low > 0 and high > 10 * low:
+        start, end = math.floor(math.log10(low) + 1e-12), math.ceil(math.log10(high) - 1e-12)
+        return True, float(start), float(end), [float(e) for e in tick_exponents(start, end, 4)]
+    return (False, *nice_axis(low, high))
+
+
 def loss_line(steps: np.ndarray, loss: np.ndarray, limit: int = MAX_LOSS_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of the loss line: every step, or the mean of equal step bins (NaN bins stay NaN: a gap)."""
     if len(loss) <= limit:
@@ -258,22 +275,23 @@ class DepthTimeMap(UserModelScene):
         xs, ys = loss_line(np.arange(len(shown), dtype=np.float64), shown)
         for x, y in zip(xs, ys):
             self.number(f"loss.step.{x:g}", y)
-        finite_loss = ys[np.isfinite(ys)]
-        highest = float(finite_loss.max()) if finite_loss.size and finite_loss.max() > 0 else 1.0
-        y_ticks = nice_ticks(0, highest, 3)
-        if y_ticks[-1] < highest:  # the next round tick above the highest loss
-            y_ticks.append(y_ticks[-1] + (y_ticks[1] - y_ticks[0] if len(y_ticks) > 1 else highest))
-        y_top = y_ticks[-1]
+        log, y0, y1, y_ticks = loss_axis(ys)  # around the losses drawn (log where they span more than a decade)
+        self.number("loss_axis.log", int(log), 6)
+        self.number("loss_axis.low", 10.0 ** y0 if log else y0)
+        self.number("loss_axis.high", 10.0 ** y1 if log else y1)
         x0, x1 = float(edges[0]), float(edges[-1])
-        chart = LinearAxes((x0, x1), (0, y_top), width=right - left, height=1.45,
+        # drawn from y0 up (Manim's Axes put the x axis through y = 0 wherever 0 lies inside the range)
+        label = (lambda v: power_of_ten(round(v + y0))) if log else (lambda v: f"{round(v + y0, 12):g}")
+        chart = LinearAxes((x0, x1), (0.0, y1 - y0), width=right - left, height=1.45,
                            x_ticks=[t for t in nice_ticks(x0, x1, 6) if float(t).is_integer()],
-                           y_ticks=y_ticks)
+                           y_ticks=[t - y0 for t in y_ticks], y_format=label)
         chart.shift([left - chart.axes.get_left()[0], bottom - 0.45 - chart.axes.get_top()[1], 0])
         loss_label = self.text("loss_axis", size=SIZE_SMALL, color=PALETTE["muted"])
         loss_label.next_to(chart.axes, RIGHT, buff=0.25).align_to(chart.axes, UP)
         step_label = self.text("axis_step", size=SIZE_SMALL, color=PALETTE["muted"])
         step_label.next_to(chart.axes, RIGHT, buff=0.25).align_to(chart.axes, DOWN)
-        line = chart.polyline(xs, np.clip(ys, 0, y_top), color=PALETTE["text"], stroke_width=3, what="loss")
+        line = chart.polyline(xs, (safe_log10(ys) if log else ys) - y0, color=PALETTE["text"], stroke_width=3,
+                              what="loss")
         self.narrate("n_loss", 3)
         self.play(Create(chart), FadeIn(loss_label), FadeIn(step_label), run_time=0.8)
         self.play(Create(line, rate_func=linear), run_time=2.5)

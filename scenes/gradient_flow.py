@@ -30,21 +30,29 @@ from scenes.kit.frame_cost import Restyle, draw_first
 from scenes.kit.widgets import GapMark, LogAxes, axes_gap, gapped_polyline, log_floor_exponent
 from simulation.summary import blown_up_losses
 
-__all__ = ["GradientFlowOverTraining", "flow_scale", "brightness", "value_along", "pick_flow_runs", "last_step_run",
-           "plain_end_line", "LIT"]
+__all__ = ["GradientFlowOverTraining", "flow_scale", "MIN_DECADES", "brightness", "value_along", "pick_flow_runs",
+           "last_step_run", "plain_end_line", "LIT"]
 
 
-def flow_scale(grads: list[np.ndarray], decades: int) -> tuple[int, int]:
-    """(bottom, top) integer exponents of the log scale shared by every array in ``grads``.
+MIN_DECADES = 2  # the log scale spans at least this many decades: a run whose norms lie within one still reads
 
-    ``top`` is the ceiling of log10 of the largest finite positive value; ``bottom = top - decades``.
-    Raises ValueError when no value is finite and positive (nothing to draw)."""
+
+def flow_scale(grads: list[np.ndarray], decades: int = 40, min_decades: int = MIN_DECADES) -> tuple[int, int]:
+    """(bottom, top): the whole decades the finite positive values of every array in ``grads`` hold, the log scale
+    they share (integer exponents of 10).
+
+    ``top`` is the ceiling of log10 of the largest value and ``bottom`` the floor of log10 of the smallest, so every
+    measured value lies on the scale; the span ``top - bottom`` is at most ``decades`` (smaller values draw dark, as
+    an exact 0 does) and at least ``min(min_decades, decades)``, widened downwards (a flat run's values draw bright,
+    not as the two ends of the bar). Raises ValueError when no value is finite and positive (nothing to draw)."""
     values = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for g in grads])
     positive = values[np.isfinite(values) & (values > 0)]
     if positive.size == 0:
         raise ValueError("no finite positive gradient norm to draw")
     top = int(math.ceil(math.log10(float(positive.max())) - 1e-12))
-    return top - int(decades), top
+    bottom = int(math.floor(math.log10(float(positive.min())) + 1e-12))
+    span = min(max(top - bottom, min(int(min_decades), int(decades))), int(decades))
+    return top - span, top
 
 
 def brightness(values: np.ndarray | float, bottom: float, top: float) -> np.ndarray:
@@ -115,7 +123,8 @@ class GradientFlowOverTraining(LectureScene):
     experiment = "vanishing"
     shown_depth: int = 20  # depth of the two nets drawn (the nearest depth the experiment ran)
     activation: str = "sigmoid"
-    decades: int = 6  # the log scale spans this many powers of ten below the largest ||dL/dh_l||
+    decades: int = 40  # the log scale spans the decades the drawn ||dL/dh_l|| hold, at most this many (flow_scale)
+    faded_ratio: float = 1e-3  # the plain pulse "fades" where its input end gets less than this of its loss end
     param_limits = {"shown_depth": (1, 1000), "activation": ("sigmoid", "tanh", "relu"), "decades": (1, 40)}
 
     _row_y = {"plain": 1.1, "residual": -0.65}  # centre y of each row's blocks (scene units)
@@ -135,6 +144,7 @@ class GradientFlowOverTraining(LectureScene):
         bottom, top = flow_scale([g[:records] for g in grads.values()], self.decades)
         self.number("scale.log10_bottom", bottom)
         self.number("scale.log10_top", top)
+        self.number("scale.decades", top - bottom)
         for arch, name in names.items():
             for k in range(records):
                 for l in range(depth):
@@ -162,7 +172,7 @@ class GradientFlowOverTraining(LectureScene):
         for arch in names:
             if arch == "plain":
                 self.narrate("n_plain_missing" if is_missing(grads["plain"][0, 0])
-                             else "n_plain_fades" if levels["plain"][0, 0] < LIT else "n_plain_survives", 4.2)
+                             else "n_plain_fades" if ratios["plain"][0] < self.faded_ratio else "n_plain_survives", 4.2)
             else:
                 self.narrate("n_residual_missing" if is_missing(ratios["residual"][0])
                              else "n_residual_runs" if ratios["residual"][0] >= 0.1 else "n_residual_fades", 4.2)
@@ -196,8 +206,10 @@ class GradientFlowOverTraining(LectureScene):
                       *[Transform(readouts[arch], new_readouts[arch]) for arch in rows],
                       run_time=per_record, rate_func=linear)
         if "plain" in names:
-            self.narrate(plain_end_line(grads["plain"][0, 0], grads["plain"][records - 1, 0],
-                                        levels["plain"][0, 0], levels["plain"][records - 1, 0]), 4)
+            # lit or dark read from the ratio, not from the colour scale (the run's own decades: its smallest
+            # value is always drawn at level 0)
+            lit = [float(ratios["plain"][k] >= self.faded_ratio) for k in (0, records - 1)]
+            self.narrate(plain_end_line(grads["plain"][0, 0], grads["plain"][records - 1, 0], *lit), 4)
         for arch in [a for a in ("residual", "plain") if a in names]:  # a finite run that did not train is said so
             blown = blown_up_losses(traces[arch])
             if blown is not None:
@@ -241,6 +253,7 @@ class GradientFlowOverTraining(LectureScene):
             seg = Line([bounds[l], path_y, 0], [bounds[l + 1], path_y, 0], color=PALETTE["grad"], stroke_width=0,
                        stroke_opacity=0)
             segments.add(seg)
+        segments.opacity_is_data = True  # dim where ||dL/dh_l|| is small (tests/theme_checks.py reads this)
         frame.add(base, segments)  # lit segments lie on the wire, under the blocks
         for l, x in enumerate(xs):
             block = RoundedRectangle(corner_radius=min(0.08, block_w / 4), width=block_w, height=block_h,
@@ -342,7 +355,8 @@ class GradientFlowOverTraining(LectureScene):
         return VGroup(dot, label)
 
     def _make_scale_bar(self, bottom: int, top: int) -> VGroup:
-        """A strip from dark (10**bottom and below) to bright (10**top), with its two end labels."""
+        """A strip from dark (10**bottom and below) to bright (10**top), labelled with the two ends of the range the
+        trace holds (:func:`flow_scale`)."""
         cells = VGroup(*[Rectangle(width=0.16, height=0.22, stroke_width=0, fill_color=PALETTE["grad"],
                                    fill_opacity=self._fill_opacity(k / 19)) for k in range(20)])
         cells.arrange(RIGHT, buff=0)

@@ -20,11 +20,32 @@ from manim import (DOWN, LEFT, RIGHT, UP, Arrow, Create, Dot, FadeIn, FadeOut, G
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.base import LectureScene
-from scenes.kit.layout import EDGE_BUFF
+from scenes.kit.layout import EDGE_BUFF, text_mobjects
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text
+from scenes.kit.theme import stroke_opacity
 from scenes.kit.widgets import make_add_node, make_bar_pairs, make_box
 
-__all__ = ["IdentityHighway", "projection_params"]
+__all__ = ["IdentityHighway", "projection_params", "switched_off"]
+
+SWITCHED_OFF = 0.2  # the opacity of a switched-off branch's lines (raised where the theme asks thin lines for contrast)
+
+
+def switched_off(parts: Mobject) -> Mobject:
+    """A copy of ``parts`` drawn as switched off: its lines and fills at :data:`SWITCHED_OFF` of their opacity (thin
+    lines no fainter than the theme allows: :func:`scenes.kit.theme.stroke_opacity`), its words in the muted text
+    colour at full opacity, so that they stay legible from the back of a hall (a faded word is lost there)."""
+    target = parts.copy()
+    texts = {id(m) for t in text_mobjects([target], visible_only=False) for m in t.get_family()}
+    for mob in target.get_family():
+        if id(mob) in texts:
+            continue
+        mob.set_fill(opacity=SWITCHED_OFF * mob.get_fill_opacity(), family=False)
+        width = mob.get_stroke_width()
+        mob.set_stroke(opacity=stroke_opacity(mob.get_stroke_color(), SWITCHED_OFF * mob.get_stroke_opacity(), width),
+                       family=False)
+    for text in text_mobjects([target], visible_only=False):
+        text.set_color(PALETTE["muted"])
+    return target
 
 
 def projection_params(d_in: int, d_out: int, bias: bool = False) -> int:
@@ -105,7 +126,8 @@ class IdentityHighway(LectureScene):
         self.cite("He et al. 2015, §3.1")
         self.narrate("n_skip", 4.5)
         branch_parts = VGroup(branch_path, *[diagram[i] for i in self.BRANCH_PARTS])
-        self.play(branch_parts.animate.fade(0.8), Transform(formula, skip["formula"]), run_time=1.5)
+        self.play(Transform(branch_parts, switched_off(branch_parts)), Transform(formula, skip["formula"]),
+                  run_time=1.5)
         dot = Dot(color=PALETTE["identity"])
         self.play(MoveAlongPath(dot, identity_path), FadeIn(skip["lines"][0]), run_time=1.5)
         self.remove(dot)

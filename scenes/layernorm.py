@@ -29,7 +29,7 @@ from scenes.kit.layout import EDGE_BUFF
 from scenes.kit.seeds import SeedSpread, bar_seed_dots, with_seed_count
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, RoleColors, make_text
 from scenes.kit.widgets import (GroupedBars, LinearAxes, make_add_node, make_box, make_dashed_polyline, make_legend,
-                                nice_ticks)
+                                nice_ticks, thin_stroke)
 
 __all__ = ["PostLNvsPreLN", "init_ffn_grad_norm", "smooth", "stack_ratio", "final_loss", "grad_rises", "needs_warmup",
            "seed_verdicts", "verdict_stack", "layer_labels", "seed_stack_ratios", "trained_curve", "loss_ticks", "RISE"]
@@ -269,9 +269,8 @@ class PostLNvsPreLN(SeedSpread, LectureScene):
                 if trace is None:
                     continue
                 done, curve = trained_curve(trace)
-                spread.add(loss_axes.polyline(xs[:done], curve, RUN_COLORS[name],
-                                              stroke_width=1.5, what=f"{name}.seed.{seed}.loss_curve"
-                                              ).set_stroke(opacity=0.5))
+                spread.add(thin_stroke(loss_axes.polyline(xs[:done], curve, RUN_COLORS[name], stroke_width=1.5,
+                                                          what=f"{name}.seed.{seed}.loss_curve"), 0.5))
         if others:
             lines_note = self.text("seed_lines", size=SIZE_SMALL, color=PALETTE["muted"], m=len(others))
             lines_note.next_to(legend_runs, DOWN, buff=0.2).align_to(legend_runs, LEFT)

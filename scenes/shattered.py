@@ -23,7 +23,7 @@ from scenes.kit.helpers import compare
 from scenes.kit.layout import EDGE_BUFF, inside_margin, line_width
 from scenes.kit.seeds import SeedSpread, with_seed_count
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
-from scenes.kit.widgets import GapMark, LinearAxes, gapped_polyline, make_legend
+from scenes.kit.widgets import GapMark, LinearAxes, gapped_polyline, make_legend, thin_stroke
 
 __all__ = ["ShatteredGradients", "scaled_sweep"]
 
@@ -149,9 +149,9 @@ class ShatteredGradients(SeedSpread, LectureScene):
                 autocorr = np.asarray(self.seed_traces[seed][name]["input_grad_autocorr"][AT_INIT][:lags], np.float64)
                 for k, value in enumerate(autocorr):
                     self.number(f"{name}.seed.{seed}.autocorr.{k}", value)
-                spread.add(chart.polyline(np.arange(len(autocorr)), np.clip(autocorr, -0.5, 1.0), colors[arch],
-                                          stroke_width=1.5, what=f"{name}.seed.{seed}.input_grad_autocorr"
-                                          ).set_stroke(opacity=0.5))
+                spread.add(thin_stroke(chart.polyline(np.arange(len(autocorr)), np.clip(autocorr, -0.5, 1.0),
+                                                      colors[arch], stroke_width=1.5,
+                                                      what=f"{name}.seed.{seed}.input_grad_autocorr"), 0.5))
         entries = [(self.t(arch), colors[arch]) for arch in runs]
         legend = make_legend(entries, size=SIZE_SMALL)
         legend.next_to(lag_label, DOWN, buff=0.12)

@@ -20,8 +20,10 @@ import pytest
 
 from scenes.depth_sweep import (DepthSweep, DepthSweepConv, decades_per_block, sweep_counts, sweep_points,
                                 trains_worse)
-from scenes.gradient_flow import (LIT, GradientFlowOverTraining, brightness, flow_scale, pick_flow_runs,
-                                  plain_end_line, value_along)
+from scenes.gradient_flow import (LIT, MIN_DECADES, GradientFlowOverTraining, brightness, flow_scale,
+                                  pick_flow_runs, plain_end_line, value_along)
+from scenes.kit.layout import text_mobjects
+from scenes.kit.style import power_of_ten
 from scenes.kit.seeds import count_true, seed_range
 from support import FULL_LANGS as LANGS
 from simulation.runkeys import RunKey, by_seed, one_seed
@@ -36,10 +38,27 @@ SCENES = [GradientFlowOverTraining, DepthSweep, DepthSweepConv]
 
 # -- pure helpers ------------------------------------------------------------------------------------------
 
-def test_flow_scale_and_brightness_follow_log10():
+def test_flow_scale_spans_the_decades_the_values_hold():
+    """The whole decades from floor(log10 smallest) to ceil(log10 largest), at least MIN_DECADES (widened
+    downwards), at most ``decades``; 0, NaN and inf are no values. Failed before: a fixed 6 decades below the top
+    whatever the run held (the vanishing run's 1e-22..1.67 showed as 1e-5..1e1, a flat run as 1e-6..1)."""
     a, b = np.array([[1e-3, 0.2]]), np.array([[5e-9, 0.04]])
-    assert flow_scale([a, b], decades=6) == (-6, 0)  # ceil(log10 0.2) = 0
-    assert flow_scale([np.array([3.0])], 2) == (-1, 1)
+    assert flow_scale([a, b]) == (-9, 0)  # floor(log10 5e-9) = -9, ceil(log10 0.2) = 0
+    assert flow_scale([np.array([[1.19e-22, 1.67]])]) == (-22, 1)  # the lecture's 20-block vanishing pair
+    assert flow_scale([np.array([[0.3, 0.5, 0.0, np.nan, np.inf]])]) == (-2, 0)  # one decade: widened to two
+    assert flow_scale([np.array([3.0])]) == (1 - MIN_DECADES, 1)
+    assert flow_scale([a, b], decades=6) == (-6, 0)  # capped
+    assert flow_scale([np.array([0.5])], decades=1) == (-1, 0)  # the cap wins over the minimum
+    rng = np.random.default_rng(1)
+    for _ in range(200):  # against an independent computation (math.log on exact decades)
+        lo, hi = sorted(rng.uniform(-30, 5, 2))
+        values = 10 ** rng.uniform(lo, hi, 7)
+        top = min(e for e in range(-40, 10) if 10.0 ** e >= values.max() * (1 - 1e-12))
+        low = max(e for e in range(-40, 10) if 10.0 ** e <= values.min() * (1 + 1e-12))
+        assert flow_scale([values]) == (top - max(top - low, MIN_DECADES), top), values
+
+
+def test_flow_scale_and_brightness_follow_log10():
     values = np.array([1e-7, 1e-6, 1e-3, 1.0, 10.0, 0.0, np.nan, np.inf, -1.0])
     expected = [0.0, 0.0, 0.5, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     np.testing.assert_allclose(brightness(values, -6, 0), expected, atol=1e-12)
@@ -179,9 +198,11 @@ def gradient_flow_numbers(traces: dict[str, Trace]) -> dict[str, float]:
     """Every ||dL/dh_l|| at every record of the deepest sigmoid pair, the scale and the ratios."""
     depth = max(t.run_config.depth for t in traces.values())
     pair = {a: traces[f"{a}_sigmoid_d{depth}"] for a in ("plain", "residual")}
-    logs = np.log10(np.concatenate([t["out_grad_norm"].ravel() for t in pair.values()]))
+    values = np.concatenate([t["out_grad_norm"].ravel() for t in pair.values()]).astype(np.float64)
+    logs = np.log10(values[np.isfinite(values) & (values > 0)])
     top = math.ceil(logs.max() - 1e-12)
-    out = {"scale.log10_top": top, "scale.log10_bottom": top - GradientFlowOverTraining.decades}
+    span = min(max(top - math.floor(logs.min() + 1e-12), 2), GradientFlowOverTraining.decades)  # the decades held
+    out = {"scale.log10_top": top, "scale.log10_bottom": top - span, "scale.decades": span}
     steps = pair["plain"]["step"]
     for arch, t in pair.items():
         name = f"{arch}_sigmoid_d{depth}"
@@ -205,6 +226,11 @@ def test_gradient_flow_numbers_equal_the_trace(built):
     s = built(GradientFlowOverTraining, "en")
     expected = gradient_flow_numbers(s.traces)
     assert s.numbers["values"] == pytest.approx(expected, rel=1e-9)
+    # the colour bar is labelled with the range the trace holds (8 plain sigmoid blocks: 1e-9 .. 1e0 here)
+    bottom, top = int(expected["scale.log10_bottom"]), int(expected["scale.log10_top"])
+    assert top - bottom > 6, "the committed trace holds more than the old fixed 6 decades"
+    texts = {m.text for m in text_mobjects(s.mobjects)}
+    assert {power_of_ten(bottom), power_of_ten(top)} <= texts, texts
 
 
 @pytest.mark.slow  # a twin: test_depth_sweep_numbers_when_tampered is the default run's number twin here

@@ -22,7 +22,8 @@ from hypothesis import given, strategies as st
 from manim import Text
 
 from scenes.depth_time_map import (MAX_COLUMNS, MAX_LABELS, OVERFLOW, UNDERFLOW, DepthTimeMap, depth_time_grid,
-                                   grid_colors, label_rows)
+                                   grid_colors, label_rows, loss_axis)
+from scenes.kit.widgets import nice_axis, nice_ticks
 from scenes.kit.style import SIZE_SMALL
 from simulation.trace import Trace
 
@@ -125,6 +126,48 @@ def _check(built) -> None:
     assert sizes and min(sizes) >= SIZE_SMALL - 1e-9, min(sizes)
 
 
+def _fill(axis: tuple, values: np.ndarray) -> float:
+    """The share of the chart's height the values' range takes on ``axis`` = (log, start, end, ticks)."""
+    log, start, end, _ = axis
+    drawn = np.log10(values) if log else values
+    assert start <= drawn.min() and drawn.max() <= end, (axis, drawn.min(), drawn.max())
+    return float((drawn.max() - drawn.min()) / (end - start))
+
+
+def _old_axis(values: np.ndarray) -> tuple:
+    """The loss axis before: linear from 0 up to the next round tick above the largest loss (the twin)."""
+    ticks = nice_ticks(0, float(values.max()), 3)
+    if ticks[-1] < values.max():
+        ticks.append(ticks[-1] + (ticks[1] - ticks[0] if len(ticks) > 1 else float(values.max())))
+    return False, 0.0, ticks[-1], ticks
+
+
+@pytest.mark.parametrize("low, high", [(0.3, 0.5), (0.946, 1.59), (0.737, 1.383), (2.30, 2.31), (1e-4, 3e-4)])
+def test_the_loss_axis_is_chosen_from_the_losses_so_the_curve_fills_it(low, high):
+    """A loss that lives between 0.3 and 0.5 fills most of its chart (was: an axis from 0, the curve a flat line near
+    the top); the ticks are round real values inside the axis. The twin: the old axis from 0 leaves those losses
+    under half the chart's height, so the same check fails on it."""
+    values = np.linspace(low, high, 50)[::-1]
+    axis = loss_axis(values)
+    assert axis[0] is False and _fill(axis, values) >= 0.6, axis
+    start, end, ticks = axis[1:]
+    assert start <= min(ticks) and max(ticks) <= end and 2 <= len(ticks) <= 4
+    assert all(abs(t - round(t / (ticks[1] - ticks[0])) * (ticks[1] - ticks[0])) < 1e-9 for t in ticks)  # round steps
+    assert _fill(_old_axis(values), values) < 0.6
+
+
+def test_a_loss_over_more_than_a_decade_gets_a_log_axis_in_whole_decades():
+    """The committed GPT-2-like run's loss runs from 3.9 down to 0.07: a log axis 1e-2 .. 1e1 (exponents -2 .. 1)."""
+    curve = Trace.load(FILES["residual"])["loss_curve"].astype(np.float64)
+    log, start, end, ticks = loss_axis(curve)
+    assert log and (start, end) == (math.floor(math.log10(curve.min())), math.ceil(math.log10(curve.max())))
+    assert ticks == [float(e) for e in range(int(start), int(end) + 1)] and _fill((log, start, end, ticks), curve) > 0.5
+    assert loss_axis(np.array([np.nan, np.inf])) == (False, 0.0, 1.0, [0.0, 0.5, 1.0])  # nothing finite
+    assert loss_axis(np.array([0.0, 5.0]))[0] is False  # a 0: no log axis
+    with pytest.raises(ValueError, match="finite range"):
+        nice_axis(2.0, 1.0)
+
+
 @GROUP
 def test_numbers_equal_the_trace():
     built = built_scene(DepthTimeMap, "en", {"residual": FILES["residual"]})
@@ -145,6 +188,9 @@ def test_numbers_equal_the_trace():
     assert values["scale.low_exponent"] == max(math.floor(logs.min()), math.ceil(logs.max()) - DepthTimeMap.decades)
     assert built.numbers["blocks"] == trace.meta.layers
     assert values["run_complete"] == 1.0  # not a watched run left unfinished (test_an_unfinished_watched_run_...)
+    drawn = curve[:shown].astype(np.float64)  # the loss axis the chart shows (log for this run)
+    assert values["loss_axis.log"] == 1 and values["loss_axis.low"] == pytest.approx(10.0 ** math.floor(
+        math.log10(drawn.min()))) and values["loss_axis.high"] == pytest.approx(10.0 ** math.ceil(math.log10(drawn.max())))
 
 
 @GROUP

@@ -148,6 +148,16 @@ class _OffEdge(_Probe):
         a.to_edge(RIGHT, buff=0).shift(RIGHT * 0.3)  # a line pushed past the right edge
 
 
+class _Faded(_Probe):
+    def fault(self, a, b, formula) -> None:
+        b.fade(0.8)  # the old IdentityHighway's switched-off branch label: a fifth of its contrast
+
+
+class _FadedFormula(_Probe):
+    def fault(self, a, b, formula) -> None:
+        formula.set_opacity(0.5)
+
+
 class _AtMarginFromInside(_Probe):
     def fault(self, a, b, formula) -> None:
         a.to_edge(UP, buff=MARGIN * FRAME_H + 0.01)
@@ -164,7 +174,10 @@ def test_the_probe_is_clean(tmp_path):
     (_SmallFormula, "below the legibility floor", "h_{l+1}"),
     (_InMargin, "in the 3% margin", "alpha"),
     (_OffEdge, "outside the frame", "alpha"),
-], ids=["text-too-small", "text-shrunk-to-fit", "formula-too-small", "line-in-the-margin", "line-off-the-edge"])
+    (_Faded, "faded", "omega"),
+    (_FadedFormula, "faded", "h_{l+1}"),
+], ids=["text-too-small", "text-shrunk-to-fit", "formula-too-small", "line-in-the-margin", "line-off-the-edge",
+        "text-faded", "formula-faded"])
 def test_the_check_fails_on_a_tampered_scene(tmp_path, probe, kind, culprit):
     log = dry_run(probe, tmp_path).layout_log
     assert len(log) == 1 and log[0].startswith(kind) and culprit in log[0], log
@@ -179,6 +192,49 @@ def test_layout_problems_says_how_small_and_where():
     assert [p.split(":")[0] for p in layout_problems([edge], FRAME_W, FRAME_H)] == ["in the 3% margin"]
     assert layout_problems([edge], FRAME_W, FRAME_H, margin=None) == []  # the frame's edge alone: inside
     assert layout_problems([small], FRAME_W, FRAME_H, floor=None) == []
+
+
+def test_a_faded_text_is_reported_and_a_hidden_or_muted_one_is_not():
+    """The rule for faded text: a visible text drawn less than fully opaque is reported with its opacity; a text
+    faded out (below 5 %: gone) or a hidden glyph is not, nor a switched-off text in the muted colour at full
+    opacity (what IdentityHighway draws now); ``opacity=None`` turns the rule off."""
+    from scenes.kit.style import PALETTE
+
+    faded = make_text("branch", size=SIZE_LABEL).set_opacity(0.2)
+    assert layout_problems([faded], FRAME_W, FRAME_H) == [
+        "faded: 'branch' is drawn at opacity 0.20 (a text on screen is drawn fully opaque; a switched-off part says "
+        "so in the muted colour)"]
+    assert layout_problems([faded], FRAME_W, FRAME_H, opacity=None) == []
+    assert layout_problems([make_text("gone", size=SIZE_LABEL).set_opacity(0.03)], FRAME_W, FRAME_H) == []
+    partly = make_text("Linear", size=SIZE_LABEL)
+    partly.submobjects[0].set_opacity(0.0)  # one glyph hidden, the rest drawn in full: not faded
+    assert layout_problems([partly], FRAME_W, FRAME_H) == []
+    assert layout_problems([make_text("branch", size=SIZE_LABEL, color=PALETTE["muted"])], FRAME_W, FRAME_H) == []
+
+
+def test_identity_highway_switches_its_branch_off_with_legible_words():
+    """IdentityHighway's end: the switched-off branch's words (its label, the boxes' 'Linear', 'act') at full opacity in
+    the muted colour (4.5:1 in both themes); its lines at a fifth of their opacity. The twin: the old
+    ``fade(0.8)`` of the same parts is reported as faded, three words."""
+    from manim import Line
+
+    from scenes.highway import switched_off
+    from scenes.kit.layout import text_mobjects, text_opacity
+    from scenes.kit.style import PALETTE
+    from scenes.kit.widgets import make_box
+
+    path = Line(LEFT * 3, RIGHT * 3, color=PALETTE["branch"], stroke_width=3)
+    label = make_text("residual branch F(x)", size=SIZE_LABEL, color=PALETTE["branch"]).next_to(path, UP)
+    parts = VGroup(path, VGroup(make_box("Linear"), make_box("act", width=1.0)).arrange(RIGHT).next_to(path, DOWN),
+                   label)  # as IdentityHighway.get_diagram draws them
+    off = switched_off(parts)
+    words = text_mobjects([off])
+    assert len(words) == 3 and all(text_opacity(t) == 1.0 for t in words)
+    assert all(t.get_color() == PALETTE["muted"] for t in words)
+    assert layout_problems([off], FRAME_W, FRAME_H) == []
+    assert path.get_stroke_opacity() == 1.0 and off[0].get_stroke_opacity() == pytest.approx(0.2)  # dark: a fifth
+    old = parts.copy().fade(0.8)
+    assert sum(p.startswith("faded") for p in layout_problems([old], FRAME_W, FRAME_H)) == 3
 
 
 def test_inside_margin_moves_a_label_the_least_distance():

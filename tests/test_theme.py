@@ -25,13 +25,13 @@ from manim import ManimColor
 
 from scenes import SCENES_IN_ORDER
 from scenes.kit.style import PALETTE, RoleColors
-from scenes.kit.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, THEMES, Theme, fit_contrast,
-                          set_theme)
+from scenes.kit.theme import (HUES, OKABE_ITO, ROLES, SHOWN_TOGETHER, THEME_NAMES, THEMES, THIN_STROKE, Theme,
+                              fit_contrast, set_theme, stroke_opacity)
 
 from data.make_traces import tiny_trace_files, write_tiny_traces
 from dry_run import LIGHT_DEFAULT, built_scene, dry_run, scene_group
 from frame_checks import tiny_traces_of
-from theme_checks import colour_checked, wcag_luminance, wcag_ratio
+from theme_checks import colour_checked, low_contrast_strokes, wcag_luminance, wcag_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENES_DIR = ROOT / "scenes"
@@ -81,6 +81,54 @@ def test_themes_differ_and_fit_contrast_raises_when_impossible():
 
 def relative_order(theme: Theme) -> str:
     return "light text on dark" if wcag_luminance(theme.text) > wcag_luminance(theme.background) else "dark text on light"
+
+
+# -- thin lines: 3:1 on the light background (WCAG 2.1 SC 1.4.11), the dark theme's left as drawn ------------------
+
+def _shade(color, background: str, opacity: float) -> str:
+    """``color`` at ``opacity`` over ``background``, mixed per 8-bit sRGB channel (as Cairo paints)."""
+    c, b = ManimColor(color).to_rgb(), ManimColor(background).to_rgb()
+    return "#" + "".join(f"{round((opacity * x + (1 - opacity) * y) * 255):02X}" for x, y in zip(c, b))
+
+
+@pytest.mark.parametrize("role", [r for r in ROLES if r != "background"])
+def test_thin_lines_reach_3_to_1_on_the_light_background_and_the_dark_ones_stay(role):
+    """stroke_opacity gives the least opacity (0.01 steps) from the one asked for whose shade has 3:1 on the light
+    background, for a line thinner than THIN_STROKE; a thick line, a line not drawn and every dark line keep theirs.
+    Before: the grid (muted at 0.25) had 1.42:1 there, the other seeds' curves (0.45-0.6) 1.9-2.5:1."""
+    light, dark = THEMES["light"], THEMES["dark"]
+    for opacity in (0.1, 0.25, 0.45, 0.5, 0.6, 0.8):
+        for width in (1, 1.5, 2, 3, 4.9):
+            level = stroke_opacity(light[role], opacity, width, light)
+            assert opacity <= level <= 1.0
+            assert wcag_ratio(_shade(light[role], light.background, level), light.background) >= 3.0, (opacity, width)
+            if level > opacity:  # the least such opacity
+                assert wcag_ratio(_shade(light[role], light.background, level - 0.01), light.background) < 3.0
+            assert stroke_opacity(dark[role], opacity, width, dark) == opacity
+        assert stroke_opacity(light[role], opacity, THIN_STROKE, light) == opacity
+    assert stroke_opacity(light[role], 0.0, 1, light) == 0.0 and stroke_opacity(light[role], 0.5, 0, light) == 0.5
+
+
+def test_thin_line_check_finds_the_old_grid_and_passes_the_new_one():
+    """The twin of the scenes' ``stroke_log``: the old grid line (muted at 0.25, width 1) is found on the light
+    background (1.42:1) and not on the dark one (no minimum asked there); the grid as drawn now, a thick band, a
+    line whose opacity is a measured value and a dot's background-coloured ring are not."""
+    from manim import Line, VGroup
+
+    from scenes.kit.widgets import GRID_OPACITY
+
+    light = THEMES["light"]
+    old = Line(manim.LEFT, manim.RIGHT, stroke_width=1, stroke_opacity=0.25, color=light["muted"])
+    found = low_contrast_strokes([VGroup(old)], light)
+    assert len(found) == 1 and "1.42:1" in next(iter(found)), found
+    assert low_contrast_strokes([old], THEMES["dark"]) == set()
+    new = old.copy().set_stroke(opacity=stroke_opacity(light["muted"], GRID_OPACITY, 1, light))
+    assert low_contrast_strokes([new], light) == set()
+    assert low_contrast_strokes([old.copy().set_stroke(width=THIN_STROKE)], light) == set()
+    measured = VGroup(old.copy())
+    measured.opacity_is_data = True
+    assert low_contrast_strokes([measured], light) == set()
+    assert low_contrast_strokes([old.copy().set_stroke(color=light["background"], opacity=1)], light) == set()
 
 
 # -- colour-blind safety: Okabe-Ito hues, only lightness moved ---------------------------------------
@@ -255,6 +303,7 @@ def test_scene_draws_only_theme_colours_and_readable_text(scene, theme, tiny_tra
     assert built.camera.background_color.to_hex() == THEMES[theme].background
     assert built.colour_log == set(), f"{scene.__name__} draws colours that are not the theme's"
     assert built.contrast_log == set(), f"{scene.__name__} shows text below 4.5:1 against the background"
+    assert built.stroke_log == set(), f"{scene.__name__} draws thin lines below the theme's contrast for lines"
 
 
 def test_theme_colour_check_catches_a_default_white(tmp_path):

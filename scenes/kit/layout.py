@@ -20,6 +20,10 @@ and ``MathTex`` at 25.1. A Chinese text is measured by the Latin "H" of its font
 The margin: every text lies at least 3 % of the frame's width from the left and right edges and 3 % of its
 height from the top and bottom.
 
+A text on screen is drawn fully opaque (:data:`FULL_OPACITY`): a word faded to a fifth of its colour (a switched-off
+part of a diagram) has a fifth of its contrast and is lost at the back of a hall; what is meant as switched off says
+so in the muted text colour instead. A text faded below 5 % is taken as gone (being faded in or out) and not checked.
+
 Two more findings catch what a translation's longer words do to a layout drawn for English: two texts on one line
 (their heights overlap by half the shorter's) closer than :data:`MIN_GAP` side by side read as one run of words
 ("…4 pasos)error de test"), and a text over a marker (a ``Dot``: a curve's tip, a path's end node) hides it.
@@ -35,12 +39,13 @@ from manim.constants import SCALE_FACTOR_PER_FONT_POINT
 from manim.mobject.text.text_mobject import TEXT_MOB_SCALE_FACTOR
 
 __all__ = ["text_mobjects", "layout_problems", "cap_height", "legibility_problems", "CAP_FLOOR", "MARGIN",
-           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin", "bounding_box", "MIN_GAP", "markers"]
+           "adopt_text_sizes", "EDGE_BUFF", "line_width", "inside_margin", "bounding_box", "MIN_GAP", "markers", "FULL_OPACITY", "text_opacity"]
 
 TEXT_TYPES = (Text, MarkupText, SingleStringMathTex, MathTex, Tex)
 CAP_FLOOR = 1 / 45  # the smallest cap height, as a fraction of the frame's height (read from the back of a hall)
 MARGIN = 0.03  # the margin kept free of text on every side, as a fraction of the frame's width / height
 MIN_GAP = 0.1  # the least space (scene units) between two texts side by side on one line: about a word space
+FULL_OPACITY = 0.99  # a visible text's glyphs are drawn at least this opaque (fill): no faded words on screen
 EDGE_BUFF = 0.5  # scene units from a side edge for to_edge / to_corner: clears the margin (0.43 of a 14.22-wide frame)
 _CAP_PER_POINT: dict[tuple[str, str | None], float] = {}  # (kind, font) -> scene units of an "H" per font point
 
@@ -148,6 +153,13 @@ def _visible(mob: Mobject) -> bool:
     return max(opacities) > 0.05
 
 
+def text_opacity(mob: Mobject) -> float:
+    """The opacity of a text's faintest visible glyph (the fill opacity its letters are drawn with, 0 to 1; a glyph
+    below 5 % is hidden, not faded); 0 for a text with none."""
+    drawn = [float(np.max(m.get_fill_opacities(), initial=0)) for m in mob.family_members_with_points()]
+    return min((a for a in drawn if a > 0.05), default=0.0)
+
+
 def bounding_box(mob: Mobject) -> tuple[float, float, float, float]:
     """(left, right, bottom, top) in scene units: the values of ``get_left()[0]``, ``get_right()[0]``, ``get_bottom()[1]``
     and ``get_top()[1]``, from one pass over the boundary points instead of four (Manim's
@@ -203,14 +215,15 @@ def markers(mobjects: Iterable[Mobject]) -> list[Mobject]:
 
 def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_height: float,
                     tolerance: float = 0.02, floor: float | None = CAP_FLOOR, margin: float | None = MARGIN,
-                    gap: float | None = MIN_GAP) -> list[str]:
+                    gap: float | None = MIN_GAP, opacity: float | None = FULL_OPACITY) -> list[str]:
     """One line per text that reaches past the frame's edge (by any amount: a glyph cut at the edge is cut),
     per pair of texts whose boxes overlap by more than ``tolerance`` scene units on both axes and per text whose box
     overlaps a marker's (a visible ``Dot``) by more than ``tolerance`` on both axes; with ``gap`` (default
     :data:`MIN_GAP`; None: not checked) per pair of texts on one line (their heights overlapping by half the
     shorter's) less than ``gap`` apart side by side, and per text less than ``gap`` above or below the citation
     (a text with ``citation = True``, as ``LectureScene.cite`` makes it) where they overlap in x; with ``floor``
-    and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`."""
+    and ``margin`` (the defaults; None: not checked) also :func:`legibility_problems`; with ``opacity`` (default
+    :data:`FULL_OPACITY`; None: not checked) per visible text whose faintest glyph is drawn less opaque than that."""
     mobjects = list(mobjects)
     texts = text_mobjects(mobjects)
     problems = []
@@ -218,6 +231,10 @@ def layout_problems(mobjects: Iterable[Mobject], frame_width: float, frame_heigh
     boxes = [bounding_box(m) for m in texts]
     if floor is not None or margin is not None:
         problems += _legibility(texts, boxes, frame_width, frame_height, floor, margin)
+    for mob in texts if opacity is not None else ():
+        if (drawn := text_opacity(mob)) < opacity:
+            problems.append(f"faded: {_describe(mob)} is drawn at opacity {drawn:.2f} (a text on screen is drawn fully "
+                            f"opaque; a switched-off part says so in the muted colour)")
     for mob, (l, r, b, t) in zip(texts, boxes):
         if l < -half_w or r > half_w or b < -half_h or t > half_h:
             problems.append(f"outside the frame: {_describe(mob)} spans x [{l:.2f}, {r:.2f}], y [{b:.2f}, {t:.2f}]")

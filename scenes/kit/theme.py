@@ -13,6 +13,12 @@ a colour is too light (or too dark) to reach WCAG 2.1's 4.5:1 contrast against t
 only its HLS lightness is moved, in steps of 1/1000, until it does (:func:`fit_contrast`); hue and
 saturation stay. Every role may colour text, so every role meets 4.5:1 in both themes
 (``tests/test_theme.py`` checks it with its own WCAG computation).
+
+Thin lines (grid lines, the thin curves of the other seeds) are drawn half transparent, as a lighter shade of
+their colour. On the light theme's near-white a projector in a bright hall washes such a shade out, so there a
+stroke thinner than :data:`THIN_STROKE` is drawn at least opaque enough that the shade it makes over the
+background reaches :data:`MIN_STROKE_CONTRAST` (WCAG 2.1 success criterion 1.4.11, non-text contrast, 3:1):
+:func:`stroke_opacity`. The dark theme (screens, dim rooms) keeps its faint grid as drawn (no minimum).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from manim import ManimColor
 
 __all__ = [
     "OKABE_ITO", "HUES", "ROLES", "SHOWN_TOGETHER", "THEMES", "THEME_NAMES", "MIN_TEXT_CONTRAST", "Theme", "get_theme", "set_theme",
-    "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast", "VIRIDIS", "to_rgb",
+    "current_theme", "relative_luminance", "contrast_ratio", "fit_contrast", "VIRIDIS", "to_rgb", "MIN_STROKE_CONTRAST", "THIN_STROKE",
+    "stroke_opacity", "blend",
 ]
 
 THEME_NAMES = ("dark", "light")  # "dark" (the default) first; cli/params.py repeats them so that --help loads no
@@ -75,6 +82,8 @@ SHOWN_TOGETHER = (
 # perceptually uniform, legible in grey and to the common colour-vision deficiencies; the same in both themes.
 VIRIDIS = ("#440154", "#472D7B", "#3B528B", "#2C728E", "#21918C", "#28AE80", "#5EC962", "#ADDC30", "#FDE725")
 MIN_TEXT_CONTRAST = 4.5  # WCAG 2.1 success criterion 1.4.3 (AA, normal text)
+MIN_STROKE_CONTRAST = 3.0  # WCAG 2.1 success criterion 1.4.11 (non-text contrast: lines read as parts of a chart)
+THIN_STROKE = 5.0  # Manim stroke width below which a line is thin: 0.05 scene units, 6.75 px at 1080p, 3 px at 480p
 
 
 def to_rgb(color: str | ManimColor) -> np.ndarray:
@@ -113,6 +122,28 @@ def fit_contrast(color: str, background: str, minimum: float = MIN_TEXT_CONTRAST
     raise ValueError(f"no lightness of {color} reaches {minimum}:1 against {background}")
 
 
+def blend(color: str | ManimColor, background: str | ManimColor, opacity: float) -> str:
+    """Hex of ``color`` drawn at ``opacity`` over ``background``: the mix Cairo paints, in sRGB (8 bits)."""
+    mix = opacity * to_rgb(color) + (1.0 - opacity) * to_rgb(background)
+    return ManimColor(np.round(mix * 255) / 255).to_hex().upper()
+
+
+def stroke_opacity(color: str | ManimColor, opacity: float, width: float, theme: "Theme | None" = None) -> float:
+    """The opacity to draw a stroke of ``color`` and Manim stroke ``width`` with, where ``opacity`` is the one
+    asked for: that, unless the stroke is thinner than :data:`THIN_STROKE` and ``theme`` (default: the current one)
+    asks its thin strokes for ``min_stroke_contrast``; then the least opacity from ``opacity`` up, in steps of 0.01,
+    whose :func:`blend` over the background has that contrast (1 where none has). A stroke not drawn (opacity or
+    width 0) stays so."""
+    theme = theme or current_theme()
+    minimum = theme.min_stroke_contrast
+    if minimum is None or not 0.0 < width < THIN_STROKE or not 0.0 < opacity < 1.0:  # none asked, thick, not drawn
+        return opacity
+    level = opacity
+    while level < 1.0 and contrast_ratio(blend(color, theme.background, level), theme.background) < minimum:
+        level = min(1.0, round(level + 0.01, 2))
+    return level
+
+
 @dataclass(frozen=True)
 class Theme:
     """A background, a text colour, a muted text colour; the Okabe–Ito roles are fitted to them."""
@@ -121,6 +152,7 @@ class Theme:
     background: str  # hex; the camera's background colour (Manim's background_color)
     text: str  # hex; titles, formulas, labels
     muted: str  # hex; axes, captions, citations
+    min_stroke_contrast: float | None = None  # a thin stroke's shade over the background reaches this; None: any
     colors: Mapping[str, ManimColor] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -139,7 +171,8 @@ THEMES = MappingProxyType({
     # Dark: for screens and dim rooms; only Okabe-Ito blue is lightened (to #0083CD) to reach 4.5:1.
     "dark": Theme("dark", background="#101319", text="#ECEFF4", muted="#8A93A6"),
     # Light: for projectors in bright halls; an off-white that does not glare.
-    "light": Theme("light", background="#FAFAF7", text="#1B1F27", muted="#5C6270"),
+    # Thin half-transparent lines are made opaque enough for 3:1 there (stroke_opacity).
+    "light": Theme("light", background="#FAFAF7", text="#1B1F27", muted="#5C6270", min_stroke_contrast=MIN_STROKE_CONTRAST),
 })
 if tuple(THEMES) != THEME_NAMES:  # a palette for each name, "dark" (the default) first
     raise ImportError(f"scenes/kit/theme.py has palettes {tuple(THEMES)} for the names {THEME_NAMES}")

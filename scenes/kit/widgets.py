@@ -17,10 +17,22 @@ from manim import (DOWN, LEFT, RIGHT, UP, Axes, Circle, CubicBezier, DashedVMobj
 from narration import i18n
 from scenes.kit.helpers import finite_runs, log_range, missing_runs
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, current_language, make_text, power_of_ten
+from scenes.kit.theme import stroke_opacity
 
 __all__ = ["LogAxes", "safe_log10", "make_bar_pairs", "make_box", "make_add_node", "tick_exponents",
            "make_log_bars", "make_legend", "make_dashed_polyline", "make_highway_icon", "log_floor_exponent", "make_bar_row",
-           "nice_ticks", "LinearAxes", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
+           "nice_ticks", "nice_axis", "LinearAxes", "thin_stroke", "GRID_OPACITY", "GroupedBars", "GapMark", "gapped_polyline", "axes_gap", "spread_labels"]
+
+
+GRID_OPACITY = 0.25  # a chart's grid lines: the muted colour this opaque (more where the theme asks: stroke_opacity)
+
+
+def thin_stroke(mob: VMobject, opacity: float, width: float | None = None) -> VMobject:
+    """``mob`` (and its family) stroked ``width`` wide (None: as it is) at ``opacity``, raised where the theme asks
+    thin strokes for contrast (:func:`scenes.kit.theme.stroke_opacity`: the light theme, 3:1); returns ``mob``.
+    For the thin lines drawn beside a main one (the other seeds' curves)."""
+    width = mob.get_stroke_width() if width is None else width
+    return mob.set_stroke(width=width, opacity=stroke_opacity(mob.get_stroke_color(), opacity, width))
 
 
 class GapMark(VGroup):
@@ -106,7 +118,8 @@ class LogAxes(VGroup):
             label = make_text(power_of_ten(exp), size=SIZE_SMALL, color=PALETTE["muted"])
             label.next_to(self.axes.c2p(x_range[0], exp - self.exp_min), LEFT, buff=0.12)
             grid = Line(self.axes.c2p(x_range[0], exp - self.exp_min), self.axes.c2p(x_range[1], exp - self.exp_min),
-                        stroke_width=1, stroke_opacity=0.25, color=PALETTE["muted"])
+                        stroke_width=1, stroke_opacity=stroke_opacity(PALETTE["muted"], GRID_OPACITY, 1),
+                        color=PALETTE["muted"])
             self.ticks.add(label, grid)
         self.add(self.axes, self.ticks)
 
@@ -272,6 +285,27 @@ def nice_ticks(low: float, high: float, max_ticks: int = 5) -> list[float]:
     return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
+def nice_axis(low: float, high: float, max_ticks: int = 4, margin: float = 0.05) -> tuple[float, float, list[float]]:
+    """A linear axis for data in [``low``, ``high``]: ``(start, end, ticks)``. The data range is widened by ``margin``
+    of its span on each side (by ``margin`` of |value|, or 1, where it is one value), ``ticks`` are
+    :func:`nice_ticks` inside it (at most ``max_ticks``), and the ends are rounded outwards to half a tick step, so
+    the data fill most of the axis and every tick label is a round real value. Data that are all >= 0 never give an
+    axis below 0. Raises ValueError for a non-finite or reversed range."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        raise ValueError(f"nice_axis needs a finite range low <= high; got [{low}, {high}]")
+    pad = margin * (high - low) if high > low else margin * abs(high) or 1.0
+    lo, hi = low - pad, high + pad
+    if low >= 0:
+        lo = max(lo, 0.0)
+    ticks = nice_ticks(lo, hi, max_ticks)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 10.0 ** math.floor(math.log10(hi - lo))
+    half = step / 2
+    start, end = math.floor(lo / half + 1e-9) * half, math.ceil(hi / half - 1e-9) * half
+    if low >= 0:
+        start = max(start, 0.0)
+    return round(start, 12), round(end, 12), ticks
+
+
 def _tick_text(value: float) -> str:
     return f"{value:g}"
 
@@ -300,7 +334,8 @@ class LinearAxes(VGroup):
             label = make_text(y_format(y), size=SIZE_SMALL, color=PALETTE["muted"])
             self.ticks.add(label.next_to(self.axes.c2p(x0, y), LEFT, buff=0.1))
             if grid and y != y0:
-                self.ticks.add(Line(self.axes.c2p(x0, y), self.axes.c2p(x1, y), stroke_width=1, stroke_opacity=0.25,
+                self.ticks.add(Line(self.axes.c2p(x0, y), self.axes.c2p(x1, y), stroke_width=1,
+                                    stroke_opacity=stroke_opacity(PALETTE["muted"], GRID_OPACITY, 1),
                                     color=PALETTE["muted"]))
         self.add(self.axes, self.ticks)
 
