@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 from .atomic_io import atomic_write
 from .config import BaseConfig, config_from_dict
-from .runs import check_memory, describe, start_line, train
+from .runs import check_memory, hit_line, start_line, train
 from .sweep import SweepError, group_to_bytes, run_to_bytes, sweep
 from .trace import Trace, TraceError
 
@@ -82,8 +82,7 @@ def get_traces(configs: list[BaseConfig], progress: bool | None = None,
         check_memory(config)
     for config, trace in traces.items():
         if trace is not None:
-            log.log(logging.INFO if log_hits else logging.DEBUG,
-                    "cache hit %s (%s): nothing trained", config.digest(), describe(config))
+            log.log(logging.INFO if log_hits else logging.DEBUG, "%s", hit_line(config))
     if missing and in_subprocess:
         payload = [json.dumps(c.to_dict()) for c in missing]
         # Its own process group: Ctrl-C reaches this process only, whose KeyboardInterrupt kills the child.

@@ -51,7 +51,7 @@ from .memory import (MemoryEstimate, check_budget, conv_memory, highway_memory, 
                      probe_in_subprocess, transformer_memory)
 
 __all__ = ["RunKind", "KINDS", "DEFAULT_KIND", "register_kind", "kind_of", "trainer", "train", "describe", "start_line",
-           "seed_free_key", "differ_only_in_seed",
+           "hit_line", "seed_free_key", "differ_only_in_seed",
            "config_from_dict", "estimate", "check_memory", "work", "LOG_FIELDS", "seed_groups", "train_group",
            "GROUP_BYTES", "GROUP_RUNS", "signals_held"]
 
@@ -205,6 +205,15 @@ def start_line(config: BaseConfig) -> str:
     if isinstance(config, RecordedConfig):
         return f"reading {config.path} ({describe(config)}): nothing trained"
     return f"training {config.digest()} ({describe(config)})"
+
+
+def hit_line(config: BaseConfig) -> str:
+    """The log line said when ``config``'s trace comes from the cache: "cache hit DIGEST (...): nothing trained", or
+    for a run read from a file "reading FILE (...): from the cache, nothing trained" (a new user's explorer said
+    "cache hit c5792db042a96fba (kind=recorded ...)" for the file their own loop wrote)."""
+    if isinstance(config, RecordedConfig):
+        return f"reading {config.path} ({describe(config)}): from the cache, nothing trained"
+    return f"cache hit {config.digest()} ({describe(config)}): nothing trained"
 
 
 def estimate(config: BaseConfig) -> MemoryEstimate:

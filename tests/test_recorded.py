@@ -51,6 +51,9 @@ def test_a_trace_file_is_read_not_trained_and_the_cache_holds_its_arrays(caplog)
     assert trace.meta.config == config.to_dict() and trace.meta.digest == config.digest()
     assert trace.meta.layers == original.meta.layers and len(trace.meta.layers) == 24
     assert Trace.load(FILES["residual"]).meta.digest != config.digest()  # the file itself is left as it was
+    caplog.clear()
+    get_trace(config)  # read before: from the cache, and the log still names the file (was "cache hit 8a5d… (...)")
+    assert f"reading {FILES['residual']} (kind=recorded arch=residual): from the cache, nothing trained" in caplog.text
 
 
 def test_the_digest_follows_the_files_bytes(tmp_path):
