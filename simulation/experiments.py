@@ -310,8 +310,14 @@ def get_experiment(name: str) -> Experiment:
 
 # -- the experiments --------------------------------------------------------------------------
 
-def _plain_vs_residual(base: RunConfig, params: NoParams) -> dict[str, RunConfig]:
-    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
+def _one_run_per(field_name: str, values: tuple[str, ...]) -> Callable[[Any, NoParams], dict[str, Any]]:
+    """A ``build`` that makes one run per value of one config field, named by the value, in that order."""
+    def build(base: Any, params: NoParams) -> dict[str, Any]:
+        return {value: base.replace(**{field_name: value}) for value in values}
+    return build
+
+
+_plain_vs_residual = _one_run_per("arch", (PLAIN, RESIDUAL))
 
 
 def _by_depth(base: RunConfig, params: DepthParams) -> dict[str, RunConfig]:
@@ -497,23 +503,14 @@ _register(Experiment(
 ))
 
 
-def _identity_fit(base: IdentityFitConfig, params: NoParams) -> dict[str, IdentityFitConfig]:
-    return {arch: base.replace(arch=arch) for arch in (PLAIN, RESIDUAL)}
-
-
 _register(Experiment(
     name="identity_fit",
     description="Is 'keep as is' easy? One plain and one residual block (same widths, init, optimiser) trained "
                 "to output their input on the digits features: relative error over steps, step reaching tolerance",
     source="He et al. 2015, §3.1 (pushing the residual to zero vs fitting an identity with nonlinear layers)",
     base=IdentityFitConfig(),
-    build=_identity_fit,
+    build=_plain_vs_residual,
 ))
-
-
-def _both_layernorms(base: TransformerConfig, params: NoParams) -> dict[str, TransformerConfig]:
-    """``post_ln`` and ``pre_ln``, both with the base warm-up (their seeds come from the global ``seeds``)."""
-    return {norm: base.replace(norm=norm) for norm in (POST_LN, PRE_LN)}
 
 
 _register(Experiment(
@@ -523,7 +520,7 @@ _register(Experiment(
     source="Vaswani et al. 2017, Fig. 1; Xiong et al. 2020, Fig. 1 (Post-LN and Pre-LN placement)",
     base=TransformerConfig(task="reverse", depth=6, width=32, steps=200, batch_size=16, lr=5e-3, warmup_steps=60,
                            eval_every="final"),  # its scenes and the explorer read no held-out error (issue 21)
-    build=_both_layernorms,
+    build=_one_run_per("norm", (POST_LN, PRE_LN)),  # both with the base warm-up
 ))
 
 
@@ -648,24 +645,14 @@ _register(Experiment(
 ))
 
 
-def _hyper_connections(base: HyperConfig, params: NoParams) -> dict[str, HyperConfig]:
-    """``hc`` (free H_res) and ``mhc`` (Sinkhorn-projected H_res), otherwise the same."""
-    return {mixing: base.replace(mixing=mixing) for mixing in ("hc", "mhc")}
-
-
 _register(Experiment(
     name="hyper_connections",
     description="n = 4 residual streams mixed by learned matrices, free (HC) or doubly stochastic (mHC): the gain of "
                 "the product of the mixing matrices across the blocks, before and after training",
     source="Zhu et al. 2025 (Hyper-Connections, §2); DeepSeek 2025 (mHC: Sinkhorn-Knopp, composite gain)",
     base=HyperConfig(depth=16, width=32, steps=200),
-    build=_hyper_connections,
+    build=_one_run_per("mixing", ("hc", "mhc")),  # free H_res vs Sinkhorn-projected H_res, otherwise the same
 ))
-
-
-def _highway(base: HighwayConfig, params: NoParams) -> dict[str, HighwayConfig]:
-    """``plain``, ``residual`` and ``highway``: the same one-layer blocks, three ways of passing x on."""
-    return {arch: base.replace(arch=arch) for arch in HIGHWAY_ARCHS}
 
 
 # 20 blocks of width 16, 200 SGD steps at lr 0.02: the three runs of one seed take ~5 CPU-s together.
@@ -675,7 +662,7 @@ _register(Experiment(
                 "gate T per block and the gradient norms per block at init and after training",
     source="Srivastava, Greff & Schmidhuber 2015 (Highway Networks, eq. 3 and §2.2; Fig. 2: gate outputs per layer)",
     base=HighwayConfig(),
-    build=_highway,
+    build=_one_run_per("arch", HIGHWAY_ARCHS),  # the same one-layer blocks, three ways of passing x on
 ))
 
 

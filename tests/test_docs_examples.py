@@ -318,8 +318,7 @@ def test_tamper_twin_a_moved_file_is_reported():
 BARE_PYTHON = re.compile(r"(?<![\w/.-])(?<!-m )(?:python3?|pytest) "
                          r"(?:render\.py|-m (?!(?:pip|venv|residual_lecture)\b)[\w.]+|tests/)")
 ACTIVATED_BLOCK = re.compile(r"^```[^\n]*\n(?:(?!^```).)*\bactivate\b.*?^```", re.MULTILINE | re.DOTALL)
-# README.md is left to the lead (its `python -m benchmarks.bench_watch` is in /work/notes/s5-newuser.md)
-USER_PAGES = [p for p in doc_files() if "developers" not in p.parts and p.name != "README.md"]
+USER_PAGES = [p for p in doc_files() if "developers" not in p.parts]  # README too
 
 
 def bare_python_commands(text: str) -> list[str]:
