@@ -27,7 +27,8 @@ from simulation.trace import Trace
 
 __all__ = ["FULL_LANGS", "ROOT", "CLI_TINY", "invoke", "files_under", "cli_env", "tiny_frames", "write_clip", "wait_for", "SEEDS",
            "NEEDED", "trained_at_seed", "holds_on_most_seeds", "cached_traces", "shared_traces", "SHARED_CACHE_ENV",
-           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "examples",
+           "at_seed", "forward_keeping_layers", "cross_entropy", "TRANSFORMER_TINY", "tiny_transformer",
+           "recorded_transformer_row", "examples",
            "assert_same_trace", "together_as_alone", "assert_diverged_between_records",
            "seeds_diverging_between_records"]
 
@@ -206,6 +207,30 @@ def cross_entropy(logits, tgt):
     from torch.nn import functional as F
 
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+
+
+def tiny_transformer(seed: int, **fields: object):
+    """(config, model): ``TransformerConfig(**TRANSFORMER_TINY, **fields)`` and its model in float64, the weights
+    drawn after ``torch.manual_seed(seed)``."""
+    import torch
+
+    from simulation.config import TransformerConfig
+    from simulation.kinds.transformer import build_transformer
+
+    config = TransformerConfig(**fields, **TRANSFORMER_TINY)
+    torch.manual_seed(seed)
+    return config, build_transformer(config).double()
+
+
+def recorded_transformer_row(model, src, tgt_in, tgt) -> dict:
+    """The TransformerRecorder's row (``collect``) for one armed step: ``model(src, tgt_in)``'s cross-entropy
+    against ``tgt``, then backward."""
+    from simulation.kinds.transformer import TransformerRecorder
+
+    with TransformerRecorder(model) as rec:
+        rec.arm()
+        cross_entropy(model(src, tgt_in), tgt).backward()
+        return rec.collect()
 
 
 # -- seeds trained together (simulation.kinds.stacked, simulation.kinds.stacked_transformer) -------------------

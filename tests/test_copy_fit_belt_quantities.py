@@ -25,12 +25,12 @@ from simulation.runkeys import RunKey, by_name, one_seed
 from simulation.kinds.identity_fit import build_block, relative_error, run as fit_identity
 from simulation.summary import COURSES, first_step_below, ratio_course, summarize
 from simulation.trace import Trace
-from simulation.kinds.transformer import TransformerRecorder, build_transformer, make_task
+from simulation.kinds.transformer import make_task
 
 from data.make_traces import tiny_trace_files, tiny_trace_files_with_seeds
 from dry_run import built_scene, dry_run, scene_group
 from seed_numbers import base_runs
-from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers
+from support import TRANSFORMER_TINY, forward_keeping_layers, recorded_transformer_row, tiny_transformer
 
 from scenes.conveyor_belt import ConveyorBelt, encoder_cos
 from scenes.does_it_copy import NEAR_ZERO, DoesItOnlyCopy, branch_ratios
@@ -45,9 +45,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: the trainer's
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 @pytest.mark.parametrize("arch", ["encoder", "encoder_decoder"])
 def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
-    config = TransformerConfig(norm=norm, arch=arch, **TRANSFORMER_TINY)
-    torch.manual_seed(3)
-    model = build_transformer(config).double()
+    config, model = tiny_transformer(3, norm=norm, arch=arch)
     src, tgt_in, tgt = make_task(config.task, config.vocab, config.seq_len, 8, torch.Generator().manual_seed(4))
     with torch.no_grad():
         _, outputs = forward_keeping_layers(model, src, tgt_in)
@@ -56,10 +54,7 @@ def test_input_cos_is_the_cosine_to_the_input_of_the_stack(norm, arch):
     for x0, h in zip(inputs, outputs):  # cos per token, by hand: a.b / (|a| |b|)
         a, b = x0.numpy().reshape(-1, config.width), h.numpy().reshape(-1, config.width)
         expected.append(float(np.mean((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))))
-    with TransformerRecorder(model) as rec:
-        rec.arm()
-        cross_entropy(model(src, tgt_in), tgt).backward()
-        row = rec.collect()
+    row = recorded_transformer_row(model, src, tgt_in, tgt)
     assert row["input_cos"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert -1 <= row["input_cos"].min() and row["input_cos"].max() <= 1
 

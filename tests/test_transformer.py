@@ -23,8 +23,10 @@ from simulation.runs import config_from_dict
 from simulation.experiments import get_experiment
 from cli.params import build_runs  # parses string values as --set does
 from simulation.runkeys import one_seed
+from simulation.trace import Trace
 from simulation.kinds.transformer import (SUBLAYER_KEYS, TransformerRecorder, build_transformer, lr_at, make_task, run)
-from support import TRANSFORMER_TINY, cross_entropy, forward_keeping_layers, trained_at_seed
+from support import (TRANSFORMER_TINY, cross_entropy, forward_keeping_layers, recorded_transformer_row, tiny_transformer,
+                     trained_at_seed)
 
 DATA = Path(__file__).resolve().parent / "data" / "layernorm"
 pytestmark = pytest.mark.usefixtures("one_thread")  # support.one_thread: the trainer's one torch thread
@@ -39,9 +41,7 @@ def _batch(config, n=None, seed=0):
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 @pytest.mark.parametrize("arch", ["encoder", "encoder_decoder"])
 def test_recorded_gradients_match_autograd(norm, arch):
-    config = TransformerConfig(norm=norm, arch=arch, **TRANSFORMER_TINY)
-    torch.manual_seed(0)
-    model = build_transformer(config).double()
+    config, model = tiny_transformer(0, norm=norm, arch=arch)
     src, tgt_in, tgt = _batch(config)
 
     logits, outputs = forward_keeping_layers(model, src, tgt_in)
@@ -56,10 +56,7 @@ def test_recorded_gradients_match_autograd(norm, arch):
         expected_w.append(math.sqrt(sum(float(g.pow(2).sum()) for g in gs)))
         expected_w2.append(float(gs[[w is layer.ffn.linear_2.weight for w in ws].index(True)].norm()))
 
-    with TransformerRecorder(model) as rec:
-        rec.arm()
-        cross_entropy(model(src, tgt_in), tgt).backward()
-        row = rec.collect()
+    row = recorded_transformer_row(model, src, tgt_in, tgt)
     assert row["out_grad_norm"] == pytest.approx(expected_out, rel=1e-6, abs=1e-12)
     assert row["grad_norm"] == pytest.approx(expected_w, rel=1e-6)
     assert row["ffn_grad_norm"] == pytest.approx(expected_w2, rel=1e-6)
@@ -68,9 +65,7 @@ def test_recorded_gradients_match_autograd(norm, arch):
 
 @pytest.mark.parametrize("norm", ["post_ln", "pre_ln"])
 def test_sublayer_norms_are_what_each_add_and_norm_sees(norm):
-    config = TransformerConfig(norm=norm, **TRANSFORMER_TINY)
-    torch.manual_seed(1)
-    model = build_transformer(config).double()
+    config, model = tiny_transformer(1, norm=norm)
     src, tgt_in, tgt = _batch(config, seed=1)
     with TransformerRecorder(model) as rec:
         rec.arm()
@@ -338,7 +333,9 @@ def test_warmup_claim_on_five_seeds():
 
 # -- the scenes, built from the committed tiny traces --------------------------------------------------
 
-def _dry_run(scene_class, lang, tmp_path):
+def _shown(scene_class, lang, tmp_path) -> dict:
+    """The numbers ``scene_class`` shows in ``lang`` from the committed tiny traces, after a dry run whose layout
+    check found nothing."""
     from manim import tempconfig
 
     files = {name: str(DATA / f"{name}.npz") for name in ("post_ln", "post_ln_warmup", "pre_ln")}
@@ -346,20 +343,18 @@ def _dry_run(scene_class, lang, tmp_path):
     with tempconfig({"dry_run": True, "media_dir": str(tmp_path), "progress_bar": "none", "verbosity": "WARNING"}):
         scene = variant()
         scene.render()
-    return scene
+    assert scene.layout_log == []
+    return scene.numbers["values"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_add_norm_scene_layout_and_numbers(lang, tmp_path):
     from scenes.add_norm import TransformerAddNorm
-    from simulation.trace import Trace
 
-    scene = _dry_run(TransformerAddNorm, lang, tmp_path)
-    assert scene.layout_log == []
+    shown = _shown(TransformerAddNorm, lang, tmp_path)
     trace = Trace.load(DATA / "post_ln_warmup.npz")
     index = trace.meta.sublayers.index("decoder.0.cross_attn")
-    shown = scene.numbers["values"]
     assert shown["decoder.0.cross_attn.branch_to_input"] == pytest.approx(
         float(trace["branch_norm"][-1][index]) / float(trace["input_norm"][-1][index]))
     assert shown["step"] == trace["step"][-1]
@@ -369,14 +364,11 @@ def test_add_norm_scene_layout_and_numbers(lang, tmp_path):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_layernorm_scene_layout_and_numbers(lang, tmp_path):
     from scenes.layernorm import PostLNvsPreLN
-    from simulation.trace import Trace
 
-    scene = _dry_run(PostLNvsPreLN, lang, tmp_path)
-    assert scene.layout_log == []
+    shown = _shown(PostLNvsPreLN, lang, tmp_path)
     post = Trace.load(DATA / "post_ln.npz")
     grads = post["init_ffn_grad_norm"].mean(0)
     depth = post.run_config.depth
-    shown = scene.numbers["values"]
     assert shown[f"post_ln.decoder.{depth - 1}.init_ffn_grad_norm"] == pytest.approx(grads[-1])
     assert shown["post_ln.last_over_first"] == pytest.approx(grads[-1] / grads[depth])
     assert shown["chance_loss"] == pytest.approx(math.log(post.run_config.vocab))
