@@ -116,13 +116,7 @@ class Degradation(SeedSpread, LectureScene):
             legend.next_to(x_label, DOWN, buff=0.15)
             self.narrate(narration, 4)
             self.play(Create(chart), FadeIn(heading), FadeIn(x_label), run_time=1.2)
-            dots = [Dot(line.get_start(), radius=0.06, color=line.get_color()) for line in lines]
-            for dot, line in zip(dots, lines):  # the pen: always at the tip of the partly drawn curve
-                dot.add_updater(lambda d, line=line: d.move_to(line.get_end()))
-            self.add(*dots)
-            self.play(*[Create(line, rate_func=linear) for line in lines], run_time=5)
-            for dot in dots:
-                dot.clear_updaters()
+            self.draw_with_pens(lines, run_time=5)
             bands = VGroup(*[self.seed_band(chart, name, shade) for (_, name), shade in zip(runs, shades)])
             self.play(FadeIn(legend), FadeIn(bands), run_time=0.8)
             if arch == "plain":
@@ -153,6 +147,16 @@ class Degradation(SeedSpread, LectureScene):
             note = self.text("seed_band", size=SIZE_SMALL, color=PALETTE["muted"], n=len(self.seed_traces))
             self.add(note.to_corner(DOWN + LEFT, buff=[EDGE_BUFF, 0.3, 0]))
         self.wait(4)
+
+    def draw_with_pens(self, lines: list[VMobject], run_time: float) -> None:
+        """Draw ``lines`` together at an even pace (seconds), a dot of each line's colour at its tip; the dots stay."""
+        dots = [Dot(line.get_start(), radius=0.06, color=line.get_color()) for line in lines]
+        for dot, line in zip(dots, lines):  # the pen: always at the tip of the partly drawn curve
+            dot.add_updater(lambda d, line=line: d.move_to(line.get_end()))
+        self.add(*dots)
+        self.play(*[Create(line, rate_func=linear) for line in lines], run_time=run_time)
+        for dot in dots:
+            dot.clear_updaters()
 
     def seed_band(self, chart, name: str, color) -> VMobject:
         """The range over seeds of run ``name``'s smoothed error curve, as a faint band on ``chart``

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from manim import DOWN, LEFT, RIGHT, UP, Create, Dot, FadeIn, VGroup, config, linear
+from manim import DOWN, LEFT, RIGHT, UP, Create, FadeIn, VGroup, config
 
 from simulation.config import ConfigError, spec_title
 from simulation.experiments import PLAIN, RESIDUAL
@@ -319,13 +319,7 @@ class ModelDegradation(UserModelScene, Degradation):
                      for name in runs]
             self.narrate(narration, 3.5)
             self.play(Create(chart), FadeIn(heading), FadeIn(x_label), run_time=1.0)
-            dots = [Dot(line.get_start(), radius=0.06, color=line.get_color()) for line in lines]
-            for dot, line in zip(dots, lines):  # the pen: always at the tip of the partly drawn curve
-                dot.add_updater(lambda d, line=line: d.move_to(line.get_end()))
-            self.add(*dots)
-            self.play(*[Create(line, rate_func=linear) for line in lines], run_time=4)
-            for dot in dots:
-                dot.clear_updaters()
+            self.draw_with_pens(lines, run_time=4)
             if heading_key == "panel_train":
                 bands = VGroup(*[self.seed_band(chart, name, PALETTE[name]) for name in runs])
                 self.play(FadeIn(bands), run_time=0.5)

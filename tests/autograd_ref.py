@@ -1,6 +1,10 @@
-"""The independent reference the recorder tests compare against: a forward pass that keeps every block output."""
+"""The independent reference the recorder tests compare against: forward passes that keep every block's tensors."""
 
 from __future__ import annotations
+
+import torch
+
+from simulation.core.record import Recorder
 
 
 def manual_forward(model, x):
@@ -12,3 +16,24 @@ def manual_forward(model, x):
         h = block(h)
         outputs.append(h)
     return model.head(h), outputs
+
+
+def block_parts(model, x):
+    """[(h_in, F(h_in), shortcut(h_in) + F(h_in))] for every block of a stem -> blocks model, recomputed without
+    grad from the blocks' own ``branch`` and ``shortcut``: what the recorder's activation statistics describe."""
+    parts = []
+    with torch.no_grad():
+        h = model.stem(x)
+        for block in model.blocks:
+            f = block.branch(h)
+            parts.append((h, f, block.shortcut(h) + f))
+            h = parts[-1][2]
+    return parts
+
+
+def recorded_row(model, x):
+    """The Recorder's row (``Recorder.collect``) for one armed step: ``model(x).sum()`` forward, then backward."""
+    with Recorder(model) as rec:
+        rec.arm()
+        model(x).sum().backward()
+        return rec.collect()

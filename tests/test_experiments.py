@@ -27,6 +27,8 @@ from simulation.summary import autocorrelation, path_length_fraction, safe_log10
 from simulation.trace import Trace
 from simulation.kinds.mlp import input_gradient, lesion_test_errors, run
 
+from autograd_ref import recorded_row
+
 TINY = RunConfig(depth=4, width=8, steps=12, record_every=4)
 
 
@@ -230,10 +232,7 @@ def test_shortcut_norm_against_a_hand_written_forward_pass():
     model = build_model("residual", 5, 4, 4, 3, "tanh", stages=2)  # block 2 doubles 4 -> 8
     assert [(b.width_in, b.width_out) for b in model.blocks] == [(4, 4), (4, 4), (4, 8), (8, 8)]
     x = torch.randn(7, 5)
-    with Recorder(model) as rec:
-        rec.arm()
-        model(x).sum().backward()
-        row = rec.collect()
+    row = recorded_row(model, x)
     with torch.no_grad():
         h = model.stem(x)
         for i, block in enumerate(model.blocks):

@@ -9,7 +9,7 @@ from torch import nn
 from simulation.models import build_model
 from simulation.core.record import Recorder
 
-from autograd_ref import manual_forward as _manual_forward
+from autograd_ref import block_parts, manual_forward as _manual_forward, recorded_row
 
 
 @pytest.mark.parametrize("arch", ["plain", "residual"])
@@ -43,20 +43,11 @@ def test_branch_and_input_norms_are_what_the_block_sees():
     torch.manual_seed(1)
     model = build_model("residual", n_in=8, width=8, depth=3, n_out=2, activation="tanh").double()
     x = torch.randn(16, 8, dtype=torch.float64)
-    with Recorder(model) as rec:
-        rec.arm()
-        model(x).sum().backward()
-        row = rec.collect()
-    with torch.no_grad():
-        h = model.stem(x)
-        branches = []
-        for block in model.blocks:
-            branches.append((h, block.branch(h)))
-            h = h + branches[-1][1]
-    for i, (h, f) in enumerate(branches):
+    row = recorded_row(model, x)
+    for i, (h, f, out) in enumerate(block_parts(model, x)):  # every shortcut here: the identity, out = h + f
         assert row["input_norm"][i] == pytest.approx(float(h.norm(dim=1).mean()), rel=1e-9)
         assert row["branch_norm"][i] == pytest.approx(float(f.norm(dim=1).mean()), rel=1e-9)
-        assert row["act_norm"][i] == pytest.approx(float((h + f).norm(dim=1).mean()), rel=1e-9)
+        assert row["act_norm"][i] == pytest.approx(float(out.norm(dim=1).mean()), rel=1e-9)
 
 
 def _hook_count(model: nn.Module) -> int:
@@ -135,18 +126,8 @@ def test_tiny_float32_statistics_are_recomputed_in_float64():
             if isinstance(m, nn.Linear):
                 m.bias.zero_()
     x = torch.randn(16, 6) * 1e-21
-    with Recorder(model) as rec:
-        rec.arm()
-        model(x).sum().backward()
-        row = rec.collect()
-    with torch.no_grad():
-        h = model.stem(x)
-        seen = []
-        for block in model.blocks:
-            f = block.branch(h)
-            seen.append((h, f, block.shortcut(h) + f))
-            h = seen[-1][2]
-    for i, (x_in, f, out) in enumerate(seen):
+    row = recorded_row(model, x)
+    for i, (x_in, f, out) in enumerate(block_parts(model, x)):
         x_in, f, out = x_in.double(), f.double(), out.double()
         assert 0 < float(out.abs().max()) < 1e-18  # the case this test is about
         assert row["act_mean"][i] == pytest.approx(float(out.mean()), rel=1e-9, abs=0)
