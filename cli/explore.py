@@ -325,9 +325,10 @@ def _map_run(key: RunKey, text: str, trace, experiment: str) -> dict[str, Any] |
 
 def _map_groups(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs of one family by (depth, activation, seed): ``{"depth", "activation", "seed", "runs": {arch: i},
-    "scale": [low, high]}``, the scale shared by the pair (so that one colour is one value in both maps: the
-    highest decade of the two, at most DepthTimeMap.decades below it)."""
-    from scenes.depth_time_map import DepthTimeMap
+    "scale": [low, high], "loss_axis": [log, start, end, ticks]}``, the scale shared by the pair (so that one colour is
+    one value in both maps: the highest decade of the two, at most DepthTimeMap.decades below it) and the loss chart's
+    axis around both runs' losses, as the scene chooses it (scenes.depth_time_map.loss_axis)."""
+    from scenes.depth_time_map import DepthTimeMap, loss_axis
 
     groups: dict[tuple, dict[str, Any]] = {}
     for index, run in enumerate(runs):
@@ -338,6 +339,10 @@ def _map_groups(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         scales = [runs[i]["scale"] for i in group["runs"].values()]
         high = max(high for _, high in scales)
         group["scale"] = [max(min(low for low, _ in scales), high - DepthTimeMap.decades), high]
+        losses = [np.asarray(runs[i]["loss"], np.float64) for i in group["runs"].values() if runs[i].get("loss")]
+        if losses:
+            log, start, end, ticks = loss_axis(np.concatenate(losses))
+            group["loss_axis"] = [bool(log), float(start), float(end), [float(t) for t in ticks]]
     return list(groups.values())
 
 

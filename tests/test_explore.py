@@ -742,6 +742,10 @@ def test_explore_trace_maps_the_files_runs_with_their_own_numbers(tmp_path):
     logs = np.log10(np.concatenate([np.asarray(Trace.load(f)["out_grad_norm"], np.float64).ravel() for f in files.values()]))
     assert group["scale"][1] == math.ceil(logs.max()) and group["scale"][0] == max(math.floor(logs.min()),
                                                                                   math.ceil(logs.max()) - 12)
+    # the loss chart's axis is the scene's, around both runs' losses (was: 0 to the largest loss in the page)
+    losses = np.concatenate([np.asarray(Trace.load(f)["loss_curve"], np.float64) for f in files.values()])
+    log, start, end, ticks = group["loss_axis"]
+    assert log is True and (start, end) == (math.floor(math.log10(losses.min())), math.ceil(math.log10(losses.max())))
 
 
 def test_a_long_wide_run_is_mapped_in_at_most_600_columns_and_300_rows(tmp_path):

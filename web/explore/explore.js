@@ -769,11 +769,14 @@
     const withLoss = runs.filter((r) => r.loss);
     if (withLoss.length) {
       const lossH = 90, top = y, bottom = y + lossH;
-      const finite = withLoss.flatMap((r) => r.loss.map(num)).filter(Number.isFinite);
-      const ymax = finite.length ? Math.max(...finite) : 1;
-      const py = (v) => bottom - lossH * Math.min(num(v), ymax) / (ymax || 1);
+      // the axis the scene draws (scenes.depth_time_map.loss_axis): around the losses, log in whole decades where
+      // they span more than one
+      const [log, lo, hi] = g.loss_axis || [false, 0, 1];
+      const at = (v) => (log ? Math.log10(v) : v);
+      const py = (v) => bottom - lossH * Math.min(Math.max((at(num(v)) - lo) / ((hi - lo) || 1), 0), 1);
+      const tick = (e) => (log ? (e === 0 ? '1' : `1e${e}`) : fmt(e));
       svg += `<line x1="${x0}" y1="${bottom}" x2="${x1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
-      svg += text(x0 - 8, top + 0.35 * small, fmt(ymax), 'muted small', {'text-anchor': 'end'}) + text(x0 - 8, bottom + 0.35 * small, '0', 'muted small', {'text-anchor': 'end'});
+      svg += text(x0 - 8, top + 0.35 * small, tick(hi), 'muted small', {'text-anchor': 'end', 'data-loss-tick': 'high'}) + text(x0 - 8, bottom + 0.35 * small, tick(lo), 'muted small', {'text-anchor': 'end', 'data-loss-tick': 'low'});
       for (const r of withLoss) {
         let d = '', pen = false;
         r.loss_steps.forEach((s, i) => {
