@@ -23,7 +23,7 @@ from scenes.kit.seeds import SeedSpread, count_true
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, make_wrapped_text
 from scenes.kit.widgets import LinearAxes, make_legend
 
-__all__ = ["Degradation", "running_mean", "runs_by_depth", "MARGIN"]
+__all__ = ["Degradation", "running_mean", "runs_by_depth", "smoothing_window", "error_curve", "MARGIN"]
 
 # A deeper net "trains worse" when its final (smoothed) training error exceeds the shallower one's by
 # more than this: one percentage point, above the batch-to-batch noise of the smoothed curve.
