@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -371,6 +372,9 @@ def look_problems(page, lang: str, theme: str) -> list[str]:
     body = page.evaluate("getComputedStyle(document.body).backgroundColor")
     if body != rgb(colors["background"]):
         problems.append(f"background {body} is not the {theme} theme's {rgb(colors['background'])}")
+    # the words on the chart write powers of ten as the scenes do (10⁻⁹, 2.3×10⁻⁸), never the programmer's 1e-9
+    words = page.eval_on_selector_all("#chart text", "els => els.map(e => e.textContent)")
+    problems += [f"chart text {w!r} in e-notation" for w in words if re.search(r"\d[eE][-+]?\d", w)]
     for arch in ("plain", "residual"):
         stroke = page.evaluate(f"getComputedStyle(document.querySelector('#chart rect.blk.{arch}')).stroke")
         if stroke != rgb(colors[arch]):
@@ -393,10 +397,13 @@ def test_the_language_and_theme_check_catches_a_wrong_table_and_colour(browser, 
     data["strings"]["zh"]["ui"]["step"] = data["strings"]["en"]["ui"]["step"]  # one control left in English
     write_data(folder, data)
     edit(folder, "explore.css", "#chart .blk.plain { stroke: var(--plain); }", "#chart .blk.plain { stroke: #00ff00; }")
+    edit(folder, "explore.js", "const scaleLo = g.scale ? pow10(g.scale[0]) : ''",
+         "const scaleLo = g.scale ? `1e${g.scale[0]}` : ''")  # the colour scale's end as the page wrote it before
     page, _, _ = open_page(browser, folder, "#view=flow&lang=zh&theme=light")
     problems = look_problems(page, "zh", "light")
     page.close()
     assert any(p.startswith("step:") for p in problems) and any(p.startswith("plain blocks") for p in problems)
+    assert any("e-notation" in p for p in problems), problems
 
 
 # -- 5. a 390 px phone, and 1280x720, without horizontal scroll -----------------------------------

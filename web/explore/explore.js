@@ -30,8 +30,12 @@
     if (!Number.isFinite(x)) return x > 0 ? '∞' : '−∞';
     if (x === 0) return '0';
     const a = Math.abs(x);
-    return a >= 1e-3 && a < 1e4 ? String(Number(x.toPrecision(3))) : x.toExponential(2);
+    if (a >= 1e-3 && a < 1e4) return String(Number(x.toPrecision(3)));
+    const [mantissa, exponent] = x.toExponential(2).split('e');
+    return `${mantissa}×${pow10(Number(exponent))}`;  // as the scenes write it (scenes.kit.style.format_number)
   }
+  // 10 to the power e as on a board: 1, 10, 10⁻³ (scenes.kit.style.power_of_ten), for log axes and colour scales
+  const pow10 = (e) => (e === 0 ? '1' : e === 1 ? '10' : '10' + String(e).replace(/[-0-9]/g, (c) => '⁻⁰¹²³⁴⁵⁶⁷⁸⁹'['-0123456789'.indexOf(c)]));
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
   const S = () => D.strings[state.lang];
   function fill(text, values) {
@@ -316,7 +320,7 @@
     const {big, small} = fonts;
     const lh = LINE * big, gap = 0.8 * big;
     const ratioText = (v) => fill(S().views.flow.ratio, {value: fmt(v)});
-    const scaleLo = g.scale ? `1e${g.scale[0]}` : '', scaleHi = g.scale ? `1e${g.scale[1]}` : '';
+    const scaleLo = g.scale ? pow10(g.scale[0]) : '', scaleHi = g.scale ? pow10(g.scale[1]) : '';
     const x0 = Math.max(X0, textWidth(ui('input'), big) + 56, textWidth(scaleLo, small) + 16);
     const x1 = Math.min(X1, W - 56 - textWidth(ui('loss'), big));
     let svg = '';
@@ -427,7 +431,7 @@
     const decades = [];
     for (let e = lo; e <= hi; e += every) decades.push(e);
     const top = Math.max(30, Math.ceil(1.1 * fonts.small) + 8), bottom = 300;  // room above the axis for its label
-    const x0 = Math.max(X0, widest(decades.map((e) => `1e${e}`), fonts.small) + 16);  // room left of it for the decades
+    const x0 = Math.max(X0, widest(decades.map(pow10), fonts.small) + 16);  // room left of it for the decades
     const px = (l) => (L === 1 ? (x0 + X1) / 2 : x0 + (X1 - x0) * l / (L - 1));
     const py = (v) => { const x = num(v); return x > 0 && Number.isFinite(x) ? bottom - (bottom - top) * (Math.log10(x) - lo) / (hi - lo) : null; };
     const pathD = (vals) => {
@@ -463,7 +467,7 @@
       let svg = `<line x1="${x0}" y1="${bottom}" x2="${X1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
       for (const e of decades) {
         const yy = bottom - (bottom - top) * (e - lo) / (hi - lo);
-        svg += `<line x1="${x0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(x0 - 8, yy + 0.3 * fonts.small, `1e${e}`, 'muted small', {'text-anchor': 'end'});
+        svg += `<line x1="${x0}" y1="${yy}" x2="${X1}" y2="${yy}" class="grid"/>` + text(x0 - 8, yy + 0.3 * fonts.small, pow10(e), 'muted small', {'text-anchor': 'end'});
       }
       svg += text(x0, bottom + 30, `${S().common.block} 1 … ${L}`, 'muted small') + text(x0 + 8, top - 6, S().views.chain.axis_y, 'muted small');
       if (bound && pathD(bound)) svg += `<path class="bound" d="${pathD(bound)}"/>`;
@@ -725,7 +729,7 @@
     const names = runs.flatMap((r) => picks(r.rows.length, labelCount(r.rows, mapH)).map((i) => rowName(r.rows[i])));
     const maxLabel = W * 0.3;
     const x0 = Math.min(maxLabel, Math.max(X0, widest(names, small) + 16));
-    const scaleWords = [`1e${g.scale[0]}`, `1e${g.scale[1]}`, S().views.map.color_axis, S().views.map.loss_axis];
+    const scaleWords = [pow10(g.scale[0]), pow10(g.scale[1]), S().views.map.color_axis, S().views.map.loss_axis];
     const x1 = W - 30 - widest(scaleWords, small) - 22;
     const first = Math.min(...runs.map((r) => num(r.edges[0]))), last = Math.max(...runs.map((r) => num(r.edges[r.edges.length - 1])));
     const px = (s) => x0 + (x1 - x0) * (s - first) / Math.max(last - first, 1e-9);
@@ -752,7 +756,7 @@
       const every = Math.max(1, Math.ceil((hi - lo) / Math.max(1, Math.floor(mapH / (lh * 1.2)))));
       for (let e = hi; e >= lo; e -= every) {
         const yy = y + mapH * (hi - e) / (hi - lo);
-        svg += text(x1 + 32, yy + 0.35 * small, e === 0 ? '1' : `1e${e}`, 'muted small');
+        svg += text(x1 + 32, yy + 0.35 * small, pow10(e), 'muted small');
       }
       if (k >= 0) {
         const steps = mapSteps(run);
@@ -774,7 +778,7 @@
       const [log, lo, hi] = g.loss_axis || [false, 0, 1];
       const at = (v) => (log ? Math.log10(v) : v);
       const py = (v) => bottom - lossH * Math.min(Math.max((at(num(v)) - lo) / ((hi - lo) || 1), 0), 1);
-      const tick = (e) => (log ? (e === 0 ? '1' : `1e${e}`) : fmt(e));
+      const tick = (e) => (log ? pow10(e) : fmt(e));
       svg += `<line x1="${x0}" y1="${bottom}" x2="${x1}" y2="${bottom}" class="axis"/><line x1="${x0}" y1="${top}" x2="${x0}" y2="${bottom}" class="axis"/>`;
       svg += text(x0 - 8, top + 0.35 * small, tick(hi), 'muted small', {'text-anchor': 'end', 'data-loss-tick': 'high'}) + text(x0 - 8, bottom + 0.35 * small, tick(lo), 'muted small', {'text-anchor': 'end', 'data-loss-tick': 'low'});
       for (const r of withLoss) {
@@ -792,7 +796,7 @@
     }
     out.svg = svg;
     out.height = Math.max(H, y + 8);
-    out.legend = esc(ui('map_scale', {low: `1e${g.scale[0]}`, high: `1e${g.scale[1]}`}));
+    out.legend = esc(ui('map_scale', {low: pow10(g.scale[0]), high: pow10(g.scale[1])}));
     const head = [S().views.map.blocks_axis, ...archs.map(archName)];
     const byRow = new Map();
     for (const row of rowsOut) {
