@@ -25,12 +25,12 @@ import math
 
 import numpy as np
 from manim import (DOWN, LEFT, RESAMPLING_ALGORITHMS, RIGHT, UP, Create, FadeIn, Group, ImageMobject, Line, Mobject,
-                   Rectangle, VGroup, linear)
+                   Rectangle, VGroup, config, linear)
 
 from simulation.experiments import RESIDUAL
 
 from scenes.kit.block_labels import middle_ellipsis, short_name, split_prefix
-from scenes.kit.layout import line_width
+from scenes.kit.layout import MARGIN, line_width
 from scenes.kit.style import PALETTE, SIZE_LABEL, SIZE_SMALL, make_text, power_of_ten
 from scenes.kit.theme import VIRIDIS, to_rgb
 from scenes.kit.widgets import LinearAxes, nice_axis, nice_ticks, safe_log10, tick_exponents
@@ -155,6 +155,17 @@ def grid_colors(grid: np.ndarray, low: float, high: float, background, warn) -> 
     out[..., :3] = np.round(rgb * 255)
     out[..., 3] = 255
     return out
+
+
+def _cut_to(name: str, max_chars: int, room: float, color) -> Mobject:
+    """``name`` at the house's small size, cut in the middle (:func:`middle_ellipsis`) to ``max_chars`` characters,
+    and shorter (by 4 at a time, 4 at least) where it is still wider than ``room`` (scene units): the block names and
+    their heading left of the map stay inside the frame's margin whatever the user's module names."""
+    for limit in range(max_chars, 3, -4):
+        text = make_text(middle_ellipsis(name, limit), size=SIZE_SMALL, color=color)
+        if text.width <= room:
+            break
+    return text
 
 
 def label_rows(blocks: int, limit: int = MAX_LABELS, apart: int = 1) -> list[int]:
@@ -326,12 +337,12 @@ class DepthTimeMap(UserModelScene):
         prefix as a heading above them; a label for a row that holds several blocks names its first."""
         names = list(self.block_names)
         prefix, rests = split_prefix(names)
+        room = left - (MARGIN - 0.5) * config.frame_width  # from the frame's margin to the map's left edge
         row_height = (top - bottom) / (len(rows) - 1)
         group = VGroup()
         for apart in range(1, len(rows)):  # names a row apart while they clear each other, else fewer names
             picks = label_rows(len(rows) - 1, apart=apart)
-            labels = [make_text(middle_ellipsis(rests[int(rows[r])], 16), size=SIZE_SMALL, color=PALETTE["muted"])
-                      for r in picks]
+            labels = [_cut_to(rests[int(rows[r])], 16, room - 0.2, PALETTE["muted"]) for r in picks]
             gaps = [(b - a) * row_height - (upper.height + lower.height) / 2
                     for a, b, upper, lower in zip(picks, picks[1:], labels, labels[1:])]
             if min(gaps, default=1.0) >= LABEL_GAP:
@@ -340,8 +351,7 @@ class DepthTimeMap(UserModelScene):
             y = top - (r + 0.5) * row_height
             label.move_to([left - 0.2 - label.width / 2, y, 0])
             group.add(label, Line([left - 0.12, y, 0], [left, y, 0], color=PALETTE["muted"], stroke_width=1.5))
-        heading = make_text(middle_ellipsis(prefix.rstrip(".") or self.t("blocks_axis"), 18), size=SIZE_SMALL,
-                            color=PALETTE["text"])
+        heading = _cut_to(prefix.rstrip(".") or self.t("blocks_axis"), 18, room, PALETTE["text"])
         heading.next_to([left - 0.2, top, 0], UP, buff=0.1).align_to(group, RIGHT)
         # clear of the first name too, where that is taller than its row (a deep map) and reaches up to the heading
         heading.shift(max(0.0, group.get_top()[1] + HEADING_GAP - heading.get_bottom()[1]) * UP)
