@@ -190,7 +190,7 @@ class LossLandscape(SeedSpread, LectureScene):
             inner = _inner_frame(panels[k], ratio.shape[0] + 2)
             ratio_maps.add(_cell_map(ratio, inner, PALETTE["identity"], PALETTE["warn"], PALETTE["muted"]))
         ratio_key.next_to(panels, DOWN, buff=0.12)
-        figures_top = panels.get_bottom()[1] - _key_drop(key, ratio_key)
+        figures_top = panels.get_bottom()[1] - _key_drop(max(key.height, ratio_key.height))
         for k, column in enumerate(stats):
             column.set_x(panels[k].get_x()).shift(UP * (figures_top - column.get_top()[1]))
         self.narrate("n_curv", 4)
@@ -224,7 +224,7 @@ class LossLandscape(SeedSpread, LectureScene):
         citation, it would reach them). ``verdict`` is placed at the bottom; the figures, or the verdict in their
         place, end above the citation's room (scenes.kit.fit.citation_room)."""
         self.above_citation(verdict.to_edge(DOWN, buff=0.62).to_edge(LEFT, buff=EDGE_BUFF), self._source)
-        drop = _key_drop(None, None, key_height)
+        drop = _key_drop(key_height)
         floor = citation_room(self._citation(self._source))[3]
         side, crowded = PANEL, False
         for _ in range(3):  # the figures wrap to the side they are under: three rounds settle it
@@ -269,11 +269,10 @@ class LossLandscape(SeedSpread, LectureScene):
         return VGroup(*lines).arrange(DOWN, aligned_edge=LEFT, buff=0.08)
 
 
-def _key_drop(key, ratio_key, height: float | None = None) -> float:
+def _key_drop(key_height: float) -> float:
     """From the slices' bottom down to the figures' top (scene units): the key below the slices (0.12 under them,
-    ``height`` or the taller of ``key`` and ``ratio_key`` tall) and 0.08 more; 0.45 at least (one line of key)."""
-    height = max(key.height, ratio_key.height) if height is None else height
-    return max(0.45, 0.2 + height)
+    ``key_height`` tall: the taller of the two keys) and 0.08 more; 0.45 at least (one line of key)."""
+    return max(0.45, 0.2 + key_height)
 
 
 def _log_loss(loss: Any) -> np.ndarray:
